@@ -1,0 +1,386 @@
+"""compact / compact_with_summary / acompact_with_summary and their result types.
+
+The work is split so that one algorithm serves the sync and async forms (and the
+middleware's incremental sessions): ``Compaction`` is built from the messages,
+their prefix token sums and their group boundaries; it decides what to drop
+without calling anything, and only the few lines that obtain a summary differ
+between ``compact_with_summary`` and ``acompact_with_summary``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Union
+
+from ._errors import InvalidMessageError
+from ._grouping import check_messages, group_bounds
+from ._tokens import CountTokens, check_callable, count_all, count_one, prefix_sums
+
+Summarize = Callable[[List[Any]], str]
+AsyncSummarize = Callable[[List[Any]], Union[str, Awaitable[str]]]
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    """What ``compact`` returns.
+
+    Attributes:
+        messages: The compacted list: the caller's own message objects, in order.
+        dropped: The removed messages, the caller's own objects, in original order.
+        tokens_before: Summed estimated tokens of the input list.
+        tokens_after: Summed estimated tokens of ``messages``.
+        fits: ``tokens_after <= max_tokens``.
+    """
+
+    messages: List[Any]
+    dropped: List[Any]
+    tokens_before: int
+    tokens_after: int
+    fits: bool
+
+
+@dataclass(frozen=True)
+class CompactResultWithSummary(CompactResult):
+    """What ``compact_with_summary`` returns: ``CompactResult`` plus the summary.
+
+    Attributes:
+        summary: The text ``summarize`` returned, inserted as a message right
+            after the head-kept messages; ``None`` when nothing was dropped or
+            no ``summarize`` was given.
+    """
+
+    summary: Optional[str]
+
+
+def check_max_tokens(max_tokens: object) -> float:
+    """Return ``max_tokens`` if it is a finite positive number, else raise ``TypeError``."""
+    if (
+        isinstance(max_tokens, bool)
+        or not isinstance(max_tokens, Real)
+        or not math.isfinite(max_tokens)
+        or max_tokens <= 0
+    ):
+        raise TypeError(f"max_tokens must be a finite positive number, got {max_tokens!r}")
+    return max_tokens  # type: ignore[return-value]
+
+
+def check_keep(value: object, name: str) -> int:
+    """Return ``value`` if it is a non-negative int; ``TypeError``/``ValueError`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a non-negative int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    return value
+
+
+def check_summary_role(summary_role: object) -> str:
+    """Return ``summary_role`` if it is a string, else raise ``TypeError``."""
+    if not isinstance(summary_role, str):
+        raise TypeError(f"summary_role must be a string, got {summary_role!r}")
+    return summary_role
+
+
+def _cut_after(pre: Sequence[int], bounds: Sequence[int], lo: int, hi: int, excess: float) -> int:
+    """The smallest group boundary ``b`` in ``[lo, hi]`` whose groups ``[lo, b)`` hold ``excess``.
+
+    ``hi`` when even dropping every group up to it is not enough.
+    """
+    if excess <= 0:
+        return lo
+    j = bisect_left(pre, pre[lo] + excess, lo, hi + 1)
+    if j > hi:
+        return hi
+    return bounds[bisect_left(bounds, j)]
+
+
+class Compaction:
+    """The decision for one call, made from counts and boundaries alone.
+
+    Args:
+        messages: The input, as a list.
+        pre: Prefix sums of the messages' token counts (``len(messages) + 1`` items).
+        bounds: Group boundaries (see ``group_bounds``).
+        max_tokens, keep_head, keep_tail, count_tokens: The checked options.
+    """
+
+    __slots__ = (
+        "bounds",
+        "count_tokens",
+        "cut",
+        "head_end",
+        "max_tokens",
+        "messages",
+        "pre",
+        "tail_start",
+        "tokens_before",
+    )
+
+    def __init__(
+        self,
+        messages: List[Any],
+        pre: Sequence[int],
+        bounds: Sequence[int],
+        *,
+        max_tokens: float,
+        keep_head: int,
+        keep_tail: int,
+        count_tokens: Optional[CountTokens],
+    ) -> None:
+        n = len(messages)
+        self.messages = messages
+        self.pre = pre
+        self.bounds = bounds
+        self.max_tokens = max_tokens
+        self.count_tokens = count_tokens
+        self.tokens_before = pre[n]
+        # Head and tail are counted in messages and snapped outward to whole groups.
+        self.head_end = bounds[bisect_left(bounds, min(keep_head, n))]
+        self.tail_start = max(
+            bounds[bisect_right(bounds, max(n - keep_tail, 0)) - 1], self.head_end
+        )
+        self.cut = _cut_after(
+            pre, bounds, self.head_end, self.tail_start, self.tokens_before - max_tokens
+        )
+
+    @property
+    def dropped(self) -> List[Any]:
+        """The messages dropped so far, in original order."""
+        return self.messages[self.head_end : self.cut]
+
+    def result(self) -> CompactResult:
+        """The ``compact`` result."""
+        after = self.tokens_before - (self.pre[self.cut] - self.pre[self.head_end])
+        return CompactResult(
+            messages=self._kept(self.cut),
+            dropped=self.dropped,
+            tokens_before=self.tokens_before,
+            tokens_after=after,
+            fits=after <= self.max_tokens,
+        )
+
+    def result_with_summary(
+        self, summary: Optional[str], summary_role: str
+    ) -> CompactResultWithSummary:
+        """The ``compact_with_summary`` result, with ``summary`` inserted after the head.
+
+        The summary message counts against the budget; when it no longer fits,
+        further whole groups are dropped, oldest first, without re-summarising.
+        """
+        if summary is None:
+            base = self.result()
+            return CompactResultWithSummary(
+                base.messages, base.dropped, base.tokens_before, base.tokens_after, base.fits, None
+            )
+        pre, head_end = self.pre, self.head_end
+        note = {"role": summary_role, "content": summary}
+        after = (
+            self.tokens_before
+            - (pre[self.cut] - pre[head_end])
+            + _count_summary(note, self.count_tokens)
+        )
+        cut = _cut_after(pre, self.bounds, self.cut, self.tail_start, after - self.max_tokens)
+        after -= pre[cut] - pre[self.cut]
+        messages = self.messages[:head_end]
+        messages.append(note)
+        messages.extend(self.messages[cut:])
+        return CompactResultWithSummary(
+            messages=messages,
+            dropped=self.messages[head_end:cut],
+            tokens_before=self.tokens_before,
+            tokens_after=after,
+            fits=after <= self.max_tokens,
+            summary=summary,
+        )
+
+    def _kept(self, cut: int) -> List[Any]:
+        if cut == self.head_end:
+            return self.messages[:]
+        return self.messages[: self.head_end] + self.messages[cut:]
+
+
+def _count_summary(note: Any, count_tokens: Optional[CountTokens]) -> int:
+    try:
+        return count_one(note, count_tokens, None)
+    except InvalidMessageError as exc:
+        raise InvalidMessageError(f"the summary message: {exc.reason}") from exc
+
+
+def prepare(
+    messages: object,
+    *,
+    max_tokens: object,
+    count_tokens: Optional[CountTokens],
+    keep_head: object,
+    keep_tail: object,
+) -> Compaction:
+    """Check every argument, group and count the messages once, and decide what to drop."""
+    budget = check_max_tokens(max_tokens)
+    check_callable(count_tokens, "count_tokens")
+    head = check_keep(keep_head, "keep_head")
+    tail = check_keep(keep_tail, "keep_tail")
+    msgs = list(check_messages(messages))
+    bounds = group_bounds(msgs)
+    pre = prefix_sums(count_all(msgs, count_tokens))
+    return Compaction(
+        msgs,
+        pre,
+        bounds,
+        max_tokens=budget,
+        keep_head=head,
+        keep_tail=tail,
+        count_tokens=count_tokens,
+    )
+
+
+def check_summary(summary: object) -> str:
+    """Return ``summary`` if it is a string; otherwise raise, naming what came back."""
+    if isinstance(summary, str):
+        return summary
+    if inspect.isawaitable(summary):
+        close = getattr(summary, "close", None)
+        if close is not None:
+            close()  # no "coroutine was never awaited" warning on top of the error
+        raise InvalidMessageError(
+            "summarize returned an awaitable; use acompact_with_summary for an async summarizer"
+        )
+    raise InvalidMessageError(f"summarize must return a string, got {type(summary).__name__}")
+
+
+def compact(
+    messages: Sequence[Any],
+    *,
+    max_tokens: float,
+    count_tokens: Optional[CountTokens] = None,
+    keep_head: int = 1,
+    keep_tail: int = 4,
+) -> CompactResult:
+    """Drop whole groups from the middle of ``messages`` until it fits ``max_tokens``.
+
+    The list is split into groups (an assistant message with ``tool_calls`` and
+    its immediately following matching ``tool`` results form one group; every
+    other message is alone). ``keep_head`` leading and ``keep_tail`` trailing
+    messages are kept, snapped outward to whole groups, and the middle groups
+    are dropped oldest first until the total fits or nothing droppable is left.
+    An input that already fits is returned unchanged with nothing dropped.
+
+    Args:
+        messages: A list (or other sequence) of message mappings. Never mutated.
+        max_tokens: The budget: a finite positive number.
+        count_tokens: ``(message) -> int``; the default is the specification's
+            estimator (see ``estimate_tokens``).
+        keep_head: Leading messages always kept.
+        keep_tail: Trailing messages always kept.
+
+    Returns:
+        A ``CompactResult`` whose ``messages`` and ``dropped`` hold the caller's
+        own message objects in original order.
+
+    Raises:
+        TypeError: ``max_tokens`` is missing, a bool, not a number, not finite
+            or not positive; ``messages`` is not a sequence; ``keep_head`` or
+            ``keep_tail`` is not an int; ``count_tokens`` is not callable.
+        ValueError: ``keep_head`` or ``keep_tail`` is negative.
+        InvalidMessageError: A message is malformed or cannot be counted; the
+            error names its index.
+    """
+    return prepare(
+        messages,
+        max_tokens=max_tokens,
+        count_tokens=count_tokens,
+        keep_head=keep_head,
+        keep_tail=keep_tail,
+    ).result()
+
+
+def compact_with_summary(
+    messages: Sequence[Any],
+    *,
+    max_tokens: float,
+    count_tokens: Optional[CountTokens] = None,
+    keep_head: int = 1,
+    keep_tail: int = 4,
+    summarize: Optional[Summarize] = None,
+    summary_role: str = "user",
+) -> CompactResultWithSummary:
+    """``compact``, then splice a summary of what was dropped back in.
+
+    If anything was dropped and ``summarize`` is given, ``summarize(dropped)`` is
+    called once and its string inserted as ``{"role": summary_role, "content":
+    summary}`` right after the head-kept messages. The summary counts against
+    the budget: if it no longer fits, further whole groups are dropped, oldest
+    first, and the summary is not regenerated.
+
+    Args:
+        messages, max_tokens, count_tokens, keep_head, keep_tail: As for ``compact``.
+        summarize: ``(dropped: list) -> str``, called synchronously. Without it
+            this behaves exactly like ``compact`` with ``summary=None``.
+        summary_role: The inserted message's role; ``"user"`` by default because
+            some providers reject a second ``system`` message.
+
+    Returns:
+        A ``CompactResultWithSummary``.
+
+    Raises:
+        TypeError, ValueError, InvalidMessageError: As for ``compact``; also when
+            ``summarize`` is not callable, ``summary_role`` is not a string, or
+            ``summarize`` returns something other than a string.
+    """
+    check_callable(summarize, "summarize")
+    role = check_summary_role(summary_role)
+    plan = prepare(
+        messages,
+        max_tokens=max_tokens,
+        count_tokens=count_tokens,
+        keep_head=keep_head,
+        keep_tail=keep_tail,
+    )
+    if summarize is None or plan.cut == plan.head_end:
+        return plan.result_with_summary(None, role)
+    return plan.result_with_summary(check_summary(summarize(plan.dropped)), role)
+
+
+async def acompact_with_summary(
+    messages: Sequence[Any],
+    *,
+    max_tokens: float,
+    count_tokens: Optional[CountTokens] = None,
+    keep_head: int = 1,
+    keep_tail: int = 4,
+    summarize: Optional[AsyncSummarize] = None,
+    summary_role: str = "user",
+) -> CompactResultWithSummary:
+    """``compact_with_summary`` for async code: ``summarize`` may be async or plain.
+
+    An async ``summarize`` (or one returning an awaitable) is awaited; a plain
+    one is called directly, on the event loop's thread.
+
+    Args:
+        messages, max_tokens, count_tokens, keep_head, keep_tail, summary_role:
+            As for ``compact_with_summary``.
+        summarize: ``(dropped: list) -> str | Awaitable[str]``.
+
+    Returns:
+        A ``CompactResultWithSummary``, the same as ``compact_with_summary`` would give.
+
+    Raises:
+        The same errors as ``compact_with_summary``.
+    """
+    check_callable(summarize, "summarize")
+    role = check_summary_role(summary_role)
+    plan = prepare(
+        messages,
+        max_tokens=max_tokens,
+        count_tokens=count_tokens,
+        keep_head=keep_head,
+        keep_tail=keep_tail,
+    )
+    if summarize is None or plan.cut == plan.head_end:
+        return plan.result_with_summary(None, role)
+    summary: object = summarize(plan.dropped)
+    if inspect.isawaitable(summary):
+        summary = await summary
+    return plan.result_with_summary(check_summary(summary), role)
