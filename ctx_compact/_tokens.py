@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from itertools import accumulate
+from itertools import accumulate, islice
 from numbers import Real
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -86,19 +86,24 @@ def count_one(message: Any, count_tokens: Optional[CountTokens], index: Optional
     return check_count(count_tokens(message), index)
 
 
-def count_all(messages: Sequence[Any], count_tokens: Optional[CountTokens]) -> List[int]:
-    """Count every message once, in order."""
+def count_all(
+    messages: Sequence[Any], count_tokens: Optional[CountTokens], start: int = 0
+) -> List[int]:
+    """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
     if count_tokens is not None:
-        return [check_count(count_tokens(m), i) for i, m in enumerate(messages)]
+        return [
+            check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))
+        ]
     encode = _ENCODER.encode
-    counts = []
+    counts: List[int] = []
     try:
-        for m in messages:
+        for m in islice(messages, start, None):
             text = encode(m)
             counts.append(-(-(len(text) if text.isascii() else utf16_length(text)) // 4))
     except (TypeError, ValueError, RecursionError):
-        # Re-count the failing message through the checked path for its index and message.
-        count_one(messages[len(counts)], None, len(counts))
+        # Count the failing message again through the checked path for a clear error.
+        index = start + len(counts)
+        count_one(messages[index], None, index)
         raise
     return counts
 

@@ -1,0 +1,23 @@
+"""Compaction around any LLM call: the ``budgeted`` decorator and ``CompactingSession``.
+
+Built on ``ctx_compact`` (the core), ``wrapt`` and ``anyio``; works on asyncio
+and trio alike.
+
+Note: this is ctx-compact's ``middleware`` package. An old, unrelated project
+on PyPI is also called ``middleware``; it is not this one.
+"""
+
+from __future__ import annotations
+
+from ._decorator import budgeted
+from ._events import BudgetExceededError, CompactionEvent, log_compaction
+from ._session import CompactingSession, SessionStats
+
+__all__ = [
+    "BudgetExceededError",
+    "CompactingSession",
+    "CompactionEvent",
+    "SessionStats",
+    "budgeted",
+    "log_compaction",
+]

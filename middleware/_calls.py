@@ -1,0 +1,137 @@
+"""What kind of callable is being wrapped, and where its messages argument is.
+
+Both are decided once, when the callable is wrapped, never by inspecting a call.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+from ._events import is_async_callable
+
+
+class Kind(enum.Enum):
+    """The shape of a callable's result, which decides the wrapper's shape."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+    GENERATOR = "generator"
+    ASYNC_GENERATOR = "async generator"
+
+    @property
+    def is_async(self) -> bool:
+        """Whether calls of this kind run inside an event loop."""
+        return self in (Kind.ASYNC, Kind.ASYNC_GENERATOR)
+
+
+def _target(fn: Any) -> Any:
+    if isinstance(fn, (classmethod, staticmethod)):
+        fn = fn.__func__
+    try:
+        return inspect.unwrap(fn)
+    except ValueError:  # a __wrapped__ cycle
+        return fn
+
+
+def kind_of(fn: Any) -> Kind:
+    """Classify ``fn``, looking through classmethod/staticmethod and ``functools.wraps``."""
+    target = _target(fn)
+    if inspect.isasyncgenfunction(target) or inspect.isasyncgenfunction(fn):
+        return Kind.ASYNC_GENERATOR
+    if inspect.isgeneratorfunction(target) or inspect.isgeneratorfunction(fn):
+        return Kind.GENERATOR
+    if is_async_callable(fn) or is_async_callable(target):
+        return Kind.ASYNC
+    return Kind.SYNC
+
+
+def qualified_name(fn: Any) -> str:
+    """A readable qualified name for events and errors."""
+    target = fn.__func__ if isinstance(fn, (classmethod, staticmethod)) else fn
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
+    if name is None:
+        name = type(target).__qualname__
+    module = getattr(target, "__module__", None)
+    return f"{module}.{name}" if module and module != "builtins" else str(name)
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """Where a call carries its messages.
+
+    Attributes:
+        name: The argument's name.
+        position: Its index among the positional parameters of the signature as
+            given (``None`` when it can only be passed by keyword).
+        keyword: Whether it may be passed by keyword.
+        binds_first: Whether the signature as given still holds the parameter
+            that binding to an instance or class consumes (``self``/``cls``).
+    """
+
+    name: str
+    position: Optional[int]
+    keyword: bool
+    binds_first: bool
+
+    @classmethod
+    def of(cls, fn: Any, name: str, function_name: str) -> ArgSpec:
+        """Bind ``name`` against ``fn``'s signature, failing if ``fn`` cannot accept it."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise TypeError(f"messages_arg must be an argument name, got {name!r}")
+        target = fn.__func__ if isinstance(fn, (classmethod, staticmethod)) else fn
+        binds_first = not isinstance(fn, staticmethod) and not inspect.ismethod(target)
+        binds_first = binds_first and (isinstance(fn, classmethod) or inspect.isfunction(target))
+        try:
+            signature = inspect.signature(target)
+        except (TypeError, ValueError):
+            # No signature to read (some builtins): the messages can only be found by keyword.
+            return cls(name, None, True, False)
+        params = list(signature.parameters.values())
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        for index, param in enumerate(positional):
+            if param.name == name:
+                return cls(name, index, param.kind is param.POSITIONAL_OR_KEYWORD, binds_first)
+        for param in params:
+            if param.name == name and param.kind is param.KEYWORD_ONLY:
+                return cls(name, None, True, binds_first)
+        if any(p.kind is p.VAR_KEYWORD for p in params):
+            return cls(name, None, True, binds_first)
+        raise TypeError(
+            f"{function_name}{signature} has no argument named {name!r} and takes no "
+            f"**kwargs, so its messages cannot be found; pass messages_arg=... naming "
+            f"the argument that carries them"
+        )
+
+    def find(
+        self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> Tuple[bool, Any, Optional[int]]:
+        """Find the messages in a call as wrapt presents it.
+
+        Returns:
+            ``(found, value, index)``: ``index`` is the position in ``args``, or
+            ``None`` when the value came by keyword.
+        """
+        if self.keyword and self.name in kwargs:
+            return True, kwargs[self.name], None
+        if self.position is not None:
+            # wrapt hands over args without self/cls when the call is bound.
+            index = (
+                self.position - 1 if self.binds_first and instance is not None else self.position
+            )
+            if 0 <= index < len(args):
+                return True, args[index], index
+        return False, None, None
+
+
+def replace(
+    args: Tuple[Any, ...], kwargs: Dict[str, Any], name: str, index: Optional[int], value: Any
+) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+    """New ``args``/``kwargs`` with the messages replaced; the originals are left alone."""
+    if index is None:
+        kwargs = dict(kwargs)
+        kwargs[name] = value
+        return args, kwargs
+    return (*args[:index], value, *args[index + 1 :]), kwargs

@@ -1,0 +1,202 @@
+"""CompactionEvent, BudgetExceededError, hook dispatch and the ready logging hook."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+logger = logging.getLogger("ctx_compact.middleware")
+
+Hook = Callable[["CompactionEvent"], Any]
+Hooks = Union[None, Hook, Sequence[Hook]]
+
+
+@dataclass(frozen=True)
+class CompactionEvent:
+    """What happened to one intercepted call's messages.
+
+    One event is produced for every call whose messages were intercepted, also
+    when nothing had to be dropped.
+
+    Attributes:
+        function: The qualified name of the called function.
+        max_tokens: The budget the call was compacted to.
+        tokens_before: Estimated tokens of the messages as the caller passed them.
+        tokens_after: Estimated tokens of ``messages``, the list passed on.
+        fits: ``tokens_after <= max_tokens``.
+        messages: The list passed on to the function (the caller's own
+            message objects, plus the summary message if one was inserted).
+        dropped: The caller's messages that were left out, in original order.
+        summary: The inserted summary text, or ``None``.
+        elapsed: Seconds spent compacting, the summarizer included.
+        messages_before: How many messages the caller passed.
+    """
+
+    function: str
+    max_tokens: float
+    tokens_before: int
+    tokens_after: int
+    fits: bool
+    messages: List[Any]
+    dropped: List[Any]
+    summary: Optional[str]
+    elapsed: float
+    messages_before: int
+
+    @property
+    def compacted(self) -> bool:
+        """Whether anything was dropped (and so the list passed on differs from the input)."""
+        return bool(self.dropped)
+
+    @property
+    def tokens_saved(self) -> int:
+        """``tokens_before - tokens_after``."""
+        return self.tokens_before - self.tokens_after
+
+
+class BudgetExceededError(RuntimeError):
+    """Raised with ``on_overflow="raise"`` when even full compaction cannot fit.
+
+    The call is not made. The event has already been reported to the hooks.
+
+    Attributes:
+        event: The ``CompactionEvent`` of the refused call.
+    """
+
+    def __init__(self, event: CompactionEvent) -> None:
+        self.event = event
+        super().__init__(
+            f"{event.function}: the messages need {event.tokens_after} tokens after "
+            f"compaction, over the budget of {event.max_tokens}; the call was not made"
+        )
+
+
+def is_async_callable(fn: object) -> bool:
+    """Whether calling ``fn`` gives an awaitable, looking through ``functools.wraps``."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    target: Any = getattr(fn, "__func__", fn)
+    with contextlib.suppress(ValueError):  # a __wrapped__ cycle
+        target = inspect.unwrap(target)
+    if inspect.iscoroutinefunction(target):
+        return True
+    if inspect.isfunction(fn) or inspect.ismethod(fn) or not callable(fn):
+        return False
+    # An object whose class defines `async def __call__`.
+    return inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def check_hooks(hooks: Hooks, name: str = "on_compact") -> Tuple[Hook, ...]:
+    """Normalise ``None``, one hook or a list of hooks to a tuple, checking each."""
+    if hooks is None:
+        return ()
+    items: Sequence[Any] = (hooks,) if callable(hooks) else hooks
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise TypeError(f"{name} must be a callable or a list of callables, got {hooks!r}")
+    for hook in items:
+        if not callable(hook):
+            raise TypeError(f"{name} holds {hook!r}, which is not callable")
+    return tuple(items)
+
+
+def _report(hook: Hook, exc: BaseException) -> None:
+    logger.error(
+        "on_compact hook %r raised; the call goes on",
+        hook,
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
+
+
+def dispatch(hooks: Sequence[Hook], event: CompactionEvent) -> None:
+    """Call every hook with ``event`` on a sync path. A failing hook is logged, never raised.
+
+    An async hook cannot be awaited here: it is closed and logged instead.
+    """
+    for hook in hooks:
+        try:
+            result = hook(event)
+        except Exception as exc:
+            _report(hook, exc)
+            continue
+        if inspect.isawaitable(result):
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+            logger.error(
+                "on_compact hook %r is async but %s is a sync call; it was skipped",
+                hook,
+                event.function,
+            )
+
+
+async def adispatch(hooks: Sequence[Hook], event: CompactionEvent) -> None:
+    """Call every hook with ``event`` on an async path, awaiting async hooks.
+
+    Sync hooks run on a worker thread (so a slow one never blocks the event
+    loop), except ``log_compaction``, which never blocks.
+    """
+    from anyio import to_thread
+
+    for hook in hooks:
+        try:
+            # log_compaction never blocks, so it skips the worker-thread hop.
+            if hook is log_compaction or is_async_callable(hook):
+                result = hook(event)
+            else:
+                result = await to_thread.run_sync(hook, event)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            _report(hook, exc)
+
+
+def log_compaction(event: CompactionEvent) -> None:
+    """A ready ``on_compact`` hook: one log line per call, figures only, never content.
+
+    Logs on the ``ctx_compact.middleware`` logger: ``WARNING`` when the result
+    does not fit, ``INFO`` when messages were dropped, ``DEBUG`` otherwise. The
+    figures are also attached as ``extra`` fields prefixed ``ctx_compact_``
+    (``function``, ``max_tokens``, ``tokens_before``, ``tokens_after``,
+    ``tokens_saved``, ``messages_before``, ``messages_after``, ``dropped``,
+    ``summarized``, ``fits``, ``elapsed``), for structured log handlers.
+
+    Args:
+        event: The event to log.
+    """
+    if not event.fits:
+        level = logging.WARNING
+    elif event.compacted:
+        level = logging.INFO
+    else:
+        level = logging.DEBUG
+    if not logger.isEnabledFor(level):
+        return
+    extra = {
+        "ctx_compact_function": event.function,
+        "ctx_compact_max_tokens": event.max_tokens,
+        "ctx_compact_tokens_before": event.tokens_before,
+        "ctx_compact_tokens_after": event.tokens_after,
+        "ctx_compact_tokens_saved": event.tokens_saved,
+        "ctx_compact_messages_before": event.messages_before,
+        "ctx_compact_messages_after": len(event.messages),
+        "ctx_compact_dropped": len(event.dropped),
+        "ctx_compact_summarized": event.summary is not None,
+        "ctx_compact_fits": event.fits,
+        "ctx_compact_elapsed": event.elapsed,
+    }
+    logger.log(
+        level,
+        "%s: %d -> %d tokens (budget %s), %d of %d messages dropped%s, %s",
+        event.function,
+        event.tokens_before,
+        event.tokens_after,
+        event.max_tokens,
+        len(event.dropped),
+        event.messages_before,
+        ", summary inserted" if event.summary is not None else "",
+        "fits" if event.fits else "does not fit",
+        extra=extra,
+    )

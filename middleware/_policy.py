@@ -1,0 +1,298 @@
+"""A compaction policy (the checked options) and how it is applied to one call.
+
+The work that does not wait on anything is written once (``_Run``); the sync
+and async entry points differ only in how the summary is obtained and how the
+hooks are called.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ctx_compact._compact import (
+    Compaction,
+    check_keep,
+    check_max_tokens,
+    check_summary,
+    check_summary_role,
+)
+from ctx_compact._grouping import check_messages, group_bounds
+from ctx_compact._tokens import CountTokens, check_callable, count_all, prefix_sums
+
+from ._calls import ArgSpec, Kind, replace
+from ._events import (
+    BudgetExceededError,
+    CompactionEvent,
+    Hook,
+    Hooks,
+    adispatch,
+    check_hooks,
+    dispatch,
+    is_async_callable,
+)
+
+OVERFLOW_CHOICES = ("call", "raise")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The options of ``budgeted`` or ``CompactingSession``, checked once.
+
+    ``max_tokens`` is ``None`` only for a session that just observes.
+    """
+
+    max_tokens: Optional[float]
+    keep_head: int
+    keep_tail: int
+    count_tokens: Optional[CountTokens]
+    summarize: Optional[Callable[[List[Any]], Any]]
+    summary_role: str
+    messages_arg: str
+    on_compact: Tuple[Hook, ...]
+    on_overflow: str
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        max_tokens: Optional[float],
+        keep_head: int = 1,
+        keep_tail: int = 4,
+        count_tokens: Optional[CountTokens] = None,
+        summarize: Optional[Callable[[List[Any]], Any]] = None,
+        summary_role: str = "user",
+        messages_arg: str = "messages",
+        on_compact: Hooks = None,
+        on_overflow: str = "call",
+        budget_optional: bool = False,
+    ) -> Policy:
+        """Check every option, raising ``TypeError``/``ValueError`` naming the bad one."""
+        if not (budget_optional and max_tokens is None):
+            max_tokens = check_max_tokens(max_tokens)
+        check_callable(count_tokens, "count_tokens")
+        check_callable(summarize, "summarize")
+        if not isinstance(messages_arg, str) or not messages_arg.isidentifier():
+            raise TypeError(f"messages_arg must be an argument name, got {messages_arg!r}")
+        if on_overflow not in OVERFLOW_CHOICES:
+            raise ValueError(f"on_overflow must be 'call' or 'raise', got {on_overflow!r}")
+        return cls(
+            max_tokens=max_tokens,
+            keep_head=check_keep(keep_head, "keep_head"),
+            keep_tail=check_keep(keep_tail, "keep_tail"),
+            count_tokens=count_tokens,
+            summarize=summarize,
+            summary_role=check_summary_role(summary_role),
+            messages_arg=messages_arg,
+            on_compact=check_hooks(on_compact),
+            on_overflow=on_overflow,
+        )
+
+    def check_kind(self, kind: Kind, function_name: str) -> None:
+        """Refuse, at wrapping time, async helpers that a sync callable could not await."""
+        if kind.is_async:
+            return
+        if self.summarize is not None and is_async_callable(self.summarize):
+            raise TypeError(
+                f"{function_name} is a {kind.value} function, so it cannot await the async "
+                f"summarize {self.summarize!r}; pass a plain function, or wrap an async function"
+            )
+        for hook in self.on_compact:
+            if is_async_callable(hook):
+                raise TypeError(
+                    f"{function_name} is a {kind.value} function, so it cannot await the "
+                    f"async on_compact hook {hook!r}; pass a plain function, or wrap an "
+                    f"async function"
+                )
+
+
+class Budget:
+    """A policy bound to one callable: where its messages are, what it is called.
+
+    Args:
+        policy: The checked options (``max_tokens`` must be set).
+        fn: The callable as it was given (function, method, classmethod, ...).
+        kind: Its kind, decided once.
+        name: Its qualified name, for events.
+    """
+
+    def __init__(self, policy: Policy, fn: Any, kind: Kind, name: str) -> None:
+        if policy.max_tokens is None:
+            raise TypeError(f"max_tokens is required to compact the calls of {name}")
+        policy.check_kind(kind, name)
+        self.policy = policy
+        self.kind = kind
+        self.name = name
+        self.arg = ArgSpec.of(fn, policy.messages_arg, name)
+
+    def find(self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[_Run]:
+        """Start the work for one call, or ``None`` when it carries no messages."""
+        found, value, index = self.arg.find(instance, args, kwargs)
+        if not found or value is None:
+            return None
+        return _Run(self, value, index, args, kwargs)
+
+    def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """Compact a sync call's messages, report, and make the call."""
+        run = self.find(instance, args, kwargs)
+        if run is None:
+            return wrapped(*args, **kwargs)
+        summary = None
+        if run.needs_summary:
+            summary = check_summary(self.policy.summarize(run.plan.dropped))  # type: ignore[misc]
+        event = run.event(summary)
+        sessions = _active_sessions()
+        dispatch(self.policy.on_compact, event)
+        for session in sessions:
+            session._record(event)
+            dispatch(session.policy.on_compact, event)
+        new_args, new_kwargs = run.arguments(event)
+        return wrapped(*new_args, **new_kwargs)
+
+    async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """Compact an async call's messages, report, and await the call."""
+        run = self.find(instance, args, kwargs)
+        if run is None:
+            return await wrapped(*args, **kwargs)
+        new_args, new_kwargs = await self._aprepare(run)
+        return await wrapped(*new_args, **new_kwargs)
+
+    async def _aprepare(self, run: _Run) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+        summary = None
+        if run.needs_summary:
+            summarize = self.policy.summarize
+            assert summarize is not None
+            if is_async_callable(summarize):
+                result = summarize(run.plan.dropped)
+            else:
+                from anyio import to_thread
+
+                # A slow summarizer (often an LLM call) must not block the event loop.
+                result = await to_thread.run_sync(summarize, run.plan.dropped)
+            if inspect.isawaitable(result):
+                result = await result
+            summary = check_summary(result)
+        event = run.event(summary)
+        await adispatch(self.policy.on_compact, event)
+        for session in _active_sessions():
+            session._record(event)
+            await adispatch(session.policy.on_compact, event)
+        return run.arguments(event)
+
+    def generator(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """A generator function: compact when the call is made, return its generator."""
+        return self.call(wrapped, instance, args, kwargs)
+
+    async def agenerator(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """An async generator function: compact before its body starts, then delegate.
+
+        The wrapped body would not start before the first iteration either, so
+        compaction (which may await an async summarizer) happens then.
+        """
+        run = self.find(instance, args, kwargs)
+        if run is not None:
+            args, kwargs = await self._aprepare(run)
+        inner = wrapped(*args, **kwargs)
+        try:
+            sent: Any = None
+            thrown: Optional[BaseException] = None
+            while True:
+                try:
+                    if thrown is not None:
+                        item = await inner.athrow(thrown)
+                    else:
+                        item = await inner.asend(sent)
+                except StopAsyncIteration:
+                    return
+                thrown = None
+                try:
+                    sent = yield item
+                except GeneratorExit:
+                    raise
+                except BaseException as exc:
+                    thrown = exc
+        finally:
+            await inner.aclose()
+
+
+def _active_sessions() -> Sequence[Any]:
+    from ._session import active_sessions
+
+    return active_sessions()
+
+
+class _Run:
+    """One call's compaction: decided at construction, finished by ``event``."""
+
+    __slots__ = ("args", "budget", "index", "kwargs", "plan", "started")
+
+    def __init__(
+        self,
+        budget: Budget,
+        value: Any,
+        index: Optional[int],
+        args: Tuple[Any, ...],
+        kwargs: Dict[str, Any],
+    ) -> None:
+        self.started = time.perf_counter()
+        self.budget = budget
+        self.index = index
+        self.args = args
+        self.kwargs = kwargs
+        policy = budget.policy
+        if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, Iterable):
+            check_messages(value)  # raises the core's TypeError
+        messages = list(value)
+        cache = _cache_for(policy.count_tokens)
+        if cache is not None:
+            pre, bounds = cache.arrays(messages)
+        else:
+            bounds = group_bounds(messages)
+            pre = prefix_sums(count_all(messages, policy.count_tokens))
+        self.plan = Compaction(
+            messages,
+            pre,
+            bounds,
+            max_tokens=policy.max_tokens,  # type: ignore[arg-type]
+            keep_head=policy.keep_head,
+            keep_tail=policy.keep_tail,
+            count_tokens=policy.count_tokens,
+        )
+
+    @property
+    def needs_summary(self) -> bool:
+        return self.budget.policy.summarize is not None and self.plan.cut > self.plan.head_end
+
+    def event(self, summary: Optional[str]) -> CompactionEvent:
+        policy = self.budget.policy
+        result = self.plan.result_with_summary(summary, policy.summary_role)
+        return CompactionEvent(
+            function=self.budget.name,
+            max_tokens=policy.max_tokens,  # type: ignore[arg-type]
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            fits=result.fits,
+            messages=result.messages,
+            dropped=result.dropped,
+            summary=result.summary,
+            elapsed=time.perf_counter() - self.started,
+            messages_before=len(self.plan.messages),
+        )
+
+    def arguments(self, event: CompactionEvent) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+        """The call's arguments with the compacted list, or the overflow error."""
+        if not event.fits and self.budget.policy.on_overflow == "raise":
+            raise BudgetExceededError(event)
+        # The callee gets its own list, so it cannot change the event's.
+        return replace(
+            self.args, self.kwargs, self.budget.arg.name, self.index, list(event.messages)
+        )
+
+
+def _cache_for(count_tokens: Optional[CountTokens]) -> Any:
+    from ._session import cache_for
+
+    return cache_for(count_tokens)
