@@ -1,0 +1,598 @@
+"""The ``ctx-compact`` command line: trim one conversation, or a JSONL dataset of them.
+
+The result always comes from the public ``compact`` (or ``Compaction.result()``,
+which is what ``compact`` returns). ``--explain`` also reads the internal
+``Compaction`` for the head, tail and group boundaries that ``CompactResult``
+does not expose.
+
+Nothing half-written ever reaches the output: it is spooled to a temporary
+file and only copied to standard output (or moved over ``--output``) once
+every conversation has been compacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from . import __version__
+from ._compact import Compaction, CompactResult, compact, prepare
+
+PROG = "ctx-compact"
+
+EXIT_OK = 0
+EXIT_PIPE_CLOSED = 1
+EXIT_USAGE = 2
+EXIT_DOES_NOT_FIT = 3
+
+STDIN_NAME = "<stdin>"
+
+# Seconds between progress redraws; redrawing per line would cost more than compacting it.
+_PROGRESS_INTERVAL = 0.1
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+Budget = Union[int, float]
+
+
+class _Failure(Exception):
+    """An error to report as ``ctx-compact: <message>`` with exit status 2."""
+
+
+class _NonStandardConstant(ValueError):
+    pass
+
+
+@dataclass
+class _Totals:
+    conversations: int = 0
+    messages_before: int = 0
+    messages_after: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    dropped: int = 0
+    not_fitting: int = 0
+    first_not_fitting: str = ""
+
+    def add(self, result: CompactResult, where: str) -> None:
+        self.conversations += 1
+        self.messages_before += len(result.messages) + len(result.dropped)
+        self.messages_after += len(result.messages)
+        self.tokens_before += result.tokens_before
+        self.tokens_after += result.tokens_after
+        self.dropped += len(result.dropped)
+        if not result.fits:
+            self.not_fitting += 1
+            if not self.first_not_fitting:
+                self.first_not_fitting = where
+
+
+class _Progress:
+    """A one-line counter redrawn in place on standard error, when it is a terminal."""
+
+    def __init__(self, wanted: bool) -> None:
+        isatty = getattr(sys.stderr, "isatty", None)
+        self.enabled = wanted and bool(isatty and isatty())
+        self._width = 0
+        self._last = -math.inf
+
+    def update(self, totals: _Totals) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < _PROGRESS_INTERVAL:
+            return
+        self._last = now
+        text = (
+            f"{PROG}: conversations done: {totals.conversations}, "
+            f"messages dropped: {totals.dropped}"
+        )
+        # Pad over the previous text: plain spaces work on every terminal, escape codes do not.
+        sys.stderr.write("\r" + text.ljust(self._width))
+        sys.stderr.flush()
+        self._width = len(text)
+
+    def clear(self) -> None:
+        if self._width:
+            sys.stderr.write("\r" + " " * self._width + "\r")
+            sys.stderr.flush()
+            self._width = 0
+
+
+def _budget(text: str) -> Budget:
+    try:
+        value: Budget = int(text)
+    except ValueError:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite positive number, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Trim a conversation (a JSON array of chat messages) to a token budget.\n"
+            "The oldest messages between the kept head and tail are dropped first, and an\n"
+            "assistant message with tool_calls is always dropped or kept together with its\n"
+            "tool results. The result is written to standard output as JSON."
+        ),
+        epilog=(
+            "input:\n"
+            '  A JSON array of message objects, or an object whose "messages" key holds\n'
+            "  one (its other keys are kept). With --jsonl, one such value per line; blank\n"
+            "  lines are skipped. Input is read as UTF-8.\n"
+            "\n"
+            "exit status:\n"
+            "  0  the result fits within --max-tokens\n"
+            "  1  standard output was closed before everything was written\n"
+            "  2  usage error, or input that cannot be read, parsed or compacted\n"
+            "     (nothing is written to standard output or --output)\n"
+            "  3  the result does not fit, even with everything droppable dropped\n"
+            "     (the best result is still written; with --jsonl, any conversation)\n"
+            "\n"
+            "examples:\n"
+            "  ctx-compact --max-tokens 150 --keep-tail 2 --stats examples/weather.json\n"
+            "  ctx-compact --jsonl --max-tokens 4000 -o trimmed.jsonl train.jsonl\n"
+        ),
+    )
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="the input file; '-' or no argument reads standard input",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        required=True,
+        type=_budget,
+        metavar="N",
+        help="the token budget (required): a positive number",
+    )
+    parser.add_argument(
+        "--keep-head",
+        type=_count,
+        default=1,
+        metavar="N",
+        help="leading messages always kept, widened to whole groups (default: 1)",
+    )
+    parser.add_argument(
+        "--keep-tail",
+        type=_count,
+        default=4,
+        metavar="N",
+        help="trailing messages always kept, widened to whole groups (default: 4)",
+    )
+    parser.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="read one conversation per line and write one compacted conversation per line",
+    )
+    parser.add_argument(
+        "--indent",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="indent the JSON output by N spaces (default: 2); 0 writes a single compact line;"
+        " not allowed with --jsonl, whose lines are always compact",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write to FILE instead of standard output; it is replaced only when the run"
+        " succeeds, so it may also be the input file",
+    )
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="print a one-line summary (messages, tokens, dropped, fits) on standard error",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print a table of every message, its group and why it was kept or dropped"
+        " on standard error (with --jsonl, one table per conversation)",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return parser
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonStandardConstant(f"{name} is not valid JSON")
+
+
+def _parse(text: str, name: str, line: Optional[int]) -> Any:
+    """Parse ``text``; ``line`` is the input line it came from, ``None`` for a whole file."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        lineno = exc.lineno if line is None else line
+        raise _Failure(f"{name}:{lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except _NonStandardConstant as exc:
+        where = name if line is None else f"{name}:{line}"
+        raise _Failure(f"{where}: invalid JSON: {exc}") from None
+    except RecursionError:
+        where = name if line is None else f"{name}:{line}"
+        raise _Failure(f"{where}: invalid JSON: nested too deeply") from None
+
+
+def _decode(data: Union[bytes, str], name: str, line: Optional[int], first: bool) -> str:
+    """Decode UTF-8 input, dropping a byte order mark at the very start."""
+    if isinstance(data, str):
+        return data[1:] if first and data.startswith("\ufeff") else data
+    try:
+        return data.decode("utf-8-sig" if first else "utf-8")
+    except UnicodeDecodeError as exc:
+        start = exc.start
+        if line is None:
+            line = data.count(b"\n", 0, start) + 1
+            start -= data.rfind(b"\n", 0, start) + 1
+        bad = data[exc.start : exc.start + 1].hex()
+        raise _Failure(f"{name}:{line}:{start + 1}: not valid UTF-8 (byte 0x{bad})") from None
+
+
+def _conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, Any]]]:
+    """The messages of one input value, and the object holding them if it is not the array."""
+    holder: Optional[Dict[str, Any]] = None
+    if isinstance(value, dict) and "messages" in value:
+        holder = value
+        messages = value["messages"]
+        if not isinstance(messages, list):
+            raise _Failure(f'{where}: "messages" must be an array, got {_json_type(messages)}')
+    elif isinstance(value, list):
+        messages = value
+    else:
+        raise _Failure(
+            f'{where}: expected an array of messages or an object with a "messages" array,'
+            f" got {_json_type(value)}"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise _Failure(
+                f"{where}: message {index}: expected an object, got {_json_type(message)}"
+            )
+    return messages, holder
+
+
+def _compact(
+    messages: List[Any], args: argparse.Namespace, where: str
+) -> Tuple[CompactResult, Optional[Compaction]]:
+    options: Dict[str, Any] = {
+        "max_tokens": args.max_tokens,
+        "keep_head": args.keep_head,
+        "keep_tail": args.keep_tail,
+    }
+    try:
+        if args.explain:
+            # Compaction.result() is exactly what compact() returns; going through the
+            # plan once keeps the table and the output from ever disagreeing.
+            plan = prepare(messages, count_tokens=None, **options)
+            return plan.result(), plan
+        return compact(messages, **options), None
+    except (TypeError, ValueError) as exc:  # InvalidMessageError is both
+        raise _Failure(f"{where}: {exc}") from None
+
+
+def _with_messages(holder: Optional[Dict[str, Any]], messages: List[Any]) -> Any:
+    if holder is None:
+        return messages
+    # "messages" is already a key, so it keeps its place among the others.
+    return dict(holder, messages=messages)
+
+
+def _dump(value: Any, indent: int, where: str) -> bytes:
+    try:
+        if indent:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent)
+        else:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (ValueError, RecursionError) as exc:
+        raise _Failure(f"{where}: cannot write the result as JSON: {exc}") from None
+    text += "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate from a "\udXXX" escape in the input cannot be UTF-8;
+        # writing it escaped again keeps the output valid and equal to the input.
+        escaped = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        return escaped.encode("utf-8")
+
+
+@contextlib.contextmanager
+def _open_input(path: str) -> Iterator[Tuple[str, IO[Any]]]:
+    if path == "-":
+        yield STDIN_NAME, getattr(sys.stdin, "buffer", sys.stdin)
+        return
+    try:
+        handle = open(path, "rb")  # noqa: SIM115  # closed by the with below
+    except OSError as exc:
+        raise _Failure(f"{path}: {exc.strerror or exc}") from None
+    with handle:
+        yield path, handle
+
+
+def _read_all(stream: IO[Any], name: str) -> Union[bytes, str]:
+    try:
+        data: Union[bytes, str] = stream.read()
+    except OSError as exc:
+        raise _Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
+    return data
+
+
+def _read_lines(stream: IO[Any], name: str) -> Iterator[Union[bytes, str]]:
+    while True:
+        try:
+            line: Union[bytes, str] = stream.readline()
+        except OSError as exc:
+            raise _Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
+        if not line:
+            return
+        yield line
+
+
+def _copy_to_stdout(spool: IO[bytes]) -> None:
+    binary = getattr(sys.stdout, "buffer", None)
+    if binary is None:
+        # A text-only stdout (an io.StringIO put in place by a caller).
+        text = io.TextIOWrapper(spool, encoding="utf-8")
+        try:
+            shutil.copyfileobj(text, sys.stdout)
+        finally:
+            text.detach()
+        sys.stdout.flush()
+        return
+    sys.stdout.flush()
+    shutil.copyfileobj(spool, binary)
+    binary.flush()
+
+
+def _new_file_mode(path: str) -> int:
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        # A new file gets what open() would have given it under the current umask.
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def _output(path: Optional[str]) -> Iterator[IO[bytes]]:
+    """A binary file to write the output into, published only if the block succeeds."""
+    if path is None or path == "-":
+        with tempfile.TemporaryFile() as spool:
+            yield spool
+            spool.seek(0)
+            _copy_to_stdout(spool)
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
+            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp", delete=False
+        )
+    except OSError as exc:
+        raise _Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with handle:
+            yield handle
+        os.chmod(handle.name, _new_file_mode(path))
+        os.replace(handle.name, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(handle.name)
+        if isinstance(exc, OSError):
+            raise _Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise
+
+
+def _number(value: Budget) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _explain(plan: Compaction, result: CompactResult, args: argparse.Namespace, where: str) -> str:
+    n = len(plan.messages)
+    pre, bounds = plan.pre, plan.bounds
+    over = plan.tokens_before > plan.max_tokens
+    rows = [("#", "role", "tokens", "group", "status")]
+    group = 0
+    for i, message in enumerate(plan.messages):
+        while bounds[group + 1] <= i:
+            group += 1
+        first, last = bounds[group], bounds[group + 1] - 1
+        role = message.get("role")
+        if i < plan.head_end:
+            why = "kept: head" if i < args.keep_head else "kept: head (group kept whole)"
+        elif i >= plan.tail_start:
+            why = "kept: tail" if i >= n - args.keep_tail else "kept: tail (group kept whole)"
+        elif i < plan.cut:
+            why = "dropped: oldest middle group while over budget"
+        elif over:
+            why = "kept: budget reached"
+        else:
+            why = "kept: input already fits"
+        rows.append(
+            (
+                str(i),
+                role if isinstance(role, str) else json.dumps(role, ensure_ascii=False),
+                str(pre[i + 1] - pre[i]),
+                str(first) if first == last else f"{first}-{last}",
+                why,
+            )
+        )
+    widths = [max(len(row[col]) for row in rows) for col in range(4)]
+    lines = [
+        f"{where}: messages {n} -> {len(result.messages)}, tokens {result.tokens_before} -> "
+        f"{result.tokens_after}, dropped {len(result.dropped)}, "
+        f"{'fits' if result.fits else 'does not fit'} within {_number(args.max_tokens)}"
+    ]
+    for number, role_text, tokens, span, status in rows:
+        lines.append(
+            f"    {number:>{widths[0]}}  {role_text:<{widths[1]}}  "
+            f"{tokens:>{widths[2]}}  {span:<{widths[3]}}  {status}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _run_array(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    with _open_input(args.input) as (name, stream):
+        data = _read_all(stream, name)
+    value = _parse(_decode(data, name, None, True), name, None)
+    messages, holder = _conversation(value, name)
+    result, plan = _compact(messages, args, name)
+    indent = 2 if args.indent is None else args.indent
+    encoded = _dump(_with_messages(holder, result.messages), indent, name)
+    with _output(args.output) as out:
+        out.write(encoded)
+    if plan is not None:
+        say(_explain(plan, result, args, name))
+    budget = _number(args.max_tokens)
+    if args.stats:
+        say(
+            f"{PROG}: messages {len(messages)} -> {len(result.messages)}, "
+            f"tokens {result.tokens_before} -> {result.tokens_after}, "
+            f"dropped {len(result.dropped)}, "
+            f"{'fits' if result.fits else 'does not fit'} within {budget}\n"
+        )
+    if result.fits:
+        return EXIT_OK
+    say(
+        f"{PROG}: {name}: does not fit: {result.tokens_after} tokens with every droppable "
+        f"message dropped, budget {budget}\n"
+    )
+    return EXIT_DOES_NOT_FIT
+
+
+def _run_jsonl(args: argparse.Namespace, say: Callable[[str], None], progress: _Progress) -> int:
+    totals = _Totals()
+    # Output outermost: the input is closed before the output replaces it, which
+    # Windows requires when both are the same file.
+    with _output(args.output) as out, _open_input(args.input) as (name, stream):
+        for lineno, raw in enumerate(_read_lines(stream, name), 1):
+            text = _decode(raw, name, lineno, lineno == 1)
+            if not text.strip(" \t\r\n"):
+                continue
+            where = f"{name}:{lineno}"
+            messages, holder = _conversation(_parse(text, name, lineno), where)
+            result, plan = _compact(messages, args, where)
+            out.write(_dump(_with_messages(holder, result.messages), 0, where))
+            totals.add(result, where)
+            if plan is not None:
+                say(_explain(plan, result, args, where))
+            progress.update(totals)
+    budget = _number(args.max_tokens)
+    if args.stats:
+        fitting = (
+            f"{totals.not_fitting} did not fit" if totals.not_fitting else "all fit"
+        ) + f" within {budget}"
+        say(
+            f"{PROG}: conversations {totals.conversations}, "
+            f"messages {totals.messages_before} -> {totals.messages_after}, "
+            f"tokens {totals.tokens_before} -> {totals.tokens_after}, "
+            f"dropped {totals.dropped}, {fitting}\n"
+        )
+    if not totals.not_fitting:
+        return EXIT_OK
+    say(
+        f"{PROG}: {totals.not_fitting} of {totals.conversations} conversations do not fit "
+        f"within {budget} (the first at {totals.first_not_fitting})\n"
+    )
+    return EXIT_DOES_NOT_FIT
+
+
+def _stdout_closed() -> int:
+    # Point stdout at devnull so the interpreter's final flush does not fail again
+    # and print a traceback after we have already decided how to exit.
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_PIPE_CLOSED
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``ctx-compact`` command.
+
+    Args:
+        argv: The arguments without the program name; ``sys.argv[1:]`` when ``None``.
+
+    Returns:
+        The exit status: 0 when the result fits, 3 when it does not (the best
+        result is still written), 2 for a usage error or unusable input (nothing
+        is written), 1 when standard output was closed early.
+    """
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or EXIT_OK
+        return EXIT_USAGE
+    if args.jsonl and args.indent is not None:
+        parser.print_usage(sys.stderr)
+        sys.stderr.write(
+            f"{PROG}: error: --indent cannot be used with --jsonl, "
+            "whose output is one compact line per conversation\n"
+        )
+        return EXIT_USAGE
+
+    progress = _Progress(wanted=args.jsonl)
+
+    def say(text: str) -> None:
+        progress.clear()
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    try:
+        status = _run_jsonl(args, say, progress) if args.jsonl else _run_array(args, say)
+    except _Failure as exc:
+        say(f"{PROG}: {exc}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return _stdout_closed()
+    finally:
+        progress.clear()
+    return status

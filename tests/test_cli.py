@@ -1,0 +1,631 @@
+"""The ``ctx-compact`` command line: array and JSONL modes, reports, errors and exit statuses."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+from ctx_compact import __version__, cli
+from ctx_compact.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+WEATHER = ROOT / "examples" / "weather.json"
+MESSAGES: List[Any] = json.loads(WEATHER.read_text(encoding="utf-8"))
+# What the specification's example keeps at --max-tokens 150 --keep-head 1 --keep-tail 2:
+# the system message, then everything from "It is 72F in Denver." on.
+KEPT = [MESSAGES[0], *MESSAGES[4:]]
+EXAMPLE = ["--max-tokens", "150", "--keep-head", "1", "--keep-tail", "2"]
+HUGE = [{"role": "user", "content": "x" * 1000}]  # 257 tokens in one message that must be kept
+
+
+def feed_stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+def jsonl(*values: Any) -> bytes:
+    return "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in values).encode("utf-8")
+
+
+def explain_rows(err: str) -> List[List[str]]:
+    """The table rows of an --explain report (without its header row)."""
+    return [
+        re.split(r"\s{2,}", line.strip())
+        for line in err.splitlines()
+        if line.startswith("    ") and not line.strip().startswith("#")
+    ]
+
+
+# --- array mode -----------------------------------------------------------------------------
+
+
+def test_weather_example_gives_the_specification_figures(capsys: pytest.CaptureFixture[str]):
+    assert main([str(WEATHER), *EXAMPLE, "--stats"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == KEPT
+    assert err == "ctx-compact: messages 10 -> 7, tokens 195 -> 124, dropped 3, fits within 150\n"
+
+
+def test_output_is_indented_by_two_spaces_by_default(capsys: pytest.CaptureFixture[str]):
+    assert main([str(WEATHER), *EXAMPLE]) == 0
+    assert capsys.readouterr().out == json.dumps(KEPT, indent=2, ensure_ascii=False) + "\n"
+
+
+def test_indent_zero_writes_one_compact_line(capsys: pytest.CaptureFixture[str]):
+    assert main([str(WEATHER), *EXAMPLE, "--indent", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out == json.dumps(KEPT, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def test_indent_sets_the_number_of_spaces(capsys: pytest.CaptureFixture[str]):
+    assert main([str(WEATHER), *EXAMPLE, "--indent", "4"]) == 0
+    assert capsys.readouterr().out == json.dumps(KEPT, indent=4, ensure_ascii=False) + "\n"
+
+
+@pytest.mark.parametrize("source", [["-"], []], ids=["dash", "no-argument"])
+def test_reads_standard_input(
+    source: List[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, WEATHER.read_bytes())
+    assert main([*source, *EXAMPLE]) == 0
+    assert json.loads(capsys.readouterr().out) == KEPT
+
+
+def test_text_only_standard_streams_work(monkeypatch: pytest.MonkeyPatch):
+    stdout = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(WEATHER.read_text(encoding="utf-8")))
+    monkeypatch.setattr(sys, "stdout", stdout)
+    assert main([*EXAMPLE, "--indent", "0"]) == 0
+    assert json.loads(stdout.getvalue()) == KEPT
+
+
+def test_default_keep_head_is_1_and_keep_tail_is_4(capsys: pytest.CaptureFixture[str]):
+    # At 60 tokens the default four-message tail (two whole groups) cannot fit...
+    assert main([str(WEATHER), "--max-tokens", "60"]) == 3
+    assert json.loads(capsys.readouterr().out) == [MESSAGES[0], *MESSAGES[6:]]
+    # ...a two-message tail can, and the one-message head is still kept by default...
+    assert main([str(WEATHER), "--max-tokens", "60", "--keep-tail", "2"]) == 0
+    assert json.loads(capsys.readouterr().out) == [MESSAGES[0], *MESSAGES[8:]]
+    # ...unless the head is turned off.
+    assert main([str(WEATHER), "--max-tokens", "60", "--keep-tail", "2", "--keep-head", "0"]) == 0
+    assert json.loads(capsys.readouterr().out) == MESSAGES[8:]
+
+
+def test_result_that_cannot_fit_is_still_written_with_status_3(
+    capsys: pytest.CaptureFixture[str],
+):
+    assert main([str(WEATHER), "--max-tokens", "60", "--stats"]) == 3
+    out, err = capsys.readouterr()
+    assert json.loads(out) == [MESSAGES[0], *MESSAGES[6:]]
+    assert err.splitlines() == [
+        "ctx-compact: messages 10 -> 5, tokens 195 -> 98, dropped 5, does not fit within 60",
+        f"ctx-compact: {WEATHER}: does not fit: 98 tokens with every droppable message dropped,"
+        " budget 60",
+    ]
+
+
+def test_fractional_budget_is_accepted(capsys: pytest.CaptureFixture[str]):
+    assert main([str(WEATHER), "--max-tokens", "123.5", "--keep-tail", "2", "--stats"]) == 0
+    assert capsys.readouterr().err.endswith(
+        "messages 10 -> 6, tokens 195 -> 110, dropped 4, fits within 123.5\n"
+    )
+
+
+def test_non_ascii_is_written_as_utf8_not_escaped(
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+):
+    feed_stdin(monkeypatch, '[{"role": "user", "content": "café 🎉 東京"}]'.encode())
+    assert main(["--max-tokens", "100", "--indent", "0"]) == 0
+    out = capsysbinary.readouterr().out
+    assert out == '[{"role":"user","content":"café 🎉 東京"}]\n'.encode()
+
+
+def test_lone_surrogate_escape_survives_the_round_trip(
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+):
+    feed_stdin(monkeypatch, b'[{"role": "user", "content": "half \\ud83c of an emoji"}]')
+    assert main(["--max-tokens", "100", "--indent", "0"]) == 0
+    out = capsysbinary.readouterr().out
+    assert out == b'[{"role":"user","content":"half \\ud83c of an emoji"}]\n'
+
+
+def test_byte_order_mark_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, b"\xef\xbb\xbf" + WEATHER.read_bytes())
+    assert main(EXAMPLE) == 0
+    assert json.loads(capsys.readouterr().out) == KEPT
+
+
+def test_object_with_messages_keeps_its_other_keys_in_order(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    request = {"model": "m", "messages": MESSAGES, "temperature": 0}
+    feed_stdin(monkeypatch, json.dumps(request).encode())
+    assert main([*EXAMPLE, "--indent", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["model", "messages", "temperature"]
+    assert out == {"model": "m", "messages": KEPT, "temperature": 0}
+
+
+def test_empty_array_fits(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    feed_stdin(monkeypatch, b"[]")
+    assert main(["--max-tokens", "1", "--stats"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "[]\n"
+    assert err == "ctx-compact: messages 0 -> 0, tokens 0 -> 0, dropped 0, fits within 1\n"
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def test_missing_file_is_status_2_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    missing = tmp_path / "nope.json"
+    assert main([str(missing), "--max-tokens", "10"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"ctx-compact: {missing}: No such file or directory\n"
+
+
+def test_invalid_json_names_file_line_and_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    (tmp_path / "weather.json").write_text(
+        '[\n  {"role": "user", "content": "hi"}\n    {"role": "user"}\n]\n', encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["weather.json", "--max-tokens", "10"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "ctx-compact: weather.json:3:5: invalid JSON: Expecting ',' delimiter\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            b'{"role": "user"}',
+            'ctx-compact: <stdin>: expected an array of messages or an object with a "messages"'
+            " array, got an object\n",
+        ),
+        (b'"text"', "array, got a string\n"),
+        (
+            b'{"messages": {"role": "user"}}',
+            'ctx-compact: <stdin>: "messages" must be an array, got an object\n',
+        ),
+        (
+            b'[{"role": "user"}, "hello"]',
+            "ctx-compact: <stdin>: message 1: expected an object, got a string\n",
+        ),
+        (b"[{}, {}, null]", "ctx-compact: <stdin>: message 2: expected an object, got null\n"),
+        (b'[{"role": "user", "n": NaN}]', "ctx-compact: <stdin>: invalid JSON: NaN is not valid"),
+        (b"", "ctx-compact: <stdin>:1:1: invalid JSON: Expecting value\n"),
+        (
+            b'[\n{"role": "user", "content": "caf\xe9"}]',
+            "ctx-compact: <stdin>:2:33: not valid UTF-8 (byte 0xe9)\n",
+        ),
+    ],
+    ids=[
+        "object",
+        "string",
+        "messages-not-array",
+        "string-message",
+        "null",
+        "nan",
+        "empty",
+        "utf8",
+    ],
+)
+def test_unusable_input_is_status_2_with_nothing_written(
+    data: bytes,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    feed_stdin(monkeypatch, data)
+    assert main(["--max-tokens", "10"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("ctx-compact: <stdin>")
+    assert message in err
+
+
+def test_library_error_is_reported_with_the_message_index(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    bad = [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": "get_weather"}]
+    feed_stdin(monkeypatch, json.dumps(bad).encode())
+    assert main(["--max-tokens", "10"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("ctx-compact: <stdin>: message 1: tool_calls must be a list")
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        ([], "the following arguments are required: --max-tokens"),
+        (["--max-tokens", "0"], "argument --max-tokens: must be a finite positive number"),
+        (["--max-tokens", "-5"], "argument --max-tokens: must be a finite positive number"),
+        (["--max-tokens", "nan"], "argument --max-tokens: must be a finite positive number"),
+        (["--max-tokens", "inf"], "argument --max-tokens: must be a finite positive number"),
+        (["--max-tokens", "lots"], "argument --max-tokens: expected a number, got 'lots'"),
+        (["--max-tokens", "9", "--keep-head", "-1"], "argument --keep-head: must be a non-neg"),
+        (["--max-tokens", "9", "--keep-tail", "2.5"], "argument --keep-tail: must be a non-neg"),
+        (["--max-tokens", "9", "--indent", "-2"], "argument --indent: must be a non-negative"),
+        (["--max-tokens", "9", "--jsonl", "--indent", "2"], "--indent cannot be used with"),
+        (["--max-tokens", "9", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    ],
+)
+def test_usage_errors_are_status_2(
+    args: List[str], complaint: str, capsys: pytest.CaptureFixture[str]
+):
+    assert main([str(WEATHER), *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("usage: ctx-compact")
+    assert f"ctx-compact: error: {complaint}" in err
+
+
+def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"ctx-compact {__version__}\n"
+
+
+# --- --explain ------------------------------------------------------------------------------
+
+
+def test_explain_table_for_the_weather_example(capsys: pytest.CaptureFixture[str]):
+    assert main([str(WEATHER), *EXAMPLE, "--explain"]) == 0
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert lines[0] == f"{WEATHER}: messages 10 -> 7, tokens 195 -> 124, dropped 3, fits within 150"
+    assert lines[1].split() == ["#", "role", "tokens", "group", "status"]
+    dropped = "dropped: oldest middle group while over budget"
+    assert explain_rows(err) == [
+        ["0", "system", "15", "0", "kept: head"],
+        ["1", "user", "15", "1", dropped],
+        ["2", "assistant", "39", "2-3", dropped],
+        ["3", "tool", "17", "2-3", dropped],
+        ["4", "assistant", "14", "4", "kept: budget reached"],
+        ["5", "user", "12", "5", "kept: budget reached"],
+        ["6", "assistant", "39", "6-7", "kept: budget reached"],
+        ["7", "tool", "17", "6-7", "kept: budget reached"],
+        ["8", "assistant", "14", "8", "kept: tail"],
+        ["9", "user", "13", "9", "kept: tail"],
+    ]
+    assert len(lines) == 12  # header, column titles, ten rows
+
+
+def test_explain_does_not_change_the_output(capsys: pytest.CaptureFixture[str]):
+    main([str(WEATHER), *EXAMPLE])
+    plain = capsys.readouterr().out
+    main([str(WEATHER), *EXAMPLE, "--explain"])
+    assert capsys.readouterr().out == plain
+
+
+def test_explain_shows_head_and_tail_widened_to_whole_groups(
+    capsys: pytest.CaptureFixture[str],
+):
+    # Head 3 ends inside the 2-3 tool group and tail 3 starts inside 6-7: both widen,
+    # leaving only messages 4 and 5 droppable, which is not enough for 150.
+    args = [str(WEATHER), "--max-tokens", "150", "--keep-head", "3", "--keep-tail", "3"]
+    assert main([*args, "--explain"]) == 3
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].endswith("dropped 2, does not fit within 150")
+    assert [row[4] for row in explain_rows(err)] == [
+        "kept: head",
+        "kept: head",
+        "kept: head",
+        "kept: head (group kept whole)",
+        "dropped: oldest middle group while over budget",
+        "dropped: oldest middle group while over budget",
+        "kept: tail (group kept whole)",
+        "kept: tail",
+        "kept: tail",
+        "kept: tail",
+    ]
+
+
+def test_explain_when_the_input_already_fits(capsys: pytest.CaptureFixture[str]):
+    assert main([str(WEATHER), "--max-tokens", "1000", "--explain"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].endswith(
+        "messages 10 -> 10, tokens 195 -> 195, dropped 0, fits within 1000"
+    )
+    statuses = [row[4] for row in explain_rows(err)]
+    assert statuses == ["kept: head"] + ["kept: input already fits"] * 5 + ["kept: tail"] * 4
+
+
+# --- --jsonl --------------------------------------------------------------------------------
+
+
+def test_jsonl_compacts_every_line_and_skips_blank_lines(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    record = {"id": 7, "messages": MESSAGES, "tools": []}
+    data = jsonl(MESSAGES) + b"\n   \n" + jsonl(record)
+    feed_stdin(monkeypatch, data)
+    assert main(["--jsonl", *EXAMPLE]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("\n")
+    lines = out.splitlines()
+    assert lines == [
+        json.dumps(KEPT, separators=(",", ":"), ensure_ascii=False),
+        json.dumps({"id": 7, "messages": KEPT, "tools": []}, separators=(",", ":")),
+    ]
+
+
+def test_jsonl_stats_are_totals_over_all_conversations(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, jsonl(MESSAGES, {"messages": MESSAGES}))
+    assert main(["--jsonl", *EXAMPLE, "--stats"]) == 0
+    assert capsys.readouterr().err == (
+        "ctx-compact: conversations 2, messages 20 -> 14, tokens 390 -> 248, dropped 6,"
+        " all fit within 150\n"
+    )
+
+
+def test_jsonl_status_3_when_any_conversation_does_not_fit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, jsonl(MESSAGES, HUGE, MESSAGES))
+    assert main(["--jsonl", *EXAMPLE, "--stats"]) == 3
+    out, err = capsys.readouterr()
+    assert [json.loads(line) for line in out.splitlines()] == [KEPT, HUGE, KEPT]
+    assert err.splitlines() == [
+        "ctx-compact: conversations 3, messages 21 -> 15, tokens 647 -> 505, dropped 6,"
+        " 1 did not fit within 150",
+        "ctx-compact: 1 of 3 conversations do not fit within 150 (the first at <stdin>:2)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "message"),
+    [
+        (b'[{"role": "user"}, x]\n', "ctx-compact: <stdin>:3:20: invalid JSON: Expecting value\n"),
+        (b'{"prompt": "hi"}\n', "ctx-compact: <stdin>:3: expected an array of messages"),
+        (b"[1]\n", "ctx-compact: <stdin>:3: message 0: expected an object, got a number\n"),
+        (
+            b'[{"role": "assistant", "tool_calls": 5}]\n',
+            "ctx-compact: <stdin>:3: message 0: tool_calls must be a list",
+        ),
+        (b'["\xff"]\n', "ctx-compact: <stdin>:3:3: not valid UTF-8 (byte 0xff)\n"),
+    ],
+    ids=["json", "shape", "message", "library", "utf8"],
+)
+def test_jsonl_error_names_the_line_and_writes_nothing(
+    bad_line: bytes,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    # Two good conversations come first: their output must not leak out either.
+    feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES) + bad_line + jsonl(MESSAGES))
+    assert main(["--jsonl", *EXAMPLE]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(message)
+
+
+def test_jsonl_reads_line_by_line_and_writes_only_at_the_end(monkeypatch: pytest.MonkeyPatch):
+    stdout = io.BytesIO()
+    seen: List[int] = []
+
+    class Lines(io.BytesIO):
+        def readline(self, size: Any = -1) -> bytes:
+            seen.append(len(stdout.getvalue()))
+            return super().readline(size)
+
+    stdin = io.TextIOWrapper(Lines(jsonl(*[MESSAGES] * 5)), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(stdout, encoding="utf-8"))
+    assert main(["--jsonl", *EXAMPLE]) == 0
+    assert seen == [0] * 6  # five lines and the end of input, read one at a time
+    assert stdout.getvalue().decode().splitlines() == [json.dumps(KEPT, separators=(",", ":"))] * 5
+
+
+def test_jsonl_first_line_may_carry_a_byte_order_mark(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, b"\xef\xbb\xbf" + jsonl(MESSAGES))
+    assert main(["--jsonl", *EXAMPLE]) == 0
+    assert json.loads(capsys.readouterr().out) == KEPT
+
+
+def test_jsonl_explain_reports_each_conversation_under_its_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, jsonl(MESSAGES) + b"\n" + jsonl(HUGE))
+    assert main(["--jsonl", *EXAMPLE, "--explain"]) == 3
+    err = capsys.readouterr().err
+    headers = [line for line in err.splitlines() if not line.startswith(" ")]
+    assert headers == [
+        "<stdin>:1: messages 10 -> 7, tokens 195 -> 124, dropped 3, fits within 150",
+        "<stdin>:3: messages 1 -> 1, tokens 257 -> 257, dropped 0, does not fit within 150",
+        "ctx-compact: 1 of 2 conversations do not fit within 150 (the first at <stdin>:3)",
+    ]
+    assert explain_rows(err)[-1] == ["0", "user", "257", "0", "kept: head"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_jsonl_progress_on_a_terminal_is_cleared_at_the_end(monkeypatch: pytest.MonkeyPatch):
+    stderr = _Terminal()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(cli, "_PROGRESS_INTERVAL", 0)
+    feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES, MESSAGES))
+    assert main(["--jsonl", *EXAMPLE, "--stats"]) == 0
+    shown = stderr.getvalue()
+    last = "ctx-compact: conversations done: 3, messages dropped: 9"
+    assert "\rctx-compact: conversations done: 1, messages dropped: 3" in shown
+    # Cleared with spaces before the summary, so the summary starts on a clean line.
+    assert shown.endswith(
+        f"\r{last}\r{' ' * len(last)}\rctx-compact: conversations 3, messages 30 -> 21,"
+        " tokens 585 -> 372, dropped 9, all fit within 150\n"
+    )
+
+
+def test_no_progress_when_standard_error_is_not_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    monkeypatch.setattr(cli, "_PROGRESS_INTERVAL", 0)
+    feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES))
+    assert main(["--jsonl", *EXAMPLE]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_array_mode_shows_no_progress_even_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    stderr = _Terminal()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(cli, "_PROGRESS_INTERVAL", 0)
+    assert main([str(WEATHER), *EXAMPLE]) == 0
+    assert stderr.getvalue() == ""
+
+
+# --- -o/--output ----------------------------------------------------------------------------
+
+
+def test_output_file_receives_the_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    target = tmp_path / "trimmed.json"
+    assert main([str(WEATHER), *EXAMPLE, "-o", str(target)]) == 0
+    assert capsys.readouterr().out == ""
+    assert json.loads(target.read_text(encoding="utf-8")) == KEPT
+    assert os.listdir(tmp_path) == ["trimmed.json"]
+
+
+def test_output_may_replace_the_input_file(tmp_path: Path):
+    path = tmp_path / "weather.jsonl"
+    path.write_bytes(jsonl(MESSAGES, MESSAGES))
+    assert main([str(path), "--jsonl", *EXAMPLE, "--output", str(path)]) == 0
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [KEPT, KEPT]
+    assert os.listdir(tmp_path) == ["weather.jsonl"]
+
+
+@pytest.mark.parametrize("mode", [[], ["--jsonl"]], ids=["array", "jsonl"])
+def test_failed_run_leaves_an_existing_output_file_untouched(
+    mode: List[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    target = tmp_path / "out.json"
+    target.write_text("precious\n")
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(jsonl(MESSAGES) + b"[1]\n" if mode else b"[1]")
+    assert main([str(bad), *mode, *EXAMPLE, "-o", str(target)]) == 2
+    assert target.read_text() == "precious\n"
+    assert sorted(os.listdir(tmp_path)) == ["bad.json", "out.json"]  # no temporary file left
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
+def test_replaced_output_keeps_its_permissions(tmp_path: Path):
+    target = tmp_path / "out.json"
+    target.write_text("old\n")
+    target.chmod(0o640)
+    assert main([str(WEATHER), *EXAMPLE, "-o", str(target)]) == 0
+    assert target.stat().st_mode & 0o777 == 0o640
+
+
+def test_output_to_a_missing_directory_is_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    target = tmp_path / "no" / "such" / "out.json"
+    assert main([str(WEATHER), *EXAMPLE, "-o", str(target)]) == 2
+    assert capsys.readouterr().err == (
+        f"ctx-compact: {target}: cannot write: No such file or directory\n"
+    )
+
+
+def test_output_dash_means_standard_output(capsys: pytest.CaptureFixture[str]):
+    assert main([str(WEATHER), *EXAMPLE, "-o", "-"]) == 0
+    assert json.loads(capsys.readouterr().out) == KEPT
+
+
+# --- as a real process ----------------------------------------------------------------------
+
+
+def run_module(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctx_compact", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_module_runs_the_weather_example():
+    done = run_module("examples/weather.json", *EXAMPLE, "--stats")
+    assert done.returncode == 0
+    assert json.loads(done.stdout) == KEPT
+    assert done.stderr == (
+        b"ctx-compact: messages 10 -> 7, tokens 195 -> 124, dropped 3, fits within 150\n"
+    )
+
+
+def test_module_jsonl_from_standard_input_with_status_3():
+    done = run_module("--jsonl", *EXAMPLE, stdin=jsonl(HUGE, MESSAGES))
+    assert done.returncode == 3
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [HUGE, KEPT]
+
+
+def test_module_invalid_json_is_status_2_with_empty_output(tmp_path: Path):
+    (tmp_path / "weather.json").write_text('[{"role": "user",}]')
+    done = subprocess.run(
+        [sys.executable, "-m", "ctx_compact", "weather.json", "--max-tokens", "9"],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr == (
+        b"ctx-compact: weather.json:1:18: invalid JSON: "
+        b"Expecting property name enclosed in double quotes\n"
+    )
+
+
+def test_module_help_describes_the_options():
+    done = run_module("--help")
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    assert text.startswith("usage: ctx-compact ")
+    for option in ("--max-tokens", "--keep-head", "--keep-tail", "--jsonl", "--stats"):
+        assert option in text
+    assert "exit status:" in text
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="relies on POSIX pipe semantics")
+def test_closed_output_pipe_exits_quietly(tmp_path: Path):
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(jsonl(MESSAGES) * 3000)  # about 2 MB out: far more than a pipe holds
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctx_compact", "--jsonl", *EXAMPLE, str(big)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.read(10)
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+    assert process.wait(timeout=60) == 1
+    assert err == b""
