@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional, TypeVar
 
 import wrapt
+
 from ctx_compact._tokens import CountTokens
 
 from ._calls import Kind, kind_of, qualified_name

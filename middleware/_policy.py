@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -243,7 +243,8 @@ class _Run:
         self.args = args
         self.kwargs = kwargs
         policy = budget.policy
-        if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, Iterable):
+        # A lone message (a mapping) is iterable too, but iterating it would yield its keys.
+        if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
             check_messages(value)  # raises the core's TypeError
         messages = list(value)
         cache = _cache_for(policy.count_tokens)
