@@ -58,13 +58,15 @@ class CompactResultWithSummary(CompactResult):
 
 def check_max_tokens(max_tokens: object) -> float:
     """Return ``max_tokens`` if it is a finite positive number, else raise ``TypeError``."""
-    if (
-        isinstance(max_tokens, bool)
-        or not isinstance(max_tokens, Real)
-        or not math.isfinite(max_tokens)
-        or max_tokens <= 0
-    ):
-        raise TypeError(f"max_tokens must be a finite positive number, got {max_tokens!r}")
+    problem = f"max_tokens must be a finite positive number, got {max_tokens!r}"
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, Real):
+        raise TypeError(problem)
+    try:
+        as_float = float(max_tokens)
+    except OverflowError:  # an int beyond any float: no budget means anything there
+        raise TypeError(problem) from None
+    if not math.isfinite(as_float) or as_float <= 0:
+        raise TypeError(problem)
     return max_tokens  # type: ignore[return-value]
 
 

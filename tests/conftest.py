@@ -1,0 +1,154 @@
+"""Shared message factories, the specification's example and hypothesis strategies.
+
+The test directory is flat (no ``__init__.py``), so test modules import the
+strategies and factories below with ``from conftest import ...``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import pytest
+from hypothesis import strategies as st
+
+Message = Dict[str, Any]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Every ``@pytest.mark.anyio`` test runs once on asyncio and once on trio."""
+    return request.param  # type: ignore[no-any-return]
+
+
+# --- message factories --------------------------------------------------------
+
+
+def system(content: str = "You are a helpful assistant.") -> Message:
+    return {"role": "system", "content": content}
+
+
+def user(content: str = "hi") -> Message:
+    return {"role": "user", "content": content}
+
+
+def assistant(content: Optional[str] = "ok", tool_calls: Optional[List[Any]] = None) -> Message:
+    """An assistant message; ``tool_calls`` is only present when given (even ``[]``)."""
+    message: Message = {"role": "assistant", "content": content}
+    if tool_calls is not None:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def tool_call(call_id: str, name: str = "get_weather", arguments: str = "{}") -> Message:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def tool(call_id: Any, content: str = "{}") -> Message:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def calling(*call_ids: str) -> Message:
+    """An assistant message (``content: None``) calling one tool per id."""
+    return assistant(None, [tool_call(call_id) for call_id in call_ids])
+
+
+def exchange(*call_ids: str) -> List[Message]:
+    """A whole tool exchange: the calling assistant message, then one result per id."""
+    return [calling(*call_ids)] + [tool(call_id, f'{{"for":"{call_id}"}}') for call_id in call_ids]
+
+
+def weather_messages() -> List[Message]:
+    """The specification's ten-message example, freshly built."""
+    return [
+        system("You are a helpful assistant."),
+        user("What is the weather in Denver?"),
+        assistant(None, [tool_call("call_1", arguments='{"city":"Denver"}')]),
+        tool("call_1", '{"tempF":72}'),
+        assistant("It is 72F in Denver."),
+        user("What about Austin?"),
+        assistant(None, [tool_call("call_2", arguments='{"city":"Austin"}')]),
+        tool("call_2", '{"tempF":88}'),
+        assistant("It is 88F in Austin."),
+        user("And tomorrow in Denver?"),
+    ]
+
+
+@pytest.fixture
+def weather() -> List[Message]:
+    """The specification's example conversation; a new list of new dicts each time."""
+    return weather_messages()
+
+
+def ten_each(message: Any) -> int:
+    """A ``count_tokens`` that makes every message cost 10, for easy arithmetic."""
+    return 10
+
+
+# --- hypothesis strategies ----------------------------------------------------
+
+# Text that exercises the estimator: ASCII, accented Latin, CJK, astral-plane
+# emoji (two UTF-16 units each) and characters JSON must escape.
+SAMPLE_TEXTS = (
+    "",
+    "hello",
+    "café crème",
+    "日本語のテキスト",
+    "🎉",
+    "party 🎉🎊 time",
+    "𠮷野家で𠮷",
+    'quote " and backslash \\ and newline \n',
+    "x" * 60,
+)
+
+texts = st.one_of(st.sampled_from(SAMPLE_TEXTS), st.text(max_size=30))
+contents = st.one_of(st.none(), texts)
+
+
+def _plain_message(draw: st.DrawFn) -> Message:
+    kind = draw(st.sampled_from(["system", "user", "assistant", "assistant_empty_calls"]))
+    if kind == "system":
+        return system(draw(texts))
+    if kind == "user":
+        return user(draw(texts))
+    if kind == "assistant":
+        return assistant(draw(texts))
+    return assistant(draw(contents), [])
+
+
+@st.composite
+def conversations(draw: st.DrawFn, max_segments: int = 12) -> List[Message]:
+    """Conversations mixing plain messages with tool exchanges.
+
+    Exchanges may make parallel calls whose results come back in any order,
+    with some results missing or repeated. Stray ``tool`` messages are mixed in:
+    true orphans, and ones answering an earlier (not the adjacent) assistant,
+    which must not join that assistant's group. Every message is a fresh dict.
+    """
+    messages: List[Message] = []
+    call_ids: List[str] = []
+    for _ in range(draw(st.integers(0, max_segments))):
+        kind = draw(st.sampled_from(["plain", "plain", "exchange", "stray_tool"]))
+        if kind == "plain":
+            messages.append(_plain_message(draw))
+        elif kind == "exchange":
+            ids = [f"call_{len(call_ids) + k}" for k in range(draw(st.integers(1, 3)))]
+            call_ids.extend(ids)
+            messages.append(calling(*ids))
+            answered = draw(st.lists(st.sampled_from(ids), max_size=len(ids) + 1))
+            messages.extend(tool(call_id, draw(texts)) for call_id in answered)
+        else:
+            stray_id = draw(st.sampled_from([*call_ids, "orphan", None]))
+            messages.append(tool(stray_id, draw(texts)))
+    return messages
+
+
+def budgets(max_value: int = 400) -> st.SearchStrategy[float]:
+    """Budgets: positive ints (often tight ones) and non-integral floats."""
+    return st.one_of(
+        st.integers(1, 40),
+        st.integers(1, max_value),
+        st.floats(0.5, max_value, allow_nan=False, allow_infinity=False),
+    )
+
+
+keeps = st.integers(0, 6)

@@ -1,0 +1,192 @@
+"""estimate_tokens and the default estimator.
+
+The default is ``ceil(utf16_len(json.dumps(m, separators=(",", ":"),
+ensure_ascii=False)) / 4)``. ``{"role":"user","content":""}`` is 28 characters,
+so a user message whose content is ``k`` UTF-16 units long is ``28 + k`` units.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from conftest import contents, exchange, texts, tool_call, user
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctx_compact import compact, estimate_tokens
+
+
+def utf16_units(text: str) -> int:
+    # Independent of the library's way: astral-plane code points are surrogate pairs.
+    return sum(2 if ord(ch) > 0xFFFF else 1 for ch in text)
+
+
+def spec_estimate(message: Any) -> int:
+    return math.ceil(
+        utf16_units(json.dumps(message, separators=(",", ":"), ensure_ascii=False)) / 4
+    )
+
+
+def test_empty_user_message_is_28_characters():
+    assert len('{"role":"user","content":""}') == 28
+    assert estimate_tokens(user("")) == 7
+
+
+@pytest.mark.parametrize(
+    ("content", "tokens"),
+    [
+        ("abcd", 8),  # 32 units
+        ("abcde", 9),  # 33 units: rounded up
+        ("abcdefgh", 9),  # 36 units
+    ],
+)
+def test_ascii(content, tokens):
+    assert estimate_tokens(user(content)) == tokens
+
+
+def test_compact_separators_without_spaces():
+    # With json.dumps' default ", " and ": " this would be 35 characters, 9 tokens.
+    assert estimate_tokens(user("abcd")) == 8
+
+
+@pytest.mark.parametrize(
+    ("content", "tokens"),
+    [
+        ("éééé", 8),  # 4 units; \u00e9 escapes would make it 52 characters, 13 tokens
+        ("ééééé", 9),
+        ("日本語に", 8),  # CJK: one unit each
+        ("日本語にほ", 9),
+    ],
+)
+def test_bmp_non_ascii_counts_one_unit_per_character(content, tokens):
+    assert estimate_tokens(user(content)) == tokens
+
+
+@pytest.mark.parametrize(
+    ("content", "tokens"),
+    [
+        ("🎉🎉", 8),  # 4 units: 32
+        ("🎉🎉🎉", 9),  # 6 units: 34 (3 code points would give 31, 8 tokens)
+        ("a🎉a", 8),
+        ("𠮷𠮷𠮷", 9),  # CJK Extension B: also outside the BMP
+    ],
+)
+def test_astral_plane_characters_count_two_units(content, tokens):
+    assert estimate_tokens(user(content)) == tokens
+
+
+def test_lone_surrogate_counts_one_unit():
+    assert estimate_tokens(user("\ud83cabc")) == 8
+    assert estimate_tokens(user("\udfff" * 5)) == 9
+
+
+def test_escaped_characters_count_as_their_escape():
+    # '"' becomes \" (2 units) and a newline becomes \n (2 units).
+    assert estimate_tokens(user('"\n')) == 8
+
+
+def test_tool_calls_are_part_of_the_count():
+    message = exchange("call_1")[0]
+    text = json.dumps(message, separators=(",", ":"))
+
+    assert estimate_tokens(message) == math.ceil(len(text) / 4)
+    assert estimate_tokens(message) > estimate_tokens({"role": "assistant", "content": None})
+
+
+def test_spec_example_per_message_counts(weather):
+    assert [estimate_tokens(m) for m in weather] == [15, 15, 39, 17, 14, 12, 39, 17, 14, 13]
+
+
+def test_mapping_proxy_counts_like_the_equivalent_dict():
+    message = {"role": "user", "content": "café 🎉"}
+
+    assert estimate_tokens(MappingProxyType(message)) == estimate_tokens(message)
+
+
+def test_nested_mapping_proxies_count_like_dicts():
+    plain = {"role": "assistant", "content": None, "tool_calls": [tool_call("c1")]}
+    proxied = MappingProxyType(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [MappingProxyType(tool_call("c1"))],
+        }
+    )
+
+    assert estimate_tokens(proxied) == estimate_tokens(plain) == spec_estimate(plain)
+
+
+def test_dict_subclass_counts_like_dict():
+    message = OrderedDict(role="user", content="hello")
+
+    assert estimate_tokens(message) == estimate_tokens(dict(message)) == 9
+
+
+def test_custom_count_tokens_is_used():
+    seen = []
+
+    def count(message: Any) -> int:
+        seen.append(message)
+        return 42
+
+    message = user("hello")
+
+    assert estimate_tokens(message, count_tokens=count) == 42
+    assert seen == [message]
+    assert seen[0] is message
+
+
+def test_custom_count_tokens_may_return_zero():
+    assert estimate_tokens(user(), count_tokens=lambda m: 0) == 0
+
+
+def test_none_count_tokens_means_the_default():
+    assert estimate_tokens(user("abcd"), None) == 8
+
+
+def test_compact_uses_the_custom_count_tokens(weather):
+    result = compact(weather, max_tokens=150, count_tokens=lambda m: 100)
+
+    assert result.tokens_before == 1000
+    assert result.fits is False
+
+
+def test_compact_uses_the_default_estimator(weather):
+    result = compact(weather, max_tokens=10_000)
+
+    assert result.tokens_before == sum(estimate_tokens(m) for m in weather) == 195
+
+
+def test_compact_counts_each_message_once(weather):
+    calls = []
+
+    def count(message: Any) -> int:
+        calls.append(message)
+        return 20
+
+    compact(weather, max_tokens=100, count_tokens=count, keep_head=1, keep_tail=2)
+
+    assert len(calls) == len(weather)
+
+
+@given(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "user", "assistant", "tool"]), "content": contents},
+        optional={"name": texts, "tool_call_id": texts},
+    )
+)
+def test_default_matches_the_specification_formula(message):
+    assert estimate_tokens(message) == spec_estimate(message)
+
+
+@given(st.text(alphabet=st.one_of(st.characters(), st.characters(categories=["Cs"])), max_size=40))
+def test_default_matches_the_formula_for_any_text(text):
+    # Any code point, astral-plane ones and lone surrogates included.
+    message = user(text)
+
+    assert estimate_tokens(message) == spec_estimate(message)
