@@ -8,7 +8,9 @@ list comparisons; only the messages after it are grouped and counted again.
 A message that was changed since it was counted, whether a value was reassigned
 (a streamed reply appended chunk by chunk) or a nested list mutated in place,
 no longer equals its deep snapshot and is counted afresh, never with a stale
-figure. The arrays handed out are exactly those a from-scratch pass computes.
+figure. Numbers in a snapshot equal only numbers of the same type and spelling,
+so ``1`` reassigned to ``True`` or ``1.0`` (equal, but written differently) is
+noticed too. The arrays handed out are exactly those a from-scratch pass computes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections import OrderedDict
 from itertools import accumulate
 from typing import Any, List, Optional, Tuple
 
-from ctx_compact._grouping import group_bounds
+from ctx_compact._grouping import group_bounds, message_views
 from ctx_compact._tokens import CountTokens, count_all, prefix_sums
 
 
@@ -38,10 +40,51 @@ class _Unequal:
 _UNEQUAL = _Unequal()
 
 
+class _Exact:
+    """A number in a snapshot: equal only to a number of the same type and spelling.
+
+    ``1 == True == 1.0`` and ``0.0 == -0.0``, yet each is written (and counted)
+    differently, so a plain copy would hide such a reassignment. Only numbers
+    pay for this Python-level ``__eq__``; strings still compare at C speed.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        value = self.value
+        if type(other) is not type(value):
+            return False
+        if isinstance(value, float):
+            return float.__repr__(other) == float.__repr__(value)
+        return bool(other == value)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def _freeze(value: Any) -> Any:
+    """A deep copy in which every number is an ``_Exact``."""
+    kind = type(value)
+    if kind is str or value is None:
+        return value
+    if kind is dict:
+        return {_freeze(k): _freeze(v) for k, v in value.items()}
+    if kind is list:
+        return [_freeze(v) for v in value]
+    if kind is tuple:
+        return tuple([_freeze(v) for v in value])
+    if isinstance(value, (int, float)):
+        return _Exact(value)
+    return copy.deepcopy(value)
+
+
 def _snapshot(message: Any) -> Any:
     try:
-        return copy.deepcopy(message)
-    except Exception:
+        return _freeze(message)
+    except Exception:  # not copyable, or circular (RecursionError)
         return _UNEQUAL
 
 
@@ -86,8 +129,10 @@ class _Line:
         # (tool results appended after an assistant's calls), so regroup from it.
         regroup_at = bisect_right(self.bounds, keep - 1) - 1 if keep else 0
         start = self.bounds[regroup_at] if keep else 0
-        bounds = group_bounds(messages, start)
-        counts = count_all(messages, count_tokens, keep)
+        # Grouped and counted as the core does: through the messages' mapping views.
+        views = message_views(messages, start)
+        bounds = group_bounds(views, start)
+        counts = count_all(views, count_tokens, keep)
         snapshots = [_snapshot(m) for m in messages[keep:]]
         # Validation and counting succeeded: now change the line, all at once.
         del self.bounds[regroup_at:]

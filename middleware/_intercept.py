@@ -17,6 +17,7 @@ from typing import Any, Dict, Tuple, Union
 import wrapt
 
 from ._calls import Kind, kind_of, qualified_name
+from ._context import active_sessions
 
 Target = Union[str, Tuple[Any, str]]
 
@@ -79,8 +80,6 @@ def resolve(target: Target) -> Tuple[Any, str]:
 
 
 def _active_interceptor(patch: _Patch) -> Any:
-    from ._session import active_sessions
-
     for session in reversed(active_sessions()):
         budget = session._intercepted.get(patch.key)
         if budget is not None:

@@ -11,7 +11,7 @@ import inspect
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ctx_compact._compact import (
     Compaction,
@@ -20,10 +20,11 @@ from ctx_compact._compact import (
     check_summary,
     check_summary_role,
 )
-from ctx_compact._grouping import check_messages, group_bounds
+from ctx_compact._grouping import check_messages, group_bounds, message_views
 from ctx_compact._tokens import CountTokens, check_callable, count_all, prefix_sums
 
 from ._calls import ArgSpec, Kind, replace
+from ._context import active_sessions, cache_for
 from ._events import (
     BudgetExceededError,
     CompactionEvent,
@@ -144,7 +145,7 @@ class Budget:
         if run.needs_summary:
             summary = check_summary(self.policy.summarize(run.plan.dropped))  # type: ignore[misc]
         event = run.event(summary)
-        sessions = _active_sessions()
+        sessions = active_sessions()
         dispatch(self.policy.on_compact, event)
         for session in sessions:
             session._record(event)
@@ -177,7 +178,7 @@ class Budget:
             summary = check_summary(result)
         event = run.event(summary)
         await adispatch(self.policy.on_compact, event)
-        for session in _active_sessions():
+        for session in active_sessions():
             session._record(event)
             await adispatch(session.policy.on_compact, event)
         return run.arguments(event)
@@ -218,12 +219,6 @@ class Budget:
             await inner.aclose()
 
 
-def _active_sessions() -> Sequence[Any]:
-    from ._session import active_sessions
-
-    return active_sessions()
-
-
 class _Run:
     """One call's compaction: decided at construction, finished by ``event``."""
 
@@ -247,12 +242,13 @@ class _Run:
         if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
             check_messages(value)  # raises the core's TypeError
         messages = list(value)
-        cache = _cache_for(policy.count_tokens)
+        cache = cache_for(policy.count_tokens)
         if cache is not None:
             pre, bounds = cache.arrays(messages)
         else:
-            bounds = group_bounds(messages)
-            pre = prefix_sums(count_all(messages, policy.count_tokens))
+            views = message_views(messages)
+            bounds = group_bounds(views)
+            pre = prefix_sums(count_all(views, policy.count_tokens))
         self.plan = Compaction(
             messages,
             pre,
@@ -291,9 +287,3 @@ class _Run:
         return replace(
             self.args, self.kwargs, self.budget.arg.name, self.index, list(event.messages)
         )
-
-
-def _cache_for(count_tokens: Optional[CountTokens]) -> Any:
-    from ._session import cache_for
-
-    return cache_for(count_tokens)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import threading
 from dataclasses import dataclass
 from types import TracebackType
@@ -11,26 +12,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, T
 from ctx_compact._tokens import CountTokens
 
 from ._cache import CountCache
+from ._calls import kind_of, qualified_name
+from ._context import Entries, active
 from ._events import CompactionEvent, Hooks
 from ._intercept import Target, acquire, release
 from ._policy import Budget, Policy
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_active: contextvars.ContextVar[Tuple[CompactingSession, ...]] = contextvars.ContextVar(
-    "ctx_compact_sessions", default=()
-)
-
-
-def active_sessions() -> Tuple[CompactingSession, ...]:
-    """The sessions active in the current context, outermost first."""
-    return _active.get()
-
-
-def cache_for(count_tokens: Optional[CountTokens]) -> Optional[CountCache]:
-    """The innermost active session's count cache for ``count_tokens``, if any."""
-    sessions = _active.get()
-    return sessions[-1]._cache(count_tokens) if sessions else None
 
 
 @dataclass(frozen=True)
@@ -124,7 +112,8 @@ class CompactingSession:
         self._caches: Dict[int, CountCache] = {}
         self._intercepted: Dict[Tuple[int, str], Budget] = {}
         self._patches: List[Any] = []
-        self._token: Optional[contextvars.Token[Tuple[CompactingSession, ...]]] = None
+        self._entry: Optional[object] = None
+        self._token: Optional[contextvars.Token[Entries]] = None
 
     # -- the scope -------------------------------------------------------------------
 
@@ -137,7 +126,9 @@ class CompactingSession:
         except BaseException:
             self._release_all()
             raise
-        self._token = _active.set((*_active.get(), self))
+        entry = object()
+        self._token = active.set((*active.get(), (self, entry)))
+        self._entry = entry
         return self
 
     def __exit__(
@@ -147,9 +138,10 @@ class CompactingSession:
         tb: Optional[TracebackType],
     ) -> None:
         token, self._token = self._token, None
+        self._entry = None
         try:
             if token is not None:
-                _active.reset(token)
+                active.reset(token)
         finally:
             self._release_all()
 
@@ -213,7 +205,16 @@ class CompactingSession:
         """
         from ._decorator import apply
 
-        return apply(fn, self.policy)
+        wrapped = apply(fn, self._applied())
+        # The session's hooks are not in the applied policy, so check them here.
+        self.policy.check_kind(kind_of(fn), qualified_name(fn))
+        return wrapped
+
+    def _applied(self) -> Policy:
+        # The session's own hooks are called when it records an event; left in
+        # the policy it applies, they would be called a second time as the
+        # wrapped function's hooks.
+        return dataclasses.replace(self.policy, on_compact=())
 
     def intercept(self, target: Target) -> None:
         """Intercept ``target`` until the session exits (the session must be active).
@@ -229,7 +230,8 @@ class CompactingSession:
     def _intercept(self, target: Target) -> None:
         patch = acquire(target)
         try:
-            budget = Budget(self.policy, patch.descriptor, patch.kind, patch.name)
+            budget = Budget(self._applied(), patch.descriptor, patch.kind, patch.name)
+            self.policy.check_kind(patch.kind, patch.name)
         except BaseException:
             release(patch)
             raise
