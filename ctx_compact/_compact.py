@@ -17,7 +17,7 @@ from numbers import Real
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Union
 
 from ._errors import InvalidMessageError
-from ._grouping import check_messages, group_bounds
+from ._grouping import check_messages, group_bounds, message_views
 from ._tokens import CountTokens, check_callable, count_all, count_one, prefix_sums
 
 Summarize = Callable[[List[Any]], str]
@@ -225,8 +225,9 @@ def prepare(
     head = check_keep(keep_head, "keep_head")
     tail = check_keep(keep_tail, "keep_tail")
     msgs = list(check_messages(messages))
-    bounds = group_bounds(msgs)
-    pre = prefix_sums(count_all(msgs, count_tokens))
+    views = message_views(msgs)
+    bounds = group_bounds(views)
+    pre = prefix_sums(count_all(views, count_tokens))
     return Compaction(
         msgs,
         pre,

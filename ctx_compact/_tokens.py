@@ -10,6 +10,7 @@ from numbers import Real
 from typing import Any, Callable, List, Optional, Sequence
 
 from ._errors import InvalidMessageError
+from ._grouping import message_view
 
 CountTokens = Callable[[Any], int]
 
@@ -91,9 +92,7 @@ def count_all(
 ) -> List[int]:
     """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
     if count_tokens is not None:
-        return [
-            check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))
-        ]
+        return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
     encode = _ENCODER.encode
     counts: List[int] = []
     try:
@@ -120,17 +119,20 @@ def estimate_tokens(message: Any, count_tokens: Optional[CountTokens] = None) ->
     caller can pre-check a message before appending it.
 
     Args:
-        message: One message.
-        count_tokens: ``(message) -> int``; the default is the specification's
-            estimator (compact JSON, UTF-16 length, divided by 4, rounded up).
+        message: One message: a mapping, or an SDK message model (counted as the
+            JSON the SDK sends, ``model_dump(mode="json", exclude_unset=True)``).
+        count_tokens: ``(message) -> int``, given the message's mapping; the default
+            is the specification's estimator (compact JSON, UTF-16 length, divided
+            by 4, rounded up).
 
     Returns:
         The message's estimated token count.
 
     Raises:
         TypeError: ``count_tokens`` is not callable.
-        InvalidMessageError: The default estimator cannot serialise the message,
-            or ``count_tokens`` returned something other than a non-negative number.
+        InvalidMessageError: The message is neither a mapping nor an SDK model, the
+            default estimator cannot serialise it, or ``count_tokens`` returned
+            something other than a non-negative number.
     """
     check_callable(count_tokens, "count_tokens")
-    return count_one(message, count_tokens, None)
+    return count_one(message_view(message, None), count_tokens, None)

@@ -152,3 +152,78 @@ def budgets(max_value: int = 400) -> st.SearchStrategy[float]:
 
 
 keeps = st.integers(0, 6)
+
+
+# --- Anthropic Messages and OpenAI Responses factories -------------------------
+
+
+def text_block(text: str = "ok") -> Message:
+    return {"type": "text", "text": text}
+
+
+def thinking_block(thinking: str = "Let me look that up.", signature: str = "sig") -> Message:
+    return {"type": "thinking", "thinking": thinking, "signature": signature}
+
+
+def redacted_thinking_block(data: str = "opaque") -> Message:
+    return {"type": "redacted_thinking", "data": data}
+
+
+def tool_use_block(use_id: str, name: str = "get_weather") -> Message:
+    return {"type": "tool_use", "id": use_id, "name": name, "input": {"city": "Denver"}}
+
+
+def tool_result_block(use_id: Any, content: str = '{"tempF":72}') -> Message:
+    return {"type": "tool_result", "tool_use_id": use_id, "content": content}
+
+
+def claude(role: str, *content_blocks: Message) -> Message:
+    """An Anthropic message whose content is the given blocks."""
+    return {"role": role, "content": list(content_blocks)}
+
+
+def reasoning_item(item_id: str = "rs_1") -> Message:
+    return {"type": "reasoning", "id": item_id, "summary": []}
+
+
+def message_item(text: str = "Done.", item_id: str = "msg_1") -> Message:
+    """A Responses output message passed back as input (it has a type and an id)."""
+    return {
+        "type": "message",
+        "id": item_id,
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+# Each Responses call type with the type of the item that answers it.
+RESPONSES_CALLS = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "computer_call": "computer_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "shell_call": "shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+}
+
+
+def call_item(kind: str, call_id: str) -> Message:
+    """A Responses ``*_call`` item; its own ``id`` differs from the ``call_id``."""
+    item: Message = {"type": kind, "id": f"item_{call_id}", "call_id": call_id}
+    if kind == "function_call":
+        item.update(name="get_weather", arguments='{"city":"Denver"}')
+    elif kind == "custom_tool_call":
+        item.update(name="run_sql", input="select 1")
+    elif kind in ("computer_call", "local_shell_call", "shell_call"):
+        item.update(action={"type": "exec", "command": ["ls"]}, status="completed")
+    elif kind == "apply_patch_call":
+        item.update(operation={"type": "delete_file", "path": "a.txt"}, status="completed")
+    return item
+
+
+def output_item(kind: str, call_id: str, output: str = '{"tempF":72}') -> Message:
+    """The item answering a ``kind`` call; ``local_shell_call_output`` pairs by its ``id``."""
+    if kind == "local_shell_call":
+        return {"type": "local_shell_call_output", "id": call_id, "output": output}
+    return {"type": RESPONSES_CALLS[kind], "call_id": call_id, "output": output}

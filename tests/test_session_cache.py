@@ -1,0 +1,458 @@
+"""The session's count cache: identical to compacting from scratch, and really incremental.
+
+Inside a ``CompactingSession`` a ``@budgeted`` call reuses the token counts and
+group boundaries of the messages it has already seen. Whatever happens to the
+history between calls (it grows, its last message is streamed in chunk by
+chunk, a nested list is mutated in place, a message is replaced or removed,
+another conversation is interleaved), every event must match
+``ctx_compact.compact`` on the same list, figure for figure and message for
+message.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+from conftest import (
+    assistant,
+    budgets,
+    keeps,
+    system,
+    ten_each,
+    texts,
+    tool,
+    tool_call,
+    user,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctx_compact import InvalidMessageError, compact, estimate_tokens
+from middleware import CompactingSession, budgeted
+
+Message = Dict[str, Any]
+
+
+def by_repr(message: Any) -> float:
+    """A counter sensitive to every value and its type, returning floats."""
+    return len(repr(message)) / 7
+
+
+COUNTERS = [None, ten_each, by_repr]
+# Values that are == to one another but serialise (and count) differently.
+EQUAL_BUT_DIFFERENT = [1, True, 1.0, 0, False, 0.0, -0.0]
+
+
+def ids(messages: List[Any]) -> List[int]:
+    return [id(m) for m in messages]
+
+
+def check(
+    ask: Callable[..., List[Any]],
+    session: CompactingSession,
+    messages: List[Any],
+    options: Dict[str, Any],
+) -> None:
+    """One session-compacted call against ``compact`` on the same list."""
+    recorded = len(session.events)
+    try:
+        expected = compact(messages, **options)
+    except InvalidMessageError as exc:
+        error = str(exc)
+    else:
+        error = None
+    if error is not None:
+        with pytest.raises(InvalidMessageError) as info:
+            ask(messages)
+        assert str(info.value) == error
+        assert len(session.events) == recorded
+        return
+    snapshot = list(messages)
+    received = ask(messages)
+    assert messages == snapshot  # the caller's list is untouched
+    assert ids(messages) == ids(snapshot)
+    assert len(session.events) == recorded + 1
+    event = session.events[-1]
+    assert event.tokens_before == expected.tokens_before
+    assert event.tokens_after == expected.tokens_after
+    assert event.fits == expected.fits
+    assert ids(event.messages) == ids(expected.messages)
+    assert ids(event.dropped) == ids(expected.dropped)
+    assert ids(received) == ids(expected.messages)
+
+
+class History:
+    """Conversations and the edits a chatbot (or a careless caller) makes to them."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self.data = data
+        self.call_ids = itertools.count()
+        # A first message object that several conversations start with.
+        self.shared = system("A system prompt shared by several conversations.")
+        self.conversations: List[List[Any]] = [[self.shared]]
+        self.current = 0
+
+    def draw(self, strategy: st.SearchStrategy[Any]) -> Any:
+        return self.data.draw(strategy)
+
+    @property
+    def messages(self) -> List[Any]:
+        return self.conversations[self.current]
+
+    def index(self) -> Optional[int]:
+        if not self.messages:
+            return None
+        return self.draw(st.integers(0, len(self.messages) - 1))
+
+    # -- growing -------------------------------------------------------------------
+
+    def append_user(self) -> None:
+        self.messages.append(user(self.draw(texts)))
+
+    def append_assistant(self) -> None:
+        self.messages.append(assistant(self.draw(texts)))
+
+    def append_exchange(self) -> None:
+        calls = [f"call_{next(self.call_ids)}" for _ in range(self.draw(st.integers(1, 3)))]
+        self.messages.append(assistant(None, [tool_call(c) for c in calls]))
+        # Results in any order, some missing or repeated, as in the core's strategies.
+        for call in self.draw(st.lists(st.sampled_from(calls), max_size=len(calls) + 1)):
+            self.messages.append(tool(call, self.draw(texts)))
+
+    def append_openai_results_later(self) -> None:
+        """A tool result appended on a later turn: it may join the last group."""
+        for message in reversed(self.messages):
+            if isinstance(message, dict) and isinstance(message.get("tool_calls"), list):
+                if not message["tool_calls"]:
+                    break
+                call = self.draw(st.sampled_from(message["tool_calls"]))
+                self.messages.append(tool(call["id"], self.draw(texts)))
+                return
+        self.append_user()
+
+    def append_anthropic_exchange(self) -> None:
+        """An Anthropic-style turn: tool_use blocks, then (maybe later) tool_result blocks."""
+        uses = [f"toolu_{next(self.call_ids)}" for _ in range(self.draw(st.integers(1, 2)))]
+        content: List[Any] = []
+        if self.draw(st.booleans()):
+            content.append({"type": "thinking", "thinking": self.draw(texts), "signature": "s"})
+        content.extend(
+            {"type": "tool_use", "id": use, "name": "get_weather", "input": {"n": 1}}
+            for use in uses
+        )
+        self.messages.append({"role": "assistant", "content": content})
+        if self.draw(st.booleans()):
+            self.messages.append(self.tool_results(uses))
+
+    def tool_results(self, uses: List[str]) -> Message:
+        answered = self.draw(st.lists(st.sampled_from(uses), min_size=1, max_size=len(uses)))
+        blocks: List[Any] = [
+            {"type": "tool_result", "tool_use_id": use, "content": self.draw(texts)}
+            for use in answered
+        ]
+        if self.draw(st.booleans()):
+            blocks.append({"type": "text", "text": self.draw(texts)})
+        return {"role": "user", "content": blocks}
+
+    def append_items(self) -> None:
+        """OpenAI Responses input items: reasoning, calls, and some of their outputs."""
+        for _ in range(self.draw(st.integers(0, 2))):
+            self.messages.append({"type": "reasoning", "id": f"rs_{next(self.call_ids)}"})
+        if self.draw(st.booleans()):
+            request = f"mcpr_{next(self.call_ids)}"
+            self.messages.append({"type": "mcp_approval_request", "id": request})
+            if self.draw(st.booleans()):
+                self.messages.append(
+                    {
+                        "type": "mcp_approval_response",
+                        "approval_request_id": request,
+                        "approve": True,
+                    }
+                )
+            return
+        calls = [f"fc_{next(self.call_ids)}" for _ in range(self.draw(st.integers(1, 2)))]
+        for call in calls:
+            self.messages.append({"type": "function_call", "call_id": call, "arguments": "{}"})
+        for call in self.draw(st.lists(st.sampled_from(calls), max_size=len(calls) + 1)):
+            output = {"type": "function_call_output", "call_id": call, "output": self.draw(texts)}
+            self.messages.append(output)
+
+    def append_results_later(self) -> None:
+        """Results appended on a later turn, in any of the three shapes: they may join."""
+        if not self.messages or not isinstance(self.messages[-1], dict):
+            return self.append_user()
+        last = self.messages[-1]
+        if last.get("type") == "function_call":
+            self.messages.append(
+                {"type": "function_call_output", "call_id": last["call_id"], "output": "late"}
+            )
+        elif last.get("type") == "mcp_approval_request":
+            self.messages.append(
+                {"type": "mcp_approval_response", "approval_request_id": last["id"]}
+            )
+        elif last.get("role") == "assistant" and isinstance(last.get("content"), list):
+            uses = [b["id"] for b in last["content"] if b.get("type") == "tool_use"]
+            self.messages.append(self.tool_results(uses) if uses else user("no tools"))
+        else:
+            self.append_openai_results_later()
+        return None
+
+    # -- changing what is there ----------------------------------------------------
+
+    def mutate_blocks(self) -> None:
+        """A content block list changed in place: a tool_use or tool_result added or removed."""
+        with_blocks = [
+            m for m in self.messages if isinstance(m, dict) and isinstance(m.get("content"), list)
+        ]
+        if not with_blocks:
+            return
+        content = self.draw(st.sampled_from(with_blocks))["content"]
+        if content and self.draw(st.booleans()):
+            content.pop(self.draw(st.integers(0, len(content) - 1)))
+        elif self.draw(st.booleans()):
+            content.insert(0, {"type": "tool_result", "tool_use_id": "toolu_0", "content": "x"})
+        else:
+            content.append({"type": "tool_use", "id": "toolu_0", "name": "f", "input": {}})
+
+    def stream(self) -> None:
+        """The last message's content reassigned with one more chunk."""
+        if not self.messages or not isinstance(self.messages[-1], dict):
+            return
+        last = self.messages[-1]
+        content = last.get("content")
+        if content is None or isinstance(content, str):
+            last["content"] = (content or "") + self.draw(st.text(min_size=1, max_size=8))
+
+    def mutate_nested(self) -> None:
+        """A nested list or dict changed in place, not reassigned."""
+        calling = [
+            m
+            for m in self.messages
+            if isinstance(m, dict) and isinstance(m.get("tool_calls"), list)
+        ]
+        if not calling:
+            return
+        message = self.draw(st.sampled_from(calling))
+        calls = message["tool_calls"]
+        how = self.draw(st.sampled_from(["append", "arguments", "id", "pop", "clear"]))
+        if how == "append" or not calls:
+            calls.append(tool_call(f"call_{next(self.call_ids)}"))
+        elif how == "arguments":
+            self.draw(st.sampled_from(calls))["function"]["arguments"] += self.draw(texts)
+        elif how == "id":  # its results no longer answer it: the grouping changes
+            self.draw(st.sampled_from(calls))["id"] = f"call_{next(self.call_ids)}"
+        elif how == "pop":
+            calls.pop()
+        else:
+            calls.clear()
+
+    def retype(self) -> None:
+        """A value reassigned to one that is == to it but of another type."""
+        i = self.index()
+        if i is None or not isinstance(self.messages[i], dict):
+            return
+        self.messages[i]["n"] = self.draw(st.sampled_from(EQUAL_BUT_DIFFERENT))
+
+    def replace(self) -> None:
+        i = self.index()
+        if i is None:
+            return
+        old = self.messages[i]
+        if isinstance(old, dict) and self.draw(st.booleans()):
+            self.messages[i] = dict(old)  # an equal message, another object
+        else:
+            self.messages[i] = self.draw(
+                st.sampled_from([user, assistant, lambda text: tool("call_0", text)])
+            )(self.draw(texts))
+
+    def insert(self) -> None:
+        i = self.draw(st.integers(0, len(self.messages)))
+        self.messages.insert(i, user(self.draw(texts)))
+
+    def remove(self) -> None:
+        i = self.index()
+        if i is not None:
+            del self.messages[i]
+
+    def truncate(self) -> None:
+        del self.messages[len(self.messages) - self.draw(st.integers(1, 4)) :]
+
+    def invalid(self) -> None:
+        """A malformed message; the next edits may remove or replace it."""
+        make = self.draw(
+            st.sampled_from(
+                [
+                    lambda: "not a mapping",
+                    lambda: 42,
+                    lambda: None,
+                    lambda: assistant(None, "not a list"),
+                    lambda: user({"a set is not JSON"}),  # only the default estimator refuses it
+                ]
+            )
+        )
+        self.messages.append(make())
+
+    def switch(self) -> None:
+        """Another conversation, new or earlier; more of them than the cache keeps."""
+        choice = self.draw(st.integers(0, len(self.conversations)))
+        if choice == len(self.conversations) and len(self.conversations) < 11:
+            first = self.shared if self.draw(st.booleans()) else system(self.draw(texts))
+            self.conversations.append([first])
+        self.current = min(choice, len(self.conversations) - 1)
+
+    STEPS = (
+        "append_user",
+        "append_assistant",
+        "append_exchange",
+        "append_results_later",
+        "append_anthropic_exchange",
+        "append_items",
+        "stream",
+        "mutate_nested",
+        "mutate_blocks",
+        "retype",
+        "replace",
+        "insert",
+        "remove",
+        "truncate",
+        "invalid",
+        "switch",
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    max_tokens=budgets(200),
+    keep_head=keeps,
+    keep_tail=keeps,
+    counter=st.sampled_from(COUNTERS),
+)
+def test_session_results_equal_compacting_from_scratch(
+    data: st.DataObject, max_tokens: float, keep_head: int, keep_tail: int, counter: Any
+) -> None:
+    options = {
+        "max_tokens": max_tokens,
+        "keep_head": keep_head,
+        "keep_tail": keep_tail,
+        "count_tokens": counter,
+    }
+    ask = budgeted(**options)(lambda messages: messages)
+    history = History(data)
+    with CompactingSession() as session:
+        check(ask, session, history.messages, options)
+        for _ in range(data.draw(st.integers(1, 40))):
+            step = data.draw(st.sampled_from(History.STEPS))
+            getattr(history, step)()
+            check(ask, session, history.messages, options)
+            if data.draw(st.booleans()):  # re-sent unchanged
+                check(ask, session, history.messages, options)
+
+
+@pytest.mark.parametrize("value", EQUAL_BUT_DIFFERENT)
+@pytest.mark.parametrize("other", EQUAL_BUT_DIFFERENT)
+def test_an_equal_value_of_another_type_is_counted_afresh(value: Any, other: Any) -> None:
+    options: Dict[str, Any] = {"max_tokens": 1000}
+    ask = budgeted(**options)(lambda messages: messages)
+    message = {"role": "user", "content": [value] * 12, "n": {value: "key"}}
+    messages = [system(), message]
+    with CompactingSession() as session:
+        ask(messages)
+        message["content"] = [other] * 12  # 1 == True == 1.0, but "1", "true", "1.0"
+        ask(messages)
+        assert session.events[-1].tokens_before == compact(messages, **options).tokens_before
+        message["n"] = {other: "key"}  # a dict key, which JSON writes as a string
+        ask(messages)
+        assert session.events[-1].tokens_before == compact(messages, **options).tokens_before
+
+
+# --- the cache really avoids recounting -----------------------------------------------------
+
+
+class Counting:
+    """The default estimator, counting how often it is invoked."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, message: Any) -> int:
+        self.calls += 1
+        return estimate_tokens(message)
+
+    def take(self) -> int:
+        calls, self.calls = self.calls, 0
+        return calls
+
+
+def chat_history(size: int) -> List[Message]:
+    """``size`` messages: a system prompt, then user / tool exchange / assistant turns."""
+    messages: List[Message] = [system()]
+    turn = 0
+    while len(messages) < size:
+        messages.append(user(f"question {turn}"))
+        if turn % 2 == 0 and len(messages) + 3 <= size:
+            messages.append(assistant(None, [tool_call(f"call_{turn}")]))
+            messages.append(tool(f"call_{turn}", f'{{"answer": {turn}}}'))
+        if len(messages) < size:
+            messages.append(assistant(f"answer {turn}"))
+        turn += 1
+    return messages
+
+
+def test_only_new_and_changed_messages_are_counted() -> None:
+    counter = Counting()
+    options: Dict[str, Any] = {"max_tokens": 300, "keep_head": 1, "keep_tail": 4}
+    ask = budgeted(**options, count_tokens=counter)(lambda messages: messages)
+    history = chat_history(50)
+    assert len(history) == 50
+    assert history[20].get("tool_calls")
+
+    def call() -> int:
+        """Ask, check against compacting from scratch, and return the counter's invocations."""
+        ask(history)
+        counted = counter.take()
+        expected = compact(history, **options)
+        assert session.events[-1].tokens_before == expected.tokens_before
+        assert ids(session.events[-1].messages) == ids(expected.messages)
+        return counted
+
+    with CompactingSession() as session:
+        assert call() == 50  # the first call counts everything
+        assert call() == 0  # re-sent unchanged
+        history.extend([user("two more"), assistant("messages")])
+        assert call() == 2  # only the new ones
+        history[10]["content"] = "reassigned"
+        assert call() == 52 - 10  # message 10 and everything after it
+        history[20]["tool_calls"][0]["function"]["arguments"] = '{"city":"Oslo"}'
+        assert call() == 52 - 20  # a nested value changed in place
+        history.append(assistant(""))
+        for chunk in ("It is ", "sunny ", "in Oslo."):  # a streamed reply
+            history[-1]["content"] += chunk
+            assert call() == 1
+        del history[-3:]
+        assert call() == 0  # removing from the end leaves the rest counted
+        history.append(user("and now?"))
+        assert call() == 1
+
+        other = chat_history(30)  # another conversation, interleaved
+        ask(other)
+        assert counter.take() == 30
+        assert call() == 0  # the first one is still remembered
+        ask(other)
+        assert counter.take() == 0
+
+    with CompactingSession() as fresh:  # a new session starts from nothing
+        ask(history)
+        assert counter.take() == len(history)
+    assert fresh.stats.calls == 1
+
+
+def test_no_session_means_no_cache() -> None:
+    counter = Counting()
+    ask = budgeted(max_tokens=300, count_tokens=counter)(lambda messages: messages)
+    history = chat_history(50)
+    ask(history)
+    ask(history)
+    assert counter.take() == 100
