@@ -19,7 +19,9 @@ from ._compact import (
     compact_with_summary,
 )
 from ._errors import InvalidMessageError
+from ._pairing import PairingError, PairingProblem, check_pairing
 from ._tokens import estimate_tokens
+from .counters import openai_chat_counter
 
 if TYPE_CHECKING:  # pragma: no cover
     from middleware import (
@@ -53,10 +55,14 @@ __all__ = [
     "CompactingSession",
     "CompactionEvent",
     "InvalidMessageError",
+    "PairingError",
+    "PairingProblem",
     "acompact_with_summary",
     "budgeted",
+    "check_pairing",
     "compact",
     "compact_with_summary",
     "estimate_tokens",
     "log_compaction",
+    "openai_chat_counter",
 ]

