@@ -300,6 +300,8 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
         _chat_problems(views, problems)
         _anthropic_problems(views, problems)
         _responses_problems(views, problems)
+    except InvalidMessageError:  # a TypeError too, but it already names the message
+        raise
     except TypeError as exc:  # an unhashable id somewhere
         raise InvalidMessageError(f"an id is not a string ({exc})") from exc
     problems.sort(key=lambda p: p.index)
