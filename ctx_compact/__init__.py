@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
         BudgetExceededError,
         CompactingSession,
         CompactionEvent,
+        UnpairedMessagesError,
         budgeted,
         log_compaction,
     )
@@ -35,7 +36,14 @@ if TYPE_CHECKING:  # pragma: no cover
 __version__ = "0.2.0"
 
 _MIDDLEWARE_NAMES = frozenset(
-    {"BudgetExceededError", "CompactingSession", "CompactionEvent", "budgeted", "log_compaction"}
+    {
+        "BudgetExceededError",
+        "CompactingSession",
+        "CompactionEvent",
+        "UnpairedMessagesError",
+        "budgeted",
+        "log_compaction",
+    }
 )
 
 
@@ -57,6 +65,7 @@ __all__ = [
     "InvalidMessageError",
     "PairingError",
     "PairingProblem",
+    "UnpairedMessagesError",
     "acompact_with_summary",
     "budgeted",
     "check_pairing",

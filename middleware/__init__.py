@@ -10,7 +10,13 @@ on PyPI is also called ``middleware``; it is not this one.
 from __future__ import annotations
 
 from ._decorator import budgeted
-from ._events import BudgetExceededError, CompactionEvent, log_compaction
+from ._events import (
+    BudgetExceededError,
+    CompactionEvent,
+    UnpairedMessagesError,
+    log_compaction,
+    provider_prompt_tokens,
+)
 from ._session import CompactingSession, SessionStats
 
 __all__ = [
@@ -18,6 +24,8 @@ __all__ = [
     "CompactingSession",
     "CompactionEvent",
     "SessionStats",
+    "UnpairedMessagesError",
     "budgeted",
     "log_compaction",
+    "provider_prompt_tokens",
 ]

@@ -35,3 +35,14 @@ def cache_for(count_tokens: Optional[Any]) -> Optional[CountCache]:
     """The innermost active session's count cache for ``count_tokens``, if any."""
     sessions = active_sessions()
     return sessions[-1]._cache(count_tokens) if sessions else None
+
+
+def calibration() -> float:
+    """The factor from estimated to provider tokens of the innermost calibrating session.
+
+    ``1.0`` when no active session calibrates or it has no provider figures yet.
+    """
+    for session in reversed(active_sessions()):
+        if session._calibrate:
+            return session.calibration
+    return 1.0

@@ -41,6 +41,7 @@ def budgeted(
     messages_arg: str = "messages",
     on_compact: Hooks = None,
     on_overflow: str = "call",
+    validate: Optional[str] = None,
 ) -> Callable[[F], F]:
     """Keep the ``messages`` argument of every call of the decorated callable inside a budget.
 
@@ -52,7 +53,9 @@ def budgeted(
     signature (computed once); a call without them passes through untouched.
     The wrapped callable receives a new, compacted list; the caller's list and
     messages are never mutated. Each intercepted call produces one
-    ``CompactionEvent`` for the hooks and for every active ``CompactingSession``.
+    ``CompactionEvent`` for the hooks and for every active ``CompactingSession``,
+    reported once the call returns (with the provider's prompt size when the
+    response carries ``usage``) or raises.
 
     Args:
         max_tokens: The budget (required): a finite positive number.
@@ -72,6 +75,11 @@ def budgeted(
         on_overflow: ``"call"`` makes the call with the best compaction even
             when it does not fit; ``"raise"`` raises ``BudgetExceededError``
             instead (after reporting the event).
+        validate: ``None`` (the default) skips the pairing check; ``"report"``
+            runs ``ctx_compact.check_pairing`` on the list about to be sent and
+            puts the problems on the event; ``"raise"`` also raises
+            ``UnpairedMessagesError`` instead of making a call the provider
+            would reject.
 
     Returns:
         A decorator.
@@ -91,6 +99,7 @@ def budgeted(
         messages_arg=messages_arg,
         on_compact=on_compact,
         on_overflow=on_overflow,
+        validate=validate,
     )
 
     def decorate(fn: F) -> F:

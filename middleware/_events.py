@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+from ctx_compact._pairing import PairingError, PairingProblem
 
 logger = logging.getLogger("ctx_compact.middleware")
 
@@ -26,13 +30,23 @@ class CompactionEvent:
         max_tokens: The budget the call was compacted to.
         tokens_before: Estimated tokens of the messages as the caller passed them.
         tokens_after: Estimated tokens of ``messages``, the list passed on.
-        fits: ``tokens_after <= max_tokens``.
+        fits: ``tokens_after * calibration <= max_tokens`` (``calibration`` is
+            ``1.0`` unless a calibrating session is active).
         messages: The list passed on to the function (the caller's own
             message objects, plus the summary message if one was inserted).
         dropped: The caller's messages that were left out, in original order.
         summary: The inserted summary text, or ``None``.
         elapsed: Seconds spent compacting, the summarizer included.
         messages_before: How many messages the caller passed.
+        problems: With ``validate=``, the pairing problems of ``messages``
+            (``ctx_compact.PairingProblem``); empty otherwise.
+        provider_tokens: The prompt size the provider reported in the call's
+            response (``usage.prompt_tokens``, or Anthropic's ``usage.input_tokens``
+            plus its cache figures); ``None`` when the response carried none
+            (a stream, an error, a function that returns something else).
+        calibration: The factor from estimated to provider tokens that a
+            calibrating session applied (``1.0`` otherwise): the result fits when
+            ``tokens_after * calibration <= max_tokens``.
     """
 
     function: str
@@ -45,6 +59,9 @@ class CompactionEvent:
     summary: Optional[str]
     elapsed: float
     messages_before: int
+    problems: Tuple[PairingProblem, ...] = ()
+    provider_tokens: Optional[int] = None
+    calibration: float = 1.0
 
     @property
     def compacted(self) -> bool:
@@ -72,6 +89,63 @@ class BudgetExceededError(RuntimeError):
             f"{event.function}: the messages need {event.tokens_after} tokens after "
             f"compaction, over the budget of {event.max_tokens}; the call was not made"
         )
+
+
+class UnpairedMessagesError(PairingError):
+    """Raised with ``validate="raise"`` when the list to be sent has pairing problems.
+
+    It is a ``ctx_compact.PairingError`` (and so a ``ValueError``); the call is
+    not made, and the event has already been reported to the hooks.
+
+    Attributes:
+        event: The ``CompactionEvent`` of the refused call; ``problems`` is
+            ``event.problems``.
+    """
+
+    def __init__(self, event: CompactionEvent) -> None:
+        self.event = event
+        super().__init__(event.problems)
+
+
+def _field(obj: Any, name: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def provider_prompt_tokens(response: Any) -> Optional[int]:
+    """The prompt size a provider reported in ``response.usage``, or ``None``.
+
+    Reads OpenAI's ``usage.prompt_tokens`` (Chat Completions, LiteLLM) and
+    ``usage.input_tokens`` (the Responses API; Anthropic, where the cached
+    parts ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` are
+    counted separately and added back), on SDK objects and on plain dicts.
+    """
+    try:
+        usage = _field(response, "usage")
+        if usage is None:
+            return None
+        prompt = _field(usage, "prompt_tokens")
+        if type(prompt) is int:
+            return prompt
+        total = _field(usage, "input_tokens")
+        if type(total) is not int:
+            return None
+        for cached in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+            extra = _field(usage, cached)
+            if type(extra) is int:
+                total += extra
+        return total
+    except Exception:  # a response object whose attributes misbehave: no figure
+        return None
+
+
+def with_response(event: CompactionEvent, response: Any) -> CompactionEvent:
+    """``event`` with the provider's prompt size from ``response``, when it has one."""
+    provider = provider_prompt_tokens(response)
+    if provider is None:
+        return event
+    return dataclasses.replace(event, provider_tokens=provider)
 
 
 def is_async_callable(fn: object) -> bool:
@@ -161,7 +235,8 @@ def log_compaction(event: CompactionEvent) -> None:
     figures are also attached as ``extra`` fields prefixed ``ctx_compact_``
     (``function``, ``max_tokens``, ``tokens_before``, ``tokens_after``,
     ``tokens_saved``, ``messages_before``, ``messages_after``, ``dropped``,
-    ``summarized``, ``fits``, ``elapsed``), for structured log handlers.
+    ``summarized``, ``fits``, ``elapsed``, ``provider_tokens``,
+    ``pairing_problems``), for structured log handlers.
 
     Args:
         event: The event to log.
@@ -186,6 +261,8 @@ def log_compaction(event: CompactionEvent) -> None:
         "ctx_compact_summarized": event.summary is not None,
         "ctx_compact_fits": event.fits,
         "ctx_compact_elapsed": event.elapsed,
+        "ctx_compact_provider_tokens": event.provider_tokens,
+        "ctx_compact_pairing_problems": len(event.problems),
     }
     logger.log(
         level,

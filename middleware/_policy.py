@@ -13,6 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import anyio
+import anyio.to_thread
+
 from ctx_compact._compact import (
     Compaction,
     check_keep,
@@ -21,22 +24,26 @@ from ctx_compact._compact import (
     check_summary_role,
 )
 from ctx_compact._grouping import check_messages, group_bounds, message_views
+from ctx_compact._pairing import check_pairing
 from ctx_compact._tokens import CountTokens, check_callable, count_all, prefix_sums
 
 from ._calls import ArgSpec, Kind, replace
-from ._context import active_sessions, cache_for
+from ._context import active_sessions, cache_for, calibration
 from ._events import (
     BudgetExceededError,
     CompactionEvent,
     Hook,
     Hooks,
+    UnpairedMessagesError,
     adispatch,
     check_hooks,
     dispatch,
     is_async_callable,
+    with_response,
 )
 
 OVERFLOW_CHOICES = ("call", "raise")
+VALIDATE_CHOICES = (None, "raise", "report")
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,7 @@ class Policy:
     messages_arg: str
     on_compact: Tuple[Hook, ...]
     on_overflow: str
+    validate: Optional[str] = None
 
     @classmethod
     def build(
@@ -69,6 +77,7 @@ class Policy:
         messages_arg: str = "messages",
         on_compact: Hooks = None,
         on_overflow: str = "call",
+        validate: Optional[str] = None,
         budget_optional: bool = False,
     ) -> Policy:
         """Check every option, raising ``TypeError``/``ValueError`` naming the bad one."""
@@ -80,6 +89,8 @@ class Policy:
             raise TypeError(f"messages_arg must be an argument name, got {messages_arg!r}")
         if on_overflow not in OVERFLOW_CHOICES:
             raise ValueError(f"on_overflow must be 'call' or 'raise', got {on_overflow!r}")
+        if validate not in VALIDATE_CHOICES:
+            raise ValueError(f"validate must be None, 'raise' or 'report', got {validate!r}")
         return cls(
             max_tokens=max_tokens,
             keep_head=check_keep(keep_head, "keep_head"),
@@ -90,6 +101,7 @@ class Policy:
             messages_arg=messages_arg,
             on_compact=check_hooks(on_compact),
             on_overflow=on_overflow,
+            validate=validate,
         )
 
     def check_kind(self, kind: Kind, function_name: str) -> None:
@@ -137,7 +149,7 @@ class Budget:
         return _Run(self, value, index, args, kwargs)
 
     def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """Compact a sync call's messages, report, and make the call."""
+        """Compact a sync call's messages, make the call, and report the event."""
         run = self.find(instance, args, kwargs)
         if run is None:
             return wrapped(*args, **kwargs)
@@ -145,43 +157,62 @@ class Budget:
         if run.needs_summary:
             summary = check_summary(self.policy.summarize(run.plan.dropped))  # type: ignore[misc]
         event = run.event(summary)
-        sessions = active_sessions()
-        dispatch(self.policy.on_compact, event)
-        for session in sessions:
-            session._record(event)
-            dispatch(session.policy.on_compact, event)
-        new_args, new_kwargs = run.arguments(event)
-        return wrapped(*new_args, **new_kwargs)
+        try:
+            new_args, new_kwargs = run.arguments(event)
+            result = wrapped(*new_args, **new_kwargs)
+        except BaseException:
+            self._report(event)
+            raise
+        self._report(with_response(event, result))
+        return result
 
     async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """Compact an async call's messages, report, and await the call."""
+        """Compact an async call's messages, await the call, and report the event."""
         run = self.find(instance, args, kwargs)
         if run is None:
             return await wrapped(*args, **kwargs)
-        new_args, new_kwargs = await self._aprepare(run)
-        return await wrapped(*new_args, **new_kwargs)
+        event = run.event(await self._asummary(run))
+        try:
+            new_args, new_kwargs = run.arguments(event)
+            result = await wrapped(*new_args, **new_kwargs)
+        except BaseException:
+            # Report even when the call was cancelled: hooks are quick, and the
+            # sessions' figures must not lose the call.
+            with anyio.CancelScope(shield=True):
+                await self._areport(event)
+            raise
+        await self._areport(with_response(event, result))
+        return result
 
-    async def _aprepare(self, run: _Run) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
-        summary = None
-        if run.needs_summary:
-            summarize = self.policy.summarize
-            assert summarize is not None
-            if is_async_callable(summarize):
-                result = summarize(run.plan.dropped)
-            else:
-                from anyio import to_thread
+    async def _asummary(self, run: _Run) -> Optional[str]:
+        if not run.needs_summary:
+            return None
+        summarize = self.policy.summarize
+        assert summarize is not None
+        if is_async_callable(summarize):
+            result = summarize(run.plan.dropped)
+        else:
+            # A slow summarizer (often an LLM call) must not block the event loop.
+            result = await anyio.to_thread.run_sync(summarize, run.plan.dropped)
+        if inspect.isawaitable(result):
+            result = await result
+        return check_summary(result)
 
-                # A slow summarizer (often an LLM call) must not block the event loop.
-                result = await to_thread.run_sync(summarize, run.plan.dropped)
-            if inspect.isawaitable(result):
-                result = await result
-            summary = check_summary(result)
-        event = run.event(summary)
-        await adispatch(self.policy.on_compact, event)
-        for session in active_sessions():
+    def _report(self, event: CompactionEvent) -> None:
+        sessions = active_sessions()
+        for session in sessions:
             session._record(event)
+        dispatch(self.policy.on_compact, event)
+        for session in sessions:
+            dispatch(session.policy.on_compact, event)
+
+    async def _areport(self, event: CompactionEvent) -> None:
+        sessions = active_sessions()
+        for session in sessions:
+            session._record(event)
+        await adispatch(self.policy.on_compact, event)
+        for session in sessions:
             await adispatch(session.policy.on_compact, event)
-        return run.arguments(event)
 
     def generator(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """A generator function: compact when the call is made, return its generator."""
@@ -195,7 +226,11 @@ class Budget:
         """
         run = self.find(instance, args, kwargs)
         if run is not None:
-            args, kwargs = await self._aprepare(run)
+            event = run.event(await self._asummary(run))
+            try:
+                args, kwargs = run.arguments(event)
+            finally:
+                await self._areport(event)
         inner = wrapped(*args, **kwargs)
         try:
             sent: Any = None
@@ -222,7 +257,7 @@ class Budget:
 class _Run:
     """One call's compaction: decided at construction, finished by ``event``."""
 
-    __slots__ = ("args", "budget", "index", "kwargs", "plan", "started")
+    __slots__ = ("args", "budget", "calibration", "index", "kwargs", "plan", "started")
 
     def __init__(
         self,
@@ -249,11 +284,13 @@ class _Run:
             views = message_views(messages)
             bounds = group_bounds(views)
             pre = prefix_sums(count_all(views, policy.count_tokens))
+        self.calibration = calibration()
         self.plan = Compaction(
             messages,
             pre,
             bounds,
-            max_tokens=policy.max_tokens,  # type: ignore[arg-type]
+            # Calibrated: the estimate times the factor is what the provider will count.
+            max_tokens=policy.max_tokens / self.calibration,  # type: ignore[operator]
             keep_head=policy.keep_head,
             keep_tail=policy.keep_tail,
             count_tokens=policy.count_tokens,
@@ -266,6 +303,7 @@ class _Run:
     def event(self, summary: Optional[str]) -> CompactionEvent:
         policy = self.budget.policy
         result = self.plan.result_with_summary(summary, policy.summary_role)
+        problems = tuple(check_pairing(result.messages)) if policy.validate else ()
         return CompactionEvent(
             function=self.budget.name,
             max_tokens=policy.max_tokens,  # type: ignore[arg-type]
@@ -277,12 +315,17 @@ class _Run:
             summary=result.summary,
             elapsed=time.perf_counter() - self.started,
             messages_before=len(self.plan.messages),
+            problems=problems,
+            calibration=self.calibration,
         )
 
     def arguments(self, event: CompactionEvent) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
-        """The call's arguments with the compacted list, or the overflow error."""
-        if not event.fits and self.budget.policy.on_overflow == "raise":
+        """The call's arguments with the compacted list, or the overflow or pairing error."""
+        policy = self.budget.policy
+        if not event.fits and policy.on_overflow == "raise":
             raise BudgetExceededError(event)
+        if event.problems and policy.validate == "raise":
+            raise UnpairedMessagesError(event)
         # The callee gets its own list, so it cannot change the event's.
         return replace(
             self.args, self.kwargs, self.budget.arg.name, self.index, list(event.messages)

@@ -66,8 +66,14 @@ class CompactingSession:
         on_compact: A hook or hooks called with every event the session records.
             Async hooks are awaited for async calls; for sync calls they are
             skipped and the skip is logged.
+        validate: As for ``budgeted``, for the calls the session wraps or intercepts.
         intercept: Methods to intercept while the session is active, as
             ``"package.module.Class.method"`` or ``(Class, "method")``.
+        calibrate: Learn, from the prompt sizes providers report in their
+            responses, the factor between the estimate and the provider's count,
+            and compact the calls made in this session's context (when it is the
+            innermost calibrating one) to ``max_tokens / factor`` in estimated
+            tokens, so a heuristic budget converges on the real one.
 
     Raises:
         TypeError, ValueError: A bad option, at construction.
@@ -85,7 +91,9 @@ class CompactingSession:
         messages_arg: str = "messages",
         on_compact: Hooks = None,
         on_overflow: str = "call",
+        validate: Optional[str] = None,
         intercept: Sequence[Target] = (),
+        calibrate: bool = False,
     ) -> None:
         self.policy = Policy.build(
             max_tokens=max_tokens,
@@ -97,8 +105,14 @@ class CompactingSession:
             messages_arg=messages_arg,
             on_compact=on_compact,
             on_overflow=on_overflow,
+            validate=validate,
             budget_optional=True,
         )
+        if not isinstance(calibrate, bool):
+            raise TypeError(f"calibrate must be True or False, got {calibrate!r}")
+        self._calibrate = calibrate
+        self._provider_total = 0
+        self._estimate_total = 0
         single = isinstance(intercept, str) or (
             isinstance(intercept, tuple)
             and len(intercept) == 2
@@ -175,9 +189,24 @@ class CompactingSession:
         with self._lock:
             return self._stats
 
+    @property
+    def calibration(self) -> float:
+        """Provider tokens per estimated token over the calls that reported usage.
+
+        ``1.0`` until a response reports its prompt size. Recorded whether or not
+        the session calibrates; applied only when it does.
+        """
+        with self._lock:
+            if self._estimate_total <= 0 or self._provider_total <= 0:
+                return 1.0
+            return self._provider_total / self._estimate_total
+
     def _record(self, event: CompactionEvent) -> None:
         with self._lock:
             self._events.append(event)
+            if event.provider_tokens is not None and event.tokens_after > 0:
+                self._provider_total += event.provider_tokens
+                self._estimate_total += event.tokens_after
             s = self._stats
             self._stats = SessionStats(
                 calls=s.calls + 1,

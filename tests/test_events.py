@@ -278,19 +278,38 @@ async def test_sync_and_async_hooks_on_an_async_callable(weather):
 
 
 @pytest.mark.anyio
-async def test_async_hook_is_awaited_before_the_call(weather):
+async def test_async_hook_is_awaited_once_the_call_returns(weather):
+    # Hooks run after the call so that the event can carry the provider's usage figure.
     order: List[str] = []
 
     async def async_hook(event: CompactionEvent) -> None:
         await anyio.sleep(0)
-        order.append("hook")
+        order.append(f"hook {event.provider_tokens}")
 
-    async def call(messages: List[Any]) -> None:
+    async def call(messages: List[Any]) -> Dict[str, Any]:
         order.append("call")
+        return {"usage": {"prompt_tokens": 130}}
 
     await budgeted(**SPEC, on_compact=async_hook)(call)(weather)
 
-    assert order == ["hook", "call"]
+    assert order == ["call", "hook 130"]
+
+
+@pytest.mark.anyio
+async def test_async_hook_is_awaited_when_the_call_raises(weather):
+    seen: List[CompactionEvent] = []
+
+    async def async_hook(event: CompactionEvent) -> None:
+        await anyio.sleep(0)
+        seen.append(event)
+
+    async def call(messages: List[Any]) -> None:
+        raise RuntimeError("provider down")
+
+    with pytest.raises(RuntimeError, match="provider down"):
+        await budgeted(**SPEC, on_compact=async_hook)(call)(weather)
+
+    assert [(e.tokens_after, e.provider_tokens) for e in seen] == [(124, None)]
 
 
 @pytest.mark.anyio
