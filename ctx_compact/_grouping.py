@@ -64,10 +64,9 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
     """
     if isinstance(message, Mapping):
         return message
-    dump = getattr(message, "model_dump", None)
-    if callable(dump):
+    if callable(getattr(message, "model_dump", None)):
         try:
-            view = dump(mode="json", exclude_unset=True)
+            view = sdk_dump(message)
         except Exception as exc:
             raise InvalidMessageError(
                 f"{type(message).__name__}.model_dump() failed ({exc}); pass plain dicts",
@@ -138,10 +137,26 @@ def call_ids(message: Mapping[str, Any], index: int) -> Optional[FrozenSet[Any]]
     return _ids((call.get("id") for call in tool_calls), index, "a tool call's id")
 
 
+def sdk_dump(value: Any) -> Any:
+    """The JSON an SDK sends for one of its pydantic objects, or ``None`` if it is not one."""
+    dump = getattr(value, "model_dump", None)
+    if dump is None or not callable(dump) or isinstance(value, type):
+        return None
+    return dump(mode="json", exclude_unset=True)
+
+
 def blocks(message: Mapping[str, Any]) -> Sequence[Any]:
-    """An Anthropic-style content block list, or ``()`` for string or missing content."""
+    """An Anthropic-style content block list, or ``()`` for string or missing content.
+
+    SDK block objects (``{"role": "assistant", "content": response.content}``, as
+    users append a reply) are seen as the mappings the SDK sends for them.
+    """
     content: Sequence[Any] = message.get("content") or ()
-    return content if _is_list(content) else ()
+    if not _is_list(content):
+        return ()
+    if all(type(b) is dict for b in content):
+        return content
+    return [b if isinstance(b, Mapping) else (sdk_dump(b) or b) for b in content]
 
 
 def tool_use_ids(message: Mapping[str, Any], index: int) -> FrozenSet[Any]:

@@ -10,16 +10,21 @@ from numbers import Real
 from typing import Any, Callable, List, Optional, Sequence
 
 from ._errors import InvalidMessageError
-from ._grouping import message_view
+from ._grouping import message_view, sdk_dump
 
 CountTokens = Callable[[Any], int]
 
 
 def _to_json_compatible(value: object) -> object:
     # json only knows dict; a read-only or custom Mapping is serialised as the
-    # dict it holds, which is what the caller would expect to be sent.
+    # dict it holds, and an SDK object inside a message (an Anthropic content
+    # block in {"role": "assistant", "content": response.content}) as the JSON
+    # the SDK sends for it: what the caller would expect to be counted.
     if isinstance(value, Mapping):
         return dict(value)
+    dumped = sdk_dump(value)
+    if dumped is not None:
+        return dumped
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 

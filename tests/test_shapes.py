@@ -763,3 +763,41 @@ def test_a_naive_trim_breaks_pairing_where_compact_does_not(messages, n, code):
     assert [p.code for p in check_pairing(naive)] == [code]
     assert len(result.dropped) > n
     assert check_pairing(result.messages) == []
+
+
+def test_anthropic_sdk_blocks_inside_a_dict_are_grouped_and_counted_as_sent() -> None:
+    # Users append a reply as {"role": "assistant", "content": response.content}: the
+    # content holds the SDK's pydantic blocks, not dicts.
+    anthropic = pytest.importorskip("anthropic")
+    reply = anthropic.types.Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-6",
+            "content": [
+                {"type": "text", "text": "Let me check."},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"c": 1}},
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+    )
+    assistant_turn = {"role": "assistant", "content": reply.content}
+    as_sent = {
+        "role": "assistant",
+        "content": [b.model_dump(mode="json", exclude_unset=True) for b in reply.content],
+    }
+    history = [
+        {"role": "user", "content": "Weather?"},
+        assistant_turn,
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
+        {"role": "assistant", "content": "Sunny."},
+        {"role": "user", "content": "Thanks."},
+    ]
+    assert estimate_tokens(assistant_turn) == estimate_tokens(as_sent)
+    assert check_pairing(history) == []
+    assert check_pairing(history[:2] + history[3:])[0].code == "missing_tool_result_blocks"
+    result = compact(history, max_tokens=40, keep_head=1, keep_tail=1)
+    assert result.dropped == history[1:3]  # the tool_use turn and its results, together
+    assert result.dropped[0] is assistant_turn
