@@ -1,5 +1,8 @@
 """The ``ctx-compact`` command line: trim one conversation, or a JSONL dataset of them.
 
+``ctx-compact check`` instead reports the tool-pairing problems of each
+conversation, through the public ``check_pairing``, and changes nothing.
+
 The result always comes from the public ``compact`` (or ``Compaction.result()``,
 which is what ``compact`` returns). ``--explain`` also reads the internal
 ``Compaction`` for the head, tail and group boundaries that ``CompactResult``
@@ -28,13 +31,17 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, 
 
 from . import __version__
 from ._compact import Compaction, CompactResult, compact, prepare
+from ._pairing import PairingProblem, check_pairing
 
 PROG = "ctx-compact"
+# Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
+CHECK = "check"
 
 EXIT_OK = 0
 EXIT_PIPE_CLOSED = 1
 EXIT_USAGE = 2
 EXIT_DOES_NOT_FIT = 3
+EXIT_PAIRING_PROBLEMS = 1  # check mode; a closed stdout there also means problems were found
 
 STDIN_NAME = "<stdin>"
 
@@ -42,6 +49,8 @@ STDIN_NAME = "<stdin>"
 _PROGRESS_INTERVAL = 0.1
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# What would break a problem's single line or its UTF-8 encoding.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 Budget = Union[int, float]
 
@@ -160,6 +169,11 @@ def _build_parser() -> argparse.ArgumentParser:
             "examples:\n"
             "  ctx-compact --max-tokens 150 --keep-tail 2 --stats examples/weather.json\n"
             "  ctx-compact --jsonl --max-tokens 4000 -o trimmed.jsonl train.jsonl\n"
+            "\n"
+            "checking tool pairing:\n"
+            "  ctx-compact check [--jsonl] [FILE] reports every tool call separated from\n"
+            "  its result instead of compacting; see ctx-compact check --help. To compact\n"
+            "  a file named check, write it ./check.\n"
         ),
     )
     parser.add_argument(
@@ -223,6 +237,96 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return parser
+
+
+class _CompactionOnly(argparse.Action):
+    """Refuses a compaction option given to ``check``, rather than silently ignoring it."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: Optional[str] = None,
+    ) -> None:
+        # Before check existed, "ctx-compact check --max-tokens 9" compacted a file named check.
+        parser.error(
+            f"{option_string} is a compaction option, which check does not take"
+            " (to compact a file named check, write ./check)"
+        )
+
+
+def _build_check_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} {CHECK}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Report every tool-pairing problem that would make a provider reject a\n"
+            "conversation: a tool result with no call before it, a call whose results are\n"
+            "missing, an Anthropic tool_result that does not open the next message, a\n"
+            "Responses item without its call, output or following item. The input is only\n"
+            "read, never changed."
+        ),
+        epilog=(
+            "input:\n"
+            "  The same as compaction: a JSON array of messages, or an object whose\n"
+            '  "messages" key holds one; with --jsonl, one such value per line.\n'
+            "\n"
+            "output:\n"
+            "  One line per problem on standard output, in message order:\n"
+            "    FILE: message N [PROVIDER CODE] IDS: the provider's own wording\n"
+            "  (FILE:LINE with --jsonl), then a summary line on standard error.\n"
+            "\n"
+            "exit status:\n"
+            "  0  no pairing problems\n"
+            "  1  at least one pairing problem\n"
+            "  2  usage error, or input that cannot be read or parsed\n"
+            "     (no problem lines are written)\n"
+            "\n"
+            "The compaction options (--max-tokens, --keep-head, --keep-tail, --indent,\n"
+            "--output, --stats, --explain) are refused with status 2.\n"
+            "\n"
+            "examples:\n"
+            "  ctx-compact check examples/broken.json\n"
+            "  ctx-compact check --jsonl train.jsonl\n"
+        ),
+    )
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="the input file; '-' or no argument reads standard input",
+    )
+    parser.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="read one conversation per line and name each problem's line",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    for options, nargs in (
+        (["--max-tokens"], "?"),
+        (["--keep-head"], "?"),
+        (["--keep-tail"], "?"),
+        (["--indent"], "?"),
+        (["-o", "--output"], "?"),
+        (["--stats"], 0),
+        (["--explain"], 0),
+    ):
+        parser.add_argument(*options, nargs=nargs, action=_CompactionOnly, help=argparse.SUPPRESS)
+    return parser
+
+
+def _parse_args(
+    parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]
+) -> Union[argparse.Namespace, int]:
+    """The parsed arguments, or the exit status when argparse has already answered."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or EXIT_OK
+        return EXIT_USAGE
 
 
 def _json_type(value: object) -> str:
@@ -294,6 +398,28 @@ def _conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str,
                 f"{where}: message {index}: expected an object, got {_json_type(message)}"
             )
     return messages, holder
+
+
+def _read_array(path: str) -> Tuple[str, List[Any], Optional[Dict[str, Any]]]:
+    """The input name, messages and holding object of a whole-file conversation."""
+    with _open_input(path) as (name, stream):
+        data = _read_all(stream, name)
+    value = _parse(_decode(data, name, None, True), name, None)
+    messages, holder = _conversation(value, name)
+    return name, messages, holder
+
+
+def _read_jsonl(
+    stream: IO[Any], name: str
+) -> Iterator[Tuple[str, List[Any], Optional[Dict[str, Any]]]]:
+    """``(FILE:LINE, messages, holding object)`` for each non-blank line, read one at a time."""
+    for lineno, raw in enumerate(_read_lines(stream, name), 1):
+        text = _decode(raw, name, lineno, lineno == 1)
+        if not text.strip(" \t\r\n"):
+            continue
+        where = f"{name}:{lineno}"
+        messages, holder = _conversation(_parse(text, name, lineno), where)
+        yield where, messages, holder
 
 
 def _compact(
@@ -478,10 +604,7 @@ def _explain(plan: Compaction, result: CompactResult, args: argparse.Namespace, 
 
 
 def _run_array(args: argparse.Namespace, say: Callable[[str], None]) -> int:
-    with _open_input(args.input) as (name, stream):
-        data = _read_all(stream, name)
-    value = _parse(_decode(data, name, None, True), name, None)
-    messages, holder = _conversation(value, name)
+    name, messages, holder = _read_array(args.input)
     result, plan = _compact(messages, args, name)
     indent = 2 if args.indent is None else args.indent
     encoded = _dump(_with_messages(holder, result.messages), indent, name)
@@ -511,12 +634,7 @@ def _run_jsonl(args: argparse.Namespace, say: Callable[[str], None], progress: _
     # Output outermost: the input is closed before the output replaces it, which
     # Windows requires when both are the same file.
     with _output(args.output) as out, _open_input(args.input) as (name, stream):
-        for lineno, raw in enumerate(_read_lines(stream, name), 1):
-            text = _decode(raw, name, lineno, lineno == 1)
-            if not text.strip(" \t\r\n"):
-                continue
-            where = f"{name}:{lineno}"
-            messages, holder = _conversation(_parse(text, name, lineno), where)
+        for where, messages, holder in _read_jsonl(stream, name):
             result, plan = _compact(messages, args, where)
             out.write(_dump(_with_messages(holder, result.messages), 0, where))
             totals.add(result, where)
@@ -543,6 +661,85 @@ def _run_jsonl(args: argparse.Namespace, say: Callable[[str], None], progress: _
     return EXIT_DOES_NOT_FIT
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _one_line(text: str) -> str:
+    # Ids come from the input: a newline or a lone surrogate in one must not split the
+    # problem's line or make the output invalid UTF-8, so they are written JSON-escaped.
+    return _UNPRINTABLE.sub(lambda m: json.dumps(m.group())[1:-1], text)
+
+
+def _problem_line(where: str, problem: PairingProblem) -> bytes:
+    ids = f" {', '.join(problem.ids)}" if problem.ids else ""
+    line = (
+        f"{where}: message {problem.index} [{problem.provider} {problem.code}]{ids}: "
+        f"{problem.message}"
+    )
+    return (_one_line(line) + "\n").encode("utf-8")
+
+
+@dataclass
+class _CheckTotals:
+    conversations: int = 0
+    broken: int = 0
+    problems: int = 0
+
+    def add(self, messages: List[Any], where: str, out: IO[bytes]) -> None:
+        try:
+            problems = check_pairing(messages)
+        except (TypeError, ValueError) as exc:  # InvalidMessageError is both
+            raise _Failure(f"{where}: {exc}") from None
+        self.conversations += 1
+        if problems:
+            self.broken += 1
+            self.problems += len(problems)
+        for problem in problems:
+            out.write(_problem_line(where, problem))
+
+
+def _run_check(args: argparse.Namespace, say: Callable[[str], None]) -> int:
+    totals = _CheckTotals()
+    # Spooled like compaction output: an unreadable line 41 must not leave the
+    # problems of lines 1-40 on standard output next to an exit status of 2.
+    if args.jsonl:
+        with _output(None) as out, _open_input(args.input) as (name, stream):
+            for where, messages, _ in _read_jsonl(stream, name):
+                totals.add(messages, where, out)
+    else:
+        name, messages, _ = _read_array(args.input)
+        with _output(None) as out:
+            totals.add(messages, name, out)
+    if not totals.problems:
+        say(f"{PROG}: no pairing problems in {_plural(totals.conversations, 'conversation')}\n")
+        return EXIT_OK
+    say(
+        f"{PROG}: {_plural(totals.problems, 'problem')} in {totals.broken} of "
+        f"{totals.conversations} conversations\n"
+    )
+    return EXIT_PAIRING_PROBLEMS
+
+
+def _check_main(argv: Sequence[str]) -> int:
+    args = _parse_args(_build_check_parser(), argv)
+    if isinstance(args, int):
+        return args
+
+    def say(text: str) -> None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+    try:
+        return _run_check(args, say)
+    except _Failure as exc:
+        say(f"{PROG}: {exc}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # Only problem lines are ever written, so this is still status 1.
+        return _stdout_closed()
+
+
 def _stdout_closed() -> int:
     # Point stdout at devnull so the interpreter's final flush does not fail again
     # and print a traceback after we have already decided how to exit.
@@ -554,23 +751,25 @@ def _stdout_closed() -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the ``ctx-compact`` command.
+    """Run the ``ctx-compact`` command, or ``ctx-compact check`` when ``check`` comes first.
 
     Args:
         argv: The arguments without the program name; ``sys.argv[1:]`` when ``None``.
 
     Returns:
-        The exit status: 0 when the result fits, 3 when it does not (the best
-        result is still written), 2 for a usage error or unusable input (nothing
-        is written), 1 when standard output was closed early.
+        The exit status. Compaction: 0 when the result fits, 3 when it does not
+        (the best result is still written), 2 for a usage error or unusable input
+        (nothing is written), 1 when standard output was closed early. ``check``:
+        0 when there are no pairing problems, 1 when there are, 2 for a usage error
+        or unusable input.
     """
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == [CHECK]:
+        return _check_main(arguments[1:])
     parser = _build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version and usage errors
-        if exc.code is None or isinstance(exc.code, int):
-            return exc.code or EXIT_OK
-        return EXIT_USAGE
+    args = _parse_args(parser, arguments)
+    if isinstance(args, int):
+        return args
     if args.jsonl and args.indent is not None:
         parser.print_usage(sys.stderr)
         sys.stderr.write(

@@ -629,3 +629,296 @@ def test_closed_output_pipe_exits_quietly(tmp_path: Path):
     process.stderr.close()
     assert process.wait(timeout=60) == 1
     assert err == b""
+
+
+# --- check ----------------------------------------------------------------------------------
+
+BROKEN = ROOT / "examples" / "broken.json"
+ORPHAN = (
+    "message 2 [openai orphan_tool_result] call_1: Invalid parameter: messages with role 'tool'"
+    " must be a response to a preceeding message with 'tool_calls'."
+)
+# Anthropic: the tool_use of message 1 is not answered by message 2, and message 3 answers a
+# tool_use that message 2 (a user message) never made.
+ANTHROPIC_BROKEN = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}},
+        ],
+    },
+    {"role": "user", "content": "never mind"},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9"}]},
+]
+ANTHROPIC_PROBLEMS = [
+    "message 1 [anthropic missing_tool_result_blocks] toolu_1: messages.1: `tool_use` ids were"
+    " found without `tool_result` blocks immediately after: toolu_1. Each `tool_use` block must"
+    " have a corresponding `tool_result` block in the next message.",
+    "message 3 [anthropic unexpected_tool_result] toolu_9: messages.3.content.0: unexpected"
+    " `tool_use_id` found in `tool_result` blocks: toolu_9. Each `tool_result` block must have"
+    " a corresponding `tool_use` block in the previous message.",
+]
+RESPONSES_BROKEN = [
+    {"role": "user", "content": "Weather in Oslo?"},
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"type": "function_call_output", "call_id": "fc_1", "output": "3C"},
+    {"type": "function_call", "call_id": "fc_2", "name": "get_weather", "arguments": "{}"},
+]
+RESPONSES_PROBLEMS = [
+    "message 1 [openai-responses reasoning_without_following_item] rs_1: Item 'rs_1' of type"
+    " 'reasoning' was provided without its required following item.",
+    "message 2 [openai-responses orphan_call_output] fc_1: No tool call found for function call"
+    " output with call_id fc_1.",
+    "message 3 [openai-responses missing_call_output] fc_2: No tool output found for function"
+    " call fc_2.",
+]
+
+
+def test_broken_example_is_the_weather_example_without_its_first_tool_call():
+    broken = json.loads(BROKEN.read_text(encoding="utf-8"))
+    assert broken == [*MESSAGES[:2], *MESSAGES[3:]]
+
+
+def test_check_valid_file_is_status_0_with_nothing_on_standard_output(
+    capsys: pytest.CaptureFixture[str],
+):
+    assert main(["check", str(WEATHER)]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "ctx-compact: no pairing problems in 1 conversation\n"
+
+
+def test_check_broken_example_is_status_1_with_the_problem_line(
+    capsys: pytest.CaptureFixture[str],
+):
+    assert main(["check", str(BROKEN)]) == 1
+    out, err = capsys.readouterr()
+    assert out == f"{BROKEN}: {ORPHAN}\n"
+    assert err == "ctx-compact: 1 problem in 1 of 1 conversations\n"
+
+
+def test_check_module_output_is_the_readme_example():
+    done = run_module("check", "examples/broken.json")
+    assert done.returncode == 1
+    stdout, stderr = done.stdout.decode(), done.stderr.decode()
+    assert stdout == f"examples/broken.json: {ORPHAN}\n"
+    assert stderr == "ctx-compact: 1 problem in 1 of 1 conversations\n"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"$ ctx-compact check examples/broken.json\n{stdout}{stderr}```" in readme
+
+
+@pytest.mark.parametrize(
+    ("messages", "problems"),
+    [(ANTHROPIC_BROKEN, ANTHROPIC_PROBLEMS), (RESPONSES_BROKEN, RESPONSES_PROBLEMS)],
+    ids=["anthropic", "responses"],
+)
+def test_check_reports_every_shape_in_the_providers_wording(
+    messages: List[Any],
+    problems: List[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    feed_stdin(monkeypatch, json.dumps({"model": "m", "messages": messages}).encode())
+    assert main(["check"]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"<stdin>: {problem}" for problem in problems]
+    assert err == f"ctx-compact: {len(problems)} problems in 1 of 1 conversations\n"
+
+
+def test_check_lists_every_id_of_a_problem(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    calls = [{"id": f"call_{n}", "type": "function", "function": {}} for n in (1, 2)]
+    feed_stdin(monkeypatch, json.dumps([{"role": "assistant", "tool_calls": calls}]).encode())
+    assert main(["check", "-"]) == 1
+    assert capsys.readouterr().out.startswith(
+        "<stdin>: message 0 [openai missing_tool_results] call_1, call_2: An assistant message"
+    )
+
+
+@pytest.mark.parametrize("source", [["-"], []], ids=["dash", "no-argument"])
+def test_check_reads_standard_input(
+    source: List[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, BROKEN.read_bytes())
+    assert main(["check", *source]) == 1
+    assert capsys.readouterr().out == f"<stdin>: {ORPHAN}\n"
+
+
+def test_check_jsonl_names_each_problems_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    broken = json.loads(BROKEN.read_text(encoding="utf-8"))
+    data = jsonl(MESSAGES, {"id": 2, "messages": broken}) + b"\n" + jsonl(ANTHROPIC_BROKEN)
+    feed_stdin(monkeypatch, data)
+    assert main(["check", "--jsonl"]) == 1
+    out, err = capsys.readouterr()
+    # Line 3 is blank: it is skipped, but still counted.
+    assert out.splitlines() == [
+        f"<stdin>:2: {ORPHAN}",
+        *(f"<stdin>:4: {problem}" for problem in ANTHROPIC_PROBLEMS),
+    ]
+    assert err == "ctx-compact: 3 problems in 2 of 3 conversations\n"
+
+
+def test_check_jsonl_without_problems_is_status_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, jsonl(MESSAGES, {"messages": MESSAGES[:2]}))
+    assert main(["check", "--jsonl"]) == 0
+    assert capsys.readouterr() == ("", "ctx-compact: no pairing problems in 2 conversations\n")
+
+
+def test_check_jsonl_bad_line_is_status_2_and_reports_no_earlier_problem(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    broken = json.loads(BROKEN.read_text(encoding="utf-8"))
+    feed_stdin(monkeypatch, jsonl(broken, broken) + b'[{"role": "user"}, x]\n')
+    assert main(["check", "--jsonl"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == "ctx-compact: <stdin>:3:20: invalid JSON: Expecting value\n"
+
+
+def test_check_invalid_json_names_file_line_and_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    (tmp_path / "broken.json").write_text('[\n  {"role": "tool",}\n]\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "broken.json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "ctx-compact: broken.json:2:19: invalid JSON: "
+        "Expecting property name enclosed in double quotes\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'{"role": "tool"}', "<stdin>: expected an array of messages or an object with a"),
+        (b'[{"role": "tool"}, 3]', "<stdin>: message 1: expected an object, got a number\n"),
+        (
+            b'[{"role": "assistant", "tool_calls": "get_weather"}]',
+            "<stdin>: message 0: tool_calls must be a list",
+        ),
+        (b"", "<stdin>:1:1: invalid JSON: Expecting value\n"),
+    ],
+    ids=["shape", "message", "library", "empty"],
+)
+def test_check_unusable_input_is_status_2(
+    data: bytes, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, data)
+    assert main(["check"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"ctx-compact: {message}")
+
+
+def test_check_missing_file_is_status_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    missing = tmp_path / "nope.json"
+    assert main(["check", str(missing)]) == 2
+    assert capsys.readouterr() == ("", f"ctx-compact: {missing}: No such file or directory\n")
+
+
+def test_check_keeps_each_problem_on_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsysbinary: pytest.CaptureFixture[bytes]
+):
+    feed_stdin(monkeypatch, b'[{"role": "tool", "tool_call_id": "a\\nb \\ud83c c"}]')
+    assert main(["check"]) == 1
+    out = capsysbinary.readouterr().out
+    assert out.startswith(b"<stdin>: message 0 [openai orphan_tool_result] a\\nb \\ud83c c: ")
+    assert out.count(b"\n") == 1
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--max-tokens", "150"],
+        ["--max-tokens=150"],
+        ["--keep-head", "1"],
+        ["--keep-tail", "2"],
+        ["--indent", "0"],
+        ["-o", "out.json"],
+        ["--output", "out.json"],
+        ["--stats"],
+        ["--explain"],
+    ],
+)
+def test_check_refuses_the_compaction_options(
+    option: List[str], capsys: pytest.CaptureFixture[str]
+):
+    assert main(["check", *option, str(WEATHER)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("usage: ctx-compact check")
+    name = option[0].split("=")[0]
+    assert f"ctx-compact check: error: {name} is a compaction option" in err
+    assert "(to compact a file named check, write ./check)" in err
+
+
+def test_check_refuses_unknown_options_and_a_second_file(capsys: pytest.CaptureFixture[str]):
+    assert main(["check", "--frobnicate", str(WEATHER)]) == 2
+    assert "ctx-compact check: error: unrecognized arguments: --frobnicate" in (
+        capsys.readouterr().err
+    )
+    assert main(["check", str(WEATHER), str(BROKEN)]) == 2
+    assert f"unrecognized arguments: {BROKEN}" in capsys.readouterr().err
+
+
+def test_a_file_named_check_is_still_compacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    (tmp_path / "check").write_bytes(WEATHER.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    for args in (["./check", *EXAMPLE], [*EXAMPLE, "check"]):
+        assert main(args) == 0
+        assert json.loads(capsys.readouterr().out) == KEPT
+    # First, "check" is the mode, which checks the file of that name.
+    assert main(["check", "check"]) == 0
+    assert capsys.readouterr() == ("", "ctx-compact: no pairing problems in 1 conversation\n")
+
+
+def test_check_help_describes_the_mode():
+    done = run_module("check", "--help")
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    assert text.startswith("usage: ctx-compact check [-h] [--jsonl] [--version] [FILE]\n")
+    assert "FILE: message N [PROVIDER CODE] IDS:" in text
+    assert "  1  at least one pairing problem\n" in text
+    assert "--max-tokens" not in text.split("options:")[1].split("input:")[0]  # refused, hidden
+
+
+def test_compaction_help_points_to_check():
+    done = run_module("--help")
+    assert done.returncode == 0
+    assert "ctx-compact check [--jsonl] [FILE]" in done.stdout.decode()
+
+
+def test_check_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]):
+    assert main(["check", "--version"]) == 0
+    assert capsys.readouterr().out == f"ctx-compact {__version__}\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="relies on POSIX pipe semantics")
+def test_check_closed_output_pipe_is_still_status_1(tmp_path: Path):
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(jsonl(json.loads(BROKEN.read_text(encoding="utf-8"))) * 20000)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctx_compact", "check", "--jsonl", str(big)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.read(10)
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+    assert process.wait(timeout=60) == 1
+    assert err == b""

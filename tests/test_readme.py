@@ -22,7 +22,5 @@ def test_readme_example_runs(index: int, tmp_path: Path) -> None:
     # Each block runs in its own interpreter, as a reader would paste it.
     script = tmp_path / f"readme_{index}.py"
     script.write_text(BLOCKS[index], encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
