@@ -146,6 +146,11 @@ class Budget:
         found, value, index = self.arg.find(instance, args, kwargs)
         if not found or value is None:
             return None
+        if isinstance(value, str) and self.arg.name != "messages":
+            # APIs whose input may be one string (the Responses API's input="...",
+            # Gemini's contents) have nothing to compact there. A string as
+            # `messages` is a mistake, reported by _Run before the call.
+            return None
         return _Run(self, value, index, args, kwargs)
 
     def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:

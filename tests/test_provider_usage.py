@@ -216,3 +216,17 @@ def test_validate_is_off_by_default() -> None:
 def test_a_bad_validate_option_fails_at_decoration(bad: Any) -> None:
     with pytest.raises(ValueError, match="validate"):
         budgeted(max_tokens=100, validate=bad)
+
+
+def test_a_string_input_passes_through_untouched() -> None:
+    # The Responses API accepts input="..." as well as a list of items.
+    events: List[CompactionEvent] = []
+    seen: List[Any] = []
+
+    @budgeted(max_tokens=10, messages_arg="input", on_compact=events.append)
+    def create(*, model: str, input: Any) -> None:
+        seen.append(input)
+
+    create(model="m", input="Tell me a story.")
+    assert seen == ["Tell me a story."]
+    assert events == []
