@@ -22,14 +22,21 @@ import json
 import math
 import os
 import re
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import __version__
+from ._cli_io import (
+    Failure,
+    dump,
+    open_input,
+    output,
+    read_array,
+    read_jsonl,
+    with_messages,
+)
 from ._compact import Compaction, CompactResult, compact, prepare
 from ._pairing import PairingProblem, check_pairing
 
@@ -43,24 +50,13 @@ EXIT_USAGE = 2
 EXIT_DOES_NOT_FIT = 3
 EXIT_PAIRING_PROBLEMS = 1  # check mode; a closed stdout there also means problems were found
 
-STDIN_NAME = "<stdin>"
-
 # Seconds between progress redraws; redrawing per line would cost more than compacting it.
 _PROGRESS_INTERVAL = 0.1
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # What would break a problem's single line or its UTF-8 encoding.
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 Budget = Union[int, float]
-
-
-class _Failure(Exception):
-    """An error to report as ``ctx-compact: <message>`` with exit status 2."""
-
-
-class _NonStandardConstant(ValueError):
-    pass
 
 
 @dataclass
@@ -329,99 +325,6 @@ def _parse_args(
         return EXIT_USAGE
 
 
-def _json_type(value: object) -> str:
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    return "a number"
-
-
-def _reject_constant(name: str) -> Any:
-    raise _NonStandardConstant(f"{name} is not valid JSON")
-
-
-def _parse(text: str, name: str, line: Optional[int]) -> Any:
-    """Parse ``text``; ``line`` is the input line it came from, ``None`` for a whole file."""
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        lineno = exc.lineno if line is None else line
-        raise _Failure(f"{name}:{lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    except _NonStandardConstant as exc:
-        where = name if line is None else f"{name}:{line}"
-        raise _Failure(f"{where}: invalid JSON: {exc}") from None
-    except RecursionError:
-        where = name if line is None else f"{name}:{line}"
-        raise _Failure(f"{where}: invalid JSON: nested too deeply") from None
-
-
-def _decode(data: Union[bytes, str], name: str, line: Optional[int], first: bool) -> str:
-    """Decode UTF-8 input, dropping a byte order mark at the very start."""
-    if isinstance(data, str):
-        return data[1:] if first and data.startswith("\ufeff") else data
-    try:
-        return data.decode("utf-8-sig" if first else "utf-8")
-    except UnicodeDecodeError as exc:
-        start = exc.start
-        if line is None:
-            line = data.count(b"\n", 0, start) + 1
-            start -= data.rfind(b"\n", 0, start) + 1
-        bad = data[exc.start : exc.start + 1].hex()
-        raise _Failure(f"{name}:{line}:{start + 1}: not valid UTF-8 (byte 0x{bad})") from None
-
-
-def _conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, Any]]]:
-    """The messages of one input value, and the object holding them if it is not the array."""
-    holder: Optional[Dict[str, Any]] = None
-    if isinstance(value, dict) and "messages" in value:
-        holder = value
-        messages = value["messages"]
-        if not isinstance(messages, list):
-            raise _Failure(f'{where}: "messages" must be an array, got {_json_type(messages)}')
-    elif isinstance(value, list):
-        messages = value
-    else:
-        raise _Failure(
-            f'{where}: expected an array of messages or an object with a "messages" array,'
-            f" got {_json_type(value)}"
-        )
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise _Failure(
-                f"{where}: message {index}: expected an object, got {_json_type(message)}"
-            )
-    return messages, holder
-
-
-def _read_array(path: str) -> Tuple[str, List[Any], Optional[Dict[str, Any]]]:
-    """The input name, messages and holding object of a whole-file conversation."""
-    with _open_input(path) as (name, stream):
-        data = _read_all(stream, name)
-    value = _parse(_decode(data, name, None, True), name, None)
-    messages, holder = _conversation(value, name)
-    return name, messages, holder
-
-
-def _read_jsonl(
-    stream: IO[Any], name: str
-) -> Iterator[Tuple[str, List[Any], Optional[Dict[str, Any]]]]:
-    """``(FILE:LINE, messages, holding object)`` for each non-blank line, read one at a time."""
-    for lineno, raw in enumerate(_read_lines(stream, name), 1):
-        text = _decode(raw, name, lineno, lineno == 1)
-        if not text.strip(" \t\r\n"):
-            continue
-        where = f"{name}:{lineno}"
-        messages, holder = _conversation(_parse(text, name, lineno), where)
-        yield where, messages, holder
-
-
 def _compact(
     messages: List[Any], args: argparse.Namespace, where: str
 ) -> Tuple[CompactResult, Optional[Compaction]]:
@@ -438,119 +341,7 @@ def _compact(
             return plan.result(), plan
         return compact(messages, **options), None
     except (TypeError, ValueError) as exc:  # InvalidMessageError is both
-        raise _Failure(f"{where}: {exc}") from None
-
-
-def _with_messages(holder: Optional[Dict[str, Any]], messages: List[Any]) -> Any:
-    if holder is None:
-        return messages
-    # "messages" is already a key, so it keeps its place among the others.
-    return dict(holder, messages=messages)
-
-
-def _dump(value: Any, indent: int, where: str) -> bytes:
-    try:
-        if indent:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent)
-        else:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except (ValueError, RecursionError) as exc:
-        raise _Failure(f"{where}: cannot write the result as JSON: {exc}") from None
-    text += "\n"
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate from a "\udXXX" escape in the input cannot be UTF-8;
-        # writing it escaped again keeps the output valid and equal to the input.
-        escaped = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-        return escaped.encode("utf-8")
-
-
-@contextlib.contextmanager
-def _open_input(path: str) -> Iterator[Tuple[str, IO[Any]]]:
-    if path == "-":
-        yield STDIN_NAME, getattr(sys.stdin, "buffer", sys.stdin)
-        return
-    try:
-        handle = open(path, "rb")  # noqa: SIM115  # closed by the with below
-    except OSError as exc:
-        raise _Failure(f"{path}: {exc.strerror or exc}") from None
-    with handle:
-        yield path, handle
-
-
-def _read_all(stream: IO[Any], name: str) -> Union[bytes, str]:
-    try:
-        data: Union[bytes, str] = stream.read()
-    except OSError as exc:
-        raise _Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
-    return data
-
-
-def _read_lines(stream: IO[Any], name: str) -> Iterator[Union[bytes, str]]:
-    while True:
-        try:
-            line: Union[bytes, str] = stream.readline()
-        except OSError as exc:
-            raise _Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
-        if not line:
-            return
-        yield line
-
-
-def _copy_to_stdout(spool: IO[bytes]) -> None:
-    binary = getattr(sys.stdout, "buffer", None)
-    if binary is None:
-        # A text-only stdout (an io.StringIO put in place by a caller).
-        text = io.TextIOWrapper(spool, encoding="utf-8")
-        try:
-            shutil.copyfileobj(text, sys.stdout)
-        finally:
-            text.detach()
-        sys.stdout.flush()
-        return
-    sys.stdout.flush()
-    shutil.copyfileobj(spool, binary)
-    binary.flush()
-
-
-def _new_file_mode(path: str) -> int:
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        # A new file gets what open() would have given it under the current umask.
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-@contextlib.contextmanager
-def _output(path: Optional[str]) -> Iterator[IO[bytes]]:
-    """A binary file to write the output into, published only if the block succeeds."""
-    if path is None or path == "-":
-        with tempfile.TemporaryFile() as spool:
-            yield spool
-            spool.seek(0)
-            _copy_to_stdout(spool)
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
-            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp", delete=False
-        )
-    except OSError as exc:
-        raise _Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with handle:
-            yield handle
-        os.chmod(handle.name, _new_file_mode(path))
-        os.replace(handle.name, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(handle.name)
-        if isinstance(exc, OSError):
-            raise _Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
+        raise Failure(f"{where}: {exc}") from None
 
 
 def _number(value: Budget) -> str:
@@ -604,11 +395,11 @@ def _explain(plan: Compaction, result: CompactResult, args: argparse.Namespace, 
 
 
 def _run_array(args: argparse.Namespace, say: Callable[[str], None]) -> int:
-    name, messages, holder = _read_array(args.input)
+    name, messages, holder = read_array(args.input)
     result, plan = _compact(messages, args, name)
     indent = 2 if args.indent is None else args.indent
-    encoded = _dump(_with_messages(holder, result.messages), indent, name)
-    with _output(args.output) as out:
+    encoded = dump(with_messages(holder, result.messages), indent, name)
+    with output(args.output) as out:
         out.write(encoded)
     if plan is not None:
         say(_explain(plan, result, args, name))
@@ -633,10 +424,10 @@ def _run_jsonl(args: argparse.Namespace, say: Callable[[str], None], progress: _
     totals = _Totals()
     # Output outermost: the input is closed before the output replaces it, which
     # Windows requires when both are the same file.
-    with _output(args.output) as out, _open_input(args.input) as (name, stream):
-        for where, messages, holder in _read_jsonl(stream, name):
+    with output(args.output) as out, open_input(args.input) as (name, stream):
+        for where, messages, holder in read_jsonl(stream, name):
             result, plan = _compact(messages, args, where)
-            out.write(_dump(_with_messages(holder, result.messages), 0, where))
+            out.write(dump(with_messages(holder, result.messages), 0, where))
             totals.add(result, where)
             if plan is not None:
                 say(_explain(plan, result, args, where))
@@ -690,7 +481,7 @@ class _CheckTotals:
         try:
             problems = check_pairing(messages)
         except (TypeError, ValueError) as exc:  # InvalidMessageError is both
-            raise _Failure(f"{where}: {exc}") from None
+            raise Failure(f"{where}: {exc}") from None
         self.conversations += 1
         if problems:
             self.broken += 1
@@ -704,12 +495,12 @@ def _run_check(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     # Spooled like compaction output: an unreadable line 41 must not leave the
     # problems of lines 1-40 on standard output next to an exit status of 2.
     if args.jsonl:
-        with _output(None) as out, _open_input(args.input) as (name, stream):
-            for where, messages, _ in _read_jsonl(stream, name):
+        with output(None) as out, open_input(args.input) as (name, stream):
+            for where, messages, _ in read_jsonl(stream, name):
                 totals.add(messages, where, out)
     else:
-        name, messages, _ = _read_array(args.input)
-        with _output(None) as out:
+        name, messages, _ = read_array(args.input)
+        with output(None) as out:
             totals.add(messages, name, out)
     if not totals.problems:
         say(f"{PROG}: no pairing problems in {_plural(totals.conversations, 'conversation')}\n")
@@ -732,7 +523,7 @@ def _check_main(argv: Sequence[str]) -> int:
 
     try:
         return _run_check(args, say)
-    except _Failure as exc:
+    except Failure as exc:
         say(f"{PROG}: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:
@@ -787,7 +578,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         status = _run_jsonl(args, say, progress) if args.jsonl else _run_array(args, say)
-    except _Failure as exc:
+    except Failure as exc:
         say(f"{PROG}: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:
