@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import Any, Callable, List, Optional, TypeVar, cast
 
 import wrapt
 
@@ -27,7 +27,7 @@ def apply(fn: F, policy: Policy) -> F:
         Kind.GENERATOR: budget.generator,
         Kind.ASYNC_GENERATOR: budget.agenerator,
     }[kind]
-    return wrapt.FunctionWrapper(fn, wrapper)  # type: ignore[return-value]
+    return cast(F, wrapt.FunctionWrapper(fn, wrapper))
 
 
 def budgeted(
