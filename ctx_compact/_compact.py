@@ -14,7 +14,7 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, Awaitable, Callable, List, Optional, Sequence, Union
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Union
 
 from ._errors import InvalidMessageError
 from ._grouping import check_messages, group_bounds, message_views
@@ -211,6 +211,20 @@ def _count_summary(note: Any, count_tokens: Optional[CountTokens]) -> int:
         raise InvalidMessageError(f"the summary message: {exc.reason}") from exc
 
 
+def measure(
+    messages: Sequence[Any], count_tokens: Optional[CountTokens]
+) -> Tuple[List[int], List[int]]:
+    """Group and count ``messages`` from scratch, validating each one.
+
+    Returns:
+        ``(pre, bounds)``: the prefix sums of the messages' token counts and
+        their group boundaries, what ``Compaction`` decides from.
+    """
+    views = message_views(messages)
+    bounds = group_bounds(views)
+    return prefix_sums(count_all(views, count_tokens)), bounds
+
+
 def prepare(
     messages: object,
     *,
@@ -225,9 +239,7 @@ def prepare(
     head = check_keep(keep_head, "keep_head")
     tail = check_keep(keep_tail, "keep_tail")
     msgs = list(check_messages(messages))
-    views = message_views(msgs)
-    bounds = group_bounds(views)
-    pre = prefix_sums(count_all(views, count_tokens))
+    pre, bounds = measure(msgs, count_tokens)
     return Compaction(
         msgs,
         pre,

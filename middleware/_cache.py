@@ -22,8 +22,9 @@ from collections import OrderedDict
 from itertools import accumulate
 from typing import Any, List, Optional, Tuple
 
+from ctx_compact._compact import measure
 from ctx_compact._grouping import group_bounds, message_views
-from ctx_compact._tokens import CountTokens, count_all, prefix_sums
+from ctx_compact._tokens import CountTokens, count_all
 
 
 class _Unequal:
@@ -169,7 +170,7 @@ class CountCache:
             InvalidMessageError: As ``compact`` would, naming the message index.
         """
         if not messages:
-            return prefix_sums(count_all(messages, self.count_tokens)), group_bounds(messages)
+            return measure(messages, self.count_tokens)
         first = messages[0]
         with self._lock:
             line = self._lines.get(id(first))

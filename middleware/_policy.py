@@ -22,10 +22,11 @@ from ctx_compact._compact import (
     check_max_tokens,
     check_summary,
     check_summary_role,
+    measure,
 )
-from ctx_compact._grouping import check_messages, group_bounds, message_views
+from ctx_compact._grouping import check_messages
 from ctx_compact._pairing import check_pairing
-from ctx_compact._tokens import CountTokens, check_callable, count_all, prefix_sums
+from ctx_compact._tokens import CountTokens, check_callable
 
 from ._calls import ArgSpec, Kind, replace
 from ._context import active_sessions, cache_for, calibration
@@ -286,9 +287,7 @@ class _Run:
         if cache is not None:
             pre, bounds = cache.arrays(messages)
         else:
-            views = message_views(messages)
-            bounds = group_bounds(views)
-            pre = prefix_sums(count_all(views, policy.count_tokens))
+            pre, bounds = measure(messages, policy.count_tokens)
         self.calibration = calibration()
         self.plan = Compaction(
             messages,
