@@ -10,15 +10,22 @@ between ``compact_with_summary`` and ``acompact_with_summary``.
 from __future__ import annotations
 
 import inspect
-import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Union
 
+from ._checks import (
+    check_callable,
+    check_keep,
+    check_max_tokens,
+    check_messages,
+    check_summary,
+    check_summary_role,
+)
 from ._errors import InvalidMessageError
-from ._grouping import check_messages, group_bounds, message_views
-from ._tokens import CountTokens, check_callable, count_all, count_one, prefix_sums
+from ._grouping import group_bounds
+from ._tokens import CountTokens, count_all, count_one, prefix_sums
+from ._views import message_views
 
 Summarize = Callable[[List[Any]], str]
 AsyncSummarize = Callable[[List[Any]], Union[str, Awaitable[str]]]
@@ -54,36 +61,6 @@ class CompactResultWithSummary(CompactResult):
     """
 
     summary: Optional[str]
-
-
-def check_max_tokens(max_tokens: object) -> float:
-    """Return ``max_tokens`` if it is a finite positive number, else raise ``TypeError``."""
-    problem = f"max_tokens must be a finite positive number, got {max_tokens!r}"
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, Real):
-        raise TypeError(problem)
-    try:
-        as_float = float(max_tokens)
-    except OverflowError:  # an int beyond any float: no budget means anything there
-        raise TypeError(problem) from None
-    if not math.isfinite(as_float) or as_float <= 0:
-        raise TypeError(problem)
-    return max_tokens  # type: ignore[return-value]
-
-
-def check_keep(value: object, name: str) -> int:
-    """Return ``value`` if it is a non-negative int; ``TypeError``/``ValueError`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a non-negative int, got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    return value
-
-
-def check_summary_role(summary_role: object) -> str:
-    """Return ``summary_role`` if it is a string, else raise ``TypeError``."""
-    if not isinstance(summary_role, str):
-        raise TypeError(f"summary_role must be a string, got {summary_role!r}")
-    return summary_role
 
 
 def _cut_after(pre: Sequence[int], bounds: Sequence[int], lo: int, hi: int, excess: float) -> int:
@@ -249,20 +226,6 @@ def prepare(
         keep_tail=tail,
         count_tokens=count_tokens,
     )
-
-
-def check_summary(summary: object) -> str:
-    """Return ``summary`` if it is a string; otherwise raise, naming what came back."""
-    if isinstance(summary, str):
-        return summary
-    if inspect.isawaitable(summary):
-        close = getattr(summary, "close", None)
-        if close is not None:
-            close()  # no "coroutine was never awaited" warning on top of the error
-        raise InvalidMessageError(
-            "summarize returned an awaitable; use acompact_with_summary for an async summarizer"
-        )
-    raise InvalidMessageError(f"summarize must return a string, got {type(summary).__name__}")
 
 
 def compact(

@@ -11,17 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from ._checks import check_messages
 from ._errors import InvalidMessageError
-from ._grouping import (
-    CALL_OUTPUTS,
-    OUTPUT_TYPES,
-    blocks,
-    call_ids,
-    check_messages,
-    item_call_id,
-    leading_results,
-    message_views,
-)
+from ._formats import CALL_OUTPUTS, OUTPUT_TYPES, call_ids, item_call_id, leading_results
+from ._views import blocks, message_views
 
 _OPENAI_ORPHAN = (
     "Invalid parameter: messages with role 'tool' must be a response to a preceeding "

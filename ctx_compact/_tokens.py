@@ -3,35 +3,19 @@
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping
 from itertools import accumulate, islice
-from numbers import Real
 from typing import Any, Callable, List, Optional, Sequence
 
+from ._checks import check_callable, check_count
 from ._errors import InvalidMessageError
-from ._grouping import message_view, sdk_dump
+from ._views import message_view, to_json_compatible
 
 CountTokens = Callable[[Any], int]
-
-
-def _to_json_compatible(value: object) -> object:
-    # json only knows dict; a read-only or custom Mapping is serialised as the
-    # dict it holds, and an SDK object inside a message (an Anthropic content
-    # block in {"role": "assistant", "content": response.content}) as the JSON
-    # the SDK sends for it: what the caller would expect to be counted.
-    if isinstance(value, Mapping):
-        return dict(value)
-    dumped = sdk_dump(value)
-    if dumped is not None:
-        return dumped
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
 
 # Built once: json.dumps() with non-default options constructs a new encoder on
 # every call. The output is byte-identical to
 # json.dumps(message, separators=(",", ":"), ensure_ascii=False).
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_to_json_compatible)
+ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=to_json_compatible)
 
 
 def utf16_length(text: str) -> int:
@@ -55,27 +39,7 @@ def default_count_tokens(message: Any) -> int:
         TypeError: The message holds something JSON cannot serialise.
         ValueError: The message holds a circular reference.
     """
-    return -(-utf16_length(_ENCODER.encode(message)) // 4)
-
-
-def check_count(value: object, index: Optional[int]) -> int:
-    """Return ``value`` if it is a usable token count, else raise naming the message."""
-    if type(value) is int and value >= 0:
-        return value
-    if isinstance(value, Real) and not isinstance(value, bool):
-        number = float(value)
-        if math.isfinite(number) and number >= 0:
-            return value  # type: ignore[return-value]  # summed as given
-    raise InvalidMessageError(
-        f"count_tokens returned {value!r}; it must return a non-negative number of tokens",
-        index,
-    )
-
-
-def check_callable(value: object, name: str) -> None:
-    """Raise ``TypeError`` unless ``value`` is ``None`` or callable."""
-    if value is not None and not callable(value):
-        raise TypeError(f"{name} must be a callable or None, not {type(value).__name__}")
+    return -(-utf16_length(ENCODER.encode(message)) // 4)
 
 
 def count_one(message: Any, count_tokens: Optional[CountTokens], index: Optional[int]) -> int:
@@ -98,7 +62,7 @@ def count_all(
     """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
     if count_tokens is not None:
         return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
-    encode = _ENCODER.encode
+    encode = ENCODER.encode
     counts: List[int] = []
     try:
         for m in islice(messages, start, None):

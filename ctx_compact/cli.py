@@ -37,7 +37,8 @@ from ._cli_io import (
     read_jsonl,
     with_messages,
 )
-from ._compact import Compaction, CompactResult, compact, prepare
+from ._compact import CompactResult, compact
+from ._engine import Compaction, prepare
 from ._pairing import PairingProblem, check_pairing
 
 PROG = "ctx-compact"

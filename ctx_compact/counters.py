@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from ._tokens import ENCODER
+from ._views import message_view
 
 __all__ = ["openai_chat_counter"]
 
@@ -40,15 +42,6 @@ HIGH_DETAIL_IMAGE_TOKENS = 85 + 4 * 170
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS = frozenset({"image_url", "input_image"})
-
-
-def _to_json_compatible(value: object) -> object:
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_to_json_compatible)
 
 
 def openai_chat_counter(
@@ -193,7 +186,7 @@ def openai_chat_counter(
         return tokens_per_tool_call + sum(_count_value(body.get(f), length) for f in fields)
 
     def count_tokens(message: Mapping[str, Any]) -> int:
-        view = _as_mapping(message)
+        view = message_view(message, None)
         total = tokens_per_message
         for key, value in view.items():
             if key == "content":
@@ -257,20 +250,6 @@ def _length_function(encode: Callable[..., Any]) -> Callable[[str], int]:
     return lambda text: len(encode(text))
 
 
-def _as_mapping(message: Any) -> Mapping[str, Any]:
-    if isinstance(message, Mapping):
-        return message
-    dump = getattr(message, "model_dump", None)
-    if callable(dump):
-        view = dump(mode="json", exclude_unset=True)
-        if isinstance(view, Mapping):
-            return view
-    raise TypeError(
-        f"a message must be a mapping such as {{'role': ..., 'content': ...}} or an SDK "
-        f"model, not {type(message).__name__}"
-    )
-
-
 def _count_value(value: Any, length: Callable[[str], int]) -> int:
     # A string counts as its text, anything else as its JSON. None and empty
     # containers are what an SDK dump leaves for absent fields.
@@ -278,7 +257,7 @@ def _count_value(value: Any, length: Callable[[str], int]) -> int:
         return 0
     if isinstance(value, str):
         return length(value)
-    return length(_JSON.encode(value))
+    return length(ENCODER.encode(value))
 
 
 def _resolve(name: str) -> Any:

@@ -22,9 +22,7 @@ from collections import OrderedDict
 from itertools import accumulate
 from typing import Any, List, Optional, Tuple
 
-from ctx_compact._compact import measure
-from ctx_compact._grouping import group_bounds, message_views
-from ctx_compact._tokens import CountTokens, count_all
+from ctx_compact._engine import CountTokens, count_all, group_bounds, measure, message_views
 
 
 class _Unequal:

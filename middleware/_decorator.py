@@ -6,7 +6,7 @@ from typing import Any, Callable, List, Optional, TypeVar, cast
 
 import wrapt
 
-from ctx_compact._tokens import CountTokens
+from ctx_compact._engine import CountTokens
 
 from ._calls import Kind, kind_of, qualified_name
 from ._events import Hooks

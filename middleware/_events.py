@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from ctx_compact._pairing import PairingError, PairingProblem
+from ctx_compact import PairingError, PairingProblem
 
 logger = logging.getLogger("ctx_compact.middleware")
 

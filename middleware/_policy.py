@@ -16,17 +16,18 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import anyio
 import anyio.to_thread
 
-from ctx_compact._compact import (
+from ctx_compact import check_pairing
+from ctx_compact._engine import (
     Compaction,
+    CountTokens,
+    check_callable,
     check_keep,
     check_max_tokens,
+    check_messages,
     check_summary,
     check_summary_role,
     measure,
 )
-from ctx_compact._grouping import check_messages
-from ctx_compact._pairing import check_pairing
-from ctx_compact._tokens import CountTokens, check_callable
 
 from ._calls import ArgSpec, Kind, replace
 from ._context import active_sessions, cache_for, calibration

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
-from ctx_compact._tokens import CountTokens
+from ctx_compact._engine import CountTokens
 
 from ._cache import CountCache
 from ._calls import kind_of, qualified_name

@@ -243,7 +243,7 @@ def test_tokens_per_image_is_validated(enc, value, error):
 
 @pytest.mark.parametrize("message", ["hello", ["role", "user"], 3])
 def test_a_non_mapping_message_is_a_type_error(count, message):
-    with pytest.raises(TypeError, match="a message must be a mapping"):
+    with pytest.raises(TypeError, match="expected a mapping"):
         count(message)
 
 

@@ -48,6 +48,10 @@ def test_import_and_compact_load_neither_wrapt_nor_anyio():
     assert loaded_after() == []
 
 
+def test_star_import_of_the_core_loads_neither_wrapt_nor_anyio():
+    assert loaded_after(setup="from ctx_compact import *") == []
+
+
 def test_the_probe_sees_a_loaded_module():
     # The control: the same probe does report anyio once something imports it.
     assert "anyio" in loaded_after(setup="import anyio")

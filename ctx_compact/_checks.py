@@ -1,0 +1,85 @@
+"""Argument checks at the core's boundary: each raises naming the argument and the value."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from numbers import Real
+from typing import Any, Optional
+
+from ._errors import InvalidMessageError
+
+
+def check_messages(messages: object) -> Sequence[Any]:
+    """Return ``messages`` if it is a sequence (not a string), else raise ``TypeError``."""
+    if isinstance(messages, (str, bytes, bytearray, Mapping)) or not isinstance(messages, Sequence):
+        raise TypeError(
+            f"messages must be a list (or other sequence) of message mappings, "
+            f"not {type(messages).__name__}"
+        )
+    return messages
+
+
+def check_max_tokens(max_tokens: object) -> float:
+    """Return ``max_tokens`` if it is a finite positive number, else raise ``TypeError``."""
+    problem = f"max_tokens must be a finite positive number, got {max_tokens!r}"
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, Real):
+        raise TypeError(problem)
+    try:
+        as_float = float(max_tokens)
+    except OverflowError:  # an int beyond any float: no budget means anything there
+        raise TypeError(problem) from None
+    if not math.isfinite(as_float) or as_float <= 0:
+        raise TypeError(problem)
+    return max_tokens  # type: ignore[return-value]
+
+
+def check_keep(value: object, name: str) -> int:
+    """Return ``value`` if it is a non-negative int; ``TypeError``/``ValueError`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a non-negative int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    return value
+
+
+def check_summary_role(summary_role: object) -> str:
+    """Return ``summary_role`` if it is a string, else raise ``TypeError``."""
+    if not isinstance(summary_role, str):
+        raise TypeError(f"summary_role must be a string, got {summary_role!r}")
+    return summary_role
+
+
+def check_callable(value: object, name: str) -> None:
+    """Raise ``TypeError`` unless ``value`` is ``None`` or callable."""
+    if value is not None and not callable(value):
+        raise TypeError(f"{name} must be a callable or None, not {type(value).__name__}")
+
+
+def check_count(value: object, index: Optional[int]) -> int:
+    """Return ``value`` if it is a usable token count, else raise naming the message."""
+    if type(value) is int and value >= 0:
+        return value
+    if isinstance(value, Real) and not isinstance(value, bool):
+        number = float(value)
+        if math.isfinite(number) and number >= 0:
+            return value  # type: ignore[return-value]  # summed as given
+    raise InvalidMessageError(
+        f"count_tokens returned {value!r}; it must return a non-negative number of tokens",
+        index,
+    )
+
+
+def check_summary(summary: object) -> str:
+    """Return ``summary`` if it is a string; otherwise raise, naming what came back."""
+    if isinstance(summary, str):
+        return summary
+    if inspect.isawaitable(summary):
+        close = getattr(summary, "close", None)
+        if close is not None:
+            close()  # no "coroutine was never awaited" warning on top of the error
+        raise InvalidMessageError(
+            "summarize returned an awaitable; use acompact_with_summary for an async summarizer"
+        )
+    raise InvalidMessageError(f"summarize must return a string, got {type(summary).__name__}")
