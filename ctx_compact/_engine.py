@@ -9,7 +9,8 @@ imports from this module's users.
   ``check_summary_role``, ``check_summary``, ``check_messages``.
 - Measuring messages: ``message_views``, ``group_bounds``, ``count_all`` (for
   the part of a list not seen before) and ``measure`` (a whole list from
-  scratch), giving the prefix sums and group boundaries ``Compaction`` takes.
+  scratch), giving the prefix sums and group boundaries ``Compaction`` takes;
+  ``regroup_from`` says where an incremental caller must group afresh.
 - Deciding: ``Compaction`` (what to drop, from those arrays alone) and
   ``prepare`` (check, measure and decide in one step, as ``compact`` does).
 """
@@ -25,7 +26,7 @@ from ._checks import (
     check_summary_role,
 )
 from ._compact import Compaction, Summarize, measure, prepare
-from ._grouping import group_bounds
+from ._grouping import group_bounds, regroup_from
 from ._tokens import CountTokens, count_all
 from ._views import message_views
 
@@ -44,4 +45,5 @@ __all__ = [
     "measure",
     "message_views",
     "prepare",
+    "regroup_from",
 ]

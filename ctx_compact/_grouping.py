@@ -23,6 +23,7 @@ their mapping views.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping
 from typing import Any, FrozenSet, List, Sequence
 
@@ -125,3 +126,19 @@ def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int
             i += 1
     bounds.append(n)
     return bounds
+
+
+def regroup_from(bounds: Sequence[int], keep: int) -> int:
+    """Where to start grouping again when the first ``keep`` messages are unchanged.
+
+    For a caller that groups a list incrementally (the middleware's session cache):
+    ``bounds`` are the boundaries of the list as it was; messages from ``keep`` on
+    were changed or appended. Appended messages can extend the last group that
+    starts before them (tool results after an assistant's calls), so the groups
+    from the returned position of ``bounds`` on must be computed afresh, with
+    ``group_bounds(views, bounds[position])``.
+
+    Returns:
+        An index into ``bounds``.
+    """
+    return bisect_right(bounds, keep - 1) - 1 if keep else 0

@@ -17,12 +17,18 @@ from __future__ import annotations
 
 import copy
 import threading
-from bisect import bisect_right
 from collections import OrderedDict
 from itertools import accumulate
 from typing import Any, List, Optional, Tuple
 
-from ctx_compact._engine import CountTokens, count_all, group_bounds, measure, message_views
+from ctx_compact._engine import (
+    CountTokens,
+    count_all,
+    group_bounds,
+    measure,
+    message_views,
+    regroup_from,
+)
 
 
 class _Unequal:
@@ -124,10 +130,8 @@ class _Line:
         self, messages: List[Any], count_tokens: Optional[CountTokens]
     ) -> Tuple[List[int], List[int]]:
         keep = self.unchanged_prefix(messages)
-        # The last group that starts before `keep` may grow with the new messages
-        # (tool results appended after an assistant's calls), so regroup from it.
-        regroup_at = bisect_right(self.bounds, keep - 1) - 1 if keep else 0
-        start = self.bounds[regroup_at] if keep else 0
+        regroup_at = regroup_from(self.bounds, keep)
+        start = self.bounds[regroup_at]
         # Grouped and counted as the core does: through the messages' mapping views.
         views = message_views(messages, start)
         bounds = group_bounds(views, start)
