@@ -10,19 +10,17 @@ on PyPI is also called ``middleware``; it is not this one.
 from __future__ import annotations
 
 from ._decorator import budgeted
-from ._events import (
-    BudgetExceededError,
-    CompactionEvent,
-    UnpairedMessagesError,
-    log_compaction,
-    provider_prompt_tokens,
-)
-from ._session import CompactingSession, SessionStats
+from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError, log_compaction
+from ._options import CompactionOptions
+from ._session import CompactingSession
+from ._state import SessionStats
+from ._usage import provider_prompt_tokens
 
 __all__ = [
     "BudgetExceededError",
     "CompactingSession",
     "CompactionEvent",
+    "CompactionOptions",
     "SessionStats",
     "UnpairedMessagesError",
     "budgeted",

@@ -2,46 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, TypeVar, cast
+import inspect
+from typing import Any, Callable, TypeVar
 
-import wrapt
-
-from ctx_compact._engine import CountTokens
-
-from ._calls import Kind, kind_of, qualified_name
-from ._events import Hooks
-from ._policy import Budget, Policy
+from ._events import Hooks, check_hooks
+from ._interceptor import wrap_callable
+from ._options import CompactionOptions, option_parameters
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-
-def apply(fn: F, policy: Policy) -> F:
-    """Wrap ``fn`` with ``policy``; the wrapper's shape is decided here, once."""
-    if not callable(fn) and not isinstance(fn, (classmethod, staticmethod)):
-        raise TypeError(f"budgeted can only wrap a callable, not {type(fn).__name__}")
-    kind = kind_of(fn)
-    budget = Budget(policy, fn, kind, qualified_name(fn))
-    wrapper = {
-        Kind.SYNC: budget.call,
-        Kind.ASYNC: budget.acall,
-        Kind.GENERATOR: budget.generator,
-        Kind.ASYNC_GENERATOR: budget.agenerator,
-    }[kind]
-    return cast(F, wrapt.FunctionWrapper(fn, wrapper))
+_REQUIRED: Any = inspect.Parameter.empty
 
 
 def budgeted(
-    *,
-    max_tokens: float,
-    keep_head: int = 1,
-    keep_tail: int = 4,
-    count_tokens: Optional[CountTokens] = None,
-    summarize: Optional[Callable[[List[Any]], Any]] = None,
-    summary_role: str = "user",
-    messages_arg: str = "messages",
-    on_compact: Hooks = None,
-    on_overflow: str = "call",
-    validate: Optional[str] = None,
+    *args: Any, max_tokens: Any = _REQUIRED, on_compact: Hooks = None, **options: Any
 ) -> Callable[[F], F]:
     """Keep the ``messages`` argument of every call of the decorated callable inside a budget.
 
@@ -89,20 +63,26 @@ def budgeted(
             decorated callable cannot accept ``messages_arg``, or when an async
             summarize or hook meets a sync callable.
     """
-    policy = Policy.build(
-        max_tokens=max_tokens,
-        keep_head=keep_head,
-        keep_tail=keep_tail,
-        count_tokens=count_tokens,
-        summarize=summarize,
-        summary_role=summary_role,
-        messages_arg=messages_arg,
-        on_compact=on_compact,
-        on_overflow=on_overflow,
-        validate=validate,
-    )
+    if args:
+        raise TypeError(
+            "budgeted takes keyword options only and is used with parentheses: "
+            "@budgeted(max_tokens=...)"
+        )
+    if max_tokens is _REQUIRED:
+        raise TypeError("budgeted() missing required keyword argument: 'max_tokens'")
+    compaction = CompactionOptions.build("budgeted", max_tokens, options)
+    hooks = check_hooks(on_compact)
 
     def decorate(fn: F) -> F:
-        return apply(fn, policy)
+        return wrap_callable(fn, compaction, hooks)
 
     return decorate
+
+
+# What help() and inspect show: the options, with the defaults CompactionOptions defines.
+budgeted.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        *option_parameters(),
+        inspect.Parameter("on_compact", inspect.Parameter.KEYWORD_ONLY, default=None),
+    ]
+)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import inspect
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
+from anyio import to_thread
+
 from ctx_compact import PairingError, PairingProblem
+
+from ._callables import is_async_callable
 
 logger = logging.getLogger("ctx_compact.middleware")
 
@@ -107,62 +108,6 @@ class UnpairedMessagesError(PairingError):
         super().__init__(event.problems)
 
 
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-def provider_prompt_tokens(response: Any) -> Optional[int]:
-    """The prompt size a provider reported in ``response.usage``, or ``None``.
-
-    Reads OpenAI's ``usage.prompt_tokens`` (Chat Completions, LiteLLM) and
-    ``usage.input_tokens`` (the Responses API; Anthropic, where the cached
-    parts ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` are
-    counted separately and added back), on SDK objects and on plain dicts.
-    """
-    try:
-        usage = _field(response, "usage")
-        if usage is None:
-            return None
-        prompt = _field(usage, "prompt_tokens")
-        if type(prompt) is int:
-            return prompt
-        total = _field(usage, "input_tokens")
-        if type(total) is not int:
-            return None
-        for cached in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-            extra = _field(usage, cached)
-            if type(extra) is int:
-                total += extra
-        return total
-    except Exception:  # a response object whose attributes misbehave: no figure
-        return None
-
-
-def with_response(event: CompactionEvent, response: Any) -> CompactionEvent:
-    """``event`` with the provider's prompt size from ``response``, when it has one."""
-    provider = provider_prompt_tokens(response)
-    if provider is None:
-        return event
-    return dataclasses.replace(event, provider_tokens=provider)
-
-
-def is_async_callable(fn: object) -> bool:
-    """Whether calling ``fn`` gives an awaitable, looking through ``functools.wraps``."""
-    if inspect.iscoroutinefunction(fn):
-        return True
-    target: Any = getattr(fn, "__func__", fn)
-    with contextlib.suppress(ValueError):  # a __wrapped__ cycle
-        target = inspect.unwrap(target)
-    if inspect.iscoroutinefunction(target):
-        return True
-    if inspect.isfunction(fn) or inspect.ismethod(fn) or not callable(fn):
-        return False
-    # An object whose class defines `async def __call__`.
-    return inspect.iscoroutinefunction(type(fn).__call__)
-
-
 def check_hooks(hooks: Hooks, name: str = "on_compact") -> Tuple[Hook, ...]:
     """Normalise ``None``, one hook or a list of hooks to a tuple, checking each."""
     if hooks is None:
@@ -212,8 +157,6 @@ async def adispatch(hooks: Sequence[Hook], event: CompactionEvent) -> None:
     Sync hooks run on a worker thread (so a slow one never blocks the event
     loop), except ``log_compaction``, which never blocks.
     """
-    from anyio import to_thread
-
     for hook in hooks:
         try:
             # log_compaction never blocks, so it skips the worker-thread hop.

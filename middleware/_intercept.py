@@ -1,45 +1,66 @@
 """Intercepting a third-party method by name for the duration of a session.
 
 The method is replaced by a wrapt wrapper the first time a session asks for it,
-and put back, exactly as it was, when the last session using it exits. The
-wrapper compacts only calls made in the context of a session that intercepts
-the method; every other call passes through untouched.
+and put back, exactly as it was, when the last session using it exits. Each
+patch knows which session states intercept it and with what interceptor; the
+wrapper compacts only calls made in the context of such a session, and every
+other call passes through untouched.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import threading
-from dataclasses import dataclass
-from typing import Any, Dict, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple, Union
 
 import wrapt
 
-from ._calls import Kind, kind_of, qualified_name
-from ._context import active_sessions
+from ._callables import Kind, kind_of, qualified_name
+from ._interceptor import Interceptor
+from ._options import CompactionOptions, check_awaitables
+from ._state import SessionState, active_states
 
 Target = Union[str, Tuple[Any, str]]
 
 _MISSING = object()
 _lock = threading.Lock()
-_patches: Dict[Tuple[int, str], _Patch] = {}
+_patches: Dict[Tuple[int, str], Patch] = {}
 
 
-@dataclass
-class _Patch:
+@dataclass(eq=False)
+class Patch:
+    """One patched attribute: what it was, and who intercepts it now."""
+
     owner: Any
     attr: str
     own: Any  # what owner.__dict__ held, or _MISSING when the attribute was inherited
     descriptor: Any  # what was wrapped
     kind: Kind
     name: str
+    interceptors: Dict[SessionState, Interceptor] = field(default_factory=dict)
     wrapper: Any = None
-    users: int = 0
 
     @property
     def key(self) -> Tuple[int, str]:
         return (id(self.owner), self.attr)
+
+    def active_interceptor(self) -> Optional[Interceptor]:
+        """The interceptor of the innermost active session that intercepts this attribute."""
+        if not self.interceptors:
+            return None
+        for state in reversed(active_states()):
+            interceptor = self.interceptors.get(state)
+            if interceptor is not None:
+                return interceptor
+        return None
+
+
+def is_target(target: object) -> bool:
+    """Whether ``target`` has the shape of one interception target."""
+    if isinstance(target, str):
+        return "." in target
+    return isinstance(target, tuple) and len(target) == 2 and isinstance(target[1], str)
 
 
 def resolve(target: Target) -> Tuple[Any, str]:
@@ -49,88 +70,93 @@ def resolve(target: Target) -> Tuple[Any, str]:
         TypeError: ``target`` is neither form.
         LookupError: The module, class or attribute does not exist.
     """
-    if isinstance(target, tuple) and len(target) == 2 and isinstance(target[1], str):
-        owner, attr = target
-    elif isinstance(target, str) and "." in target:
-        path, attr = target.rsplit(".", 1)
-        parts = path.split(".")
-        owner = None
-        for split in range(len(parts), 0, -1):
-            try:
-                owner = importlib.import_module(".".join(parts[:split]))
-            except ImportError:
-                continue
-            try:
-                for part in parts[split:]:
-                    owner = getattr(owner, part)
-            except AttributeError:
-                raise LookupError(f"cannot intercept {target!r}: {part!r} not found") from None
-            break
-        if owner is None:
-            raise LookupError(f"cannot intercept {target!r}: no module of it can be imported")
-    else:
+    if not is_target(target):
         raise TypeError(
             f"intercept takes 'package.module.Class.method' or (Class, 'method'), got {target!r}"
         )
-    try:
-        inspect.getattr_static(owner, attr)
-    except AttributeError:
-        raise LookupError(f"cannot intercept {target!r}: {owner!r} has no {attr!r}") from None
-    return owner, attr
+    if isinstance(target, tuple):
+        owner, attr = target
+        try:
+            inspect.getattr_static(owner, attr)
+        except AttributeError:
+            raise LookupError(f"cannot intercept {target!r}: {owner!r} has no {attr!r}") from None
+        return owner, attr
+    parts = target.split(".")
+    # The longest prefix that is a module; the rest is an attribute path inside it.
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            owner, attr, _ = wrapt.resolve_path(".".join(parts[:split]), ".".join(parts[split:]))
+        except ModuleNotFoundError:
+            continue
+        except AttributeError as exc:
+            raise LookupError(f"cannot intercept {target!r}: {exc}") from None
+        return owner, attr
+    raise LookupError(f"cannot intercept {target!r}: no module of it can be imported")
 
 
-def _active_interceptor(patch: _Patch) -> Any:
-    for session in reversed(active_sessions()):
-        budget = session._intercepted.get(patch.key)
-        if budget is not None:
-            return budget
-    return None
-
-
-def _make_wrapper(patch: _Patch) -> Any:
+def _make_wrapper(patch: Patch) -> Any:
     def intercepted(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        budget = _active_interceptor(patch)
-        if budget is None:
+        interceptor = patch.active_interceptor()
+        if interceptor is None:
             return wrapped(*args, **kwargs)
-        if patch.kind is Kind.ASYNC:
-            return budget.acall(wrapped, instance, args, kwargs)
-        if patch.kind is Kind.ASYNC_GENERATOR:
-            return budget.agenerator(wrapped, instance, args, kwargs)
-        return budget.call(wrapped, instance, args, kwargs)
+        return interceptor.handle(wrapped, instance, args, kwargs)
 
     return wrapt.FunctionWrapper(patch.descriptor, intercepted)
 
 
-def acquire(target: Target) -> _Patch:
-    """Install the interception of ``target`` if it is not installed yet, and count a user."""
+def _acquire(owner: Any, attr: str) -> Patch:
+    patch = _patches.get((id(owner), attr))
+    if patch is None:
+        descriptor = inspect.getattr_static(owner, attr)
+        patch = Patch(
+            owner=owner,
+            attr=attr,
+            own=owner.__dict__.get(attr, _MISSING) if hasattr(owner, "__dict__") else _MISSING,
+            descriptor=descriptor,
+            kind=kind_of(descriptor),
+            name=f"{qualified_name(owner)}.{attr}",
+        )
+        patch.wrapper = _make_wrapper(patch)
+        setattr(owner, attr, patch.wrapper)
+        _patches[patch.key] = patch
+    return patch
+
+
+def _put_back(patch: Patch) -> None:
+    del _patches[patch.key]
+    if patch.own is _MISSING:
+        delattr(patch.owner, patch.attr)
+    else:
+        setattr(patch.owner, patch.attr, patch.own)
+
+
+def intercept(target: Target, state: SessionState, options: CompactionOptions) -> None:
+    """Compact the calls of ``target`` made in ``state``'s context, until ``release``.
+
+    The state holds the patch; intercepting the same target twice is one interception.
+
+    Raises:
+        TypeError, LookupError: ``target`` cannot be resolved or wrapped.
+    """
     owner, attr = resolve(target)
     with _lock:
-        patch = _patches.get((id(owner), attr))
-        if patch is None:
-            descriptor = inspect.getattr_static(owner, attr)
-            patch = _Patch(
-                owner=owner,
-                attr=attr,
-                own=owner.__dict__.get(attr, _MISSING) if hasattr(owner, "__dict__") else _MISSING,
-                descriptor=descriptor,
-                kind=kind_of(descriptor),
-                name=f"{qualified_name(owner)}.{attr}",
+        patch = _acquire(owner, attr)
+        try:
+            if state in patch.interceptors:
+                return
+            check_awaitables(patch.kind.is_async, patch.kind.value, patch.name, None, state.hooks)
+            patch.interceptors[state] = Interceptor(
+                options, (), patch.descriptor, patch.kind, patch.name
             )
-            patch.wrapper = _make_wrapper(patch)
-            setattr(owner, attr, patch.wrapper)
-            _patches[patch.key] = patch
-        patch.users += 1
-        return patch
+        finally:
+            if not patch.interceptors:
+                _put_back(patch)
+    state.hold(patch)
 
 
-def release(patch: _Patch) -> None:
-    """Count a user out; the last one puts the original attribute back exactly."""
+def release(patch: Patch, state: SessionState) -> None:
+    """End ``state``'s interception; the last one puts the original attribute back exactly."""
     with _lock:
-        patch.users -= 1
-        if patch.users > 0:
-            return
-        del _patches[patch.key]
-        if patch.own is _MISSING:
-            delattr(patch.owner, patch.attr)
-        else:
-            setattr(patch.owner, patch.attr, patch.own)
+        patch.interceptors.pop(state, None)
+        if not patch.interceptors:
+            _put_back(patch)

@@ -1,48 +1,43 @@
-"""CompactingSession: a conversation's or a request's compaction scope."""
+"""CompactingSession: a conversation's or a request's compaction scope.
+
+The public front over a ``SessionState``, which owns everything the session
+holds; this module turns the options into that state and the scope into its
+activation.
+"""
 
 from __future__ import annotations
 
-import contextvars
-import dataclasses
-import threading
-from dataclasses import dataclass
+import inspect
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Callable, List, Optional, Sequence, Type, TypeVar, Union
 
-from ctx_compact._engine import CountTokens
-
-from ._cache import CountCache
-from ._calls import kind_of, qualified_name
-from ._context import Entries, active
-from ._events import CompactionEvent, Hooks
-from ._intercept import Target, acquire, release
-from ._policy import Budget, Policy
+from ._callables import kind_of, qualified_name
+from ._events import CompactionEvent, Hooks, check_hooks
+from ._intercept import Target, intercept, is_target, release
+from ._interceptor import wrap_callable
+from ._options import CompactionOptions, check_awaitables, check_options, option_parameters
+from ._state import SessionState, SessionStats
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass(frozen=True)
-class SessionStats:
-    """Totals over the events a session recorded.
-
-    Attributes:
-        calls: Intercepted calls.
-        compactions: Calls whose messages were compacted (something dropped).
-        messages_dropped: Messages left out, over all calls.
-        tokens_before: Estimated tokens the callers passed, over all calls.
-        tokens_after: Estimated tokens passed on, over all calls.
-    """
-
-    calls: int = 0
-    compactions: int = 0
-    messages_dropped: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-
-    @property
-    def tokens_saved(self) -> int:
-        """``tokens_before - tokens_after``."""
-        return self.tokens_before - self.tokens_after
+def _targets(intercept: Union[Target, Sequence[Target]]) -> List[Target]:
+    # One target, or a list of them; each checked now rather than at entry.
+    if is_target(intercept):
+        return [intercept]  # type: ignore[list-item]
+    if isinstance(intercept, (str, bytes)) or not isinstance(intercept, (list, tuple)):
+        raise TypeError(
+            "intercept must be a target ('package.module.Class.method' or (Class, 'method')) "
+            f"or a list of them, got {intercept!r}"
+        )
+    for target in intercept:
+        if not is_target(target):
+            raise TypeError(
+                "intercept holds "
+                f"{target!r}, which is not a target: write 'package.module.Class.method' "
+                "or (Class, 'method')"
+            )
+    return list(intercept)
 
 
 class CompactingSession:
@@ -60,7 +55,8 @@ class CompactingSession:
 
     Args:
         max_tokens: The budget for wrapped and intercepted calls. May be left
-            out when the session only observes ``@budgeted`` calls.
+            out when the session only observes ``@budgeted`` calls; it then
+            holds no compaction options (``options`` is ``None``).
         keep_head, keep_tail, count_tokens, summarize, summary_role,
         messages_arg, on_overflow: As for ``budgeted``.
         on_compact: A hook or hooks called with every event the session records.
@@ -76,63 +72,34 @@ class CompactingSession:
             tokens, so a heuristic budget converges on the real one.
 
     Raises:
-        TypeError, ValueError: A bad option, at construction.
+        TypeError, ValueError: A bad option (an unknown one, a bad value, or an
+            ``intercept`` entry that is not a target), at construction.
     """
 
     def __init__(
         self,
         *,
         max_tokens: Optional[float] = None,
-        keep_head: int = 1,
-        keep_tail: int = 4,
-        count_tokens: Optional[CountTokens] = None,
-        summarize: Optional[Callable[[List[Any]], Any]] = None,
-        summary_role: str = "user",
-        messages_arg: str = "messages",
         on_compact: Hooks = None,
-        on_overflow: str = "call",
-        validate: Optional[str] = None,
-        intercept: Sequence[Target] = (),
+        intercept: Union[Target, Sequence[Target]] = (),
         calibrate: bool = False,
+        **options: Any,
     ) -> None:
-        self.policy = Policy.build(
-            max_tokens=max_tokens,
-            keep_head=keep_head,
-            keep_tail=keep_tail,
-            count_tokens=count_tokens,
-            summarize=summarize,
-            summary_role=summary_role,
-            messages_arg=messages_arg,
-            on_compact=on_compact,
-            on_overflow=on_overflow,
-            validate=validate,
-            budget_optional=True,
-        )
+        hooks = check_hooks(on_compact)
+        self._options: Optional[CompactionOptions] = None
+        if max_tokens is None:
+            check_options("CompactingSession", options)
+        else:
+            self._options = CompactionOptions.build("CompactingSession", max_tokens, options)
         if not isinstance(calibrate, bool):
             raise TypeError(f"calibrate must be True or False, got {calibrate!r}")
-        self._calibrate = calibrate
-        self._provider_total = 0
-        self._estimate_total = 0
-        single = isinstance(intercept, str) or (
-            isinstance(intercept, tuple)
-            and len(intercept) == 2
-            and not isinstance(intercept[0], str)
-        )
-        # One target, or a list of them.
-        self._targets: List[Target] = [intercept] if single else list(intercept)  # type: ignore[list-item]
-        self._lock = threading.Lock()
-        self._events: List[CompactionEvent] = []
-        self._stats = SessionStats()
-        self._caches: Dict[int, CountCache] = {}
-        self._intercepted: Dict[Tuple[int, str], Budget] = {}
-        self._patches: List[Any] = []
-        self._entry: Optional[object] = None
-        self._token: Optional[contextvars.Token[Entries]] = None
+        self._targets = _targets(intercept)
+        self._state = SessionState(hooks, calibrate)
 
     # -- the scope -------------------------------------------------------------------
 
     def __enter__(self) -> CompactingSession:
-        if self._token is not None:
+        if self._state.active:
             raise RuntimeError("this CompactingSession is already active")
         try:
             for target in self._targets:
@@ -140,9 +107,7 @@ class CompactingSession:
         except BaseException:
             self._release_all()
             raise
-        entry = object()
-        self._token = active.set((*active.get(), (self, entry)))
-        self._entry = entry
+        self._state.activate()
         return self
 
     def __exit__(
@@ -151,11 +116,8 @@ class CompactingSession:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        token, self._token = self._token, None
-        self._entry = None
         try:
-            if token is not None:
-                active.reset(token)
+            self._state.deactivate()
         finally:
             self._release_all()
 
@@ -173,21 +135,24 @@ class CompactingSession:
     @property
     def active(self) -> bool:
         """Whether the session is between enter and exit."""
-        return self._token is not None
+        return self._state.active
+
+    @property
+    def options(self) -> Optional[CompactionOptions]:
+        """The compaction options for wrapped and intercepted calls; ``None`` without a budget."""
+        return self._options
 
     # -- what it records -------------------------------------------------------------
 
     @property
     def events(self) -> List[CompactionEvent]:
         """The events recorded so far, in the order they were produced (a copy)."""
-        with self._lock:
-            return list(self._events)
+        return self._state.events
 
     @property
     def stats(self) -> SessionStats:
         """Totals over the recorded events."""
-        with self._lock:
-            return self._stats
+        return self._state.stats
 
     @property
     def calibration(self) -> float:
@@ -196,54 +161,25 @@ class CompactingSession:
         ``1.0`` until a response reports its prompt size. Recorded whether or not
         the session calibrates; applied only when it does.
         """
-        with self._lock:
-            if self._estimate_total <= 0 or self._provider_total <= 0:
-                return 1.0
-            return self._provider_total / self._estimate_total
-
-    def _record(self, event: CompactionEvent) -> None:
-        with self._lock:
-            self._events.append(event)
-            if event.provider_tokens is not None and event.tokens_after > 0:
-                self._provider_total += event.provider_tokens
-                self._estimate_total += event.tokens_after
-            s = self._stats
-            self._stats = SessionStats(
-                calls=s.calls + 1,
-                compactions=s.compactions + (1 if event.compacted else 0),
-                messages_dropped=s.messages_dropped + len(event.dropped),
-                tokens_before=s.tokens_before + event.tokens_before,
-                tokens_after=s.tokens_after + event.tokens_after,
-            )
-
-    def _cache(self, count_tokens: Optional[CountTokens]) -> CountCache:
-        with self._lock:
-            cache = self._caches.get(id(count_tokens))
-            if cache is None or cache.count_tokens is not count_tokens:
-                cache = self._caches[id(count_tokens)] = CountCache(count_tokens)
-            return cache
+        return self._state.calibration
 
     # -- what it applies -------------------------------------------------------------
 
     def wrap(self, fn: F) -> F:
         """Return ``fn`` with this session's options applied, for any kind of callable.
 
+        The session's own hooks are called when it records the event, so the
+        wrapper calls none of its own.
+
         Raises:
             TypeError: The session has no ``max_tokens``, or ``fn`` cannot take
                 the messages argument, or async helpers meet a sync callable.
         """
-        from ._decorator import apply
-
-        wrapped = apply(fn, self._applied())
-        # The session's hooks are not in the applied policy, so check them here.
-        self.policy.check_kind(kind_of(fn), qualified_name(fn))
+        wrapped = wrap_callable(fn, self._required_options(fn), ())
+        # The session's hooks are not the wrapper's, so check them against fn here.
+        kind = kind_of(fn)
+        check_awaitables(kind.is_async, kind.value, qualified_name(fn), None, self._state.hooks)
         return wrapped
-
-    def _applied(self) -> Policy:
-        # The session's own hooks are called when it records an event; left in
-        # the policy it applies, they would be called a second time as the
-        # wrapped function's hooks.
-        return dataclasses.replace(self.policy, on_compact=())
 
     def intercept(self, target: Target) -> None:
         """Intercept ``target`` until the session exits (the session must be active).
@@ -252,26 +188,30 @@ class CompactingSession:
             RuntimeError: The session is not active.
             TypeError, LookupError: ``target`` cannot be resolved or wrapped.
         """
-        if self._token is None:
+        if not self._state.active:
             raise RuntimeError("intercept() needs an active session; pass intercept=[...] instead")
         self._intercept(target)
 
+    def _required_options(self, what: Any) -> CompactionOptions:
+        if self._options is None:
+            raise TypeError(f"max_tokens is required to compact the calls of {what!r}")
+        return self._options
+
     def _intercept(self, target: Target) -> None:
-        patch = acquire(target)
-        try:
-            budget = Budget(self._applied(), patch.descriptor, patch.kind, patch.name)
-            self.policy.check_kind(patch.kind, patch.name)
-        except BaseException:
-            release(patch)
-            raise
-        if patch.key in self._intercepted:
-            release(patch)
-            return
-        self._patches.append(patch)
-        self._intercepted[patch.key] = budget
+        intercept(target, self._state, self._required_options(target))
 
     def _release_all(self) -> None:
-        patches, self._patches = self._patches, []
-        self._intercepted = {}
-        for patch in reversed(patches):
-            release(patch)
+        for patch in self._state.release_all():
+            release(patch, self._state)
+
+
+# What help() and inspect show: the options, with the defaults CompactionOptions defines.
+CompactingSession.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        *option_parameters(max_tokens_default=None),
+        inspect.Parameter("on_compact", inspect.Parameter.KEYWORD_ONLY, default=None),
+        inspect.Parameter("intercept", inspect.Parameter.KEYWORD_ONLY, default=()),
+        inspect.Parameter("calibrate", inspect.Parameter.KEYWORD_ONLY, default=False),
+    ]
+)

@@ -370,8 +370,6 @@ def test_an_inherited_method_is_removed_from_the_subclass_again() -> None:
         ("fake_sdk.Completions.nope", LookupError),
         ("no_such_module_for_ctx_compact.Client.create", LookupError),
         ((Completions, "nope"), LookupError),
-        ("create", TypeError),
-        (42, TypeError),
         ((NoMessages, "create"), TypeError),  # no argument that carries the messages
     ],
 )
@@ -385,6 +383,15 @@ def test_a_bad_target_raises_and_leaves_nothing_patched(target: Any, error: type
     # The session can still be used, and nothing stays registered for the good targets.
     with CompactingSession(**WEATHER, intercept=SYNC_TARGET):
         pass
+
+
+@pytest.mark.parametrize("target", ["create", 42, ("create",), (SYNC_TARGET, 1)])
+def test_a_target_of_the_wrong_shape_fails_at_construction(target: Any) -> None:
+    with pytest.raises(TypeError, match="intercept"):
+        CompactingSession(**WEATHER, intercept=[SYNC_TARGET, target])
+    with pytest.raises(TypeError, match="intercept"):
+        CompactingSession(**WEATHER, intercept=target)
+    assert_untouched()
 
 
 def test_a_bad_target_given_to_intercept_leaves_the_others_in_place() -> None:

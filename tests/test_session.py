@@ -407,7 +407,7 @@ def test_a_budgeted_function_keeps_its_own_options_inside_a_session(
 
 def test_an_observing_session_needs_no_budget_but_cannot_wrap(weather: List[Any]) -> None:
     session = CompactingSession()
-    assert session.policy.max_tokens is None
+    assert session.options is None
     with session:
         ask(weather)
         with pytest.raises(TypeError, match="max_tokens"):

@@ -5,12 +5,26 @@ Both are decided once, when the callable is wrapped, never by inspecting a call.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import inspect
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
-from ._events import is_async_callable
+
+def is_async_callable(fn: object) -> bool:
+    """Whether calling ``fn`` gives an awaitable, looking through ``functools.wraps``."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    target: Any = getattr(fn, "__func__", fn)
+    with contextlib.suppress(ValueError):  # a __wrapped__ cycle
+        target = inspect.unwrap(target)
+    if inspect.iscoroutinefunction(target):
+        return True
+    if inspect.isfunction(fn) or inspect.ismethod(fn) or not callable(fn):
+        return False
+    # An object whose class defines `async def __call__`.
+    return inspect.iscoroutinefunction(type(fn).__call__)
 
 
 class Kind(enum.Enum):

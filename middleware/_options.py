@@ -1,0 +1,145 @@
+"""The compaction options of ``budgeted`` and ``CompactingSession``, defined and checked once.
+
+``CompactionOptions`` is the one place where the options' names and defaults
+are written. ``budgeted`` and ``CompactingSession`` take them as keyword
+arguments and hand them here; their signatures, as ``inspect`` and ``help()``
+show them, are generated from the same fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from ctx_compact._engine import (
+    CountTokens,
+    check_callable,
+    check_keep,
+    check_max_tokens,
+    check_summary_role,
+)
+
+from ._callables import is_async_callable
+
+OVERFLOW_CHOICES = ("call", "raise")
+VALIDATE_CHOICES = (None, "raise", "report")
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    """How the messages of an intercepted call are compacted (see ``budgeted``).
+
+    ``max_tokens`` is always set: a session without a budget holds no options.
+    """
+
+    max_tokens: float
+    keep_head: int = 1
+    keep_tail: int = 4
+    count_tokens: Optional[CountTokens] = None
+    summarize: Optional[Callable[[List[Any]], Any]] = None
+    summary_role: str = "user"
+    messages_arg: str = "messages"
+    on_overflow: str = "call"
+    validate: Optional[str] = None
+
+    @classmethod
+    def build(cls, caller: str, max_tokens: object, options: Dict[str, Any]) -> CompactionOptions:
+        """Check ``max_tokens`` and every other option, naming the bad one.
+
+        Args:
+            caller: Who was given the options (``"budgeted"``), for error messages.
+            max_tokens: The budget.
+            options: The other options, by keyword; missing ones take their defaults.
+
+        Raises:
+            TypeError, ValueError: An unknown or bad option.
+        """
+        return cls(max_tokens=check_max_tokens(max_tokens), **check_options(caller, options))
+
+
+OPTION_NAMES = tuple(
+    f.name for f in dataclasses.fields(CompactionOptions) if f.name != "max_tokens"
+)
+
+
+def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
+    """Check the options other than ``max_tokens``; return them with unknown names refused.
+
+    Raises:
+        TypeError: An unknown option, or one of the wrong type (an async
+            ``count_tokens`` among them: counting is always synchronous).
+        ValueError: A negative ``keep_*``, or an ``on_overflow``/``validate``
+            outside its choices.
+    """
+    for name in options:
+        if name not in OPTION_NAMES:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}")
+    defaults = {f.name: f.default for f in dataclasses.fields(CompactionOptions)}
+    merged = {name: options.get(name, defaults[name]) for name in OPTION_NAMES}
+    check_keep(merged["keep_head"], "keep_head")
+    check_keep(merged["keep_tail"], "keep_tail")
+    check_callable(merged["count_tokens"], "count_tokens")
+    if merged["count_tokens"] is not None and is_async_callable(merged["count_tokens"]):
+        raise TypeError(
+            f"count_tokens {merged['count_tokens']!r} is async, but tokens are counted "
+            "synchronously; pass a plain function (cache an async tokenizer's figures)"
+        )
+    check_callable(merged["summarize"], "summarize")
+    check_summary_role(merged["summary_role"])
+    messages_arg = merged["messages_arg"]
+    if not isinstance(messages_arg, str) or not messages_arg.isidentifier():
+        raise TypeError(f"messages_arg must be an argument name, got {messages_arg!r}")
+    if merged["on_overflow"] not in OVERFLOW_CHOICES:
+        raise ValueError(f"on_overflow must be 'call' or 'raise', got {merged['on_overflow']!r}")
+    if merged["validate"] not in VALIDATE_CHOICES:
+        raise ValueError(f"validate must be None, 'raise' or 'report', got {merged['validate']!r}")
+    return merged
+
+
+def option_parameters(max_tokens_default: Any = inspect.Parameter.empty) -> List[inspect.Parameter]:
+    """The options as keyword-only parameters, for the signatures shown to users."""
+    params = [
+        inspect.Parameter(
+            "max_tokens",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=max_tokens_default,
+            annotation=float,
+        )
+    ]
+    for field in dataclasses.fields(CompactionOptions):
+        if field.name != "max_tokens":
+            params.append(
+                inspect.Parameter(
+                    field.name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=field.default,
+                    annotation=field.type,
+                )
+            )
+    return params
+
+
+def check_awaitables(
+    is_async: bool,
+    kind_name: str,
+    function_name: str,
+    summarize: Optional[Callable[..., Any]],
+    hooks: Sequence[Callable[..., Any]],
+) -> None:
+    """Refuse, at wrapping time, async helpers that a sync callable could not await."""
+    if is_async:
+        return
+    if summarize is not None and is_async_callable(summarize):
+        raise TypeError(
+            f"{function_name} is a {kind_name} function, so it cannot await the async "
+            f"summarize {summarize!r}; pass a plain function, or wrap an async function"
+        )
+    for hook in hooks:
+        if is_async_callable(hook):
+            raise TypeError(
+                f"{function_name} is a {kind_name} function, so it cannot await the "
+                f"async on_compact hook {hook!r}; pass a plain function, or wrap an "
+                f"async function"
+            )

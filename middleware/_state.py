@@ -1,0 +1,188 @@
+"""What a session owns while it lives, and which sessions are active in this context.
+
+``SessionState`` is the one owner of a ``CompactingSession``'s state: its
+activation, the events and figures it records, its count caches, its
+calibration and the interceptions it holds. The call path reaches the active
+states through ``active_states()``, a context variable, so that tasks started
+inside a session and worker threads started through anyio (which copy the
+context) see it, and other tasks and threads do not.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from ctx_compact._engine import CountTokens
+
+from ._cache import CountCache
+from ._events import CompactionEvent, Hook
+
+
+@dataclass(frozen=True)
+class SessionStats:
+    """Totals over the events a session recorded.
+
+    Attributes:
+        calls: Intercepted calls.
+        compactions: Calls whose messages were compacted (something dropped).
+        messages_dropped: Messages left out, over all calls.
+        tokens_before: Estimated tokens the callers passed, over all calls.
+        tokens_after: Estimated tokens passed on, over all calls.
+    """
+
+    calls: int = 0
+    compactions: int = 0
+    messages_dropped: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+    @property
+    def tokens_saved(self) -> int:
+        """``tokens_before - tokens_after``."""
+        return self.tokens_before - self.tokens_after
+
+    def plus(self, event: CompactionEvent) -> SessionStats:
+        """These totals with one more event counted."""
+        return SessionStats(
+            calls=self.calls + 1,
+            compactions=self.compactions + (1 if event.compacted else 0),
+            messages_dropped=self.messages_dropped + len(event.dropped),
+            tokens_before=self.tokens_before + event.tokens_before,
+            tokens_after=self.tokens_after + event.tokens_after,
+        )
+
+
+# Each entry pairs a state with the marker of the activation that pushed it.
+# A context copied into a task outlives the block that set it (a task started
+# inside the session into an outer task group): only entries whose activation
+# is still the state's current one count as active.
+_Entries = Tuple[Tuple["SessionState", object], ...]
+_active: contextvars.ContextVar[_Entries] = contextvars.ContextVar(
+    "ctx_compact_sessions", default=()
+)
+
+
+class SessionState:
+    """The state of one session: activation, recording, caches, calibration, interceptions.
+
+    Args:
+        hooks: The session's own ``on_compact`` hooks, called for every event it records.
+        calibrate: Whether the session's calibration factor is applied to calls.
+    """
+
+    def __init__(self, hooks: Tuple[Hook, ...], calibrate: bool) -> None:
+        self.hooks = hooks
+        self.calibrate = calibrate
+        self._lock = threading.Lock()
+        self._events: List[CompactionEvent] = []
+        self._stats = SessionStats()
+        self._provider_total = 0
+        self._estimate_total = 0
+        self._caches: Dict[int, CountCache] = {}
+        self._held: List[Any] = []
+        self._activation: Optional[object] = None
+        self._token: Optional[contextvars.Token[_Entries]] = None
+
+    # -- activation ------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """Whether the state is between ``activate`` and ``deactivate``."""
+        return self._token is not None
+
+    def activate(self) -> None:
+        """Make the state active in the current context.
+
+        Raises:
+            RuntimeError: It is already active.
+        """
+        if self._token is not None:
+            raise RuntimeError("this CompactingSession is already active")
+        activation = object()
+        self._token = _active.set((*_active.get(), (self, activation)))
+        self._activation = activation
+
+    def deactivate(self) -> None:
+        """End the activation (a no-op when the state is not active)."""
+        token, self._token = self._token, None
+        self._activation = None
+        if token is not None:
+            _active.reset(token)
+
+    # -- recording -------------------------------------------------------------------
+
+    def record(self, event: CompactionEvent) -> None:
+        """Count ``event`` in the figures and keep it."""
+        with self._lock:
+            self._events.append(event)
+            if event.provider_tokens is not None and event.tokens_after > 0:
+                self._provider_total += event.provider_tokens
+                self._estimate_total += event.tokens_after
+            self._stats = self._stats.plus(event)
+
+    @property
+    def events(self) -> List[CompactionEvent]:
+        """The events recorded so far, in order (a copy)."""
+        with self._lock:
+            return list(self._events)
+
+    @property
+    def stats(self) -> SessionStats:
+        """Totals over the recorded events."""
+        with self._lock:
+            return self._stats
+
+    @property
+    def calibration(self) -> float:
+        """Provider tokens per estimated token over the calls that reported usage (else 1.0)."""
+        with self._lock:
+            if self._estimate_total <= 0 or self._provider_total <= 0:
+                return 1.0
+            return self._provider_total / self._estimate_total
+
+    # -- caches and interceptions ----------------------------------------------------
+
+    def cache(self, count_tokens: Optional[CountTokens]) -> CountCache:
+        """The count cache for ``count_tokens``, made on first use."""
+        with self._lock:
+            cache = self._caches.get(id(count_tokens))
+            if cache is None or cache.count_tokens is not count_tokens:
+                cache = self._caches[id(count_tokens)] = CountCache(count_tokens)
+            return cache
+
+    def hold(self, handle: Any) -> None:
+        """Keep an interception handle until ``release_all``."""
+        self._held.append(handle)
+
+    def release_all(self) -> List[Any]:
+        """Hand back every held handle, newest first, holding none afterwards."""
+        held, self._held = self._held, []
+        return held[::-1]
+
+
+def active_states() -> Tuple[SessionState, ...]:
+    """The session states active in the current context, outermost first."""
+    entries = _active.get()
+    if not entries:
+        return ()
+    return tuple(state for state, activation in entries if state._activation is activation)
+
+
+def innermost_cache(count_tokens: Optional[CountTokens]) -> Optional[CountCache]:
+    """The innermost active session's count cache for ``count_tokens``, if any."""
+    states = active_states()
+    return states[-1].cache(count_tokens) if states else None
+
+
+def calibration_factor() -> float:
+    """The factor from estimated to provider tokens of the innermost calibrating session.
+
+    ``1.0`` when no active session calibrates or it has no provider figures yet.
+    """
+    for state in reversed(active_states()):
+        if state.calibrate:
+            return state.calibration
+    return 1.0
