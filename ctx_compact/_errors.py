@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional, Tuple
 
 
 class InvalidMessageError(TypeError, ValueError):
@@ -26,3 +26,7 @@ class InvalidMessageError(TypeError, ValueError):
         self.reason = reason
         prefix = "" if index is None else f"message {index}: "
         super().__init__(prefix + reason)
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Rebuilt from its fields, not from the formatted message (pickle, copy).
+        return type(self), (self.reason, self.index)

@@ -83,6 +83,10 @@ class PairingError(ValueError):
         lines = "; ".join(str(p) for p in self.problems)
         super().__init__(f"{len(self.problems)} tool pairing problem(s): {lines}")
 
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Rebuilt from its problems, not from the formatted message (pickle, copy).
+        return type(self), (self.problems,)
+
 
 def _names(ids: Sequence[Any]) -> Tuple[str, ...]:
     return tuple(str(i) for i in ids)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 from anyio import to_thread
 
@@ -24,7 +24,12 @@ class CompactionEvent:
     """What happened to one intercepted call's messages.
 
     One event is produced for every call whose messages were intercepted, also
-    when nothing had to be dropped.
+    when nothing had to be dropped, and also when the call was not made
+    because the budget could not be met (``on_overflow="raise"``), the pairing
+    check failed (``validate="raise"``) or ``summarize`` raised (the event then
+    describes the compaction without a summary). Hooks and ``session.events``
+    share one event object; its message sequences are tuples, so no hook can
+    change what the others or the session see.
 
     Attributes:
         function: The qualified name of the called function.
@@ -33,8 +38,9 @@ class CompactionEvent:
         tokens_after: Estimated tokens of ``messages``, the list passed on.
         fits: ``tokens_after * calibration <= max_tokens`` (``calibration`` is
             ``1.0`` unless a calibrating session is active).
-        messages: The list passed on to the function (the caller's own
-            message objects, plus the summary message if one was inserted).
+        messages: The messages passed on to the function (the caller's own
+            message objects, plus the summary message if one was inserted);
+            the function itself receives them as a new list.
         dropped: The caller's messages that were left out, in original order.
         summary: The inserted summary text, or ``None``.
         elapsed: Seconds spent compacting, the summarizer included.
@@ -55,8 +61,8 @@ class CompactionEvent:
     tokens_before: int
     tokens_after: int
     fits: bool
-    messages: List[Any]
-    dropped: List[Any]
+    messages: Tuple[Any, ...]
+    dropped: Tuple[Any, ...]
     summary: Optional[str]
     elapsed: float
     messages_before: int
@@ -84,6 +90,9 @@ class BudgetExceededError(RuntimeError):
         event: The ``CompactionEvent`` of the refused call.
     """
 
+    def __reduce__(self) -> Any:
+        return type(self), (self.event,)
+
     def __init__(self, event: CompactionEvent) -> None:
         self.event = event
         super().__init__(
@@ -106,6 +115,9 @@ class UnpairedMessagesError(PairingError):
     def __init__(self, event: CompactionEvent) -> None:
         self.event = event
         super().__init__(event.problems)
+
+    def __reduce__(self) -> Any:
+        return type(self), (self.event,)
 
 
 def check_hooks(hooks: Hooks, name: str = "on_compact") -> Tuple[Hook, ...]:

@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import wrapt
 
 from ._callables import Kind, kind_of, qualified_name
-from ._interceptor import Interceptor
+from ._interceptor import Interceptor, inside_exclusive_call
 from ._options import CompactionOptions, check_awaitables
 from ._state import SessionState, active_states
 
@@ -96,7 +96,7 @@ def resolve(target: Target) -> Tuple[Any, str]:
 
 def _make_wrapper(patch: Patch) -> Any:
     def intercepted(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        interceptor = patch.active_interceptor()
+        interceptor = None if inside_exclusive_call() else patch.active_interceptor()
         if interceptor is None:
             return wrapped(*args, **kwargs)
         return interceptor.handle(wrapped, instance, args, kwargs)
@@ -107,7 +107,11 @@ def _make_wrapper(patch: Patch) -> Any:
 def _acquire(owner: Any, attr: str) -> Patch:
     patch = _patches.get((id(owner), attr))
     if patch is None:
-        descriptor = inspect.getattr_static(owner, attr)
+        if inspect.isclass(owner) or inspect.ismodule(owner):
+            descriptor = inspect.getattr_static(owner, attr)
+        else:
+            # An instance: its bound method, replaced for this instance only.
+            descriptor = getattr(owner, attr)
         patch = Patch(
             owner=owner,
             attr=attr,
@@ -117,7 +121,10 @@ def _acquire(owner: Any, attr: str) -> Patch:
             name=f"{qualified_name(owner)}.{attr}",
         )
         patch.wrapper = _make_wrapper(patch)
-        setattr(owner, attr, patch.wrapper)
+        try:
+            setattr(owner, attr, patch.wrapper)
+        except (AttributeError, TypeError) as exc:  # __slots__, a read-only type
+            raise TypeError(f"cannot intercept {patch.name}: {exc}") from None
         _patches[patch.key] = patch
     return patch
 
@@ -146,7 +153,7 @@ def intercept(target: Target, state: SessionState, options: CompactionOptions) -
                 return
             check_awaitables(patch.kind.is_async, patch.kind.value, patch.name, None, state.hooks)
             patch.interceptors[state] = Interceptor(
-                options, (), patch.descriptor, patch.kind, patch.name
+                options, (), patch.descriptor, patch.kind, patch.name, exclusive=True
             )
         finally:
             if not patch.interceptors:

@@ -8,6 +8,7 @@ every active session.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypeVar, cast
 
@@ -26,6 +27,18 @@ from ._usage import with_response
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Set while an exclusive (intercepted) call runs its callee, so that a patched
+# method reached again inside it, such as a subclass's patch calling its base
+# class's, passes through: one call is one compaction and one event.
+_exclusive_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "ctx_compact_exclusive_call", default=False
+)
+
+
+def inside_exclusive_call() -> bool:
+    """Whether the current context is inside an exclusive interceptor's callee."""
+    return _exclusive_call.get()
+
 
 def wrap_callable(fn: F, options: CompactionOptions, hooks: Sequence[Hook]) -> F:
     """``fn`` wrapped with ``options`` and ``hooks``, in the shape of its kind, decided here once.
@@ -37,7 +50,70 @@ def wrap_callable(fn: F, options: CompactionOptions, hooks: Sequence[Hook]) -> F
     if not callable(fn) and not isinstance(fn, (classmethod, staticmethod)):
         raise TypeError(f"budgeted can only wrap a callable, not {type(fn).__name__}")
     interceptor = Interceptor(options, hooks, fn, kind_of(fn), qualified_name(fn))
-    return cast(F, wrapt.FunctionWrapper(fn, interceptor.handle))
+    return cast(F, BudgetedFunction(fn, interceptor))
+
+
+def _load(module: str, qualname: str) -> Any:
+    return wrapt.resolve_path(module, qualname)[2]
+
+
+class BoundBudgetedFunction(wrapt.BoundFunctionWrapper):  # type: ignore[misc]
+    """A ``BudgetedFunction`` method as read off its class or an instance."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        parent = self._self_parent
+        if self._self_instance is None:  # read off the class: the function itself
+            return parent.__reduce_ex__(protocol)
+        # A bound method pickles as the attribute of its instance, as Python's own do.
+        return getattr, (self._self_instance, parent.__name__)
+
+    def __reduce__(self) -> Any:
+        return self.__reduce_ex__(2)
+
+
+class BudgetedFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
+    """A callable wrapped by an ``Interceptor``: what ``budgeted`` and ``session.wrap`` return.
+
+    It pickles and copies like the function it wraps: by reference where the
+    function can be imported under its name (a module-level function or a
+    method), so the copy is this very object; by value otherwise (a function
+    defined in ``__main__`` or a notebook, shipped by cloudpickle to a worker),
+    so the copy carries the same options and hooks.
+    """
+
+    __bound_function_wrapper__ = BoundBudgetedFunction
+
+    def __init__(self, fn: Any, interceptor: Interceptor) -> None:
+        super().__init__(fn, interceptor.handle)
+        self._self_interceptor = interceptor
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        fn = self.__wrapped__
+        module = getattr(fn, "__module__", None)
+        qualname = getattr(fn, "__qualname__", None)
+        if (
+            isinstance(module, str)
+            and isinstance(qualname, str)
+            and module != "__main__"
+            and "<locals>" not in qualname
+        ):
+            try:
+                found = _load(module, qualname)
+            except (ImportError, AttributeError):
+                found = None
+            if found is self:
+                return _load, (module, qualname)
+        interceptor = self._self_interceptor
+        return wrap_callable, (fn, interceptor.options, interceptor.hooks)
+
+    def __reduce__(self) -> Any:
+        return self.__reduce_ex__(2)
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
 
 
 class Interceptor:
@@ -50,6 +126,8 @@ class Interceptor:
         fn: The callable as it was given (function, method, classmethod, ...).
         kind: Its kind, decided once.
         name: Its qualified name, for events.
+        exclusive: Whether other exclusive interceptors reached inside the
+            call pass through (see ``inside_exclusive_call``).
 
     Raises:
         TypeError: ``fn`` cannot take the messages argument, or an async
@@ -63,12 +141,14 @@ class Interceptor:
         fn: Any,
         kind: Kind,
         name: str,
+        exclusive: bool = False,
     ) -> None:
         check_awaitables(kind.is_async, kind.value, name, options.summarize, hooks)
         self.options = options
         self.hooks = tuple(hooks)
         self.kind = kind
         self.name = name
+        self.exclusive = exclusive
         self.arg = ArgSpec.of(fn, options.messages_arg, name)
         # The wrapper function for this kind, chosen once.
         self.handle = {
@@ -97,13 +177,22 @@ class Interceptor:
         run = self.start(instance, args, kwargs)
         if run is None:
             return wrapped(*args, **kwargs)
-        summary = None
-        if run.needs_summary:
-            summary = check_summary(self.options.summarize(run.plan.dropped))  # type: ignore[misc]
+        try:
+            summary = self._summary(run)
+        except BaseException:
+            self._report(run.event(None))
+            raise
         event = run.event(summary)
         try:
             new_args, new_kwargs = run.arguments(event)
-            result = wrapped(*new_args, **new_kwargs)
+            if self.exclusive:
+                token = _exclusive_call.set(True)
+                try:
+                    result = wrapped(*new_args, **new_kwargs)
+                finally:
+                    _exclusive_call.reset(token)
+            else:
+                result = wrapped(*new_args, **new_kwargs)
         except BaseException:
             self._report(event)
             raise
@@ -115,10 +204,17 @@ class Interceptor:
         run = self.start(instance, args, kwargs)
         if run is None:
             return await wrapped(*args, **kwargs)
-        event = run.event(await self._asummary(run))
+        event = await self._aevent(run)
         try:
             new_args, new_kwargs = run.arguments(event)
-            result = await wrapped(*new_args, **new_kwargs)
+            if self.exclusive:
+                token = _exclusive_call.set(True)
+                try:
+                    result = await wrapped(*new_args, **new_kwargs)
+                finally:
+                    _exclusive_call.reset(token)
+            else:
+                result = await wrapped(*new_args, **new_kwargs)
         except BaseException:
             # Report even when the call was cancelled: hooks are quick, and the
             # sessions' figures must not lose the call.
@@ -127,6 +223,21 @@ class Interceptor:
             raise
         await self._areport(with_response(event, result))
         return result
+
+    def _summary(self, run: CallRun) -> Optional[str]:
+        if not run.needs_summary:
+            return None
+        return check_summary(self.options.summarize(run.plan.dropped))  # type: ignore[misc]
+
+    async def _aevent(self, run: CallRun) -> CompactionEvent:
+        """The call's event with its summary; a failing summarizer is reported, then raised."""
+        try:
+            summary = await self._asummary(run)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._areport(run.event(None))
+            raise
+        return run.event(summary)
 
     async def _asummary(self, run: CallRun) -> Optional[str]:
         if not run.needs_summary:
@@ -170,7 +281,7 @@ class Interceptor:
         """
         run = self.start(instance, args, kwargs)
         if run is not None:
-            event = run.event(await self._asummary(run))
+            event = await self._aevent(run)
             try:
                 args, kwargs = run.arguments(event)
             finally:

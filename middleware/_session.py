@@ -16,7 +16,7 @@ from ._events import CompactionEvent, Hooks, check_hooks
 from ._intercept import Target, intercept, is_target, release
 from ._interceptor import wrap_callable
 from ._options import CompactionOptions, check_awaitables, check_options, option_parameters
-from ._state import SessionState, SessionStats
+from ._state import DEFAULT_MAX_EVENTS, SessionState, SessionStats
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,6 +44,9 @@ class CompactingSession:
     """A scope that records, and can apply, compaction for the calls made inside it.
 
     Use it as ``with CompactingSession(...) as session:`` or ``async with``.
+    Sessions may be exited in any order, and in another task or thread than
+    the one that entered them: a session stops intercepting and recording
+    everywhere as soon as it exits.
     While active it records every ``@budgeted`` (or ``session.wrap``-ped, or
     intercepted) call made in its context, including from tasks started inside
     it and worker threads started through anyio (they inherit the context);
@@ -69,7 +72,13 @@ class CompactingSession:
             responses, the factor between the estimate and the provider's count,
             and compact the calls made in this session's context (when it is the
             innermost calibrating one) to ``max_tokens / factor`` in estimated
-            tokens, so a heuristic budget converges on the real one.
+            tokens, so a heuristic budget converges on the real one. The factor
+            follows the worst of the recent figures (see ``calibration``);
+            implausible figures are ignored and logged.
+        max_events: How many of the most recent events ``events`` keeps
+            (10,000 by default; ``None`` keeps all). ``stats`` stay exact over
+            every call. A session keeps nothing else per call: its count caches
+            are bounded by conversations, not calls.
 
     Raises:
         TypeError, ValueError: A bad option (an unknown one, a bad value, or an
@@ -83,6 +92,7 @@ class CompactingSession:
         on_compact: Hooks = None,
         intercept: Union[Target, Sequence[Target]] = (),
         calibrate: bool = False,
+        max_events: Optional[int] = DEFAULT_MAX_EVENTS,
         **options: Any,
     ) -> None:
         hooks = check_hooks(on_compact)
@@ -93,8 +103,12 @@ class CompactingSession:
             self._options = CompactionOptions.build("CompactingSession", max_tokens, options)
         if not isinstance(calibrate, bool):
             raise TypeError(f"calibrate must be True or False, got {calibrate!r}")
+        if max_events is not None and (
+            isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 0
+        ):
+            raise TypeError(f"max_events must be a non-negative int or None, got {max_events!r}")
         self._targets = _targets(intercept)
-        self._state = SessionState(hooks, calibrate)
+        self._state = SessionState(hooks, calibrate, max_events)
 
     # -- the scope -------------------------------------------------------------------
 
@@ -146,7 +160,10 @@ class CompactingSession:
 
     @property
     def events(self) -> List[CompactionEvent]:
-        """The events recorded so far, in the order they were produced (a copy)."""
+        """The most recent ``max_events`` events, in the order they were produced (a copy).
+
+        ``stats`` count every event, also those no longer kept.
+        """
         return self._state.events
 
     @property
@@ -213,5 +230,6 @@ CompactingSession.__init__.__signature__ = inspect.Signature(  # type: ignore[at
         inspect.Parameter("on_compact", inspect.Parameter.KEYWORD_ONLY, default=None),
         inspect.Parameter("intercept", inspect.Parameter.KEYWORD_ONLY, default=()),
         inspect.Parameter("calibrate", inspect.Parameter.KEYWORD_ONLY, default=False),
+        inspect.Parameter("max_events", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_MAX_EVENTS),
     ]
 )

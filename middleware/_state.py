@@ -11,14 +11,27 @@ context) see it, and other tasks and threads do not.
 from __future__ import annotations
 
 import contextvars
+import statistics
 import threading
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from ctx_compact._engine import CountTokens
 
 from ._cache import CountCache
-from ._events import CompactionEvent, Hook
+from ._events import CompactionEvent, Hook, logger
+
+# Provider tokens per estimated token outside this range are not a real
+# tokenizer's figure for the messages sent (a wrong usage object, a response
+# for another request): they are ignored, with a log line.
+PLAUSIBLE_RATIO = (0.1, 10.0)
+# Calibration follows the worst of the most recent figures, so that a request
+# is compacted for the provider's count as it is now, not as it was on average.
+CALIBRATION_WINDOW = 16
+# A figure this far above the window's median is an outlier and not followed.
+OUTLIER_FACTOR = 1.5
+DEFAULT_MAX_EVENTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -71,27 +84,27 @@ class SessionState:
     Args:
         hooks: The session's own ``on_compact`` hooks, called for every event it records.
         calibrate: Whether the session's calibration factor is applied to calls.
+        max_events: How many of the most recent events are kept (``None``: all).
     """
 
-    def __init__(self, hooks: Tuple[Hook, ...], calibrate: bool) -> None:
+    def __init__(self, hooks: Tuple[Hook, ...], calibrate: bool, max_events: Optional[int]) -> None:
         self.hooks = hooks
         self.calibrate = calibrate
         self._lock = threading.Lock()
-        self._events: List[CompactionEvent] = []
+        self._events: Deque[CompactionEvent] = deque(maxlen=max_events)
         self._stats = SessionStats()
-        self._provider_total = 0
-        self._estimate_total = 0
+        self._ratios: Deque[float] = deque(maxlen=CALIBRATION_WINDOW)
+        self._calibration = 1.0
         self._caches: Dict[int, CountCache] = {}
         self._held: List[Any] = []
         self._activation: Optional[object] = None
-        self._token: Optional[contextvars.Token[_Entries]] = None
 
     # -- activation ------------------------------------------------------------------
 
     @property
     def active(self) -> bool:
         """Whether the state is between ``activate`` and ``deactivate``."""
-        return self._token is not None
+        return self._activation is not None
 
     def activate(self) -> None:
         """Make the state active in the current context.
@@ -99,18 +112,28 @@ class SessionState:
         Raises:
             RuntimeError: It is already active.
         """
-        if self._token is not None:
+        if self._activation is not None:
             raise RuntimeError("this CompactingSession is already active")
         activation = object()
-        self._token = _active.set((*_active.get(), (self, activation)))
+        _active.set((*_live(_active.get()), (self, activation)))
         self._activation = activation
 
     def deactivate(self) -> None:
-        """End the activation (a no-op when the state is not active)."""
-        token, self._token = self._token, None
+        """End the activation everywhere at once (a no-op when the state is not active).
+
+        Sessions may end in any order, and in another task or thread than the
+        one that started them: the state stops counting as active in every
+        context immediately. Its entry is removed from the current context's
+        list here, and from another context's the next time that one starts or
+        ends a session.
+        """
+        if self._activation is None:
+            return
         self._activation = None
-        if token is not None:
-            _active.reset(token)
+        entries = _active.get()
+        live = _live(entries)
+        if len(live) != len(entries):
+            _active.set(live)
 
     # -- recording -------------------------------------------------------------------
 
@@ -118,10 +141,31 @@ class SessionState:
         """Count ``event`` in the figures and keep it."""
         with self._lock:
             self._events.append(event)
-            if event.provider_tokens is not None and event.tokens_after > 0:
-                self._provider_total += event.provider_tokens
-                self._estimate_total += event.tokens_after
             self._stats = self._stats.plus(event)
+            if event.provider_tokens is not None:
+                self._learn(event)
+
+    def _learn(self, event: CompactionEvent) -> None:
+        provider, estimate = event.provider_tokens, event.tokens_after
+        low, high = PLAUSIBLE_RATIO
+        # Compared before dividing: a figure like 10**400 has no float ratio.
+        if not (
+            isinstance(provider, int)
+            and estimate > 0
+            and low * estimate <= provider <= high * estimate
+        ):
+            logger.warning(
+                "%s: ignored the provider's prompt size %r for %r estimated tokens: "
+                "not a plausible count of the messages sent",
+                event.function,
+                provider,
+                estimate,
+            )
+            return
+        self._ratios.append(provider / estimate)
+        ratios = list(self._ratios)
+        ceiling = statistics.median(ratios) * OUTLIER_FACTOR
+        self._calibration = max(r for r in ratios if r <= ceiling)
 
     @property
     def events(self) -> List[CompactionEvent]:
@@ -137,11 +181,14 @@ class SessionState:
 
     @property
     def calibration(self) -> float:
-        """Provider tokens per estimated token over the calls that reported usage (else 1.0)."""
+        """Provider tokens per estimated token: the worst of the recent plausible figures.
+
+        ``1.0`` until a response reports its prompt size. The largest of the last
+        ``CALIBRATION_WINDOW`` ratios, leaving out any above ``OUTLIER_FACTOR``
+        times their median, so one stray figure cannot move it much.
+        """
         with self._lock:
-            if self._estimate_total <= 0 or self._provider_total <= 0:
-                return 1.0
-            return self._provider_total / self._estimate_total
+            return self._calibration
 
     # -- caches and interceptions ----------------------------------------------------
 
@@ -161,6 +208,10 @@ class SessionState:
         """Hand back every held handle, newest first, holding none afterwards."""
         held, self._held = self._held, []
         return held[::-1]
+
+
+def _live(entries: _Entries) -> _Entries:
+    return tuple(entry for entry in entries if entry[0]._activation is entry[1])
 
 
 def active_states() -> Tuple[SessionState, ...]:

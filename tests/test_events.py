@@ -88,7 +88,7 @@ def test_an_event_also_when_nothing_was_dropped(weather):
 
     (event,) = events
     assert event.compacted is False
-    assert event.dropped == []
+    assert event.dropped == ()
     assert event.tokens_before == 195
     assert event.tokens_after == 195
     assert event.tokens_saved == 0

@@ -78,7 +78,7 @@ def test_with_records_events_and_exact_stats(weather: List[Any]) -> None:
     first, second = session.events
     assert first.function.endswith("ask")
     assert (first.tokens_before, first.tokens_after, first.fits) == (195, 124, True)
-    assert first.dropped == weather[1:4]
+    assert first.dropped == tuple(weather[1:4])
     assert all(a is b for a, b in zip(first.dropped, weather[1:4]))
     assert first.compacted
     assert not second.compacted
@@ -402,7 +402,7 @@ def test_a_budgeted_function_keeps_its_own_options_inside_a_session(
     # The session's options: ten tokens a message, head 0, tail 1, budget 40.
     assert (theirs.max_tokens, theirs.tokens_before, theirs.tokens_after) == (40, 100, 40)
     assert [id(m) for m in by_session] == [id(m) for m in weather[6:]]
-    assert theirs.dropped == weather[:6]
+    assert theirs.dropped == tuple(weather[:6])
 
 
 def test_an_observing_session_needs_no_budget_but_cannot_wrap(weather: List[Any]) -> None:
