@@ -83,6 +83,14 @@ class BudgetedFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
 
     __bound_function_wrapper__ = BoundBudgetedFunction
 
+    # Honest about its class, where wrapt would report the function's: pickle
+    # extensions (cloudpickle) that recognise a function by isinstance would
+    # otherwise serialise the bare function and silently lose the budget.
+    # inspect.iscoroutinefunction, signature and the rest still see through it.
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self)
+
     def __init__(self, fn: Any, interceptor: Interceptor) -> None:
         super().__init__(fn, interceptor.handle)
         self._self_interceptor = interceptor
