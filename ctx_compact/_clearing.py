@@ -188,9 +188,15 @@ def _name(value: object) -> Optional[str]:
 
 
 def _has_content(value: object, placeholder: str) -> bool:
-    """Whether a result's content is something other than nothing and the placeholder."""
-    if value is None or value == "" or value == placeholder:
+    """Whether replacing a result's content with the placeholder can save anything.
+
+    Not when it is missing, empty, already the placeholder, or a string no longer
+    than the placeholder.
+    """
+    if value is None:
         return False
+    if isinstance(value, str):
+        return len(value) > len(placeholder)
     return not (is_list(value) and not value)
 
 
@@ -422,8 +428,8 @@ class ResultClearing:
         before = total = sum(counts)
         cleared: List[ClearedToolResult] = []
         editor = _Editor(views)
+        results = _find_results(views, self.placeholder)  # validates, even when it fits
         if total > max_tokens:
-            results = _find_results(views, self.placeholder)
             older = results[: max(len(results) - self.keep, 0)]
             for result in older:
                 if total <= max_tokens:
@@ -485,8 +491,9 @@ def clear_tool_results(
 
     Results are cleared oldest first while the total exceeds ``max_tokens``. The
     ``keep`` most recent results (of any tool) are never cleared, nor results of
-    the tools named in ``exclude_tools``, nor results that are empty or already
-    hold the placeholder (so clearing again changes nothing). Nothing is dropped:
+    the tools named in ``exclude_tools``, nor results with nothing to save: an
+    empty one, or text no longer than the placeholder (so a result that already
+    holds it is not cleared again, and clearing twice changes nothing). Nothing is dropped:
     if clearing alone cannot reach the budget, ``fits`` is ``False`` and the
     caller may ``compact`` the result, whose grouping is the input's.
 
