@@ -36,6 +36,7 @@ from typing import (
     Set,
     Tuple,
     TypeVar,
+    cast,
 )
 
 from ._checks import check_callable, check_keep, check_max_tokens, check_messages
@@ -202,9 +203,11 @@ def _has_content(value: object, placeholder: str) -> bool:
 
 def _shell_clearable(output: object, placeholder: str) -> bool:
     """A ``shell_call_output``'s output: a non-empty list of chunks, not already cleared."""
-    if not is_list(output) or not output or not isinstance(output[0], Mapping):  # type: ignore[index]
+    if not is_list(output):
         return False
-    chunks: Sequence[Any] = output  # type: ignore[assignment]
+    chunks = cast(Sequence[Any], output)
+    if not chunks or not isinstance(chunks[0], Mapping):
+        return False
     return not (len(chunks) == 1 and chunks[0].get("stdout") == placeholder)
 
 
@@ -345,13 +348,12 @@ def _clear_input(editor: _Editor, call: _Call, placeholder: str) -> bool:
             return True
         return False  # structured actions (shell commands, patches) are the call itself
     if call.where == "tool_calls":
-        calls = editor.items(call.index, "tool_calls")
-        entry = dict(calls[call.position])
-        function = entry.get("function")
+        function = view["tool_calls"][call.position].get("function")
         if not isinstance(function, Mapping):
-            return False
-        entry["function"] = {**function, "arguments": EMPTY_ARGUMENTS}
-        calls[call.position] = entry
+            return False  # nothing to clear, and no reason to copy the message
+        calls = editor.items(call.index, "tool_calls")
+        calls[call.position] = {**calls[call.position], "function": {**function}}
+        calls[call.position]["function"]["arguments"] = EMPTY_ARGUMENTS
         return True
     editor.block(call.index, call.position)["input"] = {}
     return True
@@ -513,7 +515,8 @@ def clear_tool_results(
             tool is named by the latest call before it with its id: Chat
             ``tool_calls[].function.name``, Anthropic ``tool_use.name``, the
             Responses call's ``name``, or the call's item type for a built-in tool
-            (``"local_shell_call"``, ``"shell_call"``, ``"apply_patch_call"``).
+            (``"local_shell_call"``, ``"shell_call"``, ``"apply_patch_call"``). A
+            result with no such call has no name and is never excluded.
         placeholder: The text a cleared result's content is replaced with.
         clear_inputs: Also clear the arguments of the calls whose results are cleared.
         count_tokens: ``(message) -> int``; the default is the specification's

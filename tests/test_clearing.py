@@ -301,6 +301,16 @@ def test_result_without_a_call_is_cleared_with_no_tool_name() -> None:
     assert (entry.tool, entry.call_index, entry.input_cleared) == (None, None, False)
 
 
+def test_a_call_without_arguments_is_not_copied() -> None:
+    messages = [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "type": "function"}]},
+        tool("a", BIG),
+    ]
+    result = clear_tool_results(messages, max_tokens=1, keep=0, clear_inputs=True)
+    assert result.messages[0] is messages[0]
+    assert result.cleared[0].input_cleared is False
+
+
 def test_short_and_empty_results_are_not_cleared() -> None:
     messages = [
         assistant(None, [tool_call("a"), tool_call("b"), tool_call("c")]),
