@@ -395,6 +395,51 @@ def test_sdk_objects_are_edited_as_their_json() -> None:
     assert result.tokens_after == total(out)
 
 
+def test_responses_sdk_items_are_edited_as_their_json() -> None:
+    responses = pytest.importorskip("openai.types.responses")
+    reasoning = responses.ResponseReasoningItem.model_validate(
+        {"type": "reasoning", "id": "rs_1", "summary": []}
+    )
+    call = responses.ResponseFunctionToolCall.model_validate(
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "c1",
+            "name": "read",
+            "arguments": '{"path":"a"}',
+            "status": "completed",
+        }
+    )
+    messages = [
+        {"role": "user", "content": "Go."},
+        reasoning,
+        call,
+        output_item("function_call", "c1", BIG),
+    ]
+    result = clear_tool_results(messages, max_tokens=1, keep=0, clear_inputs=True)
+    out = result.messages
+    assert out[1] is reasoning
+    assert out[2] == {**call.model_dump(mode="json", exclude_unset=True), "arguments": "{}"}
+    assert call.arguments == '{"path":"a"}'
+    assert check_pairing(out) == []
+    # The reasoning item is required by the call passed back with its id (fc_1).
+    assert clear_thinking(messages, keep_turns=0).cleared == []
+
+
+def test_thinking_in_sdk_blocks_is_removed_from_a_copy() -> None:
+    anthropic_types = pytest.importorskip("anthropic.types")
+    thinking = anthropic_types.ThinkingBlock(type="thinking", thinking="hm", signature="s")
+    text = anthropic_types.TextBlock(type="text", text="Paris.")
+    reply = {"role": "assistant", "content": [thinking, text]}
+    messages = [user("Capital of France?"), reply, user("And Spain?")]
+    assert clear_thinking(messages).cleared == []  # the last turn with thinking keeps it
+    result = clear_thinking(messages, keep_turns=0)
+    assert result.cleared == [ClearedThinking(1, "thinking", 0)]
+    assert result.messages[1] == {"role": "assistant", "content": [text]}
+    assert result.messages[1]["content"][0] is text
+    assert reply["content"] == [thinking, text]
+
+
 def test_custom_count_tokens_sees_mappings_and_figures_are_exact() -> None:
     seen: List[Any] = []
 
