@@ -606,6 +606,7 @@ def _find_thinking(views: Sequence[Mapping[str, Any]], keep_turns: int) -> List[
     """The thinking that may be cleared, oldest first."""
     turn, last_start = 0, 0
     found: List[Tuple[int, _Thinking]] = []
+    with_thinking: List[int] = []  # the turns holding any thinking, clearable or not
     for i, view in enumerate(views):
         if _starts_turn(view):
             turn, last_start = turn + 1, i
@@ -617,13 +618,17 @@ def _find_thinking(views: Sequence[Mapping[str, Any]], keep_turns: int) -> List[
                 for k, b in enumerate(content)
                 if isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS
             )
-            # A message of thinking alone would be left empty, which providers reject.
-            if thinking and len(thinking) < len(content):
-                found.append((turn, _Thinking(i, thinking)))
-        elif role is None and view.get("type") == "reasoning" and not _reasoning_required(views, i):
-            found.append((turn, _Thinking(i, ())))
-    with_thinking = sorted({t for t, _ in found})
-    protected = set(with_thinking[len(with_thinking) - keep_turns :])
+            if thinking:
+                with_thinking.append(turn)
+                # A message of thinking alone would be left empty, which providers reject.
+                if len(thinking) < len(content):
+                    found.append((turn, _Thinking(i, thinking)))
+        elif role is None and view.get("type") == "reasoning":
+            with_thinking.append(turn)
+            if not _reasoning_required(views, i):
+                found.append((turn, _Thinking(i, ())))
+    turns = sorted(set(with_thinking))
+    protected = set(turns[len(turns) - keep_turns :])
     if _loop_in_progress(views, last_start):
         protected.add(turn)
     return [item for t, item in found if t not in protected]

@@ -746,6 +746,9 @@ def test_a_tool_loop_in_progress_keeps_its_thinking_whatever_keep_turns_says() -
 def test_a_message_of_thinking_alone_is_left_whole() -> None:
     messages = [user("Hm?"), claude("assistant", thinking_block()), user("Well?")]
     assert clear_thinking(messages, keep_turns=0).cleared == []
+    # It still counts as a turn with thinking: keep_turns=1 keeps it, not an older one.
+    older = [*claude_turns(1), *messages]
+    assert [c.index for c in clear_thinking(older).cleared] == [1, 3]
 
 
 def test_max_tokens_clears_only_as_much_as_needed() -> None:
