@@ -39,7 +39,15 @@ from typing import (
     cast,
 )
 
-from ._checks import check_callable, check_keep, check_max_tokens, check_messages
+from ._checks import (
+    check_callable,
+    check_flag,
+    check_keep,
+    check_max_tokens,
+    check_messages,
+    check_placeholder,
+    check_tool_names,
+)
 from ._formats import CALL_OUTPUTS, OUTPUT_TYPES, call_ids, hashable, item_call_id
 from ._tokens import CountTokens, count_all, count_one
 from ._views import blocks, is_list, message_views
@@ -130,37 +138,6 @@ class ClearResult(Generic[E]):
     tokens_before: int
     tokens_after: int
     fits: bool
-
-
-def check_placeholder(value: object) -> str:
-    """Return ``value`` if it is a non-empty string; ``TypeError``/``ValueError`` otherwise."""
-    if not isinstance(value, str):
-        raise TypeError(f"placeholder must be a string, got {value!r}")
-    if not value:
-        # An empty result could not be told from a cleared one, and providers
-        # reject empty text.
-        raise ValueError("placeholder must be a non-empty string")
-    return value
-
-
-def check_tool_names(value: object) -> FrozenSet[str]:
-    """``exclude_tools`` as a frozenset of names; ``TypeError`` for a string or non-string."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise TypeError(
-            f"exclude_tools must be a collection of tool names such as ('search',), got {value!r}"
-        )
-    names = frozenset(value)
-    for name in names:
-        if not isinstance(name, str):
-            raise TypeError(f"exclude_tools must hold tool names (strings), got {name!r}")
-    return names
-
-
-def check_flag(value: object, name: str) -> bool:
-    """Return ``value`` if it is a bool, else raise ``TypeError`` naming the option."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value
 
 
 # --- where the tool calls and results are ----------------------------------------

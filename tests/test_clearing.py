@@ -613,6 +613,7 @@ def test_figure_tool_heavy_anthropic_history_fits_by_clearing_alone() -> None:
         ({"keep": "3"}, TypeError, "keep"),
         ({"exclude_tools": "search"}, TypeError, "exclude_tools"),
         ({"exclude_tools": [1]}, TypeError, "exclude_tools"),
+        ({"exclude_tools": [["read"]]}, TypeError, "exclude_tools"),
         ({"exclude_tools": 3}, TypeError, "exclude_tools"),
         ({"placeholder": None}, TypeError, "placeholder"),
         ({"placeholder": ""}, ValueError, "placeholder"),
