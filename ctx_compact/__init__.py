@@ -7,6 +7,13 @@ is the separate ``middleware`` package, built on top of this one.
 
 from __future__ import annotations
 
+from ._clearing import (
+    ClearedThinking,
+    ClearedToolResult,
+    ClearResult,
+    clear_thinking,
+    clear_tool_results,
+)
 from ._compact import (
     CompactResult,
     CompactResultWithSummary,
@@ -22,6 +29,9 @@ from .counters import openai_chat_counter
 __version__ = "0.2.0"
 
 __all__ = [
+    "ClearResult",
+    "ClearedThinking",
+    "ClearedToolResult",
     "CompactResult",
     "CompactResultWithSummary",
     "InvalidMessageError",
@@ -29,6 +39,8 @@ __all__ = [
     "PairingProblem",
     "acompact_with_summary",
     "check_pairing",
+    "clear_thinking",
+    "clear_tool_results",
     "compact",
     "compact_with_summary",
     "estimate_tokens",

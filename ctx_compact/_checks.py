@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from numbers import Real
-from typing import Any, Optional
+from typing import Any, FrozenSet, Optional
 
 from ._errors import InvalidMessageError
 
@@ -83,3 +83,34 @@ def check_summary(summary: object) -> str:
             "summarize returned an awaitable; use acompact_with_summary for an async summarizer"
         )
     raise InvalidMessageError(f"summarize must return a string, got {type(summary).__name__}")
+
+
+def check_placeholder(value: object) -> str:
+    """Return ``value`` if it is a non-empty string; ``TypeError``/``ValueError`` otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"placeholder must be a string, got {value!r}")
+    if not value:
+        # An empty result could not be told from a cleared one, and providers
+        # reject empty text.
+        raise ValueError("placeholder must be a non-empty string")
+    return value
+
+
+def check_tool_names(value: object) -> FrozenSet[str]:
+    """``exclude_tools`` as a frozenset of names; ``TypeError`` for a string or non-string."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"exclude_tools must be a collection of tool names such as ('search',), got {value!r}"
+        )
+    names = list(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"exclude_tools must hold tool names (strings), got {name!r}")
+    return frozenset(names)
+
+
+def check_flag(value: object, name: str) -> bool:
+    """Return ``value`` if it is a bool, else raise ``TypeError`` naming the option."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value

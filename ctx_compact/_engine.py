@@ -11,6 +11,11 @@ imports from this module's users.
   the part of a list not seen before) and ``measure`` (a whole list from
   scratch), giving the prefix sums and group boundaries ``Compaction`` takes;
   ``regroup_from`` says where an incremental caller must group afresh.
+- Clearing before dropping: ``ResultClearing`` and ``ThinkingClearing`` (checked
+  options, built once with ``.checked(...)``; ``.apply(messages, views, counts,
+  max_tokens=..., count_tokens=...)`` clears from counts already made and returns
+  the result with the output's per-message counts; clearing tool results keeps
+  the group boundaries).
 - Deciding: ``Compaction`` (what to drop, from those arrays alone) and
   ``prepare`` (check, measure and decide in one step, as ``compact`` does).
 """
@@ -25,6 +30,7 @@ from ._checks import (
     check_summary,
     check_summary_role,
 )
+from ._clearing import ResultClearing, ThinkingClearing
 from ._compact import Compaction, Summarize, measure, prepare
 from ._grouping import group_bounds, regroup_from
 from ._tokens import CountTokens, count_all
@@ -33,7 +39,9 @@ from ._views import message_views
 __all__ = [
     "Compaction",
     "CountTokens",
+    "ResultClearing",
     "Summarize",
+    "ThinkingClearing",
     "check_callable",
     "check_keep",
     "check_max_tokens",

@@ -1,0 +1,746 @@
+"""Clearing instead of dropping: old tool results, and thinking the provider no longer needs.
+
+``clear_tool_results`` replaces the content of the oldest tool results with a
+placeholder, and ``clear_thinking`` removes the thinking of earlier turns. Both
+keep every call with its result: ids, roles and block or item types stay, so the
+group boundaries of the list and its pairing are what they were.
+
+Edits never touch the caller's objects. An edited message is a new object made
+of shallow copies along the edited path (the message, its content or
+``tool_calls`` list, the edited block or call); everything else, edited
+messages' untouched blocks included, is the caller's own. An SDK object that
+must be edited is replaced by its edited JSON view (``model_dump(mode="json",
+exclude_unset=True)``, the mapping the SDK sends), since a pydantic model cannot
+be copied with one field changed without knowing its type.
+
+The work is split as in ``_compact``: ``ResultClearing`` and ``ThinkingClearing``
+hold checked options and decide from the messages' views and per-message counts
+alone (``apply``), so a caller that already has counts (the middleware's session
+cache) does not count twice; ``clear_tool_results`` and ``clear_thinking`` check,
+count and apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import (
+    Any,
+    Dict,
+    FrozenSet,
+    Generic,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    TypeVar,
+    cast,
+)
+
+from ._checks import (
+    check_callable,
+    check_flag,
+    check_keep,
+    check_max_tokens,
+    check_messages,
+    check_placeholder,
+    check_tool_names,
+)
+from ._formats import CALL_OUTPUTS, OUTPUT_TYPES, call_ids, hashable, item_call_id
+from ._tokens import CountTokens, count_all, count_one
+from ._views import blocks, is_list, message_views
+
+# The defaults, said once: the public functions and the option objects use these.
+KEEP = 3
+PLACEHOLDER = "[cleared]"
+KEEP_TURNS = 1
+
+# The arguments a cleared call is given (``clear_inputs``): an empty JSON object.
+# Chat Completions and Responses carry arguments as a JSON string and Anthropic as
+# an object; every provider (and every SDK or proxy that parses arguments back)
+# accepts an empty object where a tool's arguments go.
+EMPTY_ARGUMENTS = "{}"
+
+# Responses output items whose output can be replaced by the placeholder, with the
+# field that holds it. Not here: ``computer_call_output`` (its output must be a
+# screenshot object) and ``tool_search_output`` (its output is the tool list the
+# model may use).
+_RESPONSES_OUTPUT_FIELDS = {
+    "function_call_output": "output",
+    "custom_tool_call_output": "output",
+    "local_shell_call_output": "output",
+    "shell_call_output": "output",
+    "apply_patch_call_output": "output",
+    "program_output": "result",
+}
+_THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+E = TypeVar("E")
+
+
+@dataclass(frozen=True)
+class ClearedToolResult:
+    """One tool result that ``clear_tool_results`` replaced with the placeholder.
+
+    Attributes:
+        index: The position of the message (or Responses item) holding the result.
+        call_id: The id pairing it with its call: a Chat ``tool_call_id``, an
+            Anthropic ``tool_use_id`` or a Responses ``call_id``.
+        tool: The tool's name, read from the matching call (``None`` when no call
+            before the result has that id).
+        call_index: The position of the message or item holding the call, or ``None``.
+        input_cleared: Whether the call's arguments were cleared too (``clear_inputs``).
+    """
+
+    index: int
+    call_id: Any
+    tool: Optional[str]
+    call_index: Optional[int]
+    input_cleared: bool
+
+
+@dataclass(frozen=True)
+class ClearedThinking:
+    """One thinking block or reasoning item that ``clear_thinking`` removed.
+
+    Attributes:
+        index: The position, in the input, of the message holding the block, or of
+            the Responses ``reasoning`` item.
+        kind: ``"thinking"``, ``"redacted_thinking"`` (Anthropic blocks) or
+            ``"reasoning"`` (a Responses item).
+        block: The block's position in the message's content; ``None`` for a
+            ``reasoning`` item, which is removed whole.
+    """
+
+    index: int
+    kind: str
+    block: Optional[int]
+
+
+@dataclass(frozen=True)
+class ClearResult(Generic[E]):
+    """What ``clear_tool_results`` and ``clear_thinking`` return.
+
+    Attributes:
+        messages: The new list: edited messages are new objects, every other
+            message is the caller's own object, in order.
+        cleared: What was cleared, oldest first (``ClearedToolResult`` or
+            ``ClearedThinking`` entries).
+        tokens_before: Summed estimated tokens of the input list.
+        tokens_after: Summed estimated tokens of ``messages``.
+        fits: ``tokens_after <= max_tokens`` (``True`` when no budget was given).
+    """
+
+    messages: List[Any]
+    cleared: List[E]
+    tokens_before: int
+    tokens_after: int
+    fits: bool
+
+
+# --- where the tool calls and results are ----------------------------------------
+
+
+@dataclass(frozen=True)
+class _Call:
+    index: int
+    where: str  # "tool_calls" (Chat), "content" (an Anthropic block) or "item" (Responses)
+    position: int  # in tool_calls or content; 0 for an item
+    name: Optional[str]
+
+
+@dataclass(frozen=True)
+class _Result:
+    index: int
+    block: Optional[int]  # position in an Anthropic user message's content
+    field: str  # the key holding the result's content
+    call_id: Any
+    call: Optional[_Call]
+    clearable: bool  # has content, other than the placeholder, that may be replaced
+
+
+def _name(value: object) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def _has_content(value: object, placeholder: str) -> bool:
+    """Whether replacing a result's content with the placeholder can save anything.
+
+    Not when it is missing, empty, already the placeholder, or a string no longer
+    than the placeholder.
+    """
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return len(value) > len(placeholder)
+    return not (is_list(value) and not value)
+
+
+def _shell_clearable(output: object, placeholder: str) -> bool:
+    """A ``shell_call_output``'s output: a non-empty list of chunks, not already cleared."""
+    if not is_list(output):
+        return False
+    chunks = cast(Sequence[Any], output)
+    if not chunks or not isinstance(chunks[0], Mapping):
+        return False
+    return not (len(chunks) == 1 and chunks[0].get("stdout") == placeholder)
+
+
+def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[_Result]:
+    """Every tool result in order, each with the call it answers (the latest one with its id)."""
+    calls: Dict[Any, _Call] = {}
+    results: List[_Result] = []
+    for i, view in enumerate(views):
+        role = view.get("role")
+        if role == "assistant":
+            if call_ids(view, i):  # validates tool_calls
+                for j, call in enumerate(view["tool_calls"]):
+                    key = hashable(call.get("id"))
+                    function = call.get("function")
+                    name = function.get("name") if isinstance(function, Mapping) else None
+                    if key is not None:
+                        calls[key] = _Call(i, "tool_calls", j, _name(name))
+            for k, block in enumerate(blocks(view)):
+                if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                    key = hashable(block.get("id"))
+                    if key is not None:
+                        calls[key] = _Call(i, "content", k, _name(block.get("name")))
+        elif role == "tool":
+            call_id = view.get("tool_call_id")
+            results.append(
+                _Result(
+                    i,
+                    None,
+                    "content",
+                    call_id,
+                    calls.get(hashable(call_id)),
+                    _has_content(view.get("content"), placeholder),
+                )
+            )
+        elif role == "user":
+            for k, block in enumerate(blocks(view)):
+                if isinstance(block, Mapping) and block.get("type") == "tool_result":
+                    call_id = block.get("tool_use_id")
+                    results.append(
+                        _Result(
+                            i,
+                            k,
+                            "content",
+                            call_id,
+                            calls.get(hashable(call_id)),
+                            _has_content(block.get("content"), placeholder),
+                        )
+                    )
+        elif role is None:
+            kind = view.get("type")
+            if kind in CALL_OUTPUTS:
+                call = _Call(i, "item", 0, _name(view.get("name")) or kind)
+                key = hashable(item_call_id(view))
+                if key is not None:
+                    calls[key] = call
+                if kind == "local_shell_call":  # its output may answer by either id
+                    calls.setdefault(hashable(view.get("id")), call)
+            field = _RESPONSES_OUTPUT_FIELDS.get(kind) if isinstance(kind, str) else None
+            if field is not None:
+                call_id = item_call_id(view)
+                value = view.get(field)
+                if kind == "shell_call_output":
+                    clearable = _shell_clearable(value, placeholder)
+                else:
+                    clearable = _has_content(value, placeholder)
+                results.append(
+                    _Result(i, None, field, call_id, calls.get(hashable(call_id)), clearable)
+                )
+    return results
+
+
+# --- editing, along the edited path only ----------------------------------------
+
+
+class _Editor:
+    """New message objects for the edited messages; the caller's stay untouched.
+
+    Every container reached through ``message``/``content``/``entry`` is a copy
+    this object made, so it may be changed in place.
+    """
+
+    def __init__(self, views: Sequence[Mapping[str, Any]]) -> None:
+        self.views = views
+        self.edited: Dict[int, Dict[str, Any]] = {}
+        self._lists: Set[Tuple[int, str]] = set()
+        self._blocks: Set[Tuple[int, int]] = set()
+
+    def message(self, i: int) -> Dict[str, Any]:
+        message = self.edited.get(i)
+        if message is None:
+            message = self.edited[i] = dict(self.views[i])
+        return message
+
+    def items(self, i: int, key: str) -> List[Any]:
+        """The message's ``key`` list (content or tool_calls), copied once."""
+        message = self.message(i)
+        if (i, key) not in self._lists:
+            message[key] = list(message[key])
+            self._lists.add((i, key))
+        return message[key]  # type: ignore[no-any-return]
+
+    def block(self, i: int, k: int) -> Dict[str, Any]:
+        """A copy of content block ``k`` of message ``i`` (its JSON view for an SDK block)."""
+        content = self.items(i, "content")
+        if (i, k) not in self._blocks:
+            view = content[k]
+            content[k] = dict(view if isinstance(view, Mapping) else blocks(self.views[i])[k])
+            self._blocks.add((i, k))
+        return content[k]  # type: ignore[no-any-return]
+
+
+def _clear_result(editor: _Editor, result: _Result, placeholder: str) -> None:
+    if result.block is not None:
+        editor.block(result.index, result.block)["content"] = placeholder
+        return
+    message = editor.message(result.index)
+    if message.get("type") == "shell_call_output":
+        # Its output is a list of {stdout, stderr, outcome}: one chunk with the
+        # first outcome keeps the shape the API requires.
+        first = dict(message["output"][0])
+        first.update(stdout=placeholder, stderr="")
+        message["output"] = [first]
+    else:
+        message[result.field] = placeholder
+
+
+def _clear_input(editor: _Editor, call: _Call, placeholder: str) -> bool:
+    """Clear a call's arguments where the format has a free-form place for them."""
+    view = editor.views[call.index]
+    if call.where == "item":
+        kind = view.get("type")
+        if kind == "function_call":
+            editor.message(call.index)["arguments"] = EMPTY_ARGUMENTS
+            return True
+        if kind == "custom_tool_call":
+            # A custom tool's input is free text, not JSON.
+            editor.message(call.index)["input"] = placeholder
+            return True
+        return False  # structured actions (shell commands, patches) are the call itself
+    if call.where == "tool_calls":
+        function = view["tool_calls"][call.position].get("function")
+        if not isinstance(function, Mapping):
+            return False  # nothing to clear, and no reason to copy the message
+        calls = editor.items(call.index, "tool_calls")
+        calls[call.position] = {**calls[call.position], "function": {**function}}
+        calls[call.position]["function"]["arguments"] = EMPTY_ARGUMENTS
+        return True
+    editor.block(call.index, call.position)["input"] = {}
+    return True
+
+
+def _output(messages: Sequence[Any], edited: Mapping[int, Any]) -> List[Any]:
+    out = list(messages)
+    for i, message in edited.items():
+        out[i] = message
+    return out
+
+
+@dataclass(frozen=True)
+class ResultClearing:
+    """The checked options of ``clear_tool_results``, and the clearing itself.
+
+    Build it with ``ResultClearing.checked(...)`` to validate user-given options
+    once (for example when a decorator is applied), then call ``apply`` per call.
+    """
+
+    keep: int = KEEP
+    exclude_tools: FrozenSet[str] = frozenset()
+    placeholder: str = PLACEHOLDER
+    clear_inputs: bool = False
+
+    @classmethod
+    def checked(
+        cls,
+        *,
+        keep: object = KEEP,
+        exclude_tools: object = (),
+        placeholder: object = PLACEHOLDER,
+        clear_inputs: object = False,
+    ) -> ResultClearing:
+        """Validate the options; errors name the option.
+
+        Raises:
+            TypeError: ``keep`` is not an int, ``exclude_tools`` is a string or not
+                a collection of strings, ``placeholder`` is not a string,
+                ``clear_inputs`` is not a bool.
+            ValueError: ``keep`` is negative or ``placeholder`` is empty.
+        """
+        return cls(
+            keep=check_keep(keep, "keep"),
+            exclude_tools=check_tool_names(exclude_tools),
+            placeholder=check_placeholder(placeholder),
+            clear_inputs=check_flag(clear_inputs, "clear_inputs"),
+        )
+
+    def apply(
+        self,
+        messages: Sequence[Any],
+        views: Sequence[Mapping[str, Any]],
+        counts: Sequence[int],
+        *,
+        max_tokens: float,
+        count_tokens: Optional[CountTokens],
+    ) -> Tuple[ClearResult[ClearedToolResult], List[int]]:
+        """Clear the oldest results until the total fits, from already-computed counts.
+
+        Args:
+            messages: The caller's list.
+            views: Their mapping views (``message_views(messages)``).
+            counts: Each message's token count, in order.
+            max_tokens: The checked budget.
+            count_tokens: The counter the counts came from (edited messages are
+                counted again with it).
+
+        Returns:
+            The result and the token count of each message of ``result.messages``.
+            The group boundaries of the output are those of the input.
+        """
+        counts = list(counts)
+        before = total = sum(counts)
+        cleared: List[ClearedToolResult] = []
+        editor = _Editor(views)
+        results = _find_results(views, self.placeholder)  # validates, even when it fits
+        if total > max_tokens:
+            older = results[: max(len(results) - self.keep, 0)]
+            for result in older:
+                if total <= max_tokens:
+                    break
+                call = result.call
+                if not result.clearable or (
+                    self.exclude_tools and call is not None and call.name in self.exclude_tools
+                ):
+                    continue
+                _clear_result(editor, result, self.placeholder)
+                touched = [result.index]
+                input_cleared = False
+                if self.clear_inputs and call is not None:
+                    input_cleared = _clear_input(editor, call, self.placeholder)
+                    if input_cleared:
+                        touched.append(call.index)
+                for i in touched:
+                    new = count_one(editor.edited[i], count_tokens, i)
+                    total += new - counts[i]
+                    counts[i] = new
+                cleared.append(
+                    ClearedToolResult(
+                        index=result.index,
+                        call_id=result.call_id,
+                        tool=call.name if call is not None else None,
+                        call_index=call.index if call is not None else None,
+                        input_cleared=input_cleared,
+                    )
+                )
+        outcome = ClearResult(
+            messages=_output(messages, editor.edited),
+            cleared=cleared,
+            tokens_before=before,
+            tokens_after=total,
+            fits=total <= max_tokens,
+        )
+        return outcome, counts
+
+
+def clear_tool_results(
+    messages: Sequence[Any],
+    *,
+    max_tokens: float,
+    keep: int = KEEP,
+    exclude_tools: Iterable[str] = (),
+    placeholder: str = PLACEHOLDER,
+    clear_inputs: bool = False,
+    count_tokens: Optional[CountTokens] = None,
+) -> ClearResult[ClearedToolResult]:
+    """Replace the content of the oldest tool results with ``placeholder`` until it fits.
+
+    Tool results are Chat Completions ``tool`` messages, Anthropic ``tool_result``
+    blocks (in user messages) and Responses ``function_call_output``,
+    ``custom_tool_call_output``, ``local_shell_call_output``, ``shell_call_output``
+    (one ``{stdout: placeholder, stderr: "", outcome}`` chunk),
+    ``apply_patch_call_output`` and ``program_output`` (its ``result``) items.
+    ``computer_call_output`` and ``tool_search_output`` are never cleared: their
+    output must be a screenshot or a tool list.
+
+    Results are cleared oldest first while the total exceeds ``max_tokens``. The
+    ``keep`` most recent results (of any tool) are never cleared, nor results of
+    the tools named in ``exclude_tools``, nor results with nothing to save: an
+    empty one, or text no longer than the placeholder (so a result that already
+    holds it is not cleared again, and clearing twice changes nothing). Nothing is dropped:
+    if clearing alone cannot reach the budget, ``fits`` is ``False`` and the
+    caller may ``compact`` the result, whose grouping is the input's.
+
+    With ``clear_inputs``, the call of each cleared result loses its arguments
+    too: a Chat ``function.arguments`` and a Responses ``function_call``'s
+    ``arguments`` become ``"{}"``, an Anthropic ``tool_use`` ``input`` becomes
+    ``{}`` (the providers take arguments as a JSON object, so an empty one stays
+    valid), and a Responses ``custom_tool_call``'s free-text ``input`` becomes
+    ``placeholder``. Built-in tools' calls (shell actions, patches, computer
+    actions) are the call itself and stay.
+
+    Args:
+        messages: The message list. Never mutated.
+        max_tokens: The budget: a finite positive number.
+        keep: How many of the most recent tool results are never cleared.
+        exclude_tools: Names of tools whose results are never cleared. A result's
+            tool is named by the latest call before it with its id: Chat
+            ``tool_calls[].function.name``, Anthropic ``tool_use.name``, the
+            Responses call's ``name``, or the call's item type for a built-in tool
+            (``"local_shell_call"``, ``"shell_call"``, ``"apply_patch_call"``). A
+            result with no such call has no name and is never excluded.
+        placeholder: The text a cleared result's content is replaced with.
+        clear_inputs: Also clear the arguments of the calls whose results are cleared.
+        count_tokens: ``(message) -> int``; the default is the specification's
+            estimator (see ``estimate_tokens``).
+
+    Returns:
+        A ``ClearResult`` whose ``cleared`` lists a ``ClearedToolResult`` per
+        cleared result. Edited messages are new objects (shallow copies along the
+        edited path; an edited SDK object becomes its edited JSON mapping); every
+        other message is the caller's own object.
+
+    Raises:
+        TypeError: ``max_tokens`` is not a finite positive number, ``keep`` is not
+            an int, ``exclude_tools`` is a string or holds a non-string,
+            ``placeholder`` is not a string, ``clear_inputs`` is not a bool,
+            ``count_tokens`` is not callable, or ``messages`` is not a sequence.
+        ValueError: ``keep`` is negative or ``placeholder`` is empty.
+        InvalidMessageError: A message is malformed or cannot be counted; the
+            error names its index.
+    """
+    budget = check_max_tokens(max_tokens)
+    check_callable(count_tokens, "count_tokens")
+    options = ResultClearing.checked(
+        keep=keep, exclude_tools=exclude_tools, placeholder=placeholder, clear_inputs=clear_inputs
+    )
+    msgs = check_messages(messages)
+    views = message_views(msgs)
+    counts = count_all(views, count_tokens)
+    result, _ = options.apply(msgs, views, counts, max_tokens=budget, count_tokens=count_tokens)
+    return result
+
+
+# --- thinking -------------------------------------------------------------------
+
+
+def _starts_turn(view: Mapping[str, Any]) -> bool:
+    """A user's own message: a user message that does not carry tool results."""
+    if view.get("role") != "user":
+        return False
+    return not any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in blocks(view))
+
+
+def _is_call(view: Mapping[str, Any]) -> bool:
+    if view.get("role") is None:
+        kind = view.get("type")
+        return kind in CALL_OUTPUTS or kind in OUTPUT_TYPES
+    return bool(view.get("tool_calls")) or any(
+        isinstance(b, Mapping) and b.get("type") == "tool_use" for b in blocks(view)
+    )
+
+
+def _loop_in_progress(views: Sequence[Mapping[str, Any]], turn_start: int) -> bool:
+    """Whether the turn starting at ``turn_start`` (the last one) is a tool loop in progress.
+
+    It is when the model's last step in it is a tool call (Chat ``tool_calls``,
+    Anthropic ``tool_use``) or a Responses call or call output: the next request
+    continues it.
+    """
+    for i in range(len(views) - 1, turn_start - 1, -1):
+        view = views[i]
+        role = view.get("role")
+        if role == "assistant" or (role is None and view.get("type") != "reasoning"):
+            return _is_call(view)
+    return False
+
+
+def _reasoning_required(views: Sequence[Mapping[str, Any]], i: int) -> bool:
+    """Whether the item a reasoning item leads to is passed with its id (``fc_``, ``msg_``).
+
+    OpenAI rejects such an item without the reasoning item it was produced with.
+    """
+    for j in range(i + 1, len(views)):
+        view = views[j]
+        if view.get("type") == "reasoning" and view.get("role") is None:
+            continue
+        return view.get("id") is not None and view.get("role") != "user"
+    return False
+
+
+@dataclass(frozen=True)
+class _Thinking:
+    index: int
+    blocks: Tuple[Tuple[int, str], ...]  # (position, kind); empty for a reasoning item
+
+
+def _find_thinking(views: Sequence[Mapping[str, Any]], keep_turns: int) -> List[_Thinking]:
+    """The thinking that may be cleared, oldest first."""
+    turn, last_start = 0, 0
+    found: List[Tuple[int, _Thinking]] = []
+    with_thinking: List[int] = []  # the turns holding any thinking, clearable or not
+    for i, view in enumerate(views):
+        if _starts_turn(view):
+            turn, last_start = turn + 1, i
+        role = view.get("role")
+        if role == "assistant":
+            content = blocks(view)
+            thinking = tuple(
+                (k, b["type"])
+                for k, b in enumerate(content)
+                if isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS
+            )
+            if thinking:
+                with_thinking.append(turn)
+                # A message of thinking alone would be left empty, which providers reject.
+                if len(thinking) < len(content):
+                    found.append((turn, _Thinking(i, thinking)))
+        elif role is None and view.get("type") == "reasoning":
+            with_thinking.append(turn)
+            if not _reasoning_required(views, i):
+                found.append((turn, _Thinking(i, ())))
+    turns = sorted(set(with_thinking))
+    protected = set(turns[len(turns) - keep_turns :])
+    if _loop_in_progress(views, last_start):
+        protected.add(turn)
+    return [item for t, item in found if t not in protected]
+
+
+@dataclass(frozen=True)
+class ThinkingClearing:
+    """The checked options of ``clear_thinking``, and the clearing itself."""
+
+    keep_turns: int = KEEP_TURNS
+
+    @classmethod
+    def checked(cls, *, keep_turns: object = KEEP_TURNS) -> ThinkingClearing:
+        """Validate the options; errors name the option."""
+        return cls(keep_turns=check_keep(keep_turns, "keep_turns"))
+
+    def apply(
+        self,
+        messages: Sequence[Any],
+        views: Sequence[Mapping[str, Any]],
+        counts: Sequence[int],
+        *,
+        max_tokens: Optional[float],
+        count_tokens: Optional[CountTokens],
+    ) -> Tuple[ClearResult[ClearedThinking], List[int]]:
+        """Clear the thinking of earlier turns, from already-computed counts.
+
+        Args:
+            messages, views, counts, count_tokens: As for ``ResultClearing.apply``.
+            max_tokens: Stop once the total fits; ``None`` clears all that may be.
+
+        Returns:
+            The result and the token count of each message of ``result.messages``
+            (removed reasoning items are gone from both).
+        """
+        counts = list(counts)
+        before = total = sum(counts)
+        cleared: List[ClearedThinking] = []
+        editor = _Editor(views)
+        removed: Set[int] = set()
+        if max_tokens is None or total > max_tokens:
+            for item in _find_thinking(views, self.keep_turns):
+                if max_tokens is not None and total <= max_tokens:
+                    break
+                i = item.index
+                if not item.blocks:
+                    removed.add(i)
+                    total -= counts[i]
+                    cleared.append(ClearedThinking(i, "reasoning", None))
+                    continue
+                positions = {k for k, _ in item.blocks}
+                content = editor.items(i, "content")
+                editor.message(i)["content"] = [
+                    b for k, b in enumerate(content) if k not in positions
+                ]
+                new = count_one(editor.edited[i], count_tokens, i)
+                total += new - counts[i]
+                counts[i] = new
+                cleared.extend(ClearedThinking(i, kind, k) for k, kind in item.blocks)
+        out = _output(messages, editor.edited)
+        if removed:
+            out = [m for i, m in enumerate(out) if i not in removed]
+            counts = [c for i, c in enumerate(counts) if i not in removed]
+        result = ClearResult(
+            messages=out,
+            cleared=cleared,
+            tokens_before=before,
+            tokens_after=total,
+            fits=max_tokens is None or total <= max_tokens,
+        )
+        return result, counts
+
+
+def clear_thinking(
+    messages: Sequence[Any],
+    *,
+    keep_turns: int = KEEP_TURNS,
+    max_tokens: Optional[float] = None,
+    count_tokens: Optional[CountTokens] = None,
+) -> ClearResult[ClearedThinking]:
+    """Remove the thinking of earlier turns: Anthropic thinking blocks, Responses reasoning.
+
+    A *turn* starts at a user's own message (a ``user`` message that carries no
+    ``tool_result`` blocks) and holds everything the model did in answer to it:
+    its assistant messages, the tool results it was sent and its Responses
+    items, up to the next user's own message. Messages before the first user
+    message belong to turn 0.
+
+    The thinking of the ``keep_turns`` most recent turns that hold any is kept.
+    Whatever ``keep_turns`` says, this never removes:
+
+    - the thinking of the last turn while it is a tool loop in progress (its
+      last model step is a ``tool_use``, a Responses call, or a call output
+      waiting for the model): Anthropic requires the thinking blocks of the
+      assistant turn that made the calls it is answering, and OpenAI the
+      reasoning item before a ``function_call`` whose output it is sent;
+    - a Responses ``reasoning`` item followed by an item that carries its id
+      (``fc_...``, ``msg_...``, as passed back from a response's output): OpenAI
+      rejects that item without the reasoning item it was produced with, in
+      any turn. Reasoning can be cleared from items passed without ids;
+    - an Anthropic message's thinking when the message holds nothing else (an
+      empty content is rejected).
+
+    Anthropic blocks are removed from a new copy of their message (the message
+    stays, with its other blocks as the caller's objects); a ``reasoning`` item
+    is removed from the list, so ``messages`` may be shorter than the input. Chat
+    Completions messages carry no thinking a provider takes back, and are left as
+    they are.
+
+    Args:
+        messages: The message list. Never mutated.
+        keep_turns: How many of the most recent turns holding thinking keep it.
+        max_tokens: When given, clear oldest first only until the total fits it
+            (nothing when it already fits: cleared thinking changes the prompt's
+            prefix and so the provider's prompt cache). ``None``, the default,
+            clears everything that may be cleared.
+        count_tokens: ``(message) -> int``; the default is the specification's estimator.
+
+    Returns:
+        A ``ClearResult`` whose ``cleared`` lists a ``ClearedThinking`` per
+        removed block or item (indices into the input).
+
+    Raises:
+        TypeError: ``keep_turns`` is not an int, ``max_tokens`` is given and is not
+            a finite positive number, ``count_tokens`` is not callable, or
+            ``messages`` is not a sequence.
+        ValueError: ``keep_turns`` is negative.
+        InvalidMessageError: A message is malformed or cannot be counted; the
+            error names its index.
+    """
+    budget = None if max_tokens is None else check_max_tokens(max_tokens)
+    check_callable(count_tokens, "count_tokens")
+    options = ThinkingClearing.checked(keep_turns=keep_turns)
+    msgs = check_messages(messages)
+    views = message_views(msgs)
+    counts = count_all(views, count_tokens)
+    result, _ = options.apply(msgs, views, counts, max_tokens=budget, count_tokens=count_tokens)
+    return result
