@@ -9,6 +9,7 @@ between ``compact_with_summary`` and ``acompact_with_summary``.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -125,6 +126,32 @@ class Compaction:
             pre, bounds, self.head_end, self.tail_start, self.tokens_before - max_tokens
         )
 
+    def can_cut_at(self, cut: int) -> bool:
+        """Whether ``cut`` is a group boundary between the kept head and the kept tail."""
+        if not self.head_end <= cut <= self.tail_start:
+            return False
+        i = bisect_left(self.bounds, cut)
+        return i < len(self.bounds) and self.bounds[i] == cut
+
+    def tokens_after_cut(self, cut: int) -> int:
+        """The estimated tokens left when the groups in ``[head_end, cut)`` are dropped."""
+        return self.tokens_before - (self.pre[cut] - self.pre[self.head_end])
+
+    def cutting_at(self, cut: int) -> Compaction:
+        """This decision with the dropped range ending at ``cut`` instead.
+
+        For a caller that keeps a cut from one call to the next (so that the
+        prompt's prefix stays the same), checked with ``can_cut_at``.
+
+        Raises:
+            ValueError: ``cut`` is not a group boundary between head and tail.
+        """
+        if not self.can_cut_at(cut):
+            raise ValueError(f"cannot cut at {cut}: not a group boundary between head and tail")
+        other = copy.copy(self)
+        other.cut = cut
+        return other
+
     @property
     def dropped(self) -> List[Any]:
         """The messages dropped so far, in original order."""
@@ -132,7 +159,7 @@ class Compaction:
 
     def result(self) -> CompactResult:
         """The ``compact`` result."""
-        after = self.tokens_before - (self.pre[self.cut] - self.pre[self.head_end])
+        after = self.tokens_after_cut(self.cut)
         return CompactResult(
             messages=self._kept(self.cut),
             dropped=self.dropped,

@@ -16,8 +16,10 @@ imports from this module's users.
   max_tokens=..., count_tokens=...)`` clears from counts already made and returns
   the result with the output's per-message counts; clearing tool results keeps
   the group boundaries).
-- Deciding: ``Compaction`` (what to drop, from those arrays alone) and
-  ``prepare`` (check, measure and decide in one step, as ``compact`` does).
+- Deciding: ``Compaction`` (what to drop, from those arrays alone; ``cutting_at``
+  keeps an earlier call's cut) and ``prepare`` (check, measure and decide in one
+  step, as ``compact`` does). ``prefix_sums`` turns counts into what it takes;
+  ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as).
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ from ._checks import (
 from ._clearing import ResultClearing, ThinkingClearing
 from ._compact import Compaction, Summarize, measure, prepare
 from ._grouping import group_bounds, regroup_from
-from ._tokens import CountTokens, count_all
+from ._tokens import ENCODER, CountTokens, count_all, prefix_sums
 from ._views import message_views
 
 __all__ = [
+    "ENCODER",
     "Compaction",
     "CountTokens",
     "ResultClearing",
@@ -52,6 +55,7 @@ __all__ = [
     "group_bounds",
     "measure",
     "message_views",
+    "prefix_sums",
     "prepare",
     "regroup_from",
 ]

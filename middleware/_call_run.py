@@ -8,15 +8,59 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact import check_pairing
-from ctx_compact._engine import Compaction, check_messages, measure
+from ctx_compact._engine import (
+    Compaction,
+    check_messages,
+    group_bounds,
+    measure,
+    message_views,
+    prefix_sums,
+)
 
 from ._callables import replace
 from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError
 from ._options import CompactionOptions
+from ._prefix import Cut, CutMemory, steer
 from ._state import calibration_factor, innermost_cache
+
+
+def _cleared(
+    options: CompactionOptions,
+    messages: List[Any],
+    pre: List[int],
+    bounds: List[int],
+    budget: float,
+) -> Tuple[List[Any], List[int], List[int], Tuple[Any, ...], Tuple[Any, ...]]:
+    """Clear old thinking, then old tool results, until the messages fit ``budget``.
+
+    Returns the messages, prefix sums and bounds to compact, with what each step cleared.
+    """
+    thinking: Tuple[Any, ...] = ()
+    results: Tuple[Any, ...] = ()
+    if pre[-1] <= budget:
+        return messages, pre, bounds, thinking, results
+    counts = [pre[i + 1] - pre[i] for i in range(len(messages))]
+    views = message_views(messages)
+    if options.clear_thinking is not None:
+        done, counts = options.clear_thinking.apply(
+            messages, views, counts, max_tokens=budget, count_tokens=options.count_tokens
+        )
+        if done.cleared:
+            thinking = tuple(done.cleared)
+            messages = done.messages
+            views = message_views(messages)
+            bounds = group_bounds(views)  # a removed reasoning item shifts what follows
+    if options.clear_tool_results is not None and sum(counts) > budget:
+        edited, counts = options.clear_tool_results.apply(
+            messages, views, counts, max_tokens=budget, count_tokens=options.count_tokens
+        )
+        if edited.cleared:
+            results = tuple(edited.cleared)
+            messages = edited.messages  # the same groups: results are edited, never removed
+    return messages, prefix_sums(counts), bounds, thinking, results
 
 
 class CallRun:
@@ -34,7 +78,21 @@ class CallRun:
         InvalidMessageError: A message is malformed, naming its index.
     """
 
-    __slots__ = ("args", "calibration", "function", "index", "kwargs", "options", "plan", "started")
+    __slots__ = (
+        "args",
+        "calibration",
+        "cleared_results",
+        "cleared_thinking",
+        "function",
+        "index",
+        "kwargs",
+        "memory",
+        "options",
+        "plan",
+        "reused",
+        "started",
+        "tokens_before",
+    )
 
     def __init__(
         self,
@@ -44,8 +102,10 @@ class CallRun:
         index: Optional[int],
         args: Tuple[Any, ...],
         kwargs: Dict[str, Any],
+        memory: Optional[CutMemory] = None,
     ) -> None:
         self.started = time.perf_counter()
+        self.memory = memory
         self.options = options
         self.function = function
         self.index = index
@@ -60,13 +120,31 @@ class CallRun:
             pre, bounds = cache.arrays(messages)
         else:
             pre, bounds = measure(messages, options.count_tokens)
+        self.tokens_before = pre[-1]
         self.calibration = calibration_factor()
-        self.plan = Compaction(
+        # Calibrated: the estimate times the factor is what the provider will count.
+        budget = options.max_tokens / self.calibration
+        self.cleared_thinking: Tuple[Any, ...] = ()
+        self.cleared_results: Tuple[Any, ...] = ()
+        if options.clear_thinking is not None or options.clear_tool_results is not None:
+            messages, pre, bounds, self.cleared_thinking, self.cleared_results = _cleared(
+                options, messages, pre, bounds, budget
+            )
+        self.plan = self._decide(messages, pre, bounds, budget)
+        self.reused: Optional[Cut] = None
+        if memory is not None and options.target_tokens is not None:
+            target = self._decide(messages, pre, bounds, options.target_tokens / self.calibration)
+            self.plan, self.reused = steer(self.plan, target, memory)
+
+    def _decide(
+        self, messages: List[Any], pre: List[int], bounds: List[int], budget: float
+    ) -> Compaction:
+        options = self.options
+        return Compaction(
             messages,
             pre,
             bounds,
-            # Calibrated: the estimate times the factor is what the provider will count.
-            max_tokens=options.max_tokens / self.calibration,
+            max_tokens=budget,
             keep_head=options.keep_head,
             keep_tail=options.keep_tail,
             count_tokens=options.count_tokens,
@@ -75,17 +153,25 @@ class CallRun:
     @property
     def needs_summary(self) -> bool:
         """Whether something was dropped and a summarizer waits for it."""
-        return self.options.summarize is not None and self.plan.cut > self.plan.head_end
+        return (
+            self.options.summarize is not None
+            and self.reused is None
+            and self.plan.cut > self.plan.head_end
+        )
 
     def event(self, summary: Optional[str]) -> CompactionEvent:
         """The call's event, with ``summary`` (or none) inserted."""
         options = self.options
+        if self.reused is not None:
+            summary = self.reused.summary  # the same text, so the prefix stays the same
         result = self.plan.result_with_summary(summary, options.summary_role)
+        if self.memory is not None and self.reused is None and result.dropped:
+            self.memory.remember(self.plan, self.plan.head_end + len(result.dropped), summary)
         problems = tuple(check_pairing(result.messages)) if options.validate else ()
         return CompactionEvent(
             function=self.function,
             max_tokens=options.max_tokens,
-            tokens_before=result.tokens_before,
+            tokens_before=self.tokens_before,
             tokens_after=result.tokens_after,
             fits=result.fits,
             messages=tuple(result.messages),
@@ -95,6 +181,9 @@ class CallRun:
             messages_before=len(self.plan.messages),
             problems=problems,
             calibration=self.calibration,
+            cleared_results=self.cleared_results,
+            cleared_thinking=self.cleared_thinking,
+            cut_reused=self.reused is not None,
         )
 
     def arguments(self, event: CompactionEvent) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:

@@ -54,6 +54,14 @@ class CompactionEvent:
         calibration: The factor from estimated to provider tokens that a
             calibrating session applied (``1.0`` otherwise): the result fits when
             ``tokens_after * calibration <= max_tokens``.
+        cleared_results: With ``clear_tool_results=``, the tool results cleared
+            before anything was dropped (``ctx_compact.ClearedToolResult``; their
+            indices are those of the caller's list).
+        cleared_thinking: With ``clear_thinking=``, the thinking blocks and
+            reasoning items removed first (``ctx_compact.ClearedThinking``).
+        cut_reused: With ``target_tokens=``, whether the messages dropped are
+            those dropped on the conversation's previous call, so the prompt's
+            prefix did not change.
     """
 
     function: str
@@ -69,6 +77,9 @@ class CompactionEvent:
     problems: Tuple[PairingProblem, ...] = ()
     provider_tokens: Optional[int] = None
     calibration: float = 1.0
+    cleared_results: Tuple[Any, ...] = ()
+    cleared_thinking: Tuple[Any, ...] = ()
+    cut_reused: bool = False
 
     @property
     def compacted(self) -> bool:

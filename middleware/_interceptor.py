@@ -22,6 +22,7 @@ from ._call_run import CallRun
 from ._callables import ArgSpec, Kind, is_async_callable, kind_of, qualified_name
 from ._events import CompactionEvent, Hook, adispatch, dispatch
 from ._options import CompactionOptions, check_awaitables
+from ._prefix import CutMemory
 from ._state import active_states
 from ._usage import with_response
 
@@ -157,6 +158,8 @@ class Interceptor:
         self.kind = kind
         self.name = name
         self.exclusive = exclusive
+        # With target_tokens, the conversations' cuts outlive the call that made them.
+        self.memory = CutMemory() if options.target_tokens is not None else None
         self.arg = ArgSpec.of(fn, options.messages_arg, name)
         # The wrapper function for this kind, chosen once.
         self.handle = {
@@ -178,7 +181,7 @@ class Interceptor:
             # Gemini's contents) have nothing to compact there. A string as
             # `messages` is a mistake, reported by CallRun before the call.
             return None
-        return CallRun(self.options, self.name, value, index, args, kwargs)
+        return CallRun(self.options, self.name, value, index, args, kwargs, self.memory)
 
     def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """Compact a sync call's messages, make the call, and report the event."""

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ctx_compact._engine import (
     CountTokens,
+    ResultClearing,
+    ThinkingClearing,
     check_callable,
     check_keep,
     check_max_tokens,
@@ -43,6 +46,9 @@ class CompactionOptions:
     messages_arg: str = "messages"
     on_overflow: str = "call"
     validate: Optional[str] = None
+    clear_tool_results: Optional[ResultClearing] = None
+    clear_thinking: Optional[ThinkingClearing] = None
+    target_tokens: Optional[float] = None
 
     @classmethod
     def build(cls, caller: str, max_tokens: object, options: Dict[str, Any]) -> CompactionOptions:
@@ -56,7 +62,15 @@ class CompactionOptions:
         Raises:
             TypeError, ValueError: An unknown or bad option.
         """
-        return cls(max_tokens=check_max_tokens(max_tokens), **check_options(caller, options))
+        budget = check_max_tokens(max_tokens)
+        checked = check_options(caller, options)
+        target = checked["target_tokens"]
+        if target is not None and target > budget:
+            raise ValueError(
+                f"target_tokens ({target}) must not exceed max_tokens ({budget}): it is "
+                "what a history over max_tokens is compacted down to"
+            )
+        return cls(max_tokens=budget, **checked)
 
 
 OPTION_NAMES = tuple(
@@ -95,7 +109,39 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
         raise ValueError(f"on_overflow must be 'call' or 'raise', got {merged['on_overflow']!r}")
     if merged["validate"] not in VALIDATE_CHOICES:
         raise ValueError(f"validate must be None, 'raise' or 'report', got {merged['validate']!r}")
+    merged["clear_tool_results"] = _clearing(
+        "clear_tool_results", merged["clear_tool_results"], ResultClearing
+    )
+    merged["clear_thinking"] = _clearing(
+        "clear_thinking", merged["clear_thinking"], ThinkingClearing
+    )
+    if merged["target_tokens"] is not None:
+        merged["target_tokens"] = check_max_tokens_as("target_tokens", merged["target_tokens"])
     return merged
+
+
+def check_max_tokens_as(name: str, value: object) -> float:
+    """``check_max_tokens`` for another option, naming it in the error."""
+    try:
+        return check_max_tokens(value)
+    except TypeError as exc:
+        raise TypeError(str(exc).replace("max_tokens", name, 1)) from None
+
+
+def _clearing(name: str, value: Any, kind: Any) -> Any:
+    # False/None: off; True: the defaults; a mapping: the options of the core function.
+    if value is None or value is False:
+        return None
+    if value is True:
+        return kind.checked()
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return kind.checked(**value)
+        except TypeError as exc:
+            raise TypeError(f"{name}: {exc}") from None
+    raise TypeError(f"{name} must be True, False or a dict of its options, got {value!r}")
 
 
 def option_parameters(max_tokens_default: Any = inspect.Parameter.empty) -> List[inspect.Parameter]:
