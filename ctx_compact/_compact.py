@@ -177,9 +177,14 @@ class Compaction:
         further whole groups are dropped, oldest first, without re-summarising.
         """
         if summary is None:
-            base = self.result()
+            after = self.tokens_after_cut(self.cut)
             return CompactResultWithSummary(
-                base.messages, base.dropped, base.tokens_before, base.tokens_after, base.fits, None
+                messages=self._kept(self.cut),
+                dropped=self.dropped,
+                tokens_before=self.tokens_before,
+                tokens_after=after,
+                fits=after <= self.max_tokens,
+                summary=None,
             )
         pre, head_end = self.pre, self.head_end
         note = {"role": summary_role, "content": summary}

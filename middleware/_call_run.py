@@ -24,7 +24,7 @@ from ._callables import replace
 from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError
 from ._options import CompactionOptions
 from ._prefix import Cut, CutMemory, steer
-from ._state import calibration_factor, innermost_cache
+from ._state import active_states, calibration_factor
 
 
 def _cleared(
@@ -112,16 +112,19 @@ class CallRun:
         self.args = args
         self.kwargs = kwargs
         # A lone message (a mapping) is iterable too, but iterating it would yield its keys.
-        if isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        if type(value) is not list and (
+            isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable)
+        ):
             check_messages(value)  # raises the core's TypeError
         messages = list(value)
-        cache = innermost_cache(options.count_tokens)
-        if cache is not None:
-            pre, bounds = cache.arrays(messages)
+        states = active_states()
+        if states:
+            pre, bounds = states[-1].cache(options.count_tokens).arrays(messages)
+            self.calibration = calibration_factor(states)
         else:
             pre, bounds = measure(messages, options.count_tokens)
+            self.calibration = 1.0
         self.tokens_before = pre[-1]
-        self.calibration = calibration_factor()
         # Calibrated: the estimate times the factor is what the provider will count.
         budget = options.max_tokens / self.calibration
         self.cleared_thinking: Tuple[Any, ...] = ()

@@ -222,18 +222,12 @@ def active_states() -> Tuple[SessionState, ...]:
     return tuple(state for state, activation in entries if state._activation is activation)
 
 
-def innermost_cache(count_tokens: Optional[CountTokens]) -> Optional[CountCache]:
-    """The innermost active session's count cache for ``count_tokens``, if any."""
-    states = active_states()
-    return states[-1].cache(count_tokens) if states else None
+def calibration_factor(states: Tuple[SessionState, ...]) -> float:
+    """The factor from estimated to provider tokens of the innermost calibrating state.
 
-
-def calibration_factor() -> float:
-    """The factor from estimated to provider tokens of the innermost calibrating session.
-
-    ``1.0`` when no active session calibrates or it has no provider figures yet.
+    ``1.0`` when none of ``states`` (the active ones) calibrates or has provider figures yet.
     """
-    for state in reversed(active_states()):
+    for state in reversed(states):
         if state.calibrate:
             return state.calibration
     return 1.0

@@ -8,6 +8,9 @@ from typing import Any, Optional
 
 from ._events import CompactionEvent
 
+# Results that never carry usage: answered without a lookup.
+_NO_USAGE = frozenset({type(None), bool, int, float, str, bytes, list, tuple})
+
 
 def _field(obj: Any, name: str) -> Any:
     if isinstance(obj, Mapping):
@@ -23,6 +26,8 @@ def provider_prompt_tokens(response: Any) -> Optional[int]:
     parts ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` are
     counted separately and added back), on SDK objects and on plain dicts.
     """
+    if type(response) in _NO_USAGE:
+        return None
     try:
         usage = _field(response, "usage")
         if usage is None:
