@@ -8,18 +8,28 @@ that a compacted message list is one the providers accept, without a network::
         client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
         provider.requests[-1].body["messages"]
 
-It validates tool pairing the way each provider does and answers a broken
-conversation with the provider's own 400 envelope and wording (sources in
-/work/notes/sdk_research.md). It does not model anything else: no sampling, no
-tools in the reply, no authentication (any headers are accepted and recorded).
+It serves ``/v1/chat/completions``, ``/v1/responses`` and ``/v1/messages`` (also
+as ``/v1/messages?beta=true``, where ``client.beta.messages`` posts), plain and
+streamed. It validates tool pairing the way each provider does and answers a
+broken conversation with the provider's own 400 envelope and wording, as the
+providers document them in their API references and error-code guides and as
+their SDKs surface them. With ``context_limit`` it rejects a prompt over the
+limit with the provider's context-length error. With ``tool_calls=N`` it is a
+scripted model: while fewer than N tool results follow the last user prompt and
+the request offers a tool, it answers with a call to the first tool offered, so
+a framework runs a real tool loop. Nothing else is modelled: no sampling, no
+authentication (any headers are accepted and recorded).
 
 Token figures are deterministic. Every message costs ``count_tokens(message)``:
 its compact JSON (``separators=(",", ":")``, ``ensure_ascii=False``), measured in
 UTF-16 code units, divided by 4 and rounded up, which is also ctx-compact's
 default estimator. ``prompt_tokens`` (OpenAI) is the sum over ``messages``;
 ``input_tokens`` (Anthropic) is the sum over ``messages`` plus
-``count_tokens(system)`` when a top-level ``system`` is given. The reply costs
-``count_tokens(reply_text)``.
+``count_tokens(system)`` when a top-level ``system`` is given; ``input_tokens``
+(Responses) is the sum over the ``input`` items (or ``count_tokens(input)`` for a
+string) plus ``count_tokens(instructions)`` when given. Tool definitions are not
+counted. A text reply costs ``count_tokens(reply_text)``, a tool call
+``count_tokens(arguments)``.
 
 Standard library only, Python 3.9+. Run ``python tests/fake_provider.py
 [--port N]`` to serve in the foreground for the examples.
@@ -36,13 +46,15 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import urlsplit
 
 __all__ = ["FakeProvider", "RecordedRequest", "RequestRejected", "count_tokens", "main"]
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 MESSAGES_PATH = "/v1/messages"
+RESPONSES_PATH = "/v1/responses"
+PATHS = (CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH)
 
 # OpenAI's wording, its own misspelling ("preceeding") included.
 OPENAI_ORPHAN_TOOL = (
@@ -57,6 +69,18 @@ OPENAI_UNKNOWN_TOOL_CALL_ID = (
     "Invalid parameter: 'tool_call_id' of '{id}' not found in 'tool_calls' of previous message."
 )
 OPENAI_ROLES = ("system", "assistant", "user", "function", "tool", "developer")
+OPENAI_CONTEXT_LENGTH = (
+    "This model's maximum context length is {limit} tokens. However, your messages resulted in "
+    "{tokens} tokens. Please reduce the length of the messages."
+)
+
+# The Responses API names neither figure in its context-length error.
+RESPONSES_CONTEXT_LENGTH = (
+    "Your input exceeds the context window of this model. Please adjust your input and try again."
+)
+RESPONSES_ORPHAN_OUTPUT = "No tool call found for function call output with call_id {id}."
+RESPONSES_MISSING_OUTPUT = "No tool output found for function call {id}."
+RESPONSES_ROLES = ("assistant", "system", "developer", "user")
 
 ANTHROPIC_MISSING_TOOL_RESULTS = (
     "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately "
@@ -68,6 +92,7 @@ ANTHROPIC_UNEXPECTED_TOOL_RESULT = (
     "{id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous "
     "message."
 )
+ANTHROPIC_CONTEXT_LENGTH = "prompt is too long: {tokens} tokens > {limit} maximum"
 ANTHROPIC_EMPTY_CONTENT = (
     "messages.{index}: all messages must have non-empty content except for the optional final "
     "assistant message"
@@ -100,12 +125,14 @@ class RecordedRequest:
         path: The URL path without the query string, e.g. ``"/v1/messages"``.
         headers: The request headers, names lower-cased.
         body: The decoded JSON body, or ``None`` when it was empty or not JSON.
+        query: The query string without its ``?``, e.g. ``"beta=true"``.
     """
 
     method: str
     path: str
     headers: Dict[str, str]
     body: Any
+    query: str = ""
 
 
 class RequestRejected(Exception):
@@ -395,7 +422,175 @@ def _check_uses_have_results(turn: _Turn, following: Optional[_Turn]) -> None:
         raise _anthropic_error(ANTHROPIC_MISSING_TOOL_RESULTS.format(index=missing[0][0], ids=ids))
 
 
+# --- OpenAI Responses ---------------------------------------------------------
+
+
+def _item_type(item: Json) -> Any:
+    # A message item may leave out its type: {"role": "user", "content": "hi"}.
+    return item.get("type", "message" if "role" in item else None)
+
+
+def validate_responses(body: Any) -> Tuple[Any, Any]:
+    """Check a Responses request as OpenAI does; return its input and instructions.
+
+    Raises:
+        RequestRejected: With OpenAI's error envelope, for the first problem found.
+    """
+    if not isinstance(body, dict):
+        raise _openai_error(
+            f"Invalid type for body: expected an object, but got {_json_type(body)} instead."
+        )
+    if "model" not in body:
+        raise _openai_error(
+            "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
+        )
+    previous = body.get("previous_response_id")
+    if previous is not None:
+        # The fake keeps no responses, so no earlier one can be found.
+        raise _openai_error(
+            f"Previous response with id '{previous}' not found.", param="previous_response_id"
+        )
+    items = body.get("input")
+    if items is None:
+        raise _openai_error(
+            "Missing required parameter: 'input'.", param="input", code="missing_required_parameter"
+        )
+    if isinstance(items, str):
+        return items, body.get("instructions")
+    if not isinstance(items, list):
+        raise _openai_error(
+            f"Invalid type for 'input': expected one of a string or an array of input items, "
+            f"but got {_json_type(items)} instead.",
+            param="input",
+            code="invalid_type",
+        )
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise _openai_error(
+                f"Invalid type for 'input[{index}]': expected an object, but got "
+                f"{_json_type(item)} instead.",
+                param=f"input[{index}]",
+                code="invalid_type",
+            )
+        if _item_type(item) == "message" and item.get("role") not in RESPONSES_ROLES:
+            supported = ", ".join(f"'{r}'" for r in RESPONSES_ROLES[:-1])
+            raise _openai_error(
+                f"Invalid value: '{item.get('role')}'. Supported values are: {supported}, and "
+                f"'{RESPONSES_ROLES[-1]}'.",
+                param=f"input[{index}].role",
+                code="invalid_value",
+            )
+    _check_responses_tool_pairing(items)
+    return items, body.get("instructions")
+
+
+def _check_responses_tool_pairing(items: Sequence[Json]) -> None:
+    # Unlike Chat Completions, an output need not follow its call at once: each
+    # output needs an earlier call with its call_id, each call an output.
+    called: Set[Any] = set()
+    answered: Set[Any] = set()
+    for item in items:
+        kind = _item_type(item)
+        if kind == "function_call":
+            called.add(item.get("call_id"))
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if call_id not in called:
+                raise _openai_error(RESPONSES_ORPHAN_OUTPUT.format(id=call_id), param="input")
+            answered.add(call_id)
+    for item in items:
+        if _item_type(item) == "function_call" and item.get("call_id") not in answered:
+            raise _openai_error(
+                RESPONSES_MISSING_OUTPUT.format(id=item.get("call_id")), param="input"
+            )
+
+
+# --- the scripted model -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ToolCall:
+    """A call to one of the request's tools, which the reply makes instead of text."""
+
+    call_id: str
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it; Anthropic gets it decoded
+
+
+def _sample(schema: Any) -> Any:
+    """A value that a JSON schema accepts, for a tool call's required arguments."""
+    if not isinstance(schema, dict):
+        return "fake"
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return _sample(schema[key][0])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    samples = {"integer": 1, "number": 1, "boolean": True, "array": [], "null": None}
+    if kind in samples:
+        return samples[kind]
+    if kind == "object" or "properties" in schema:
+        return _sample_arguments(schema)
+    return "fake"
+
+
+def _sample_arguments(schema: Any) -> Json:
+    if not isinstance(schema, dict):
+        return {}
+    properties = schema.get("properties") or {}
+    return {name: _sample(properties.get(name)) for name in schema.get("required") or []}
+
+
+def _first_tool(tools: Any, api: str) -> Optional[Tuple[str, Json]]:
+    """The name and parameter schema of the first function tool a request offers."""
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        if api == "chat" and isinstance(tool.get("function"), dict):
+            return str(tool["function"].get("name")), tool["function"].get("parameters") or {}
+        if api == "responses" and tool.get("type") == "function":
+            return str(tool.get("name")), tool.get("parameters") or {}
+        if api == "messages" and "input_schema" in tool:
+            return str(tool.get("name")), tool["input_schema"]
+    return None
+
+
+def _tool_results_since_prompt(messages: Sequence[Json], api: str) -> int:
+    """How many tool results follow the last user prompt (not a tool result)."""
+    count = 0
+    for message in reversed(messages):
+        if api == "responses":
+            kind = _item_type(message)
+            if kind == "function_call_output":
+                count += 1
+            elif kind == "message" and message.get("role") == "user":
+                return count
+            continue
+        if api == "chat":
+            if message.get("role") == "tool":
+                count += 1
+            elif message.get("role") == "user":
+                return count
+            continue
+        if message.get("role") != "user":
+            continue
+        blocks = _blocks(message.get("content"))
+        results = sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result")
+        count += results
+        if results < len(blocks):
+            return count
+    return count
+
+
 # --- replies ------------------------------------------------------------------
+
+
+Reply = Union[str, _ToolCall]
 
 
 def _pieces(text: str) -> List[str]:
@@ -424,8 +619,25 @@ def _openai_usage(prompt_tokens: int, completion_tokens: int) -> Json:
     }
 
 
+def _output_tokens(reply: Reply) -> int:
+    return count_tokens(reply.arguments if isinstance(reply, _ToolCall) else reply)
+
+
+def _chat_message(reply: Reply) -> Json:
+    if isinstance(reply, _ToolCall):
+        function = {"name": reply.name, "arguments": reply.arguments}
+        return {
+            "role": "assistant",
+            "content": None,
+            "refusal": None,
+            "annotations": [],
+            "tool_calls": [{"id": reply.call_id, "type": "function", "function": function}],
+        }
+    return {"role": "assistant", "content": reply, "refusal": None, "annotations": []}
+
+
 def _chat_completion(
-    completion_id: str, model: str, text: str, prompt_tokens: int, created: int
+    completion_id: str, model: str, reply: Reply, prompt_tokens: int, created: int
 ) -> Json:
     return {
         "id": completion_id,
@@ -435,17 +647,12 @@ def _chat_completion(
         "choices": [
             {
                 "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": text,
-                    "refusal": None,
-                    "annotations": [],
-                },
+                "message": _chat_message(reply),
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": "tool_calls" if isinstance(reply, _ToolCall) else "stop",
             }
         ],
-        "usage": _openai_usage(prompt_tokens, count_tokens(text)),
+        "usage": _openai_usage(prompt_tokens, _output_tokens(reply)),
         "service_tier": "default",
         "system_fingerprint": "fp_fake",
     }
@@ -454,7 +661,7 @@ def _chat_completion(
 def _chat_completion_chunks(
     completion_id: str,
     model: str,
-    text: str,
+    reply: Reply,
     prompt_tokens: int,
     created: int,
     include_usage: bool,
@@ -475,30 +682,150 @@ def _chat_completion_chunks(
             data["usage"] = None
         return data
 
-    yield _sse(chunk({"role": "assistant", "content": "", "refusal": None}, None))
-    for piece in _pieces(text):
-        yield _sse(chunk({"content": piece}, None))
-    yield _sse(chunk({}, "stop"))
+    if isinstance(reply, _ToolCall):
+        function = {"name": reply.name, "arguments": ""}
+        call = {"index": 0, "id": reply.call_id, "type": "function", "function": function}
+        yield _sse(chunk({"role": "assistant", "content": None, "tool_calls": [call]}, None))
+        for piece in _pieces(reply.arguments):
+            arguments = {"index": 0, "function": {"arguments": piece}}
+            yield _sse(chunk({"tool_calls": [arguments]}, None))
+        yield _sse(chunk({}, "tool_calls"))
+    else:
+        yield _sse(chunk({"role": "assistant", "content": "", "refusal": None}, None))
+        for piece in _pieces(reply):
+            yield _sse(chunk({"content": piece}, None))
+        yield _sse(chunk({}, "stop"))
     if include_usage:
         last = chunk({}, None)
         last["choices"] = []
-        last["usage"] = _openai_usage(prompt_tokens, count_tokens(text))
+        last["usage"] = _openai_usage(prompt_tokens, _output_tokens(reply))
         yield _sse(last)
     yield _sse("[DONE]")
 
 
-def _message(message_id: str, model: str, text: str, input_tokens: int) -> Json:
+def _responses_usage(input_tokens: int, output_tokens: int) -> Json:
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def _responses_item(item_id: str, reply: Reply, done: bool = True) -> Json:
+    status = "completed" if done else "in_progress"
+    if isinstance(reply, _ToolCall):
+        return {
+            "type": "function_call",
+            "id": item_id,
+            "call_id": reply.call_id,
+            "name": reply.name,
+            "arguments": reply.arguments if done else "",
+            "status": status,
+        }
+    content = [{"type": "output_text", "text": reply, "annotations": [], "logprobs": []}]
+    return {
+        "type": "message",
+        "id": item_id,
+        "status": status,
+        "role": "assistant",
+        "content": content if done else [],
+    }
+
+
+def _response(
+    response_id: str,
+    body: Json,
+    created: int,
+    output: List[Json],
+    usage: Optional[Json],
+    status: str = "completed",
+) -> Json:
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created,
+        "status": status,
+        "background": False,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": str(body["model"]),
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None},
+        "service_tier": "default",
+        "store": body.get("store", True),
+        "temperature": body.get("temperature", 1.0),
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_p": body.get("top_p", 1.0),
+        "truncation": "disabled",
+        "usage": usage,
+        "user": None,
+        "metadata": body.get("metadata") or {},
+    }
+
+
+def _responses_events(
+    response_id: str, item_id: str, body: Json, created: int, reply: Reply, input_tokens: int
+) -> Iterator[bytes]:
+    numbers = itertools.count()
+
+    def event(kind: str, **fields: Any) -> bytes:
+        return _sse({"type": kind, "sequence_number": next(numbers), **fields}, kind)
+
+    started = _response(response_id, body, created, [], None, status="in_progress")
+    yield event("response.created", response=started)
+    yield event("response.in_progress", response=started)
+    yield event(
+        "response.output_item.added", output_index=0, item=_responses_item(item_id, reply, False)
+    )
+    where = {"item_id": item_id, "output_index": 0}
+    if isinstance(reply, _ToolCall):
+        for piece in _pieces(reply.arguments):
+            yield event("response.function_call_arguments.delta", **where, delta=piece)
+        yield event("response.function_call_arguments.done", **where, arguments=reply.arguments)
+    else:
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        yield event("response.content_part.added", **where, content_index=0, part=part)
+        for piece in _pieces(reply):
+            yield event(
+                "response.output_text.delta", **where, content_index=0, delta=piece, logprobs=[]
+            )
+        yield event("response.output_text.done", **where, content_index=0, text=reply, logprobs=[])
+        yield event(
+            "response.content_part.done", **where, content_index=0, part={**part, "text": reply}
+        )
+    item = _responses_item(item_id, reply)
+    yield event("response.output_item.done", output_index=0, item=item)
+    usage = _responses_usage(input_tokens, _output_tokens(reply))
+    yield event("response.completed", response=_response(response_id, body, created, [item], usage))
+
+
+def _message_content(reply: Reply) -> List[Json]:
+    if isinstance(reply, _ToolCall):
+        arguments = json.loads(reply.arguments)
+        return [{"type": "tool_use", "id": reply.call_id, "name": reply.name, "input": arguments}]
+    return [{"type": "text", "text": reply}]
+
+
+def _message(message_id: str, model: str, reply: Reply, input_tokens: int) -> Json:
     return {
         "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
+        "content": _message_content(reply),
+        "stop_reason": "tool_use" if isinstance(reply, _ToolCall) else "end_turn",
         "stop_sequence": None,
         "usage": {
             "input_tokens": input_tokens,
-            "output_tokens": count_tokens(text),
+            "output_tokens": _output_tokens(reply),
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
             "service_tier": "standard",
@@ -506,28 +833,36 @@ def _message(message_id: str, model: str, text: str, input_tokens: int) -> Json:
     }
 
 
-def _message_events(message_id: str, model: str, text: str, input_tokens: int) -> Iterator[bytes]:
+def _message_events(
+    message_id: str, model: str, reply: Reply, input_tokens: int
+) -> Iterator[bytes]:
     start = _message(message_id, model, "", input_tokens)
     start["content"] = []
     start["stop_reason"] = None
     start["usage"]["output_tokens"] = 1
     yield _sse({"type": "message_start", "message": start}, "message_start")
+    if isinstance(reply, _ToolCall):
+        block: Json = {"type": "tool_use", "id": reply.call_id, "name": reply.name, "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(reply.arguments)]
+    else:
+        block = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(reply)]
     yield _sse(
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": block}, "content_block_start"
     )
     yield _sse({"type": "ping"}, "ping")
-    for piece in _pieces(text):
-        delta = {"type": "text_delta", "text": piece}
+    for delta in deltas:
         yield _sse(
             {"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta"
         )
     yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+    stop_reason = "tool_use" if isinstance(reply, _ToolCall) else "end_turn"
     yield _sse(
         {
             "type": "message_delta",
-            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-            "usage": {"output_tokens": count_tokens(text)},
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            # Cumulative, as Anthropic documents; the input figure is in message_start.
+            "usage": {"output_tokens": _output_tokens(reply)},
         },
         "message_delta",
     )
@@ -588,7 +923,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         self._streaming = False  # a keep-alive connection reuses the handler
         provider = self.server.provider
-        path = urlsplit(self.path).path
+        url = urlsplit(self.path)
+        path = url.path
         raw = self._read_body()
         headers = {name.lower(): value for name, value in self.headers.items()}
         try:
@@ -596,18 +932,17 @@ class _Handler(BaseHTTPRequestHandler):
             parsed = True
         except ValueError:
             body, parsed = None, False
-        provider._record(RecordedRequest(method, path, headers, body))
-        if path in (CHAT_COMPLETIONS_PATH, MESSAGES_PATH):
-            anthropic = path == MESSAGES_PATH
-        else:
-            anthropic = "anthropic-version" in headers
+        provider._record(RecordedRequest(method, path, headers, body, url.query))
+        anthropic = path == MESSAGES_PATH if path in PATHS else "anthropic-version" in headers
         try:
-            if method != "POST" or path not in (CHAT_COMPLETIONS_PATH, MESSAGES_PATH):
+            if method != "POST" or path not in PATHS:
                 raise self._not_found(method, path, anthropic)
             if not parsed:
                 raise self._unparseable(anthropic)
             if path == CHAT_COMPLETIONS_PATH:
                 self._chat_completions(provider, body)
+            elif path == RESPONSES_PATH:
+                self._responses(provider, body)
             else:
                 self._messages(provider, body)
         except RequestRejected as rejected:
@@ -643,7 +978,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _chat_completions(self, provider: FakeProvider, body: Any) -> None:
         messages = validate_chat_completions(body)
         prompt_tokens = sum(count_tokens(message) for message in messages)
-        text = provider._reply(messages)
+        limit = provider.context_limit
+        if limit is not None and prompt_tokens > limit:
+            message = OPENAI_CONTEXT_LENGTH.format(limit=limit, tokens=prompt_tokens)
+            raise _openai_error(message, param="messages", code="context_length_exceeded")
+        reply = provider._answer(messages, body.get("tools"), "chat")
         completion_id = provider._new_id("chatcmpl-fake")
         created = int(time.time())
         model = str(body["model"])
@@ -651,28 +990,60 @@ class _Handler(BaseHTTPRequestHandler):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._send_events(
                 _chat_completion_chunks(
-                    completion_id, model, text, prompt_tokens, created, include_usage
+                    completion_id, model, reply, prompt_tokens, created, include_usage
                 ),
                 anthropic=False,
             )
         else:
-            reply = _chat_completion(completion_id, model, text, prompt_tokens, created)
-            self._send_json(200, reply, anthropic=False)
+            completion = _chat_completion(completion_id, model, reply, prompt_tokens, created)
+            self._send_json(200, completion, anthropic=False)
+
+    def _responses(self, provider: FakeProvider, body: Any) -> None:
+        items, instructions = validate_responses(body)
+        if isinstance(items, str):
+            input_tokens = count_tokens(items)
+            items = [{"role": "user", "content": items}]
+        else:
+            input_tokens = sum(count_tokens(item) for item in items)
+        if instructions is not None:
+            input_tokens += count_tokens(instructions)
+        limit = provider.context_limit
+        if limit is not None and input_tokens > limit:
+            raise _openai_error(
+                RESPONSES_CONTEXT_LENGTH, param="input", code="context_length_exceeded"
+            )
+        reply = provider._answer(items, body.get("tools"), "responses")
+        response_id = provider._new_id("resp_fake")
+        item_id = provider._new_id("fc_fake" if isinstance(reply, _ToolCall) else "msg_fake")
+        created = int(time.time())
+        if body.get("stream"):
+            events = _responses_events(response_id, item_id, body, created, reply, input_tokens)
+            self._send_events(events, anthropic=False)
+        else:
+            output = [_responses_item(item_id, reply)]
+            usage = _responses_usage(input_tokens, _output_tokens(reply))
+            response = _response(response_id, body, created, output, usage)
+            self._send_json(200, response, anthropic=False)
 
     def _messages(self, provider: FakeProvider, body: Any) -> None:
         messages, system = validate_messages(body)
         input_tokens = sum(count_tokens(message) for message in messages)
         if system is not None:
             input_tokens += count_tokens(system)
-        text = provider._reply(messages)
+        limit = provider.context_limit
+        if limit is not None and input_tokens > limit:
+            raise _anthropic_error(
+                ANTHROPIC_CONTEXT_LENGTH.format(tokens=input_tokens, limit=limit)
+            )
+        reply = provider._answer(messages, body.get("tools"), "messages")
         message_id = provider._new_id("msg_fake")
         model = str(body["model"])
         if body.get("stream"):
             self._send_events(
-                _message_events(message_id, model, text, input_tokens), anthropic=True
+                _message_events(message_id, model, reply, input_tokens), anthropic=True
             )
         else:
-            self._send_json(200, _message(message_id, model, text, input_tokens), anthropic=True)
+            self._send_json(200, _message(message_id, model, reply, input_tokens), anthropic=True)
 
     def _request_id_header(self, anthropic: bool) -> Tuple[str, str]:
         request_id = self.server.provider._new_id("req_fake")
@@ -719,7 +1090,16 @@ class FakeProvider:
         host: The address to bind; loopback by default.
         port: The port to bind; 0 picks a free one.
         reply: The assistant text of every reply, or a callable given the
-            request's messages. By default ``"Fake reply to N messages."``.
+            request's messages (Responses input items, a string input as one
+            user message). By default ``"Fake reply to N messages."``.
+        tool_calls: How many tool calls the model makes after each user
+            prompt before it answers with text: while fewer than this many tool
+            results follow the last user prompt and the request offers a
+            function tool, the reply calls the first one offered, with a value
+            for each required argument of its schema.
+        context_limit: The most input tokens a request may hold; a request
+            over it gets the provider's context-length error. ``None`` (the
+            default) sets no limit.
     """
 
     def __init__(
@@ -728,11 +1108,15 @@ class FakeProvider:
         port: int = 0,
         *,
         reply: str | Callable[[List[Json]], str] | None = None,
+        tool_calls: int = 0,
+        context_limit: Optional[int] = None,
     ) -> None:
         self._host = host
         self._server = _Server((host, port), _Handler)
         self._server.provider = self
         self._reply_setting = reply
+        self.tool_calls = tool_calls
+        self.context_limit = context_limit
         self._lock = threading.Lock()
         self._requests: List[RecordedRequest] = []
         self._ids = itertools.count(1)
@@ -797,6 +1181,15 @@ class FakeProvider:
     def _new_id(self, prefix: str) -> str:
         with self._lock:
             return f"{prefix}{next(self._ids):06d}"
+
+    def _answer(self, messages: List[Json], tools: Any, api: str) -> Reply:
+        tool = _first_tool(tools, api)
+        if tool is not None and _tool_results_since_prompt(messages, api) < self.tool_calls:
+            name, schema = tool
+            prefix = {"chat": "call_fake", "responses": "call_fake", "messages": "toolu_fake"}[api]
+            arguments = json.dumps(_sample_arguments(schema))
+            return _ToolCall(self._new_id(prefix), name, arguments)
+        return self._reply(messages)
 
     def _reply(self, messages: List[Json]) -> str:
         if self._reply_setting is None:

@@ -546,3 +546,379 @@ def test_the_command_line_prints_its_url_and_serves() -> None:
 
     assert base_url.startswith("http://127.0.0.1:")
     assert response.usage.prompt_tokens == 8
+
+
+# --- the scripted model ----------------------------------------------------------
+
+WEATHER_TOOL_SCHEMA: Message = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "days": {"type": "integer"},
+        "units": {"enum": ["C", "F"]},
+        "note": {"type": "string"},
+    },
+    "required": ["city", "days", "units"],
+}
+SAMPLED_ARGUMENTS = {"city": "fake", "days": 1, "units": "C"}
+
+
+def test_a_scripted_model_calls_the_first_tool_then_answers(provider: FakeProvider) -> None:
+    provider.tool_calls = 2
+    tools = [
+        {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_TOOL_SCHEMA}}
+    ]
+    messages: List[Any] = [{"role": "user", "content": "Weather?"}]
+    with openai.OpenAI(base_url=provider.base_url + "/v1", api_key="t", max_retries=0) as client:
+        replies = []
+        for _ in range(3):
+            reply = client.chat.completions.create(
+                model=OPENAI_MODEL, messages=messages, tools=tools
+            )
+            replies.append(reply)
+            message = reply.choices[0].message
+            messages.append(message)
+            for tool_call in message.tool_calls or []:
+                messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": "sunny"})
+
+    assert [r.choices[0].finish_reason for r in replies] == ["tool_calls", "tool_calls", "stop"]
+    first_call = replies[0].choices[0].message.tool_calls[0]
+    assert first_call.function.name == "get_weather"
+    assert json.loads(first_call.function.arguments) == SAMPLED_ARGUMENTS
+    assert replies[0].usage.completion_tokens == count_tokens(first_call.function.arguments)
+    assert replies[2].choices[0].message.content == "Fake reply to 5 messages."
+    # A new prompt starts a new round of calls.
+    messages.append({"role": "user", "content": "And tomorrow?"})
+    with openai.OpenAI(base_url=provider.base_url + "/v1", api_key="t", max_retries=0) as client:
+        again = client.chat.completions.create(model=OPENAI_MODEL, messages=messages, tools=tools)
+    assert again.choices[0].finish_reason == "tool_calls"
+
+
+def test_a_scripted_model_answers_text_when_no_tool_is_offered(
+    openai_client: Any, provider: FakeProvider
+) -> None:
+    provider.tool_calls = 3
+
+    reply = openai_client.chat.completions.create(
+        model=OPENAI_MODEL, messages=[{"role": "user", "content": "hi"}]
+    )
+
+    assert reply.choices[0].message.content == "Fake reply to 1 messages."
+
+
+def test_a_scripted_tool_call_streams_as_chat_completion_chunks(
+    openai_client: Any, provider: FakeProvider
+) -> None:
+    provider.tool_calls = 1
+    tools = [
+        {"type": "function", "function": {"name": "lookup", "parameters": WEATHER_TOOL_SCHEMA}}
+    ]
+
+    with openai_client.chat.completions.stream(
+        model=OPENAI_MODEL,
+        messages=[{"role": "user", "content": "Weather?"}],
+        tools=tools,
+        stream_options={"include_usage": True},
+    ) as stream:
+        completion = stream.get_final_completion()
+
+    call = completion.choices[0].message.tool_calls[0]
+    assert call.function.name == "lookup"
+    assert json.loads(call.function.arguments) == SAMPLED_ARGUMENTS
+    assert completion.choices[0].finish_reason == "tool_calls"
+    assert completion.usage.prompt_tokens == count_tokens({"role": "user", "content": "Weather?"})
+
+
+def test_a_scripted_anthropic_model_uses_a_tool_then_answers(
+    anthropic_client: Any, provider: FakeProvider
+) -> None:
+    provider.tool_calls = 1
+    tools = [{"name": "get_weather", "description": "d", "input_schema": WEATHER_TOOL_SCHEMA}]
+    messages: List[Any] = [{"role": "user", "content": "Weather?"}]
+
+    first = anthropic_client.messages.create(
+        model=CLAUDE_MODEL, max_tokens=64, messages=messages, tools=tools
+    )
+    use = first.content[0]
+    messages += [
+        {"role": "assistant", "content": first.content},
+        {"role": "user", "content": [tool_result(use.id, "sunny")]},
+    ]
+    with anthropic_client.messages.stream(
+        model=CLAUDE_MODEL, max_tokens=64, messages=messages, tools=tools
+    ) as stream:
+        second = stream.get_final_message()
+
+    assert first.stop_reason == "tool_use"
+    assert (use.type, use.name, use.input) == ("tool_use", "get_weather", SAMPLED_ARGUMENTS)
+    assert second.stop_reason == "end_turn"
+    assert second.content[0].text == "Fake reply to 3 messages."
+
+
+def test_a_scripted_anthropic_tool_use_streams_its_input_as_json_deltas(
+    anthropic_client: Any, provider: FakeProvider
+) -> None:
+    provider.tool_calls = 1
+    tools = [{"name": "get_weather", "input_schema": WEATHER_TOOL_SCHEMA}]
+
+    with anthropic_client.messages.stream(
+        model=CLAUDE_MODEL, max_tokens=64, messages=[{"role": "user", "content": "?"}], tools=tools
+    ) as stream:
+        final = stream.get_final_message()
+
+    assert final.content[0].input == SAMPLED_ARGUMENTS
+    assert final.stop_reason == "tool_use"
+    assert final.usage.input_tokens == count_tokens({"role": "user", "content": "?"})
+
+
+# --- the context limit -----------------------------------------------------------
+
+
+def test_openai_rejects_a_prompt_over_the_context_limit(
+    openai_client: Any, provider: FakeProvider
+) -> None:
+    messages = openai_tool_conversation()
+    tokens = sum(count_tokens(m) for m in messages)
+    provider.context_limit = tokens - 1
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.chat.completions.create(model=OPENAI_MODEL, messages=messages)
+    provider.context_limit = tokens
+    accepted = openai_client.chat.completions.create(model=OPENAI_MODEL, messages=messages)
+
+    assert caught.value.status_code == 400
+    assert caught.value.code == "context_length_exceeded"
+    assert caught.value.param == "messages"
+    assert caught.value.type == "invalid_request_error"
+    assert caught.value.body["message"] == (
+        f"This model's maximum context length is {tokens - 1} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    assert accepted.usage.prompt_tokens == tokens
+
+
+def test_anthropic_rejects_a_prompt_over_the_context_limit_counting_system(
+    anthropic_client: Any, provider: FakeProvider
+) -> None:
+    messages = anthropic_tool_conversation()
+    tokens = sum(count_tokens(m) for m in messages) + count_tokens("Be terse.")
+    provider.context_limit = tokens - 1
+
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        anthropic_client.messages.create(
+            model=CLAUDE_MODEL, max_tokens=64, system="Be terse.", messages=messages
+        )
+
+    assert caught.value.status_code == 400
+    assert caught.value.body["error"] == {
+        "type": "invalid_request_error",
+        "message": f"prompt is too long: {tokens} tokens > {tokens - 1} maximum",
+    }
+
+
+def test_a_stream_over_the_limit_fails_before_any_event(
+    anthropic_client: Any, provider: FakeProvider
+) -> None:
+    provider.context_limit = 1
+
+    with pytest.raises(anthropic.BadRequestError, match="prompt is too long: 8 tokens > 1 maximum"):
+        anthropic_client.messages.create(
+            model=CLAUDE_MODEL,
+            max_tokens=64,
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+        )
+
+
+# --- OpenAI Responses --------------------------------------------------------------
+
+
+def responses_tool_conversation() -> List[Message]:
+    """A function call answered by its output, with a system item and a follow-up."""
+    return [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "Weather in Denver?"},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": '{"city":"Denver"}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": '{"tempF": 72}'},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "72F."}],
+        },
+        {"role": "user", "content": [{"type": "input_text", "text": "Thanks 🎉"}]},
+    ]
+
+
+def test_responses_accepts_a_tool_conversation_and_counts_its_tokens(
+    openai_client: Any, provider: FakeProvider
+) -> None:
+    items = responses_tool_conversation()
+
+    response = openai_client.responses.create(
+        model=OPENAI_MODEL, input=items, instructions="Be terse."
+    )
+
+    assert response.output_text == "Fake reply to 6 messages."
+    assert response.status == "completed"
+    assert response.usage.input_tokens == sum(count_tokens(i) for i in items) + count_tokens(
+        "Be terse."
+    )
+    assert response.usage.output_tokens == count_tokens("Fake reply to 6 messages.")
+    assert provider.requests[-1].path == "/v1/responses"
+    assert provider.requests[-1].body["input"] == items
+
+
+def test_responses_takes_a_string_input(openai_client: Any) -> None:
+    response = openai_client.responses.create(model=OPENAI_MODEL, input="hi")
+
+    assert response.output_text == "Fake reply to 1 messages."
+    assert response.usage.input_tokens == count_tokens("hi")
+
+
+def test_responses_rejects_an_output_without_its_call(openai_client: Any) -> None:
+    items = responses_tool_conversation()
+    del items[2]
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.responses.create(model=OPENAI_MODEL, input=items)
+
+    assert caught.value.body["message"] == (
+        "No tool call found for function call output with call_id call_1."
+    )
+    assert caught.value.param == "input"
+    assert caught.value.code is None
+
+
+def test_responses_rejects_a_call_without_its_output(openai_client: Any) -> None:
+    items = responses_tool_conversation()
+    del items[3]
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.responses.create(model=OPENAI_MODEL, input=items)
+
+    assert caught.value.body["message"] == "No tool output found for function call call_1."
+
+
+def test_responses_rejects_input_over_the_context_limit(
+    openai_client: Any, provider: FakeProvider
+) -> None:
+    provider.context_limit = 5
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.responses.create(model=OPENAI_MODEL, input=responses_tool_conversation())
+
+    assert caught.value.code == "context_length_exceeded"
+    assert caught.value.param == "input"
+    assert caught.value.body["message"] == (
+        "Your input exceeds the context window of this model. Please adjust your input and try "
+        "again."
+    )
+
+
+def test_responses_keeps_no_previous_response(openai_client: Any) -> None:
+    with pytest.raises(openai.BadRequestError, match="Previous response with id 'resp_1'"):
+        openai_client.responses.create(
+            model=OPENAI_MODEL, input="hi", previous_response_id="resp_1"
+        )
+
+
+def test_responses_stream_sends_text_deltas_then_usage(openai_client: Any) -> None:
+    items = responses_tool_conversation()
+
+    events = list(openai_client.responses.create(model=OPENAI_MODEL, input=items, stream=True))
+
+    kinds = [event.type for event in events]
+    assert kinds[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
+    assert kinds[-1] == "response.completed"
+    assert [event.sequence_number for event in events] == list(range(len(events)))
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "Fake reply to 6 messages."
+    assert events[0].response.usage is None
+    assert events[-1].response.usage.input_tokens == sum(count_tokens(i) for i in items)
+    assert events[-1].response.output_text == text
+
+
+def test_a_scripted_responses_model_calls_a_function_in_a_stream(
+    openai_client: Any, provider: FakeProvider
+) -> None:
+    provider.tool_calls = 1
+    tools = [{"type": "function", "name": "get_weather", "parameters": WEATHER_TOOL_SCHEMA}]
+    items: List[Any] = [{"role": "user", "content": "Weather?"}]
+
+    with openai_client.responses.stream(model=OPENAI_MODEL, input=items, tools=tools) as stream:
+        first = stream.get_final_response()
+    call = first.output[0]
+    items += [call, {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}]
+    second = openai_client.responses.create(model=OPENAI_MODEL, input=items, tools=tools)
+
+    assert (call.type, call.name) == ("function_call", "get_weather")
+    assert json.loads(call.arguments) == SAMPLED_ARGUMENTS
+    assert first.usage.input_tokens == count_tokens(items[0])
+    assert second.output_text == "Fake reply to 3 messages."
+
+
+@pytest.mark.anyio
+async def test_async_responses_client(provider: FakeProvider) -> None:
+    async with openai.AsyncOpenAI(
+        base_url=provider.base_url + "/v1", api_key="test", max_retries=0
+    ) as client:
+        response = await client.responses.create(model=OPENAI_MODEL, input="hi")
+
+    assert response.output_text == "Fake reply to 1 messages."
+
+
+# --- the Anthropic beta namespace ------------------------------------------------
+
+
+def test_the_beta_messages_path_is_served_and_recorded(
+    anthropic_client: Any, provider: FakeProvider
+) -> None:
+    message = anthropic_client.beta.messages.create(
+        model=CLAUDE_MODEL, max_tokens=64, messages=anthropic_tool_conversation()
+    )
+
+    assert message.content[0].text == "Fake reply to 5 messages."
+    assert provider.requests[-1].path == "/v1/messages"
+
+
+def test_the_beta_query_is_served_and_recorded(provider: FakeProvider) -> None:
+    # Older anthropic releases put ?beta=true on the URL of client.beta.messages calls.
+    body = {
+        "model": CLAUDE_MODEL,
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    request = urllib.request.Request(
+        provider.base_url + "/v1/messages?beta=true",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "anthropic-version": "2023-06-01"},
+    )
+
+    with urllib.request.urlopen(request, timeout=5) as response:
+        reply = json.loads(response.read())
+
+    assert reply["content"] == [{"type": "text", "text": "Fake reply to 1 messages."}]
+    assert (provider.requests[-1].path, provider.requests[-1].query) == (
+        "/v1/messages",
+        "beta=true",
+    )
+
+
+def test_the_beta_path_enforces_pairing_and_the_limit(
+    anthropic_client: Any, provider: FakeProvider
+) -> None:
+    with pytest.raises(anthropic.BadRequestError, match="unexpected `tool_use_id`"):
+        anthropic_client.beta.messages.create(
+            model=CLAUDE_MODEL, max_tokens=64, messages=anthropic_tool_conversation()[2:]
+        )
+    provider.context_limit = 1
+    stream = anthropic_client.beta.messages.stream(
+        model=CLAUDE_MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+    )
+    with pytest.raises(anthropic.BadRequestError, match="prompt is too long"), stream as events:
+        events.get_final_message()

@@ -1,7 +1,7 @@
 """check_pairing: every problem kind, in the providers' own words, cross-checked on the fake server.
 
-The expected texts are written out literally (sources in /work/notes/sdk_research.md),
-OpenAI's own spelling "preceeding" included.
+The expected texts are written out literally, as the providers' APIs return them (OpenAI's
+own spelling "preceeding" included), and as tests/fake_provider.py reproduces them.
 """
 
 from __future__ import annotations

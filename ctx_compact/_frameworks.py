@@ -1,0 +1,229 @@
+"""How a framework's message object is seen: the wire-shaped view the core groups and counts.
+
+LangChain messages, pydantic-ai ``ModelRequest``/``ModelResponse`` and
+openai-agents run items are not wire messages: their dumps carry neither a
+``role`` nor a wire ``type``, so without a view each would be a group of its
+own and a tool call could be kept without its result. ``framework_view``
+returns the mapping the framework sends for the object, close enough that the
+core pairs and counts it as sent:
+
+- a LangChain message is seen in Chat Completions form, as ``ChatOpenAI`` sends
+  it: an ``AIMessage`` with ``tool_calls`` pairs with the ``ToolMessage`` objects
+  whose ``tool_call_id`` answers it;
+- a pydantic-ai message is seen in Anthropic Messages form, because one
+  ``ModelRequest`` can answer several calls at once and holds a turn, not a
+  message: a ``ModelResponse`` is an assistant turn with ``tool_use`` blocks, a
+  ``ModelRequest`` a user turn with ``tool_result`` blocks, so a response
+  holding ``ToolCallPart`` objects stays with the request holding their
+  ``ToolReturnPart`` objects;
+- an openai-agents run item (``ToolCallItem``, ``ToolCallOutputItem``, ...) is
+  seen as the Responses input item it wraps (``raw_item``). The items that
+  ``RunResult.to_input_list()`` returns are plain dicts and need no view.
+
+No framework is imported: an object is recognised by the module and name of a
+class in its MRO, and read through attributes the frameworks document. Media in
+a pydantic-ai prompt (images, files) is not counted, only named.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional
+
+Json = Dict[str, Any]
+
+# LangChain message classes and the Chat Completions role each is sent with.
+_LANGCHAIN_ROLES = {
+    "HumanMessage": "user",
+    "AIMessage": "assistant",
+    "SystemMessage": "system",
+    "ToolMessage": "tool",
+    "FunctionMessage": "function",
+    "ChatMessage": None,  # carries its own role
+}
+_AGENTS_ITEMS = frozenset(
+    {
+        "MessageOutputItem",
+        "ToolCallItem",
+        "ToolCallOutputItem",
+        "ReasoningItem",
+        "HandoffCallItem",
+        "HandoffOutputItem",
+        "MCPApprovalRequestItem",
+        "MCPApprovalResponseItem",
+        "MCPListToolsItem",
+    }
+)
+
+
+def framework_view(message: object) -> Optional[Mapping[str, Any]]:
+    """The wire-shaped view of a known framework message object, or ``None``.
+
+    Args:
+        message: Any object; only LangChain ``BaseMessage`` subclasses,
+            pydantic-ai ``ModelRequest``/``ModelResponse`` and openai-agents run
+            items are recognised.
+
+    Returns:
+        A new mapping (the object is not changed) in Chat Completions form for
+        LangChain, Anthropic Messages form for pydantic-ai and Responses item
+        form for openai-agents; ``None`` when ``message`` is none of these (or
+        a run item whose ``raw_item`` is neither a mapping nor a pydantic model).
+    """
+    for cls in type(message).__mro__:
+        module, name = cls.__module__, cls.__name__
+        if module.startswith("langchain_core.messages") and name in _LANGCHAIN_ROLES:
+            return _langchain_view(message, _LANGCHAIN_ROLES[name])
+        if module == "pydantic_ai.messages" and name == "ModelResponse":
+            return {"role": "assistant", "content": _response_blocks(message)}
+        if module == "pydantic_ai.messages" and name == "ModelRequest":
+            return {"role": "user", "content": _request_blocks(message)}
+        if module.startswith("agents.items") and name in _AGENTS_ITEMS:
+            return _agents_view(message)
+    return None
+
+
+# --- LangChain ----------------------------------------------------------------
+
+
+def _langchain_view(message: Any, role: Optional[str]) -> Json:
+    # The shape langchain-openai's ChatOpenAI sends (chat/completions API).
+    view: Json = {"content": message.content}
+    name = message.name or (message.additional_kwargs or {}).get("name")
+    if name is not None:
+        view["name"] = name
+    if role is None:
+        view["role"] = message.role
+    elif role == "system":
+        view["role"] = (message.additional_kwargs or {}).get("__openai_role__", "system")
+    else:
+        view["role"] = role
+    if role == "assistant":
+        calls = [
+            _langchain_call(call, json.dumps(call.get("args", {}), ensure_ascii=False))
+            for call in getattr(message, "tool_calls", None) or ()
+        ]
+        calls += [
+            _langchain_call(call, call.get("args"))
+            for call in getattr(message, "invalid_tool_calls", None) or ()
+        ]
+        if calls:
+            view["tool_calls"] = calls
+        elif "tool_calls" in (message.additional_kwargs or {}):
+            view["tool_calls"] = message.additional_kwargs["tool_calls"]
+        elif "function_call" in (message.additional_kwargs or {}):
+            view["function_call"] = message.additional_kwargs["function_call"]
+        if "tool_calls" in view or "function_call" in view:
+            view["content"] = view["content"] or None
+    elif role == "tool":
+        return {"content": message.content, "role": "tool", "tool_call_id": message.tool_call_id}
+    return view
+
+
+def _langchain_call(call: Mapping[str, Any], arguments: Any) -> Json:
+    function = {"name": call.get("name"), "arguments": arguments}
+    return {"type": "function", "id": call.get("id"), "function": function}
+
+
+# --- pydantic-ai --------------------------------------------------------------
+
+
+def _text(value: Any) -> Json:
+    return {"type": "text", "text": value if isinstance(value, str) else str(value)}
+
+
+def _response_blocks(response: Any) -> List[Json]:
+    blocks: List[Json] = []
+    for part in response.parts:
+        kind = getattr(part, "part_kind", None)
+        if kind == "tool-call":
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": part.tool_call_id,
+                    "name": part.tool_name,
+                    "input": _call_arguments(part),
+                }
+            )
+        elif kind == "thinking":
+            blocks.append({"type": "thinking", "thinking": part.content})
+        else:
+            # Text, and built-in tool calls/returns the provider pairs itself.
+            blocks.append(_text(getattr(part, "content", "")))
+    return blocks
+
+
+def _call_arguments(part: Any) -> Any:
+    as_dict = getattr(part, "args_as_dict", None)
+    if callable(as_dict):
+        return as_dict()
+    args = part.args
+    if isinstance(args, str):
+        try:
+            return json.loads(args)
+        except ValueError:
+            return args
+    return args if args is not None else {}
+
+
+def _request_blocks(request: Any) -> List[Json]:
+    blocks: List[Json] = []
+    for part in request.parts:
+        kind = getattr(part, "part_kind", None)
+        if kind == "tool-return":
+            blocks.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": part.tool_call_id,
+                    "content": _returned(part, "model_response_str"),
+                }
+            )
+        elif kind == "retry-prompt" and getattr(part, "tool_name", None) is not None:
+            # A retry that answers a tool call is sent as that call's (failed) result.
+            blocks.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": part.tool_call_id,
+                    "content": _returned(part, "model_response"),
+                    "is_error": True,
+                }
+            )
+        elif kind == "retry-prompt":
+            blocks.append(_text(_returned(part, "model_response")))
+        elif kind == "user-prompt" and not isinstance(part.content, str):
+            blocks.extend(_user_content(item) for item in part.content)
+        else:
+            # user-prompt text, system-prompt, retry feedback
+            blocks.append(_text(getattr(part, "content", "")))
+    return blocks
+
+
+def _returned(part: Any, method: str) -> Any:
+    render = getattr(part, method, None)
+    if callable(render):
+        return render()
+    content = getattr(part, "content", "")
+    return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+def _user_content(item: Any) -> Json:
+    if isinstance(item, str):
+        return _text(item)
+    # Images, audio, documents: named, not counted (their cost is the provider's own).
+    return {"type": str(getattr(item, "kind", type(item).__name__))}
+
+
+# --- openai-agents ------------------------------------------------------------
+
+
+def _agents_view(item: Any) -> Optional[Json]:
+    raw = getattr(item, "raw_item", None)
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    dump = getattr(raw, "model_dump", None)
+    if callable(dump):
+        dumped = dump(mode="json", exclude_unset=True)
+        if isinstance(dumped, dict):
+            return dumped
+    return None  # not a shape this module knows: the caller decides, no guess
