@@ -12,6 +12,7 @@ from __future__ import annotations
 from ._decorator import budgeted
 from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError, log_compaction
 from ._options import CompactionOptions
+from ._otel import trace_compaction
 from ._session import CompactingSession
 from ._state import SessionStats
 from ._usage import provider_prompt_tokens
@@ -26,4 +27,5 @@ __all__ = [
     "budgeted",
     "log_compaction",
     "provider_prompt_tokens",
+    "trace_compaction",
 ]

@@ -182,8 +182,8 @@ async def adispatch(hooks: Sequence[Hook], event: CompactionEvent) -> None:
     """
     for hook in hooks:
         try:
-            # log_compaction never blocks, so it skips the worker-thread hop.
-            if hook is log_compaction or is_async_callable(hook):
+            # Hooks that never block (log_compaction, trace_compaction) skip the worker-thread hop.
+            if getattr(hook, "never_blocks", False) or is_async_callable(hook):
                 result = hook(event)
             else:
                 result = await to_thread.run_sync(hook, event)
@@ -243,3 +243,6 @@ def log_compaction(event: CompactionEvent) -> None:
         "fits" if event.fits else "does not fit",
         extra=extra,
     )
+
+
+log_compaction.never_blocks = True  # type: ignore[attr-defined]
