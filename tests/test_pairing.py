@@ -522,9 +522,11 @@ def test_malformed_tool_calls_name_the_index():
     assert caught.value.index == 1
 
 
-def test_an_unhashable_id_is_an_invalid_message():
-    with pytest.raises(InvalidMessageError, match="an id is not a string"):
-        check_pairing([{"type": "function_call", "call_id": ["call_1"], "name": "f"}])
+def test_an_unhashable_id_is_an_invalid_message_naming_the_index():
+    with pytest.raises(InvalidMessageError, match="call_id must be a string, not list") as caught:
+        check_pairing([user("q"), {"type": "function_call", "call_id": ["call_1"], "name": "f"}])
+
+    assert caught.value.index == 1
 
 
 # --- the fake provider agrees -----------------------------------------------------
