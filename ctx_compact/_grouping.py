@@ -7,7 +7,9 @@ formats; what links two messages:
 
 - OpenAI Chat Completions: a ``tool`` message answering one of the ``tool_calls``
   ids of the assistant message whose run of ``tool`` messages it is in (the
-  provider wants the answers right after the call).
+  provider wants the answers right after the call). A ``tool`` message answering
+  none of them joins nothing, but does not end the run, as it does not for the
+  provider.
 - Legacy Chat Completions: an assistant's ``function_call`` and the ``function``
   message right after it.
 - Anthropic Messages: a user message starting with ``tool_result`` blocks and
