@@ -27,6 +27,7 @@ from ._formats import (
     result_ids,
     tool_use_ids,
 )
+from ._grouping import group_bounds
 from ._views import blocks, message_views
 
 _OPENAI_ORPHAN = (
@@ -263,11 +264,16 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
 
     Reads OpenAI Chat Completions messages, Anthropic Messages, OpenAI Responses
     input items and SDK message models, mixed freely. It finds: a tool result
-    with no call before it; a call whose results are missing; an Anthropic
-    ``tool_result`` that is not at the start of the next message, or answers no
-    ``tool_use`` of the previous message; a Responses ``*_call`` without its
-    output, an output without its call, and a ``reasoning`` item without its
-    following item.
+    with no call before it; a call whose results are missing; a legacy
+    ``function`` message not right after an assistant's ``function_call``; an
+    Anthropic ``tool_result`` that is not at the start of the next message, or
+    answers no ``tool_use`` of the previous message; a Responses ``*_call``
+    without its output, an output without its call (an output answers the most
+    recent unanswered call with its ``call_id``, each call once), and a
+    ``reasoning`` item without its following item.
+
+    It reads exchanges exactly as the grouping does, so whatever it accepts,
+    it accepts after any compaction.
 
     Args:
         messages: The message list (never mutated).
@@ -277,10 +283,13 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
 
     Raises:
         TypeError: ``messages`` is not a sequence.
-        InvalidMessageError: A message is not a mapping or SDK model, or its
-            ``tool_calls`` is malformed.
+        InvalidMessageError: A message is not a mapping or SDK model, its
+            ``tool_calls`` is malformed, an id or ``type`` is not hashable, or an
+            SDK block's ``model_dump`` fails; the error names the index, as
+            ``compact``'s would.
     """
     views = message_views(list(check_messages(messages)))
+    group_bounds(views)  # validates every message exactly as compaction does
     problems = [
         *_chat_problems(views),
         *_anthropic_problems(views),
