@@ -43,7 +43,13 @@ def key(value: Any, index: int, where: str) -> Any:
 
 def id_set(values: Iterable[Any], index: int, where: str) -> FrozenSet[Any]:
     """The non-``None`` ids among ``values``; an unhashable one is an error naming ``where``."""
-    return frozenset(key(value, index, where) for value in values if value is not None)
+    ids = [value for value in values if value is not None]
+    try:
+        return frozenset(ids)
+    except TypeError:
+        for value in ids:
+            key(value, index, where)  # raises for the first unhashable one
+        raise
 
 
 def item_type(item: Mapping[str, Any], index: int) -> Any:

@@ -48,7 +48,6 @@ from ._formats import (
     item_type,
     key,
     leading_results,
-    opens_function_call,
     result_ids,
     tool_use_ids,
 )
@@ -78,57 +77,73 @@ def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int
     approvals = Matcher()  # MCP approval requests and their responses
     run_at = -1  # the assistant whose tool_calls the current run of tool messages answers
     run_ids: Optional[FrozenSet[Any]] = None
-    uses: Sequence[Any] = ()  # tool_use ids of the previous message, an assistant's
-    function_call = False  # the previous message is a legacy function_call
-    reasoning = False  # the previous message is a reasoning item
+    # What the previous message leaves open for this one:
+    uses: Optional[List[Any]] = None  # an assistant's tool_use ids
+    function_call = False  # a legacy function_call
+    reasoning = False  # a reasoning item: it stays with whatever follows
     for i in range(start, n):
         message = views[i]
         role = message.get("role")
-        linked: Optional[int] = None  # the earliest message this one must stay with
-        next_uses: Sequence[Any] = ()
-        if role is None:  # Responses API items carry a type, not a role
-            kind = item_type(message, i)
+        # The earliest message this one must stay with; every partner is before it.
+        linked = i - 1 if reasoning else -1
+        reasoning = False
+        if role == "tool":
+            if run_ids is not None:
+                call_id = message.get("tool_call_id")
+                try:
+                    if call_id in run_ids:
+                        linked = run_at
+                except TypeError:
+                    key(call_id, i, "tool_call_id")  # raises, naming the field
+            uses, function_call = None, False
+        elif role == "assistant":
+            run_ids = None
+            if message.get("tool_calls"):
+                ids = call_ids(message, i)
+                if ids:
+                    run_at, run_ids = i, ids
+            content = message.get("content")
+            uses = (
+                tool_use_ids(blocks(message, i), i)
+                if content and type(content) is not str
+                else None
+            )
+            function_call = bool(message.get("function_call"))
+        elif role is None:  # Responses API items carry a type, not a role
+            kind = message.get("type")
+            if type(kind) is not str:
+                kind = item_type(message, i)
             if kind in CALL_OUTPUTS:
                 calls.open(call_keys(message, i), i)
             elif kind in OUTPUT_TYPES:
-                linked = calls.answer(item_call_id(message, i))
+                found = calls.answer(item_call_id(message, i))
+                if found is not None:
+                    linked = found
+            elif kind == "reasoning":
+                reasoning = True
             elif kind == "mcp_approval_request":
                 approvals.open([key(message.get("id"), i, "an approval request's id")], i)
             elif kind == "mcp_approval_response":
-                request = message.get("approval_request_id")
-                linked = approvals.answer(key(request, i, "approval_request_id"))
-            run_ids = None
-            next_reasoning = kind == "reasoning"
+                request = key(message.get("approval_request_id"), i, "approval_request_id")
+                found = approvals.answer(request)
+                if found is not None:
+                    linked = found
+            run_ids, uses, function_call = None, None, False
         else:
-            next_reasoning = False
-            if role == "tool":
-                if run_ids is not None:
-                    answered = key(message.get("tool_call_id"), i, "tool_call_id")
-                    if answered in run_ids:
-                        linked = run_at
-            else:
-                run_ids = None
-                if role == "assistant":
-                    ids = call_ids(message, i)
-                    if ids:
-                        run_at, run_ids = i, ids
-                    next_uses = tool_use_ids(blocks(message, i), i)
-                elif role == "function" and function_call:
+            run_ids = None
+            if role == "function":
+                if function_call:
                     linked = i - 1
-                elif role == "user" and uses:
-                    answers = result_ids(leading_results(blocks(message, i)), i)
-                    if any(u in uses for u in answers):
-                        linked = i - 1
-        if reasoning and linked is None:  # any earlier partner already holds i - 1
-            linked = i - 1
-        if linked is None:
+            elif role == "user" and uses:
+                answers = result_ids(leading_results(blocks(message, i)), i)
+                if any(u in uses for u in answers):
+                    linked = i - 1
+            uses, function_call = None, False
+        if linked < 0:
             bounds.append(i)
         else:
             while bounds[-1] > linked:
                 bounds.pop()  # this message joins the group its partner is in
-        uses = next_uses
-        function_call = role == "assistant" and opens_function_call(message)
-        reasoning = next_reasoning
     bounds.append(n)
     return bounds
 
