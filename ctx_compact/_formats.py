@@ -52,6 +52,15 @@ def id_set(values: Iterable[Any], index: int, where: str) -> FrozenSet[Any]:
         raise
 
 
+def hashable(value: Any) -> Any:
+    """``value`` if it can be a set member or dict key, else ``None``."""
+    try:
+        hash(value)
+    except TypeError:
+        return None
+    return value
+
+
 def item_type(item: Mapping[str, Any], index: int) -> Any:
     """A message's ``type``, checked to be usable as a key."""
     kind = item.get("type")
@@ -126,15 +135,20 @@ def opens_function_call(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "assistant" and bool(message.get("function_call"))
 
 
-def item_call_id(item: Mapping[str, Any], index: int) -> Any:
-    """The id a Responses output item pairs by.
+def item_call_id(item: Mapping[str, Any]) -> Any:
+    """The id a Responses output item pairs by (unchecked: see ``key``).
 
     ``local_shell_call_output`` carries the call's id in its ``id`` field.
     """
     call_id = item.get("call_id")
     if call_id is None and item.get("type") == "local_shell_call_output":
-        call_id = item.get("id")
-    return key(call_id, index, "an output item's call_id")
+        return item.get("id")
+    return call_id
+
+
+def output_key(item: Mapping[str, Any], index: int) -> Any:
+    """``item_call_id``, checked to be usable as an id."""
+    return key(item_call_id(item), index, "an output item's call_id")
 
 
 def call_keys(item: Mapping[str, Any], index: int) -> List[Any]:
@@ -191,7 +205,3 @@ class Matcher:
         for index, call_id in self._opened.items():
             if index not in self._answered:
                 yield index, call_id
-
-    def first_unanswered(self) -> Optional[int]:
-        """The index of the earliest call not answered, or ``None``."""
-        return next((index for index, _ in self.unanswered()), None)

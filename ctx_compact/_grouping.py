@@ -44,10 +44,10 @@ from ._formats import (
     Matcher,
     call_ids,
     call_keys,
-    item_call_id,
     item_type,
     key,
     leading_results,
+    output_key,
     result_ids,
     tool_use_ids,
 )
@@ -116,7 +116,7 @@ def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int
             if kind in CALL_OUTPUTS:
                 calls.open(call_keys(message, i), i)
             elif kind in OUTPUT_TYPES:
-                found = calls.answer(item_call_id(message, i))
+                found = calls.answer(output_key(message, i))
                 if found is not None:
                     linked = found
             elif kind == "reasoning":
@@ -216,7 +216,7 @@ def _answers_before(messages: Sequence[Any], start: int, keep: int) -> bool:
             elif kind == "mcp_approval_request":
                 approvals.open([key(item.get("id"), i, "an approval request's id")], i)
             elif kind in OUTPUT_TYPES:
-                if calls.answer(item_call_id(item, i)) is None and i >= keep:
+                if calls.answer(output_key(item, i)) is None and i >= keep:
                     return True
             elif kind == "mcp_approval_response":
                 request = key(item.get("approval_request_id"), i, "approval_request_id")

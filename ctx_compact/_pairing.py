@@ -19,11 +19,11 @@ from ._formats import (
     call_ids,
     call_keys,
     is_block,
-    item_call_id,
     item_type,
     key,
     leading_results,
     opens_function_call,
+    output_key,
     result_ids,
     tool_use_ids,
 )
@@ -224,7 +224,7 @@ def _responses_problems(views: Sequence[Mapping[str, Any]]) -> Iterator[PairingP
         if kind in CALL_OUTPUTS:
             calls.open(call_keys(item, i), i)
         elif kind in OUTPUT_TYPES:
-            call_id = item_call_id(item, i)
+            call_id = output_key(item, i)
             if calls.answer(call_id) is None:
                 what = _what(kind[: -len("_output")])
                 yield PairingProblem(
