@@ -156,8 +156,8 @@ def _chat_problems(views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProble
                 open_calls = _OpenCalls(i, order, ids)
         elif role == "function" and not (i and opens_function_call(views[i - 1])):
             name = message.get("name")
-            ids = () if name is None else _names([name])
-            yield PairingProblem(i, "orphan_function_result", ids, "openai", _OPENAI_FUNCTION)
+            names = () if name is None else _names([name])
+            yield PairingProblem(i, "orphan_function_result", names, "openai", _OPENAI_FUNCTION)
     if open_calls is not None:
         yield from _missing_tool_results(open_calls)
 
