@@ -53,6 +53,8 @@ from ._formats import (
 )
 from ._views import blocks, message_view
 
+_NO_IDS: FrozenSet[Any] = frozenset()
+
 
 def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int]:
     """Return the group boundaries of ``views[start:]``, validating every message.
@@ -88,13 +90,12 @@ def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int
         linked = i - 1 if reasoning else -1
         reasoning = False
         if role == "tool":
-            if run_ids is not None:
-                call_id = message.get("tool_call_id")
-                try:
-                    if call_id in run_ids:
-                        linked = run_at
-                except TypeError:
-                    key(call_id, i, "tool_call_id")  # raises, naming the field
+            call_id = message.get("tool_call_id")
+            try:
+                if call_id in (run_ids or _NO_IDS):  # checks every id is hashable
+                    linked = run_at
+            except TypeError:
+                key(call_id, i, "tool_call_id")  # raises, naming the field
             uses, function_call = None, False
         elif role == "assistant":
             run_ids = None
