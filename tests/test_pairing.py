@@ -719,8 +719,10 @@ def test_the_legacy_function_call_pair_is_one_group():
     messages = [user("q"), legacy_call(), legacy_answer(), user("next")]
     assert check_pairing(messages) == []
 
-    result = compact(messages, max_tokens=1, keep_tail=1)
+    result = compact(messages, max_tokens=1, keep_tail=2)
 
+    assert result.messages == messages  # the tail snaps out to the function_call
+    result = compact(messages, max_tokens=1, keep_tail=1)
     assert result.dropped == messages[1:3]
     assert check_pairing(result.messages) == []
 
