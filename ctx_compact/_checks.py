@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from numbers import Real
 from typing import Any, FrozenSet, Optional
@@ -57,12 +58,21 @@ def check_callable(value: object, name: str) -> None:
         raise TypeError(f"{name} must be a callable or None, not {type(value).__name__}")
 
 
+_LARGEST = int(sys.float_info.max)  # counts are compared with float budgets
+
+
 def check_count(value: object, index: Optional[int]) -> int:
-    """Return ``value`` if it is a usable token count, else raise naming the message."""
-    if type(value) is int and value >= 0:
+    """Return ``value`` if it is a usable token count, else raise naming the message.
+
+    A usable count is a non-negative number a float can hold.
+    """
+    if type(value) is int and 0 <= value <= _LARGEST:
         return value
     if isinstance(value, Real) and not isinstance(value, bool):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            number = math.inf
         if math.isfinite(number) and number >= 0:
             return value  # type: ignore[return-value]  # summed as given
     raise InvalidMessageError(

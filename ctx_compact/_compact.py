@@ -25,7 +25,7 @@ from ._checks import (
 )
 from ._errors import InvalidMessageError
 from ._grouping import group_bounds
-from ._tokens import CountTokens, count_all, count_one, prefix_sums
+from ._tokens import CountTokens, check_sums, count_all, count_one, finite, prefix_sums
 from ._views import message_views
 
 Summarize = Callable[[List[Any]], str]
@@ -85,6 +85,9 @@ class Compaction:
         pre: Prefix sums of the messages' token counts (``len(messages) + 1`` items).
         bounds: Group boundaries (see ``group_bounds``).
         max_tokens, keep_head, keep_tail, count_tokens: The checked options.
+
+    Raises:
+        InvalidMessageError: The counts add up to more than a float can hold.
     """
 
     __slots__ = (
@@ -111,6 +114,7 @@ class Compaction:
         count_tokens: Optional[CountTokens],
     ) -> None:
         n = len(messages)
+        check_sums(pre)
         self.messages = messages
         self.pre = pre
         self.bounds = bounds
@@ -193,6 +197,10 @@ class Compaction:
             - (pre[self.cut] - pre[head_end])
             + _count_summary(note, self.count_tokens)
         )
+        if not finite(after):
+            raise InvalidMessageError(
+                "the summary message: its token count makes the total more than a float can hold"
+            )
         cut = _cut_after(pre, self.bounds, self.cut, self.tail_start, after - self.max_tokens)
         after -= pre[cut] - pre[self.cut]
         messages = self.messages[:head_end]

@@ -9,11 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ._checks import check_messages
-from ._errors import InvalidMessageError
-from ._formats import CALL_OUTPUTS, OUTPUT_TYPES, call_ids, item_call_id, leading_results
+from ._formats import (
+    CALL_OUTPUTS,
+    OUTPUT_TYPES,
+    Matcher,
+    call_ids,
+    call_keys,
+    is_block,
+    item_type,
+    key,
+    leading_results,
+    opens_function_call,
+    output_key,
+    result_ids,
+    tool_use_ids,
+)
+from ._grouping import group_bounds
 from ._views import blocks, message_views
 
 _OPENAI_ORPHAN = (
@@ -37,6 +51,11 @@ _ANTHROPIC_UNEXPECTED = (
     "blocks: {ids}. Each `tool_result` block must have a corresponding `tool_use` block in "
     "the previous message."
 )
+# The legacy function pair: OpenAI's wording for tool messages, said of function messages.
+_OPENAI_FUNCTION = (
+    "Invalid parameter: messages with role 'function' must be a response to a preceding "
+    "message with 'function_call'."
+)
 _RESPONSES_NO_OUTPUT = "No tool output found for {what} {id}."
 _RESPONSES_NO_CALL = "No tool call found for {what} output with call_id {id}."
 _RESPONSES_REASONING = (
@@ -51,12 +70,14 @@ class PairingProblem:
     Attributes:
         index: The position of the offending message or item.
         code: A stable identifier of the kind of problem: ``"orphan_tool_result"``,
-            ``"unknown_tool_call_id"``, ``"missing_tool_results"`` (OpenAI Chat),
+            ``"unknown_tool_call_id"``, ``"missing_tool_results"``,
+            ``"orphan_function_result"`` (OpenAI Chat),
             ``"missing_tool_result_blocks"``, ``"tool_result_not_at_start"``,
             ``"unexpected_tool_result"`` (Anthropic), ``"missing_call_output"``,
             ``"orphan_call_output"``, ``"reasoning_without_following_item"``
             (OpenAI Responses).
-        ids: The tool call, tool use or item ids concerned.
+        ids: The tool call, tool use or item ids concerned (for a legacy
+            ``function`` message, which has no id, its function's name).
         provider: ``"openai"``, ``"anthropic"`` or ``"openai-responses"``.
         message: The provider's own wording for the rejection.
     """
@@ -92,64 +113,60 @@ def _names(ids: Sequence[Any]) -> Tuple[str, ...]:
     return tuple(str(i) for i in ids)
 
 
-def _chat_problems(views: Sequence[Mapping[str, Any]], out: List[PairingProblem]) -> None:
-    # (assistant index, ids not answered, every id it called)
-    open_calls: Optional[Tuple[int, List[Any], List[Any]]] = None
-    answered_run = False  # inside the run of tool messages after an assistant's calls
+class _OpenCalls(NamedTuple):
+    """An assistant message's Chat Completions calls, while its run of tool messages lasts."""
 
-    def close() -> None:
-        if open_calls is not None and open_calls[1]:
-            ids = _names(open_calls[1])
-            out.append(
-                PairingProblem(
-                    open_calls[0],
-                    "missing_tool_results",
-                    ids,
-                    "openai",
-                    _OPENAI_MISSING.format(ids=", ".join(ids)),
-                )
-            )
+    at: int  # the assistant message's index
+    unanswered: List[Any]  # call ids not answered yet, in call order
+    called: FrozenSet[Any]  # every id it called: a repeated answer is accepted
 
+
+def _missing_tool_results(calls: _OpenCalls) -> Iterator[PairingProblem]:
+    if calls.unanswered:
+        ids = _names(calls.unanswered)
+        text = _OPENAI_MISSING.format(ids=", ".join(ids))
+        yield PairingProblem(calls.at, "missing_tool_results", ids, "openai", text)
+
+
+def _chat_problems(views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    open_calls: Optional[_OpenCalls] = None
     for i, message in enumerate(views):
         role = message.get("role")
         if role == "tool":
-            call_id = message.get("tool_call_id")
-            if not answered_run or open_calls is None:
-                out.append(
-                    PairingProblem(
-                        i, "orphan_tool_result", _names([call_id]), "openai", _OPENAI_ORPHAN
-                    )
+            call_id = key(message.get("tool_call_id"), i, "tool_call_id")
+            if open_calls is None:
+                yield PairingProblem(
+                    i, "orphan_tool_result", _names([call_id]), "openai", _OPENAI_ORPHAN
                 )
-            elif call_id in open_calls[1]:
-                open_calls[1].remove(call_id)
-            elif call_id not in open_calls[2]:  # a repeated answer is accepted
-                out.append(
-                    PairingProblem(
-                        i,
-                        "unknown_tool_call_id",
-                        _names([call_id]),
-                        "openai",
-                        _OPENAI_UNKNOWN_ID.format(id=call_id),
-                    )
+            elif call_id in open_calls.unanswered:
+                open_calls.unanswered.remove(call_id)
+            elif call_id not in open_calls.called:
+                yield PairingProblem(
+                    i,
+                    "unknown_tool_call_id",
+                    _names([call_id]),
+                    "openai",
+                    _OPENAI_UNKNOWN_ID.format(id=call_id),
                 )
             continue
-        close()
-        open_calls, answered_run = None, False
+        if open_calls is not None:
+            yield from _missing_tool_results(open_calls)
+            open_calls = None
         if role == "assistant":
             ids = call_ids(message, i)
             if ids:
                 calls = (c.get("id") for c in message.get("tool_calls") or ())
                 order = list(dict.fromkeys(c for c in calls if c is not None))
-                open_calls = (i, list(order), order)
-                answered_run = True
-    close()
+                open_calls = _OpenCalls(i, order, ids)
+        elif role == "function" and not (i and opens_function_call(views[i - 1])):
+            name = message.get("name")
+            names = () if name is None else _names([name])
+            yield PairingProblem(i, "orphan_function_result", names, "openai", _OPENAI_FUNCTION)
+    if open_calls is not None:
+        yield from _missing_tool_results(open_calls)
 
 
-def _is_block(block: Any, kind: str) -> bool:
-    return isinstance(block, Mapping) and block.get("type") == kind
-
-
-def _anthropic_problems(views: Sequence[Mapping[str, Any]], out: List[PairingProblem]) -> None:
+def _anthropic_problems(views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
     def missing(at: int, ids: Tuple[str, ...], index: int, code: str) -> PairingProblem:
         text = _ANTHROPIC_MISSING.format(index=at, ids=", ".join(ids))
         return PairingProblem(index, code, ids, "anthropic", text)
@@ -159,113 +176,90 @@ def _anthropic_problems(views: Sequence[Mapping[str, Any]], out: List[PairingPro
     reported = False  # the pending ids were already reported as unanswerable
     for i, message in enumerate(views):
         role = message.get("role")
-        content = blocks(message)
-        leading = leading_results(message) if role == "user" else []
-        answered = [r.get("tool_use_id") for r in leading]
+        content = blocks(message, i)
+        leading = leading_results(content) if role == "user" else []
         if pending and not reported:
+            answered = [r.get("tool_use_id") for r in leading]
             unanswered = [u for u in pending if u not in answered]
             if unanswered:
-                late = [
-                    b.get("tool_use_id")
-                    for b in content[len(leading) :]
-                    if _is_block(b, "tool_result")
-                ]
+                late = result_ids(content[len(leading) :], i)
                 if any(u in late for u in unanswered):
-                    out.append(
-                        missing(pending_at, _names(unanswered), i, "tool_result_not_at_start")
-                    )
+                    yield missing(pending_at, _names(unanswered), i, "tool_result_not_at_start")
                 else:
-                    out.append(
-                        missing(
-                            pending_at, _names(unanswered), pending_at, "missing_tool_result_blocks"
-                        )
+                    yield missing(
+                        pending_at, _names(unanswered), pending_at, "missing_tool_result_blocks"
                     )
         for k, block in enumerate(content):
-            if _is_block(block, "tool_result") and block.get("tool_use_id") not in pending:
-                use_id = block.get("tool_use_id")
-                out.append(
-                    PairingProblem(
+            if is_block(block, "tool_result"):
+                use_id = key(block.get("tool_use_id"), i, "a tool_result block's tool_use_id")
+                if use_id not in pending:
+                    yield PairingProblem(
                         i,
                         "unexpected_tool_result",
                         _names([use_id]),
                         "anthropic",
                         _ANTHROPIC_UNEXPECTED.format(index=i, block=k, ids=use_id),
                     )
-                )
         pending, pending_at, reported = [], -1, False
         if role == "assistant":
-            uses = [k for k, b in enumerate(content) if _is_block(b, "tool_use")]
+            uses = [k for k, b in enumerate(content) if is_block(b, "tool_use")]
             if uses:
-                pending = [content[k].get("id") for k in uses]
+                pending = tool_use_ids(content, i)
                 pending_at = i
                 # Text after the last tool_use: the results can no longer follow immediately.
-                if any(_is_block(b, "text") for b in content[uses[-1] + 1 :]):
-                    out.append(missing(i, _names(pending), i, "missing_tool_result_blocks"))
+                if any(is_block(b, "text") for b in content[uses[-1] + 1 :]):
+                    yield missing(i, _names(pending), i, "missing_tool_result_blocks")
                     reported = True
     if pending and not reported:
-        out.append(missing(pending_at, _names(pending), pending_at, "missing_tool_result_blocks"))
+        yield missing(pending_at, _names(pending), pending_at, "missing_tool_result_blocks")
 
 
 def _what(kind: str) -> str:
     return kind.replace("_", " ")
 
 
-def _responses_problems(views: Sequence[Mapping[str, Any]], out: List[PairingProblem]) -> None:
-    calls: Dict[Any, Tuple[int, str]] = {}  # call id -> (index, type), not yet answered
-    # Indices of answered calls: a local shell call is filed under both of its ids.
-    done: Set[int] = set()
+def _responses_problems(views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    calls = Matcher()  # the grouping matches outputs to calls through the same class
     n = len(views)
     for i, item in enumerate(views):
-        kind = item.get("type")
+        if item.get("role") is not None:
+            continue
+        kind = item_type(item, i)
         if kind in CALL_OUTPUTS:
-            calls[item_call_id(item)] = (i, kind)
-            if kind == "local_shell_call":
-                calls.setdefault(item.get("id"), (i, kind))
+            calls.open(call_keys(item, i), i)
         elif kind in OUTPUT_TYPES:
-            call_id = item_call_id(item)
-            found = calls.pop(call_id, None)
-            if found is not None:
-                done.add(found[0])
-            else:
+            call_id = output_key(item, i)
+            if calls.answer(call_id) is None:
                 what = _what(kind[: -len("_output")])
-                out.append(
-                    PairingProblem(
-                        i,
-                        "orphan_call_output",
-                        _names([call_id]),
-                        "openai-responses",
-                        _RESPONSES_NO_CALL.format(what=what, id=call_id),
-                    )
+                yield PairingProblem(
+                    i,
+                    "orphan_call_output",
+                    _names([call_id]),
+                    "openai-responses",
+                    _RESPONSES_NO_CALL.format(what=what, id=call_id),
                 )
         elif kind == "reasoning":
             following = views[i + 1] if i + 1 < n else None
             if (
                 following is None
-                or following.get("type") in OUTPUT_TYPES
+                or item_type(following, i + 1) in OUTPUT_TYPES
                 or (following.get("role") in ("user", "system", "developer"))
             ):
                 item_id = item.get("id")
-                out.append(
-                    PairingProblem(
-                        i,
-                        "reasoning_without_following_item",
-                        _names([item_id]),
-                        "openai-responses",
-                        _RESPONSES_REASONING.format(id=item_id),
-                    )
+                yield PairingProblem(
+                    i,
+                    "reasoning_without_following_item",
+                    _names([item_id]),
+                    "openai-responses",
+                    _RESPONSES_REASONING.format(id=item_id),
                 )
-    for call_id, (index, kind) in sorted(calls.items(), key=lambda kv: kv[1][0]):
-        if index in done:
-            continue
-        done.add(index)
-        out.append(
-            PairingProblem(
-                index,
-                "missing_call_output",
-                _names([call_id]),
-                "openai-responses",
-                _RESPONSES_NO_OUTPUT.format(what=_what(kind), id=call_id),
-            )
+    for index, call_id in calls.unanswered():
+        yield PairingProblem(
+            index,
+            "missing_call_output",
+            _names([call_id]),
+            "openai-responses",
+            _RESPONSES_NO_OUTPUT.format(what=_what(views[index]["type"]), id=call_id),
         )
 
 
@@ -274,11 +268,16 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
 
     Reads OpenAI Chat Completions messages, Anthropic Messages, OpenAI Responses
     input items and SDK message models, mixed freely. It finds: a tool result
-    with no call before it; a call whose results are missing; an Anthropic
-    ``tool_result`` that is not at the start of the next message, or answers no
-    ``tool_use`` of the previous message; a Responses ``*_call`` without its
-    output, an output without its call, and a ``reasoning`` item without its
-    following item.
+    with no call before it; a call whose results are missing; a legacy
+    ``function`` message not right after an assistant's ``function_call``; an
+    Anthropic ``tool_result`` that is not at the start of the next message, or
+    answers no ``tool_use`` of the previous message; a Responses ``*_call``
+    without its output, an output without its call (an output answers the most
+    recent unanswered call with its ``call_id``, each call once), and a
+    ``reasoning`` item without its following item.
+
+    It reads exchanges exactly as the grouping does, so whatever it accepts,
+    it accepts after any compaction.
 
     Args:
         messages: The message list (never mutated).
@@ -288,18 +287,17 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
 
     Raises:
         TypeError: ``messages`` is not a sequence.
-        InvalidMessageError: A message is not a mapping or SDK model, or its
-            ``tool_calls`` is malformed.
+        InvalidMessageError: A message is not a mapping or SDK model, its
+            ``tool_calls`` is malformed, an id or ``type`` is not hashable, or an
+            SDK block's ``model_dump`` fails; the error names the index, as
+            ``compact``'s would.
     """
     views = message_views(list(check_messages(messages)))
-    problems: List[PairingProblem] = []
-    try:
-        _chat_problems(views, problems)
-        _anthropic_problems(views, problems)
-        _responses_problems(views, problems)
-    except InvalidMessageError:  # a TypeError too, but it already names the message
-        raise
-    except TypeError as exc:  # an unhashable id somewhere
-        raise InvalidMessageError(f"an id is not a string ({exc})") from exc
+    group_bounds(views)  # validates every message exactly as compaction does
+    problems = [
+        *_chat_problems(views),
+        *_anthropic_problems(views),
+        *_responses_problems(views),
+    ]
     problems.sort(key=lambda p: p.index)
     return problems

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from itertools import accumulate, islice
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -79,6 +80,35 @@ def count_all(
 def prefix_sums(counts: Sequence[int]) -> List[int]:
     """``out[i]`` is the sum of ``counts[:i]``; ``out[-1]`` is the total."""
     return list(accumulate(counts, initial=0))
+
+
+def finite(total: Any) -> bool:
+    """Whether a sum of token counts is still a number a float can hold.
+
+    Float sums overflow to infinity (and then give NaN when subtracted); an int
+    sum beyond the largest float cannot be compared with a float budget either.
+    """
+    try:
+        return math.isfinite(total)
+    except OverflowError:  # an int beyond any float
+        return False
+
+
+def check_sums(pre: Sequence[Any]) -> None:
+    """Raise unless the prefix sums of the counts stayed finite, naming the message at fault.
+
+    Raises:
+        InvalidMessageError: The counts up to some message add up to more than a
+            float can hold; the error names the first such message.
+    """
+    if finite(pre[-1]):  # the sums only grow: the last one is the largest
+        return
+    index = next(k for k, total in enumerate(pre) if not finite(total)) - 1
+    raise InvalidMessageError(
+        "the token counts up to this message add up to more than a float can hold; "
+        "count_tokens must return smaller numbers",
+        index,
+    )
 
 
 def estimate_tokens(message: Any, count_tokens: Optional[CountTokens] = None) -> int:

@@ -22,6 +22,10 @@ def sdk_dump(value: Any) -> Any:
     return dump(mode="json", exclude_unset=True)
 
 
+def _dump_failed(value: Any, exc: Exception) -> str:
+    return f"{type(value).__name__}.model_dump() failed ({exc}); pass plain dicts"
+
+
 def to_json_compatible(value: object) -> object:
     """``json``'s ``default=``: a mapping as the dict it holds, an SDK object as its JSON.
 
@@ -35,7 +39,10 @@ def to_json_compatible(value: object) -> object:
     """
     if isinstance(value, Mapping):
         return dict(value)
-    dumped = sdk_dump(value)
+    try:
+        dumped = sdk_dump(value)
+    except Exception as exc:  # the estimator reports a TypeError with the message's index
+        raise TypeError(_dump_failed(value, exc)) from exc
     if dumped is not None:
         return dumped
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
@@ -55,10 +62,7 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
         try:
             view = sdk_dump(message)
         except Exception as exc:
-            raise InvalidMessageError(
-                f"{type(message).__name__}.model_dump() failed ({exc}); pass plain dicts",
-                index,
-            ) from exc
+            raise InvalidMessageError(_dump_failed(message, exc), index) from exc
         if isinstance(view, Mapping):
             return view
     raise InvalidMessageError(
@@ -91,15 +95,25 @@ def is_list(value: object) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))
 
 
-def blocks(message: Mapping[str, Any]) -> Sequence[Any]:
+def blocks(message: Mapping[str, Any], index: Optional[int] = None) -> Sequence[Any]:
     """An Anthropic-style content block list, or ``()`` for string or missing content.
 
     SDK block objects (``{"role": "assistant", "content": response.content}``, as
     users append a reply) are seen as the mappings the SDK sends for them.
+
+    Raises:
+        InvalidMessageError: A block's ``model_dump`` fails; the error names ``index``.
     """
     content: Sequence[Any] = message.get("content") or ()
     if not is_list(content):
         return ()
     if all(type(b) is dict for b in content):
         return content
-    return [b if isinstance(b, Mapping) else (sdk_dump(b) or b) for b in content]
+    return [b if isinstance(b, Mapping) else _block_view(b, index) for b in content]
+
+
+def _block_view(block: Any, index: Optional[int]) -> Any:
+    try:
+        return sdk_dump(block) or block
+    except Exception as exc:
+        raise InvalidMessageError(_dump_failed(block, exc), index) from exc

@@ -130,7 +130,7 @@ class _Line:
         self, messages: List[Any], count_tokens: Optional[CountTokens]
     ) -> Tuple[List[int], List[int]]:
         keep = self.unchanged_prefix(messages)
-        regroup_at = regroup_from(self.bounds, keep)
+        regroup_at = regroup_from(messages, self.bounds, keep)
         start = self.bounds[regroup_at]
         # Grouped and counted as the core does: through the messages' mapping views.
         views = message_views(messages, start)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from ctx_compact import (
     InvalidMessageError,
     acompact_with_summary,
+    check_pairing,
     compact,
     compact_with_summary,
     estimate_tokens,
@@ -463,3 +464,69 @@ def test_malformed_input_raises_only_invalid_message_error(messages, keep_head, 
     assert error.index is not None
     assert 0 <= error.index < len(messages)
     assert str(error).startswith(f"message {error.index}: ")
+
+
+# --- unhashable types and ids, failing SDK blocks: named like any malformed message ---
+
+
+UNHASHABLE = [
+    {"type": ["x"]},
+    {"type": {"function_call": 1}, "call_id": "c"},
+    {"type": "function_call", "call_id": ["c"], "name": "f"},
+    {"type": "local_shell_call", "call_id": "c", "id": {"a": 1}},
+    {"type": "function_call_output", "call_id": ["c"], "output": ""},
+    {"type": "mcp_approval_request", "id": ["r"]},
+    {"type": "mcp_approval_response", "approval_request_id": ["r"], "approve": True},
+    {"role": "tool", "tool_call_id": ["c"], "content": ""},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": ["u"], "name": "f"}]},
+]
+
+
+@pytest.mark.parametrize("bad", UNHASHABLE)
+def test_an_unhashable_type_or_id_is_an_invalid_message_naming_its_index(bad):
+    messages = [system(), calling("c"), tool("c"), bad, user("next")]
+
+    for run in (
+        lambda: compact(messages, max_tokens=1),
+        lambda: check_pairing(messages),
+    ):
+        with pytest.raises(InvalidMessageError, match="must be a string, not") as caught:
+            run()
+        assert caught.value.index == 3
+
+
+def test_an_unhashable_tool_result_id_is_an_invalid_message_naming_its_index():
+    answer = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": ["u"]}]}
+    messages = [
+        user("q"),
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "u", "name": "f"}]},
+        answer,
+    ]
+
+    for run in (lambda: compact(messages, max_tokens=1), lambda: check_pairing(messages)):
+        with pytest.raises(InvalidMessageError, match="tool_use_id must be a string") as caught:
+            run()
+        assert caught.value.index == 2
+
+
+class FailingBlock:
+    """An SDK content block whose ``model_dump`` fails."""
+
+    def model_dump(self, **kwargs: Any) -> Any:
+        raise RuntimeError("broken block")
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+def test_an_sdk_block_whose_dump_fails_is_an_invalid_message_naming_its_index(role):
+    messages = [user("q"), {"role": role, "content": [FailingBlock()]}, user("next")]
+
+    for run in (
+        lambda: compact(messages, max_tokens=1),
+        lambda: compact(messages, max_tokens=10_000),
+        lambda: check_pairing(messages),
+    ):
+        with pytest.raises(
+            InvalidMessageError, match=r"FailingBlock.model_dump\(\) failed"
+        ) as caught:
+            run()
+        assert caught.value.index == 1

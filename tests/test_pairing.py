@@ -35,7 +35,7 @@ from conftest import (
 )
 from fake_provider import FakeProvider
 
-from ctx_compact import InvalidMessageError, PairingError, PairingProblem, check_pairing
+from ctx_compact import InvalidMessageError, PairingError, PairingProblem, check_pairing, compact
 
 ORPHAN = (
     "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
@@ -522,9 +522,11 @@ def test_malformed_tool_calls_name_the_index():
     assert caught.value.index == 1
 
 
-def test_an_unhashable_id_is_an_invalid_message():
-    with pytest.raises(InvalidMessageError, match="an id is not a string"):
-        check_pairing([{"type": "function_call", "call_id": ["call_1"], "name": "f"}])
+def test_an_unhashable_id_is_an_invalid_message_naming_the_index():
+    with pytest.raises(InvalidMessageError, match="call_id must be a string, not list") as caught:
+        check_pairing([user("q"), {"type": "function_call", "call_id": ["call_1"], "name": "f"}])
+
+    assert caught.value.index == 1
 
 
 # --- the fake provider agrees -----------------------------------------------------
@@ -637,3 +639,144 @@ def test_the_fake_servers_accept_what_check_pairing_accepts(provider):
     for messages in claude_lists:
         assert check_pairing(messages) == []
         assert send_claude(provider, messages)[0] == 200
+
+
+# --- issue 8: what grouping by adjacency got wrong ---------------------------------
+
+
+def test_a_responses_output_after_other_calls_stays_with_its_call():
+    messages = [
+        reasoning_item("rs_1"),
+        call_item("function_call", "call_a"),
+        reasoning_item("rs_2"),
+        call_item("function_call", "call_b"),
+        output_item("function_call", "call_a"),
+        output_item("function_call", "call_b"),
+    ]
+    assert check_pairing(messages) == []
+
+    result = compact(messages, max_tokens=1, keep_head=0, keep_tail=2)
+
+    assert result.messages == messages  # one group: nothing can be dropped alone
+    assert check_pairing(result.messages) == []
+
+
+def test_a_responses_output_after_a_message_stays_with_its_call():
+    messages = [
+        user("q"),
+        call_item("function_call", "call_a"),
+        message_item("Working on it."),
+        output_item("function_call", "call_a"),
+        user("next"),
+    ]
+    assert check_pairing(messages) == []
+
+    result = compact(messages, max_tokens=1, keep_tail=2)
+
+    assert result.messages == messages  # the tail snaps out to the call's whole group
+    assert check_pairing(result.messages) == []
+    result = compact(messages, max_tokens=1, keep_tail=1)
+    assert result.dropped == messages[1:4]
+    assert check_pairing(result.messages) == []
+
+
+@pytest.mark.parametrize(
+    "turn",
+    [
+        [calling("call_1"), tool("call_1")],
+        [
+            claude("assistant", tool_use_block("toolu_1")),
+            claude("user", tool_result_block("toolu_1")),
+        ],
+    ],
+    ids=["chat", "anthropic"],
+)
+def test_a_reasoning_item_stays_with_the_tool_call_message_it_leads(turn):
+    messages = [user("q"), reasoning_item(), *turn, user("next")]
+    assert check_pairing(messages) == []
+
+    result = compact(messages, max_tokens=1, keep_tail=2)
+
+    assert result.messages == messages  # the tail snaps out to the reasoning item
+    result = compact(messages, max_tokens=1, keep_tail=1)
+    assert result.messages == [messages[0], messages[4]]
+    assert check_pairing(result.messages) == []
+
+
+def legacy_call(name: str = "get_weather") -> Any:
+    return {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": name, "arguments": "{}"},
+    }
+
+
+def legacy_answer(name: str = "get_weather") -> Any:
+    return {"role": "function", "name": name, "content": '{"tempF":72}'}
+
+
+def test_the_legacy_function_call_pair_is_one_group():
+    messages = [user("q"), legacy_call(), legacy_answer(), user("next")]
+    assert check_pairing(messages) == []
+
+    result = compact(messages, max_tokens=1, keep_tail=2)
+
+    assert result.messages == messages  # the tail snaps out to the function_call
+    result = compact(messages, max_tokens=1, keep_tail=1)
+    assert result.dropped == messages[1:3]
+    assert check_pairing(result.messages) == []
+
+
+def test_a_function_message_without_its_function_call_is_reported():
+    messages = [user("q"), legacy_call(), user("hm"), legacy_answer("search")]
+
+    problems = check_pairing(messages)
+
+    assert [(p.index, p.code, p.ids, p.provider) for p in problems] == [
+        (3, "orphan_function_result", ("search",), "openai")
+    ]
+
+
+def test_unanswered_calls_and_outputs_without_calls_stay_droppable_alone():
+    # Broken input: each broken item is a group of its own, so it does not pin
+    # everything after it.
+    messages = [
+        user("q"),
+        call_item("function_call", "never_answered"),
+        user("a"),
+        output_item("function_call", "no_such_call"),
+        user("b"),
+        calling("chat_never_answered"),
+        user("c"),
+        tool("no_such_chat_call"),
+        user("d"),
+    ]
+    codes = [p.code for p in check_pairing(messages)]
+    assert sorted(codes) == [
+        "missing_call_output",
+        "missing_tool_results",
+        "orphan_call_output",
+        "orphan_tool_result",
+    ]
+
+    for k in range(1, 8):
+        dropped = compact_tens(messages, k)
+        assert len(dropped) == k  # every message is a group of its own
+
+
+def compact_tens(messages: List[Any], k: int) -> List[Any]:
+    n = len(messages)
+    return compact(
+        messages, max_tokens=10 * (n - k), count_tokens=lambda m: 10, keep_head=0, keep_tail=0
+    ).dropped
+
+
+def test_an_output_answers_the_latest_unanswered_call_with_its_id():
+    first, second = call_item("function_call", "dup"), call_item("function_call", "dup")
+    messages = [first, user("a"), second, output_item("function_call", "dup")]
+
+    problems = check_pairing(messages)
+
+    assert [(p.index, p.code) for p in problems] == [(0, "missing_call_output")]
+    assert compact_tens(messages, 1) == [first]
+    assert compact_tens(messages, 2) == [first, messages[1]]

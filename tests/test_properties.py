@@ -34,12 +34,12 @@ def reference_groups(messages: List[Any]) -> List[Group]:
         message = messages[i]
         if message.get("role") == "assistant" and message.get("tool_calls"):
             ids = {call.get("id") for call in message["tool_calls"]} - {None}
-            while (
-                end < len(messages)
-                and messages[end].get("role") == "tool"
-                and messages[end].get("tool_call_id") in ids
-            ):
-                end += 1
+            # The run of tool messages after the calls; the group ends at its last answer.
+            run = end
+            while run < len(messages) and messages[run].get("role") == "tool":
+                run += 1
+                if messages[run - 1].get("tool_call_id") in ids:
+                    end = run
         groups.append((i, end))
         i = end
     return groups

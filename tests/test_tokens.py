@@ -18,7 +18,7 @@ from conftest import contents, exchange, texts, tool_call, user
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctx_compact import compact, estimate_tokens
+from ctx_compact import InvalidMessageError, compact, compact_with_summary, estimate_tokens
 
 
 def utf16_units(text: str) -> int:
@@ -190,3 +190,80 @@ def test_default_matches_the_formula_for_any_text(text):
     message = user(text)
 
     assert estimate_tokens(message) == spec_estimate(message)
+
+
+# --- sums that stop being finite ------------------------------------------------
+
+
+def test_counts_whose_sum_overflows_are_an_error_naming_the_message():
+    messages = [user(str(i)) for i in range(10)]
+
+    with pytest.raises(InvalidMessageError, match="more than a float can hold") as caught:
+        compact(messages, max_tokens=1e300, count_tokens=lambda m: 1e308)
+
+    assert caught.value.index == 1  # 1e308 + 1e308 is the first sum past the largest float
+
+
+def test_a_summary_that_makes_the_sum_overflow_is_an_error():
+    messages = [user(str(i)) for i in range(10)]
+
+    def count(message: Any) -> float:
+        return 1.7e308 if message["content"] == "summary" else 1e307
+
+    with pytest.raises(InvalidMessageError, match="the summary message"):
+        compact_with_summary(
+            messages, max_tokens=5e307, count_tokens=count, summarize=lambda d: "summary"
+        )
+
+
+@given(st.lists(st.floats(0, 1e308), min_size=1, max_size=12), st.floats(1, 1e308))
+def test_huge_float_counts_never_give_nan_or_infinity(counts, max_tokens):
+    messages = [user(str(i)) for i in range(len(counts))]
+    by_message = {id(m): c for m, c in zip(messages, counts)}
+
+    def run() -> Any:
+        return compact(
+            messages, max_tokens=max_tokens, count_tokens=lambda m: by_message[id(m)], keep_tail=0
+        )
+
+    overflow = next((k for k in range(len(counts)) if sum(counts[: k + 1]) == math.inf), None)
+    if overflow is None:
+        result = run()
+        assert math.isfinite(result.tokens_before)
+        assert math.isfinite(result.tokens_after)
+    else:
+        with pytest.raises(InvalidMessageError, match="more than a float can hold") as caught:
+            run()
+        assert caught.value.index == overflow
+
+
+@pytest.mark.parametrize("count", [10**400, 2**1024])
+def test_an_int_count_beyond_any_float_is_an_error(count):
+    with pytest.raises(InvalidMessageError, match="non-negative number") as caught:
+        compact([user("a"), user("b")], max_tokens=10, count_tokens=lambda m: count)
+
+    assert caught.value.index == 0
+
+
+def test_int_counts_summing_beyond_any_float_are_an_error():
+    big = int(1e308)
+
+    with pytest.raises(InvalidMessageError, match="more than a float can hold") as caught:
+        compact([user("a"), user("b"), user("c")], max_tokens=1e308, count_tokens=lambda m: big)
+
+    assert caught.value.index == 1
+
+
+def test_large_int_counts_within_a_float_are_summed_exactly():
+    big = int(1e307)
+
+    result = compact(
+        [user("a"), user("b"), user("c")],
+        max_tokens=1.5e307,
+        count_tokens=lambda m: big,
+        keep_tail=0,
+    )
+
+    assert result.tokens_before == 3 * big
+    assert result.tokens_after == big
+    assert result.fits
