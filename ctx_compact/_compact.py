@@ -278,9 +278,13 @@ def compact(
 ) -> CompactResult:
     """Drop whole groups from the middle of ``messages`` until it fits ``max_tokens``.
 
-    The list is split into groups (an assistant message with ``tool_calls`` and
-    its immediately following matching ``tool`` results form one group; every
-    other message is alone). ``keep_head`` leading and ``keep_tail`` trailing
+    The list is split into groups: each group is the smallest contiguous run of
+    messages that closes every tool call opened in it and every result given in
+    it, in any wire format (an assistant message with ``tool_calls`` and its
+    ``tool`` results; Anthropic ``tool_use`` with the ``tool_result`` blocks that
+    answer it; Responses ``*_call`` items with their outputs; a ``reasoning`` item
+    with what follows it); every other message is alone (see the README's "How
+    grouping works"). ``keep_head`` leading and ``keep_tail`` trailing
     messages are kept, snapped outward to whole groups, and the middle groups
     are dropped oldest first until the total fits or nothing droppable is left.
     An input that already fits is returned unchanged with nothing dropped.
