@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, List, Optional
 
 from ._errors import InvalidMessageError
+from ._frameworks import framework_view
 
 
 def sdk_dump(value: Any) -> Any:
@@ -51,19 +52,35 @@ def to_json_compatible(value: object) -> object:
 def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
     """The mapping a message is grouped and counted as.
 
-    A mapping is its own view; an SDK object with ``model_dump`` is seen as its JSON.
+    A mapping is its own view; a LangChain message, a pydantic-ai
+    ``ModelRequest``/``ModelResponse`` or an openai-agents run item is seen as
+    what the framework sends for it (``framework_view``); an SDK object with
+    ``model_dump`` is seen as its JSON.
 
     Raises:
-        InvalidMessageError: Anything else, or a ``model_dump`` that fails.
+        InvalidMessageError: Anything else, a ``model_dump`` that fails, or one
+            whose mapping has neither a ``role`` nor a ``type``.
     """
     if isinstance(message, Mapping):
         return message
+    framework = framework_view(message)
+    if framework is not None:
+        return framework
     if callable(getattr(message, "model_dump", None)):
         try:
             view = sdk_dump(message)
         except Exception as exc:
             raise InvalidMessageError(_dump_failed(message, exc), index) from exc
         if isinstance(view, Mapping):
+            if view.get("role") is None and view.get("type") is None:
+                # Neither a wire message nor a known framework's: grouping it alone
+                # could keep a tool call without its result, so say so instead.
+                raise InvalidMessageError(
+                    f"{type(message).__name__} dumps to a mapping with neither 'role' nor "
+                    "'type', so its tool calls cannot be paired; pass wire-format dicts or a "
+                    "supported framework's messages (LangChain, pydantic-ai, openai-agents)",
+                    index,
+                )
             return view
     raise InvalidMessageError(
         f"expected a mapping such as {{'role': ..., 'content': ...}} or an SDK message "

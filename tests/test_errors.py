@@ -530,3 +530,16 @@ def test_an_sdk_block_whose_dump_fails_is_an_invalid_message_naming_its_index(ro
         ) as caught:
             run()
         assert caught.value.index == 1
+
+
+def test_a_model_with_neither_role_nor_type_is_refused_not_guessed() -> None:
+    import pydantic
+
+    class Note(pydantic.BaseModel):
+        text: str
+
+    with pytest.raises(InvalidMessageError, match="neither 'role' nor 'type'") as raised:
+        compact([{"role": "user", "content": "hi"}, Note(text="x")], max_tokens=100)
+    assert raised.value.index == 1
+    with pytest.raises(InvalidMessageError, match="neither 'role' nor 'type'"):
+        check_pairing([Note(text="x")])
