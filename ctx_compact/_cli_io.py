@@ -109,17 +109,10 @@ def read_array(path: str) -> Tuple[str, List[Any], Optional[Dict[str, Any]]]:
     return name, messages, holder
 
 
-def read_jsonl(
-    stream: IO[Any], name: str
-) -> Iterator[Tuple[str, List[Any], Optional[Dict[str, Any]]]]:
-    """``(FILE:LINE, messages, holding object)`` for each non-blank line, read one at a time."""
+def read_jsonl(stream: IO[Any], name: str) -> Iterator[Tuple[int, bytes]]:
+    """``(line number, raw line)`` for each line of ``stream``, read one at a time."""
     for lineno, raw in enumerate(read_lines(stream, name), 1):
-        text = decode(raw, name, lineno, lineno == 1)
-        if not text.strip(" \t\r\n"):
-            continue
-        where = f"{name}:{lineno}"
-        messages, holder = conversation(parse(text, name, lineno), where)
-        yield where, messages, holder
+        yield lineno, raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
 
 
 def with_messages(holder: Optional[Dict[str, Any]], messages: List[Any]) -> Any:

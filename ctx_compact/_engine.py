@@ -13,6 +13,10 @@ imports from this module's users.
   ``regroup_from`` says where an incremental caller must group afresh.
 - Deciding: ``Compaction`` (what to drop, from those arrays alone) and
   ``prepare`` (check, measure and decide in one step, as ``compact`` does).
+- Reporting: ``Compaction.rows`` gives one ``MessageRow`` per message (tokens,
+  group, kept or dropped and why), what ``ctx-compact --explain`` prints;
+  ``utf16_length`` is the estimator's length rule, for a counter that must
+  agree with it exactly.
 """
 
 from __future__ import annotations
@@ -25,14 +29,15 @@ from ._checks import (
     check_summary,
     check_summary_role,
 )
-from ._compact import Compaction, Summarize, measure, prepare
+from ._compact import Compaction, MessageRow, Summarize, measure, prepare
 from ._grouping import group_bounds, regroup_from
-from ._tokens import CountTokens, count_all
+from ._tokens import CountTokens, count_all, utf16_length
 from ._views import message_views
 
 __all__ = [
     "Compaction",
     "CountTokens",
+    "MessageRow",
     "Summarize",
     "check_callable",
     "check_keep",
@@ -46,4 +51,5 @@ __all__ = [
     "message_views",
     "prepare",
     "regroup_from",
+    "utf16_length",
 ]

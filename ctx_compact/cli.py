@@ -3,10 +3,11 @@
 ``ctx-compact check`` instead reports the tool-pairing problems of each
 conversation, through the public ``check_pairing``, and changes nothing.
 
-The result always comes from the public ``compact`` (or ``Compaction.result()``,
-which is what ``compact`` returns). ``--explain`` also reads the internal
-``Compaction`` for the head, tail and group boundaries that ``CompactResult``
-does not expose.
+This module is the shell: it parses the arguments, reads conversations, hands
+each to ``_cli_work.run_one`` (which calls the public ``compact`` or
+``check_pairing``) and writes what comes back. Both modes run through one
+guarded runner, ``_run``, which turns every way a run can end into an exit
+status.
 
 Nothing half-written ever reaches the output: it is spooled to a temporary
 file and only copied to standard output (or moved over ``--output``) once
@@ -18,30 +19,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import math
 import os
-import re
 import sys
 import time
-from dataclasses import dataclass
-from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Sequence, Union
 
 from . import __version__
-from ._cli_io import (
-    Failure,
-    dump,
-    open_input,
-    output,
-    read_array,
-    read_jsonl,
-    with_messages,
-)
-from ._compact import CompactResult, compact
-from ._engine import Compaction, prepare
-from ._pairing import PairingProblem, check_pairing
+from ._cli_io import Failure, open_input, output, read_array, read_jsonl
+from ._cli_work import PROG, Budget, Outcome, Settings, figures, number, plural, run_line, run_one
 
-PROG = "ctx-compact"
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
 CHECK = "check"
 
@@ -54,34 +42,40 @@ EXIT_PAIRING_PROBLEMS = 1  # check mode; a closed stdout there also means proble
 # Seconds between progress redraws; redrawing per line would cost more than compacting it.
 _PROGRESS_INTERVAL = 0.1
 
-# What would break a problem's single line or its UTF-8 encoding.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
-
-Budget = Union[int, float]
-
 
 @dataclass
 class _Totals:
+    """The figures summed over a run; the runner words them."""
+
     conversations: int = 0
     messages_before: int = 0
     messages_after: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
-    dropped: int = 0
-    not_fitting: int = 0
-    first_not_fitting: str = ""
+    not_fitting: List[str] = field(default_factory=list)
+    broken: int = 0
+    problems: int = 0
 
-    def add(self, result: CompactResult, where: str) -> None:
+    def add(self, outcome: Outcome) -> None:
         self.conversations += 1
-        self.messages_before += len(result.messages) + len(result.dropped)
-        self.messages_after += len(result.messages)
-        self.tokens_before += result.tokens_before
-        self.tokens_after += result.tokens_after
-        self.dropped += len(result.dropped)
-        if not result.fits:
-            self.not_fitting += 1
-            if not self.first_not_fitting:
-                self.first_not_fitting = where
+        self.messages_before += outcome.messages_before
+        self.messages_after += outcome.messages_after
+        self.tokens_before += outcome.tokens_before
+        self.tokens_after += outcome.tokens_after
+        if not outcome.fits:
+            self.not_fitting.append(outcome.where)
+        if outcome.problems:
+            self.broken += 1
+            self.problems += len(outcome.problems)
+
+    @property
+    def dropped(self) -> int:
+        return self.messages_before - self.messages_after
+
+    def figures(self) -> str:
+        return figures(
+            self.messages_before, self.messages_after, self.tokens_before, self.tokens_after
+        )
 
 
 class _Progress:
@@ -236,23 +230,6 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _CompactionOnly(argparse.Action):
-    """Refuses a compaction option given to ``check``, rather than silently ignoring it."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: Optional[str] = None,
-    ) -> None:
-        # Before check existed, "ctx-compact check --max-tokens 9" compacted a file named check.
-        parser.error(
-            f"{option_string} is a compaction option, which check does not take"
-            " (to compact a file named check, write ./check)"
-        )
-
-
 def _build_check_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=f"{PROG} {CHECK}",
@@ -280,9 +257,6 @@ def _build_check_parser() -> argparse.ArgumentParser:
             "  2  usage error, or input that cannot be read or parsed\n"
             "     (no problem lines are written)\n"
             "\n"
-            "The compaction options (--max-tokens, --keep-head, --keep-tail, --indent,\n"
-            "--output, --stats, --explain) are refused with status 2.\n"
-            "\n"
             "examples:\n"
             "  ctx-compact check examples/broken.json\n"
             "  ctx-compact check --jsonl train.jsonl\n"
@@ -301,16 +275,6 @@ def _build_check_parser() -> argparse.ArgumentParser:
         help="read one conversation per line and name each problem's line",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    for options, nargs in (
-        (["--max-tokens"], "?"),
-        (["--keep-head"], "?"),
-        (["--keep-tail"], "?"),
-        (["--indent"], "?"),
-        (["-o", "--output"], "?"),
-        (["--stats"], 0),
-        (["--explain"], 0),
-    ):
-        parser.add_argument(*options, nargs=nargs, action=_CompactionOnly, help=argparse.SUPPRESS)
     return parser
 
 
@@ -326,210 +290,96 @@ def _parse_args(
         return EXIT_USAGE
 
 
-def _compact(
-    messages: List[Any], args: argparse.Namespace, where: str
-) -> Tuple[CompactResult, Optional[Compaction]]:
-    options: Dict[str, Any] = {
-        "max_tokens": args.max_tokens,
-        "keep_head": args.keep_head,
-        "keep_tail": args.keep_tail,
-    }
-    try:
-        if args.explain:
-            # Compaction.result() is exactly what compact() returns; going through the
-            # plan once keeps the table and the output from ever disagreeing.
-            plan = prepare(messages, count_tokens=None, **options)
-            return plan.result(), plan
-        return compact(messages, **options), None
-    except (TypeError, ValueError) as exc:  # InvalidMessageError is both
-        raise Failure(f"{where}: {exc}") from None
+def _say(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
 
 
-def _number(value: Budget) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _explain(plan: Compaction, result: CompactResult, args: argparse.Namespace, where: str) -> str:
-    n = len(plan.messages)
-    pre, bounds = plan.pre, plan.bounds
-    over = plan.tokens_before > plan.max_tokens
-    rows = [("#", "role", "tokens", "group", "status")]
-    group = 0
-    for i, message in enumerate(plan.messages):
-        while bounds[group + 1] <= i:
-            group += 1
-        first, last = bounds[group], bounds[group + 1] - 1
-        role = message.get("role")
-        if i < plan.head_end:
-            why = "kept: head" if i < args.keep_head else "kept: head (group kept whole)"
-        elif i >= plan.tail_start:
-            why = "kept: tail" if i >= n - args.keep_tail else "kept: tail (group kept whole)"
-        elif i < plan.cut:
-            why = "dropped: oldest middle group while over budget"
-        elif over:
-            why = "kept: budget reached"
-        else:
-            why = "kept: input already fits"
-        rows.append(
-            (
-                str(i),
-                role if isinstance(role, str) else json.dumps(role, ensure_ascii=False),
-                str(pre[i + 1] - pre[i]),
-                str(first) if first == last else f"{first}-{last}",
-                why,
-            )
-        )
-    widths = [max(len(row[col]) for row in rows) for col in range(4)]
-    lines = [
-        f"{where}: messages {n} -> {len(result.messages)}, tokens {result.tokens_before} -> "
-        f"{result.tokens_after}, dropped {len(result.dropped)}, "
-        f"{'fits' if result.fits else 'does not fit'} within {_number(args.max_tokens)}"
-    ]
-    for number, role_text, tokens, span, status in rows:
-        lines.append(
-            f"    {number:>{widths[0]}}  {role_text:<{widths[1]}}  "
-            f"{tokens:>{widths[2]}}  {span:<{widths[3]}}  {status}"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _run_array(args: argparse.Namespace, say: Callable[[str], None]) -> int:
-    name, messages, holder = read_array(args.input)
-    result, plan = _compact(messages, args, name)
-    indent = 2 if args.indent is None else args.indent
-    encoded = dump(with_messages(holder, result.messages), indent, name)
-    with output(args.output) as out:
-        out.write(encoded)
-    if plan is not None:
-        say(_explain(plan, result, args, name))
-    budget = _number(args.max_tokens)
-    if args.stats:
-        say(
-            f"{PROG}: messages {len(messages)} -> {len(result.messages)}, "
-            f"tokens {result.tokens_before} -> {result.tokens_after}, "
-            f"dropped {len(result.dropped)}, "
-            f"{'fits' if result.fits else 'does not fit'} within {budget}\n"
-        )
-    if result.fits:
-        return EXIT_OK
-    say(
-        f"{PROG}: {name}: does not fit: {result.tokens_after} tokens with every droppable "
-        f"message dropped, budget {budget}\n"
+def _settings(args: argparse.Namespace, check: bool) -> Settings:
+    if check:
+        return Settings(check=True)
+    return Settings(
+        max_tokens=args.max_tokens,
+        keep_head=args.keep_head,
+        keep_tail=args.keep_tail,
+        # --jsonl lines are always compact; the --indent check keeps the two apart.
+        indent=0 if args.jsonl else 2 if args.indent is None else args.indent,
+        explain=args.explain,
     )
-    return EXIT_DOES_NOT_FIT
 
 
-def _run_jsonl(args: argparse.Namespace, say: Callable[[str], None], progress: _Progress) -> int:
+def _process(
+    args: argparse.Namespace,
+    settings: Settings,
+    say: Callable[[str], None],
+    progress: _Progress,
+) -> _Totals:
+    """Read every conversation, do it, write what comes out; the figures summed."""
     totals = _Totals()
+    path = None if settings.check else args.output
+    if not args.jsonl:
+        name, messages, holder = read_array(args.input)
+        outcome = run_one(settings, messages, holder, name)
+        with output(path) as out:
+            out.write(outcome.output)
+        totals.add(outcome)
+        if outcome.explain:
+            say(outcome.explain)
+        return totals
     # Output outermost: the input is closed before the output replaces it, which
     # Windows requires when both are the same file.
-    with output(args.output) as out, open_input(args.input) as (name, stream):
-        for where, messages, holder in read_jsonl(stream, name):
-            result, plan = _compact(messages, args, where)
-            out.write(dump(with_messages(holder, result.messages), 0, where))
-            totals.add(result, where)
-            if plan is not None:
-                say(_explain(plan, result, args, where))
+    with output(path) as out, open_input(args.input) as (name, stream):
+        for lineno, raw in read_jsonl(stream, name):
+            done = run_line(settings, name, lineno, raw)
+            if done is None:
+                continue
+            out.write(done.output)
+            totals.add(done)
+            if done.explain:
+                say(done.explain)
             progress.update(totals)
-    budget = _number(args.max_tokens)
+    return totals
+
+
+def _compaction_ending(
+    args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]
+) -> int:
+    budget = number(args.max_tokens)
+    misfits = len(totals.not_fitting)
     if args.stats:
-        fitting = (
-            f"{totals.not_fitting} did not fit" if totals.not_fitting else "all fit"
-        ) + f" within {budget}"
-        say(
-            f"{PROG}: conversations {totals.conversations}, "
-            f"messages {totals.messages_before} -> {totals.messages_after}, "
-            f"tokens {totals.tokens_before} -> {totals.tokens_after}, "
-            f"dropped {totals.dropped}, {fitting}\n"
-        )
-    if not totals.not_fitting:
+        if not args.jsonl:
+            fits = "does not fit" if misfits else "fits"
+            say(f"{PROG}: {totals.figures()}, {fits} within {budget}\n")
+        else:
+            fits = f"{misfits} did not fit" if misfits else "all fit"
+            say(
+                f"{PROG}: conversations {totals.conversations}, {totals.figures()}, "
+                f"{fits} within {budget}\n"
+            )
+    if not misfits:
         return EXIT_OK
-    say(
-        f"{PROG}: {totals.not_fitting} of {totals.conversations} conversations do not fit "
-        f"within {budget} (the first at {totals.first_not_fitting})\n"
-    )
+    if not args.jsonl:
+        say(
+            f"{PROG}: {totals.not_fitting[0]}: does not fit: {totals.tokens_after} tokens with"
+            f" every droppable message dropped, budget {budget}\n"
+        )
+    else:
+        say(
+            f"{PROG}: {misfits} of {totals.conversations} conversations do not fit "
+            f"within {budget} (the first at {totals.not_fitting[0]})\n"
+        )
     return EXIT_DOES_NOT_FIT
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _one_line(text: str) -> str:
-    # Ids come from the input: a newline or a lone surrogate in one must not split the
-    # problem's line or make the output invalid UTF-8, so they are written JSON-escaped.
-    return _UNPRINTABLE.sub(lambda m: json.dumps(m.group())[1:-1], text)
-
-
-def _problem_line(where: str, problem: PairingProblem) -> bytes:
-    ids = f" {', '.join(problem.ids)}" if problem.ids else ""
-    line = (
-        f"{where}: message {problem.index} [{problem.provider} {problem.code}]{ids}: "
-        f"{problem.message}"
-    )
-    return (_one_line(line) + "\n").encode("utf-8")
-
-
-@dataclass
-class _CheckTotals:
-    conversations: int = 0
-    broken: int = 0
-    problems: int = 0
-
-    def add(self, messages: List[Any], where: str, out: IO[bytes]) -> None:
-        try:
-            problems = check_pairing(messages)
-        except (TypeError, ValueError) as exc:  # InvalidMessageError is both
-            raise Failure(f"{where}: {exc}") from None
-        self.conversations += 1
-        if problems:
-            self.broken += 1
-            self.problems += len(problems)
-        for problem in problems:
-            out.write(_problem_line(where, problem))
-
-
-def _run_check(args: argparse.Namespace, say: Callable[[str], None]) -> int:
-    totals = _CheckTotals()
-    # Spooled like compaction output: an unreadable line 41 must not leave the
-    # problems of lines 1-40 on standard output next to an exit status of 2.
-    if args.jsonl:
-        with output(None) as out, open_input(args.input) as (name, stream):
-            for where, messages, _ in read_jsonl(stream, name):
-                totals.add(messages, where, out)
-    else:
-        name, messages, _ = read_array(args.input)
-        with output(None) as out:
-            totals.add(messages, name, out)
+def _check_ending(totals: _Totals, say: Callable[[str], None]) -> int:
     if not totals.problems:
-        say(f"{PROG}: no pairing problems in {_plural(totals.conversations, 'conversation')}\n")
+        say(f"{PROG}: no pairing problems in {plural(totals.conversations, 'conversation')}\n")
         return EXIT_OK
     say(
-        f"{PROG}: {_plural(totals.problems, 'problem')} in {totals.broken} of "
+        f"{PROG}: {plural(totals.problems, 'problem')} in {totals.broken} of "
         f"{totals.conversations} conversations\n"
     )
     return EXIT_PAIRING_PROBLEMS
-
-
-def _check_main(argv: Sequence[str]) -> int:
-    args = _parse_args(_build_check_parser(), argv)
-    if isinstance(args, int):
-        return args
-
-    def say(text: str) -> None:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-
-    try:
-        return _run_check(args, say)
-    except Failure as exc:
-        say(f"{PROG}: {exc}\n")
-        return EXIT_USAGE
-    except BrokenPipeError:
-        # Only problem lines are ever written, so this is still status 1.
-        return _stdout_closed()
 
 
 def _stdout_closed() -> int:
@@ -540,6 +390,34 @@ def _stdout_closed() -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     return EXIT_PIPE_CLOSED
+
+
+def _run(args: argparse.Namespace, check: bool) -> int:
+    """Run either mode, turning every way the run can end into its exit status."""
+    progress = _Progress(wanted=args.jsonl and not check)
+
+    def say(text: str) -> None:
+        progress.clear()
+        _say(text)
+
+    try:
+        totals = _process(args, _settings(args, check), say, progress)
+        progress.clear()
+        return _check_ending(totals, say) if check else _compaction_ending(args, totals, say)
+    except Failure as exc:
+        say(f"{PROG}: {exc}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # In check mode only problem lines are ever written, so this is still status 1.
+        return _stdout_closed()
+    finally:
+        progress.clear()
+
+
+def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    parser.print_usage(sys.stderr)
+    _say(f"{parser.prog}: error: {message}\n")
+    return EXIT_USAGE
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -556,34 +434,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         or unusable input.
     """
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if arguments[:1] == [CHECK]:
-        return _check_main(arguments[1:])
-    parser = _build_parser()
-    args = _parse_args(parser, arguments)
+    check = arguments[:1] == [CHECK]
+    parser = _build_check_parser() if check else _build_parser()
+    args = _parse_args(parser, arguments[1:] if check else arguments)
     if isinstance(args, int):
         return args
-    if args.jsonl and args.indent is not None:
-        parser.print_usage(sys.stderr)
-        sys.stderr.write(
-            f"{PROG}: error: --indent cannot be used with --jsonl, "
-            "whose output is one compact line per conversation\n"
+    if not check and args.jsonl and args.indent is not None:
+        return _usage_error(
+            parser,
+            "--indent cannot be used with --jsonl, whose output is one compact line per"
+            " conversation",
         )
-        return EXIT_USAGE
-
-    progress = _Progress(wanted=args.jsonl)
-
-    def say(text: str) -> None:
-        progress.clear()
-        sys.stderr.write(text)
-        sys.stderr.flush()
-
-    try:
-        status = _run_jsonl(args, say, progress) if args.jsonl else _run_array(args, say)
-    except Failure as exc:
-        say(f"{PROG}: {exc}\n")
-        return EXIT_USAGE
-    except BrokenPipeError:
-        return _stdout_closed()
-    finally:
-        progress.clear()
-    return status
+    return _run(args, check)
