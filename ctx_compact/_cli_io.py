@@ -2,19 +2,18 @@
 
 Input is UTF-8 JSON: a whole file holding an array of messages (or an object
 with a ``"messages"`` array), or JSONL read one line at a time. Every problem is
-a ``Failure`` naming the file, line and column. Output is written to a spool
-(or a temporary file beside ``--output``) and published only when the block that
-writes it succeeds, so nothing half-written ever reaches the reader.
+a ``Failure`` naming the file, line and column. Standard output is written as
+the run goes; a regular ``--output`` file is written beside itself and moved
+into place only when the run succeeds.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import re
-import shutil
+import stat
 import sys
 import tempfile
 from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Union
@@ -172,20 +171,27 @@ def read_lines(stream: IO[Any], name: str) -> Iterator[Union[bytes, str]]:
         yield line
 
 
-def copy_to_stdout(spool: IO[bytes]) -> None:
+class _TextStdout:
+    """Bytes written to a text-only stdout (an ``io.StringIO`` put in place by a caller)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, data: bytes) -> int:
+        self._stream.write(data.decode("utf-8"))
+        return len(data)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def stdout_bytes() -> IO[bytes]:
+    """Standard output as a binary stream, written as the run goes."""
     binary = getattr(sys.stdout, "buffer", None)
+    sys.stdout.flush()  # anything already written through the text layer goes first
     if binary is None:
-        # A text-only stdout (an io.StringIO put in place by a caller).
-        text = io.TextIOWrapper(spool, encoding="utf-8")
-        try:
-            shutil.copyfileobj(text, sys.stdout)
-        finally:
-            text.detach()
-        sys.stdout.flush()
-        return
-    sys.stdout.flush()
-    shutil.copyfileobj(spool, binary)
-    binary.flush()
+        return _TextStdout(sys.stdout)  # type: ignore[return-value]
+    return binary  # type: ignore[no-any-return]
 
 
 def new_file_mode(path: str) -> int:
@@ -198,30 +204,93 @@ def new_file_mode(path: str) -> int:
         return 0o666 & ~umask
 
 
+# Following more links than this is a loop; open() will say so.
+_MAX_LINKS = 40
+
+
+def file_to_replace(path: str) -> Optional[str]:
+    """The regular file that ``-o path`` replaces atomically, or ``None`` to write to it directly.
+
+    A regular file, or a name that does not exist yet, is replaced (or created)
+    through a temporary file beside it. A symbolic link is followed, so the file
+    it points to is replaced and the link is kept. A device (``/dev/null``), a
+    FIFO, a socket, and any link into ``/proc`` (``/dev/stdout``,
+    ``/proc/self/fd/1``, which stand for a descriptor that may be a pipe or a
+    file opened by the shell) are written directly: replacing them would put a
+    regular file where the reader is not looking.
+    """
+    current = path
+    for _ in range(_MAX_LINKS):
+        if os.path.abspath(current).startswith("/proc/"):
+            return None
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return current
+        except OSError:
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            current = os.path.join(os.path.dirname(current), os.readlink(current))
+            continue
+        return current if stat.S_ISREG(info.st_mode) else None
+    return None
+
+
 @contextlib.contextmanager
-def output(path: Optional[str]) -> Iterator[IO[bytes]]:
-    """A binary file to write the output into, published only if the block succeeds."""
-    if path is None or path == "-":
-        with tempfile.TemporaryFile() as spool:
-            yield spool
-            spool.seek(0)
-            copy_to_stdout(spool)
-        return
-    directory = os.path.dirname(os.path.abspath(path))
+def _replacing(path: str, target: str) -> Iterator[IO[bytes]]:
+    directory = os.path.dirname(os.path.abspath(target))
     try:
         handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
-            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp", delete=False
+            dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp", delete=False
         )
     except OSError as exc:
         raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
         with handle:
             yield handle
-        os.chmod(handle.name, new_file_mode(path))
-        os.replace(handle.name, path)
+        os.chmod(handle.name, new_file_mode(target))
+        os.replace(handle.name, target)
     except BaseException as exc:
+        # Also on Ctrl-C and SIGTERM (which the command turns into an exception):
+        # the temporary file never outlives the run.
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
         if isinstance(exc, OSError):
             raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+@contextlib.contextmanager
+def _direct(path: str) -> Iterator[IO[bytes]]:
+    try:
+        # Appending: a FIFO or a device does not care, and a descriptor link to a file
+        # the shell opened with >> must not be truncated.
+        handle = open(path, "ab")  # noqa: SIM115  # closed by the with below
+    except OSError as exc:
+        raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with handle:
+            yield handle
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def output(path: Optional[str]) -> Iterator[IO[bytes]]:
+    """A binary stream to write the output into.
+
+    Standard output (``None`` or ``"-"``) is written as the run goes. A regular
+    file is written to a temporary file beside it and moved over it only if the
+    block succeeds, so a failed or interrupted run leaves it untouched; anything
+    else (see ``file_to_replace``) is written directly.
+    """
+    if path is None or path == "-":
+        stream = stdout_bytes()
+        yield stream
+        stream.flush()
+        return
+    target = file_to_replace(path)
+    with _replacing(path, target) if target is not None else _direct(path) as stream:
+        yield stream

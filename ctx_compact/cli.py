@@ -9,9 +9,9 @@ each to ``_cli_work.run_one`` (which calls the public ``compact`` or
 guarded runner, ``_run``, which turns every way a run can end into an exit
 status.
 
-Nothing half-written ever reaches the output: it is spooled to a temporary
-file and only copied to standard output (or moved over ``--output``) once
-every conversation has been compacted.
+Standard output is written as the run goes. A regular ``--output`` file is
+replaced only when the run succeeds; Ctrl-C (status 130) and SIGTERM (143) end
+the run quietly and leave it untouched.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import contextlib
 import io
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 from . import __version__
 from ._cli_io import Failure, open_input, output, read_array, read_jsonl
@@ -38,6 +40,9 @@ EXIT_PIPE_CLOSED = 1
 EXIT_USAGE = 2
 EXIT_DOES_NOT_FIT = 3
 EXIT_PAIRING_PROBLEMS = 1  # check mode; a closed stdout there also means problems were found
+# What a shell reports for a command ended by the signal: 128 + its number.
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_TERMINATED = 128 + signal.SIGTERM
 
 # Seconds between progress redraws; redrawing per line would cost more than compacting it.
 _PROGRESS_INTERVAL = 0.1
@@ -153,9 +158,11 @@ def _build_parser() -> argparse.ArgumentParser:
             "  0  the result fits within --max-tokens\n"
             "  1  standard output was closed before everything was written\n"
             "  2  usage error, or input that cannot be read, parsed or compacted\n"
-            "     (nothing is written to standard output or --output)\n"
+            "     (--output is left untouched; with --jsonl, standard output has the\n"
+            "     lines before the bad one)\n"
             "  3  the result does not fit, even with everything droppable dropped\n"
             "     (the best result is still written; with --jsonl, any conversation)\n"
+            "  130, 143  interrupted by Ctrl-C or SIGTERM (--output is left untouched)\n"
             "\n"
             "examples:\n"
             "  ctx-compact --max-tokens 150 --keep-tail 2 --stats examples/weather.json\n"
@@ -212,8 +219,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         metavar="FILE",
-        help="write to FILE instead of standard output; it is replaced only when the run"
-        " succeeds, so it may also be the input file",
+        help="write to FILE instead of standard output; a regular file is replaced only when"
+        " the run succeeds, so it may also be the input file; a device, FIFO or /dev/stdout"
+        " is written directly",
     )
     parser.add_argument(
         "--stats",
@@ -392,6 +400,39 @@ def _stdout_closed() -> int:
     return EXIT_PIPE_CLOSED
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised like KeyboardInterrupt so that every ``finally`` and ``with`` cleans up."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    # Handlers can only be set from the main thread; main() called from another
+    # thread keeps the default (the process ends, the temporary file stays).
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _announce_terminal_input(args: argparse.Namespace, say: Callable[[str], None]) -> None:
+    if args.input != "-":
+        return
+    isatty = getattr(sys.stdin, "isatty", None)
+    if isatty is not None and isatty():
+        say(
+            f"{PROG}: reading standard input (end it with Ctrl-D, Ctrl-Z on Windows;"
+            f" see {PROG} --help)\n"
+        )
+
+
 def _run(args: argparse.Namespace, check: bool) -> int:
     """Run either mode, turning every way the run can end into its exit status."""
     progress = _Progress(wanted=args.jsonl and not check)
@@ -401,15 +442,21 @@ def _run(args: argparse.Namespace, check: bool) -> int:
         _say(text)
 
     try:
-        totals = _process(args, _settings(args, check), say, progress)
-        progress.clear()
-        return _check_ending(totals, say) if check else _compaction_ending(args, totals, say)
+        with _sigterm_raises():
+            _announce_terminal_input(args, say)
+            totals = _process(args, _settings(args, check), say, progress)
+            progress.clear()
+            return _check_ending(totals, say) if check else _compaction_ending(args, totals, say)
     except Failure as exc:
         say(f"{PROG}: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:
         # In check mode only problem lines are ever written, so this is still status 1.
         return _stdout_closed()
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except _Terminated:
+        return EXIT_TERMINATED
     finally:
         progress.clear()
 
@@ -428,12 +475,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     Returns:
         The exit status. Compaction: 0 when the result fits, 3 when it does not
-        (the best result is still written), 2 for a usage error or unusable input
-        (nothing is written), 1 when standard output was closed early. ``check``:
-        0 when there are no pairing problems, 1 when there are, 2 for a usage error
-        or unusable input.
+        (the best result is still written), 2 for a usage error or unusable input,
+        1 when standard output was closed early, 130 after Ctrl-C and 143 after
+        SIGTERM. ``check``: 0 when there are no pairing problems, 1 when there
+        are, 2 for a usage error or unusable input.
     """
-    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:  # before the run started: still no traceback
+        return EXIT_INTERRUPTED
+
+
+def _main(arguments: List[str]) -> int:
     check = arguments[:1] == [CHECK]
     parser = _build_check_parser() if check else _build_parser()
     args = _parse_args(parser, arguments[1:] if check else arguments)

@@ -425,21 +425,22 @@ def test_jsonl_status_3_when_any_conversation_does_not_fit(
     ],
     ids=["json", "shape", "message", "library", "utf8"],
 )
-def test_jsonl_error_names_the_line_and_writes_nothing(
+def test_jsonl_error_names_the_line_and_stops_the_run(
     bad_line: bytes,
     message: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ):
-    # Two good conversations come first: their output must not leak out either.
+    # Standard output is streamed: the two good conversations before the bad line are out
+    # already, nothing after it is written (--output files stay untouched, tested below).
     feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES) + bad_line + jsonl(MESSAGES))
     assert main(["--jsonl", *EXAMPLE]) == 2
     out, err = capsys.readouterr()
-    assert out == ""
+    assert [json.loads(line) for line in out.splitlines()] == [KEPT, KEPT]
     assert err.startswith(message)
 
 
-def test_jsonl_reads_line_by_line_and_writes_only_at_the_end(monkeypatch: pytest.MonkeyPatch):
+def test_jsonl_reads_and_writes_line_by_line(monkeypatch: pytest.MonkeyPatch):
     stdout = io.BytesIO()
     seen: List[int] = []
 
@@ -452,7 +453,9 @@ def test_jsonl_reads_line_by_line_and_writes_only_at_the_end(monkeypatch: pytest
     monkeypatch.setattr(sys, "stdin", stdin)
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(stdout, encoding="utf-8"))
     assert main(["--jsonl", *EXAMPLE]) == 0
-    assert seen == [0] * 6  # five lines and the end of input, read one at a time
+    # Five lines and the end of input, read one at a time, each written before the next read.
+    line = len(json.dumps(KEPT, separators=(",", ":"))) + 1
+    assert seen == [0, line, 2 * line, 3 * line, 4 * line, 5 * line]
     assert stdout.getvalue().decode().splitlines() == [json.dumps(KEPT, separators=(",", ":"))] * 5
 
 
@@ -792,14 +795,15 @@ def test_check_jsonl_without_problems_is_status_0(
     assert capsys.readouterr() == ("", "ctx-compact: no pairing problems in 2 conversations\n")
 
 
-def test_check_jsonl_bad_line_is_status_2_and_reports_no_earlier_problem(
+def test_check_jsonl_bad_line_is_status_2_after_the_earlier_problems(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     broken = json.loads(BROKEN.read_text(encoding="utf-8"))
     feed_stdin(monkeypatch, jsonl(broken, broken) + b'[{"role": "user"}, x]\n')
     assert main(["check", "--jsonl"]) == 2
     out, err = capsys.readouterr()
-    assert out == ""
+    # Problem lines are streamed like compaction output.
+    assert out.splitlines() == [f"<stdin>:1: {ORPHAN}", f"<stdin>:2: {ORPHAN}"]
     assert err == "ctx-compact: <stdin>:3:20: invalid JSON: Expecting value\n"
 
 
