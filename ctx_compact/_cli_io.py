@@ -48,13 +48,39 @@ def reject_constant(name: str) -> Any:
     raise NonStandardConstant(f"{name} is not valid JSON")
 
 
+_JSONL_HINT = (
+    " (with --jsonl each line must hold one whole conversation; read a pretty-printed"
+    " JSON array without --jsonl)"
+)
+_ARRAY_HINT = (
+    " (the input holds more than one JSON value: for one conversation per line, use --jsonl)"
+)
+
+
+def _ends_early(text: str, exc: json.JSONDecodeError) -> bool:
+    """Whether the text ran out before its JSON value did (a truncated or multi-line value)."""
+    return exc.pos >= len(text.rstrip(" \t\r\n")) or exc.msg.startswith("Unterminated string")
+
+
 def parse(text: str, name: str, line: Optional[int]) -> Any:
     """Parse ``text``; ``line`` is the input line it came from, ``None`` for a whole file."""
     try:
         return json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
-        lineno = exc.lineno if line is None else line
-        raise Failure(f"{name}:{lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        if line is None:
+            hint = _ARRAY_HINT if exc.msg == "Extra data" else ""
+            raise Failure(
+                f"{name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}{hint}"
+            ) from None
+        if _ends_early(text, exc):
+            # Python names where the unfinished string or value began; what the reader
+            # needs is where the line stopped, and why that may be.
+            end = len(text.rstrip(" \t\r\n")) + 1
+            hint = _JSONL_HINT if line == 1 else " (cut short?)"
+            raise Failure(
+                f"{name}:{line}:{end}: invalid JSON: the line ends before its value does{hint}"
+            ) from None
+        raise Failure(f"{name}:{line}:{exc.colno}: invalid JSON: {exc.msg}") from None
     except NonStandardConstant as exc:
         where = name if line is None else f"{name}:{line}"
         raise Failure(f"{where}: invalid JSON: {exc}") from None
@@ -70,12 +96,17 @@ def decode(data: Union[bytes, str], name: str, line: Optional[int], first: bool)
     try:
         return data.decode("utf-8-sig" if first else "utf-8")
     except UnicodeDecodeError as exc:
-        start = exc.start
+        line_start = 0
         if line is None:
-            line = data.count(b"\n", 0, start) + 1
-            start -= data.rfind(b"\n", 0, start) + 1
+            line = data.count(b"\n", 0, exc.start) + 1
+            line_start = data.rfind(b"\n", 0, exc.start) + 1
+        # Columns count characters, as JSON errors do, not bytes.
+        column = len(data[line_start : exc.start].decode("utf-8", "replace")) + 1
         bad = data[exc.start : exc.start + 1].hex()
-        raise Failure(f"{name}:{line}:{start + 1}: not valid UTF-8 (byte 0x{bad})") from None
+        cut = (
+            " at the end of the line (cut short?)" if exc.reason == "unexpected end of data" else ""
+        )
+        raise Failure(f"{name}:{line}:{column}: not valid UTF-8 (byte 0x{bad}){cut}") from None
 
 
 def conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, Any]]]:

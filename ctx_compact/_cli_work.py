@@ -37,6 +37,7 @@ class Settings:
     keep_tail: int = 4
     indent: int = 0
     explain: bool = False
+    strict: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,15 @@ class Outcome:
     @property
     def dropped(self) -> int:
         return self.messages_before - self.messages_after
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A JSONL line that cannot be used: why (naming the line), and the line verbatim."""
+
+    line: int
+    reason: str
+    raw: bytes
 
 
 def number(value: Budget) -> str:
@@ -143,6 +153,12 @@ def _check(messages: List[Any], where: str) -> Outcome:
 def _compact(
     settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], where: str
 ) -> Outcome:
+    # Compaction cannot repair a pairing the input already breaks; it is reported
+    # (or, with --strict, the conversation refused) in check's own wording.
+    problems = tuple(problem_text(p) for p in _checked(messages, where))
+    if problems and settings.strict:
+        more = f" (and {plural(len(problems) - 1, 'more problem')})" if len(problems) > 1 else ""
+        raise Failure(f"{where}: tool pairing already broken (--strict): {problems[0]}{more}")
     options: Dict[str, Any] = {
         "max_tokens": settings.max_tokens,
         "keep_head": settings.keep_head,
@@ -175,7 +191,8 @@ def _compact(
         result.tokens_before,
         result.tokens_after,
         result.fits,
-        explain=explain,
+        problems,
+        explain,
     )
 
 
@@ -204,3 +221,13 @@ def run_line(settings: Settings, name: str, lineno: int, raw: bytes) -> Optional
     where = f"{name}:{lineno}"
     messages, holder = conversation(parse(text, name, lineno), where)
     return run_one(settings, messages, holder, where)
+
+
+def do_line(
+    settings: Settings, name: str, lineno: int, raw: bytes
+) -> Union[Outcome, Rejected, None]:
+    """``run_line``, with a line that cannot be used returned as ``Rejected`` instead of raised."""
+    try:
+        return run_line(settings, name, lineno, raw)
+    except Failure as exc:
+        return Rejected(lineno, str(exc), raw)

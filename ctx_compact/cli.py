@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import math
 import os
 import signal
@@ -26,11 +27,22 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+from typing import IO, Any, Callable, Iterator, List, Optional, Sequence, Union
 
 from . import __version__
 from ._cli_io import Failure, open_input, output, read_array, read_jsonl
-from ._cli_work import PROG, Budget, Outcome, Settings, figures, number, plural, run_line, run_one
+from ._cli_work import (
+    PROG,
+    Budget,
+    Outcome,
+    Rejected,
+    Settings,
+    do_line,
+    figures,
+    number,
+    plural,
+    run_one,
+)
 
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
 CHECK = "check"
@@ -39,6 +51,7 @@ EXIT_OK = 0
 EXIT_PIPE_CLOSED = 1
 EXIT_USAGE = 2
 EXIT_DOES_NOT_FIT = 3
+EXIT_SKIPPED = 4  # --skip-invalid skipped at least one line; the rest was written
 EXIT_PAIRING_PROBLEMS = 1  # check mode; a closed stdout there also means problems were found
 # What a shell reports for a command ended by the signal: 128 + its number.
 EXIT_INTERRUPTED = 128 + signal.SIGINT
@@ -46,6 +59,10 @@ EXIT_TERMINATED = 128 + signal.SIGTERM
 
 # Seconds between progress redraws; redrawing per line would cost more than compacting it.
 _PROGRESS_INTERVAL = 0.1
+# Conversations named in the closing "do not fit" note; the count covers the rest.
+_NAMED = 10
+# Pairing warnings shown in full; the closing warning counts them all.
+_WARNINGS = 20
 
 
 @dataclass
@@ -57,9 +74,11 @@ class _Totals:
     messages_after: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
-    not_fitting: List[str] = field(default_factory=list)
+    not_fitting: int = 0
+    named_not_fitting: List[str] = field(default_factory=list)
     broken: int = 0
     problems: int = 0
+    skipped: int = 0
 
     def add(self, outcome: Outcome) -> None:
         self.conversations += 1
@@ -68,7 +87,9 @@ class _Totals:
         self.tokens_before += outcome.tokens_before
         self.tokens_after += outcome.tokens_after
         if not outcome.fits:
-            self.not_fitting.append(outcome.where)
+            self.not_fitting += 1
+            if len(self.named_not_fitting) < _NAMED:
+                self.named_not_fitting.append(outcome.where)
         if outcome.problems:
             self.broken += 1
             self.problems += len(outcome.problems)
@@ -162,6 +183,7 @@ def _build_parser() -> argparse.ArgumentParser:
             "     lines before the bad one)\n"
             "  3  the result does not fit, even with everything droppable dropped\n"
             "     (the best result is still written; with --jsonl, any conversation)\n"
+            "  4  --skip-invalid skipped at least one bad line (the rest is written)\n"
             "  130, 143  interrupted by Ctrl-C or SIGTERM (--output is left untouched)\n"
             "\n"
             "examples:\n"
@@ -233,6 +255,34 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print a table of every message, its group and why it was kept or dropped"
         " on standard error (with --jsonl, one table per conversation)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a conversation whose tool pairing is already broken (status 2, or"
+        " skipped with --skip-invalid) instead of warning and compacting it",
+    )
+    batch = parser.add_argument_group("datasets (with --jsonl)")
+    batch.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip a line that cannot be used, reporting it on standard error, and go on"
+        " (exit status 4)",
+    )
+    batch.add_argument(
+        "--max-errors",
+        type=_count,
+        metavar="N",
+        help="skip at most N bad lines; the next one stops the run (implies --skip-invalid)",
+    )
+    batch.add_argument(
+        "--rejects", metavar="FILE", help="write the skipped lines to FILE, verbatim"
+    )
+    batch.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write one JSON line per conversation to FILE: line, messages_before,"
+        " messages_after, tokens_before, tokens_after, dropped, fits",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return parser
@@ -313,47 +363,132 @@ def _settings(args: argparse.Namespace, check: bool) -> Settings:
         # --jsonl lines are always compact; the --indent check keeps the two apart.
         indent=0 if args.jsonl else 2 if args.indent is None else args.indent,
         explain=args.explain,
+        strict=args.strict,
     )
 
 
-def _process(
-    args: argparse.Namespace,
-    settings: Settings,
-    say: Callable[[str], None],
-    progress: _Progress,
-) -> _Totals:
-    """Read every conversation, do it, write what comes out; the figures summed."""
-    totals = _Totals()
-    path = None if settings.check else args.output
-    if not args.jsonl:
-        name, messages, holder = read_array(args.input)
-        outcome = run_one(settings, messages, holder, name)
-        with output(path) as out:
-            out.write(outcome.output)
+def _report_line(line: int, outcome: Outcome) -> bytes:
+    record = {
+        "line": line,
+        "messages_before": outcome.messages_before,
+        "messages_after": outcome.messages_after,
+        "tokens_before": outcome.tokens_before,
+        "tokens_after": outcome.tokens_after,
+        "dropped": outcome.dropped,
+        "fits": outcome.fits,
+    }
+    return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
+
+
+class _Sinks:
+    """Where a run writes: the output, and the optional --report and --rejects files."""
+
+    def __init__(
+        self, out: IO[bytes], report: Optional[IO[bytes]], rejects: Optional[IO[bytes]]
+    ) -> None:
+        self.out = out
+        self.report = report
+        self.rejects = rejects
+
+
+class _Runner:
+    """One run over the input: each conversation done, written, counted and reported."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        check: bool,
+        say: Callable[[str], None],
+        progress: _Progress,
+    ) -> None:
+        self.args = args
+        self.check = check
+        self.settings = _settings(args, check)
+        self.say = say
+        self.progress = progress
+        self.totals = _Totals()
+        # --max-errors alone allows that many; --skip-invalid alone allows any number.
+        self.max_errors: Optional[int] = getattr(args, "max_errors", None)
+        self.skip = self.max_errors is not None or getattr(args, "skip_invalid", False)
+
+    def run(self) -> _Totals:
+        args = self.args
+        output_path = None if self.check else args.output
+        if not args.jsonl:
+            name, messages, holder = read_array(args.input)
+            outcome = run_one(self.settings, messages, holder, name)
+            with output(output_path) as out:
+                self._write(_Sinks(out, None, None), outcome, None)
+            return self.totals
+        with contextlib.ExitStack() as files:
+            # Output outermost: the input is closed before the output replaces it, which
+            # Windows requires when both are the same file.
+            out = files.enter_context(output(output_path))
+            report = self._optional(files, "report")
+            rejects = self._optional(files, "rejects")
+            sinks = _Sinks(out, report, rejects)
+            name, stream = files.enter_context(open_input(args.input))
+            for lineno, raw in read_jsonl(stream, name):
+                done = do_line(self.settings, name, lineno, raw)
+                if isinstance(done, Rejected):
+                    self._reject(sinks, done)
+                elif done is not None:
+                    self._write(sinks, done, lineno)
+                self.progress.update(self.totals)
+        return self.totals
+
+    def _optional(self, files: contextlib.ExitStack, option: str) -> Optional[IO[bytes]]:
+        path: Optional[str] = getattr(self.args, option, None)
+        return None if path is None else files.enter_context(output(path))
+
+    def _write(self, sinks: _Sinks, outcome: Outcome, line: Optional[int]) -> None:
+        sinks.out.write(outcome.output)
+        totals = self.totals
+        shown = totals.problems
         totals.add(outcome)
+        if sinks.report is not None and line is not None:
+            sinks.report.write(_report_line(line, outcome))
+        if not self.check:
+            for text in outcome.problems[: max(_WARNINGS - shown, 0)]:
+                self.say(f"{PROG}: warning: {outcome.where}: {text}\n")
         if outcome.explain:
-            say(outcome.explain)
-        return totals
-    # Output outermost: the input is closed before the output replaces it, which
-    # Windows requires when both are the same file.
-    with output(path) as out, open_input(args.input) as (name, stream):
-        for lineno, raw in read_jsonl(stream, name):
-            done = run_line(settings, name, lineno, raw)
-            if done is None:
-                continue
-            out.write(done.output)
-            totals.add(done)
-            if done.explain:
-                say(done.explain)
-            progress.update(totals)
-    return totals
+            self.say(outcome.explain)
+
+    def _reject(self, sinks: _Sinks, rejected: Rejected) -> None:
+        totals = self.totals
+        if not self.skip:
+            raise Failure(rejected.reason)
+        if self.max_errors is not None and totals.skipped >= self.max_errors:
+            raise Failure(
+                f"{rejected.reason} (a bad line beyond --max-errors {self.max_errors}: stopped)"
+            )
+        totals.skipped += 1
+        self.say(f"{PROG}: skipped {rejected.reason}\n")
+        if sinks.rejects is not None:
+            raw = rejected.raw
+            sinks.rejects.write(raw if raw.endswith(b"\n") else raw + b"\n")
+
+
+def _names(totals: _Totals) -> str:
+    names = ", ".join(totals.named_not_fitting)
+    rest = totals.not_fitting - len(totals.named_not_fitting)
+    return f"{names} and {rest} more" if rest else names
 
 
 def _compaction_ending(
     args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]
 ) -> int:
     budget = number(args.max_tokens)
-    misfits = len(totals.not_fitting)
+    misfits = totals.not_fitting
+    if totals.broken:
+        hidden = max(totals.problems - _WARNINGS, 0)
+        listed = f" ({hidden} not shown; ctx-compact check lists them)" if hidden else ""
+        say(
+            f"{PROG}: warning: the input's tool pairing was already broken: "
+            f"{plural(totals.problems, 'problem')} in {totals.broken} of "
+            f"{plural(totals.conversations, 'conversation')}{listed}; compaction cannot repair"
+            " them (--strict refuses such conversations)\n"
+        )
     if args.stats:
         if not args.jsonl:
             fits = "does not fit" if misfits else "fits"
@@ -364,19 +499,22 @@ def _compaction_ending(
                 f"{PROG}: conversations {totals.conversations}, {totals.figures()}, "
                 f"{fits} within {budget}\n"
             )
-    if not misfits:
-        return EXIT_OK
     if not args.jsonl:
-        say(
-            f"{PROG}: {totals.not_fitting[0]}: does not fit: {totals.tokens_after} tokens with"
-            f" every droppable message dropped, budget {budget}\n"
-        )
-    else:
+        if misfits:
+            say(
+                f"{PROG}: {totals.named_not_fitting[0]}: does not fit: {totals.tokens_after}"
+                f" tokens with every droppable message dropped, budget {budget}\n"
+            )
+        return EXIT_DOES_NOT_FIT if misfits else EXIT_OK
+    if misfits:
         say(
             f"{PROG}: {misfits} of {totals.conversations} conversations do not fit "
-            f"within {budget} (the first at {totals.not_fitting[0]})\n"
+            f"within {budget}: {_names(totals)}\n"
         )
-    return EXIT_DOES_NOT_FIT
+    if totals.skipped:
+        say(f"{PROG}: skipped {plural(totals.skipped, 'bad line')}\n")
+        return EXIT_SKIPPED
+    return EXIT_DOES_NOT_FIT if misfits else EXIT_OK
 
 
 def _check_ending(totals: _Totals, say: Callable[[str], None]) -> int:
@@ -444,7 +582,7 @@ def _run(args: argparse.Namespace, check: bool) -> int:
     try:
         with _sigterm_raises():
             _announce_terminal_input(args, say)
-            totals = _process(args, _settings(args, check), say, progress)
+            totals = _Runner(args, check, say, progress).run()
             progress.clear()
             return _check_ending(totals, say) if check else _compaction_ending(args, totals, say)
     except Failure as exc:
@@ -492,10 +630,29 @@ def _main(arguments: List[str]) -> int:
     args = _parse_args(parser, arguments[1:] if check else arguments)
     if isinstance(args, int):
         return args
-    if not check and args.jsonl and args.indent is not None:
-        return _usage_error(
-            parser,
-            "--indent cannot be used with --jsonl, whose output is one compact line per"
-            " conversation",
-        )
+    problem = None if check else _conflict(args)
+    if problem:
+        return _usage_error(parser, problem)
     return _run(args, check)
+
+
+def _conflict(args: argparse.Namespace) -> Optional[str]:
+    """What is wrong with this combination of compaction options, if anything."""
+    if args.jsonl and args.indent is not None:
+        return (
+            "--indent cannot be used with --jsonl, whose output is one compact line per"
+            " conversation"
+        )
+    batch = {
+        "--skip-invalid": args.skip_invalid,
+        "--max-errors": args.max_errors is not None,
+        "--rejects": args.rejects is not None,
+        "--report": args.report is not None,
+    }
+    for option, given in batch.items():
+        if given and not args.jsonl:
+            return f"{option} needs --jsonl"
+    for option, path in (("--report", args.report), ("--rejects", args.rejects)):
+        if path == "-":
+            return f"{option} needs a file; standard output carries the conversations"
+    return None

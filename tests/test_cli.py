@@ -407,7 +407,7 @@ def test_jsonl_status_3_when_any_conversation_does_not_fit(
     assert err.splitlines() == [
         "ctx-compact: conversations 3, messages 21 -> 15, tokens 647 -> 505, dropped 6,"
         " 1 did not fit within 150",
-        "ctx-compact: 1 of 3 conversations do not fit within 150 (the first at <stdin>:2)",
+        "ctx-compact: 1 of 3 conversations do not fit within 150: <stdin>:2",
     ]
 
 
@@ -477,7 +477,7 @@ def test_jsonl_explain_reports_each_conversation_under_its_line(
     assert headers == [
         "<stdin>:1: messages 10 -> 7, tokens 195 -> 124, dropped 3, fits within 150",
         "<stdin>:3: messages 1 -> 1, tokens 257 -> 257, dropped 0, does not fit within 150",
-        "ctx-compact: 1 of 2 conversations do not fit within 150 (the first at <stdin>:3)",
+        "ctx-compact: 1 of 2 conversations do not fit within 150: <stdin>:3",
     ]
     assert explain_rows(err)[-1] == ["0", "user", "257", "0", "kept: head"]
 
