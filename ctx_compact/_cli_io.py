@@ -10,16 +10,20 @@ into place only when the run succeeds.
 from __future__ import annotations
 
 import contextlib
+import gzip
+import io
 import json
 import os
-import re
 import stat
 import sys
 import tempfile
+import zlib
+from dataclasses import dataclass
 from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Union
 
+from ._cli_json import utf8_line
+
 STDIN_NAME = "<stdin>"
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Failure(Exception):
@@ -132,8 +136,9 @@ def conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, 
 
 def read_array(path: str) -> Tuple[str, List[Any], Optional[Dict[str, Any]]]:
     """The input name, messages and holding object of a whole-file conversation."""
-    with open_input(path) as (name, stream):
-        data = read_all(stream, name)
+    with open_input(path) as source:
+        data = read_all(source.stream, source.name)
+    name = source.name
     value = parse(decode(data, name, None, True), name, None)
     messages, holder = conversation(value, name)
     return name, messages, holder
@@ -160,34 +165,65 @@ def dump(value: Any, indent: int, where: str) -> bytes:
             text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (ValueError, RecursionError) as exc:
         raise Failure(f"{where}: cannot write the result as JSON: {exc}") from None
-    text += "\n"
+    return utf8_line(text)
+
+
+@dataclass
+class Source:
+    """An open input: its name in messages, its binary stream, and how far it has been read."""
+
+    name: str
+    stream: IO[Any]
+    size: Optional[int] = None  # bytes, when the input is a regular file
+    raw: Optional[IO[bytes]] = None  # the file under a decompressing stream
+
+    def position(self) -> int:
+        """Bytes of the file read so far (of the compressed file, for gzip)."""
+        try:
+            return (self.raw or self.stream).tell()
+        except (OSError, ValueError):
+            return 0
+
+
+def _regular_size(handle: IO[Any]) -> Optional[int]:
     try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate from a "\udXXX" escape in the input cannot be UTF-8;
-        # writing it escaped again keeps the output valid and equal to the input.
-        escaped = LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-        return escaped.encode("utf-8")
+        info = os.fstat(handle.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 @contextlib.contextmanager
-def open_input(path: str) -> Iterator[Tuple[str, IO[Any]]]:
+def open_input(path: str) -> Iterator[Source]:
+    """The input named ``path``: standard input for ``-``, gunzipped when it ends in ``.gz``."""
     if path == "-":
-        yield STDIN_NAME, getattr(sys.stdin, "buffer", sys.stdin)
+        stream = getattr(sys.stdin, "buffer", sys.stdin)
+        yield Source(STDIN_NAME, stream, _regular_size(stream))
         return
     try:
         handle = open(path, "rb")  # noqa: SIM115  # closed by the with below
     except OSError as exc:
         raise Failure(f"{path}: {exc.strerror or exc}") from None
     with handle:
-        yield path, handle
+        size = _regular_size(handle)
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
+                yield Source(path, unpacked, size, handle)
+        else:
+            yield Source(path, handle, size)
+
+
+def _unreadable(name: str, exc: Exception) -> Failure:
+    # EOFError: a gzip stream that ends before its end-of-stream marker.
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return Failure(f"{name}: cannot read: {reason}")
 
 
 def read_all(stream: IO[Any], name: str) -> Union[bytes, str]:
     try:
         data: Union[bytes, str] = stream.read()
-    except OSError as exc:
-        raise Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _unreadable(name, exc) from None
     return data
 
 
@@ -195,8 +231,8 @@ def read_lines(stream: IO[Any], name: str) -> Iterator[Union[bytes, str]]:
     while True:
         try:
             line: Union[bytes, str] = stream.readline()
-        except OSError as exc:
-            raise Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise _unreadable(name, exc) from None
         if not line:
             return
         yield line
@@ -310,7 +346,7 @@ def _direct(path: str) -> Iterator[IO[bytes]]:
 
 @contextlib.contextmanager
 def output(path: Optional[str]) -> Iterator[IO[bytes]]:
-    """A binary stream to write the output into.
+    """A binary stream to write the output into, gzip-compressed when ``path`` ends in ``.gz``.
 
     Standard output (``None`` or ``"-"``) is written as the run goes. A regular
     file is written to a temporary file beside it and moved over it only if the
@@ -324,4 +360,12 @@ def output(path: Optional[str]) -> Iterator[IO[bytes]]:
         return
     target = file_to_replace(path)
     with _replacing(path, target) if target is not None else _direct(path) as stream:
-        yield stream
+        if not path.endswith(".gz"):
+            yield stream
+            return
+        # mtime 0 and no name: the same input always gives the same bytes. Level 6, as
+        # gzip itself uses: level 9 would cost more than the compaction.
+        with gzip.GzipFile(
+            filename="", mode="wb", fileobj=stream, compresslevel=6, mtime=0
+        ) as packed:
+            yield packed  # type: ignore[misc]

@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._cli_io import Failure, conversation, decode, dump, parse, with_messages
-from ._compact import compact
+from ._cli_json import Pieces, Unencodable, loads_fast
+from ._compact import CompactResult, compact
 from ._engine import MessageRow, prepare
 from ._pairing import PairingProblem, check_pairing
 
@@ -150,8 +151,29 @@ def _check(messages: List[Any], where: str) -> Outcome:
     return Outcome(where, output, n, n, 0, 0, True, problems)
 
 
+def _decide(
+    settings: Settings, messages: List[Any], count: Optional[Callable[[Any], int]]
+) -> Tuple[CompactResult, Sequence[MessageRow]]:
+    options: Dict[str, Any] = {
+        "max_tokens": settings.max_tokens,
+        "count_tokens": count,
+        "keep_head": settings.keep_head,
+        "keep_tail": settings.keep_tail,
+    }
+    if settings.explain:
+        # One decision gives both the result and its rows, so they never disagree;
+        # Compaction.result() is what compact() returns.
+        plan = prepare(messages, **options)
+        return plan.result(), plan.rows(settings.keep_head, settings.keep_tail)
+    return compact(messages, **options), ()
+
+
 def _compact(
-    settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], where: str
+    settings: Settings,
+    messages: List[Any],
+    holder: Optional[Dict[str, Any]],
+    where: str,
+    fast: bool,
 ) -> Outcome:
     # Compaction cannot repair a pairing the input already breaks; it is reported
     # (or, with --strict, the conversation refused) in check's own wording.
@@ -159,30 +181,31 @@ def _compact(
     if problems and settings.strict:
         more = f" (and {plural(len(problems) - 1, 'more problem')})" if len(problems) > 1 else ""
         raise Failure(f"{where}: tool pairing already broken (--strict): {problems[0]}{more}")
-    options: Dict[str, Any] = {
-        "max_tokens": settings.max_tokens,
-        "keep_head": settings.keep_head,
-        "keep_tail": settings.keep_tail,
-    }
-    explain = ""
+    output: Optional[bytes] = None
     try:
-        if settings.explain:
-            # One decision gives both the result and its rows, so they never disagree;
-            # Compaction.result() is what compact() returns.
-            plan = prepare(messages, count_tokens=None, **options)
-            result = plan.result()
-            rows = plan.rows(settings.keep_head, settings.keep_tail)
+        if settings.indent:
+            result, rows = _decide(settings, messages, None)
         else:
-            result = compact(messages, **options)
+            # Counting keeps each message's JSON, so the line is written without a second dump.
+            pieces = Pieces(fast)
+            try:
+                result, rows = _decide(settings, messages, pieces.count)
+                output = pieces.line(holder, result.messages)
+            except Unencodable:
+                # NaN or an infinity (from 1e400) or very deep nesting: the default
+                # estimator and the plain dump give the usual count or error.
+                result, rows = _decide(settings, messages, None)
     except (TypeError, ValueError) as exc:  # InvalidMessageError is both
         raise Failure(f"{where}: {exc}") from None
+    if output is None:
+        output = dump(with_messages(holder, result.messages), settings.indent, where)
     kept = len(result.messages)
-    summary = figures(len(messages), kept, result.tokens_before, result.tokens_after)
+    explain = ""
     if settings.explain:
+        summary = figures(len(messages), kept, result.tokens_before, result.tokens_after)
         fits = "fits" if result.fits else "does not fit"
         header = f"{where}: {summary}, {fits} within {number(settings.max_tokens)}"
         explain = explain_table(header, rows)
-    output = dump(with_messages(holder, result.messages), settings.indent, where)
     return Outcome(
         where,
         output,
@@ -197,16 +220,20 @@ def _compact(
 
 
 def run_one(
-    settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], where: str
+    settings: Settings,
+    messages: List[Any],
+    holder: Optional[Dict[str, Any]],
+    where: str,
+    fast: bool = False,
 ) -> Outcome:
-    """Compact or check one conversation.
+    """Compact or check one conversation; ``fast`` when orjson parsed it.
 
     Raises:
         Failure: The conversation cannot be used; the message names ``where``.
     """
     if settings.check:
         return _check(messages, where)
-    return _compact(settings, messages, holder, where)
+    return _compact(settings, messages, holder, where, fast)
 
 
 def run_line(settings: Settings, name: str, lineno: int, raw: bytes) -> Optional[Outcome]:
@@ -215,12 +242,16 @@ def run_line(settings: Settings, name: str, lineno: int, raw: bytes) -> Optional
     Raises:
         Failure: The line cannot be read, parsed or compacted; the message names it.
     """
-    text = decode(raw, name, lineno, lineno == 1)
-    if not text.strip(" \t\r\n"):
-        return None
     where = f"{name}:{lineno}"
-    messages, holder = conversation(parse(text, name, lineno), where)
-    return run_one(settings, messages, holder, where)
+    value = loads_fast(raw)
+    fast = value is not None
+    if not fast:
+        text = decode(raw, name, lineno, lineno == 1)
+        if not text.strip(" \t\r\n"):
+            return None
+        value = parse(text, name, lineno)
+    messages, holder = conversation(value, where)
+    return run_one(settings, messages, holder, where, fast)
 
 
 def do_line(

@@ -25,12 +25,12 @@ import os
 import signal
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, List, Optional, Sequence, Union
 
 from . import __version__
-from ._cli_io import Failure, open_input, output, read_array, read_jsonl
+from ._cli_io import Failure, Source, open_input, output, read_array, read_jsonl
+from ._cli_progress import Progress
 from ._cli_work import (
     PROG,
     Budget,
@@ -57,8 +57,6 @@ EXIT_PAIRING_PROBLEMS = 1  # check mode; a closed stdout there also means proble
 EXIT_INTERRUPTED = 128 + signal.SIGINT
 EXIT_TERMINATED = 128 + signal.SIGTERM
 
-# Seconds between progress redraws; redrawing per line would cost more than compacting it.
-_PROGRESS_INTERVAL = 0.1
 # Conversations named in the closing "do not fit" note; the count covers the rest.
 _NAMED = 10
 # Pairing warnings shown in full; the closing warning counts them all.
@@ -102,38 +100,6 @@ class _Totals:
         return figures(
             self.messages_before, self.messages_after, self.tokens_before, self.tokens_after
         )
-
-
-class _Progress:
-    """A one-line counter redrawn in place on standard error, when it is a terminal."""
-
-    def __init__(self, wanted: bool) -> None:
-        isatty = getattr(sys.stderr, "isatty", None)
-        self.enabled = wanted and bool(isatty and isatty())
-        self._width = 0
-        self._last = -math.inf
-
-    def update(self, totals: _Totals) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self._last < _PROGRESS_INTERVAL:
-            return
-        self._last = now
-        text = (
-            f"{PROG}: conversations done: {totals.conversations}, "
-            f"messages dropped: {totals.dropped}"
-        )
-        # Pad over the previous text: plain spaces work on every terminal, escape codes do not.
-        sys.stderr.write("\r" + text.ljust(self._width))
-        sys.stderr.flush()
-        self._width = len(text)
-
-    def clear(self) -> None:
-        if self._width:
-            sys.stderr.write("\r" + " " * self._width + "\r")
-            sys.stderr.flush()
-            self._width = 0
 
 
 def _budget(text: str) -> Budget:
@@ -263,6 +229,18 @@ def _build_parser() -> argparse.ArgumentParser:
         " skipped with --skip-invalid) instead of warning and compacting it",
     )
     batch = parser.add_argument_group("datasets (with --jsonl)")
+    shown = batch.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--progress",
+        action="store_true",
+        default=None,
+        help="write a plain progress line (conversations, share of the input, rate, time"
+        " left) on standard error every few seconds, for logs; by default a line is redrawn"
+        " only when standard error is a terminal",
+    )
+    shown.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="show no progress"
+    )
     batch.add_argument(
         "--skip-invalid",
         action="store_true",
@@ -394,18 +372,12 @@ class _Sinks:
 class _Runner:
     """One run over the input: each conversation done, written, counted and reported."""
 
-    def __init__(
-        self,
-        args: argparse.Namespace,
-        check: bool,
-        say: Callable[[str], None],
-        progress: _Progress,
-    ) -> None:
+    def __init__(self, args: argparse.Namespace, check: bool) -> None:
         self.args = args
         self.check = check
         self.settings = _settings(args, check)
-        self.say = say
-        self.progress = progress
+        self.progress = Progress("off")
+        self.out: Optional[IO[bytes]] = None
         self.totals = _Totals()
         # --max-errors alone allows that many; --skip-invalid alone allows any number.
         self.max_errors: Optional[int] = getattr(args, "max_errors", None)
@@ -417,25 +389,49 @@ class _Runner:
         if not args.jsonl:
             name, messages, holder = read_array(args.input)
             outcome = run_one(self.settings, messages, holder, name)
-            with output(output_path) as out:
-                self._write(_Sinks(out, None, None), outcome, None)
+            with output(output_path) as self.out:
+                self._write(_Sinks(self.out, None, None), outcome, None)
             return self.totals
         with contextlib.ExitStack() as files:
             # Output outermost: the input is closed before the output replaces it, which
             # Windows requires when both are the same file.
-            out = files.enter_context(output(output_path))
+            self.out = files.enter_context(output(output_path))
             report = self._optional(files, "report")
             rejects = self._optional(files, "rejects")
-            sinks = _Sinks(out, report, rejects)
-            name, stream = files.enter_context(open_input(args.input))
-            for lineno, raw in read_jsonl(stream, name):
+            sinks = _Sinks(self.out, report, rejects)
+            source = files.enter_context(open_input(args.input))
+            self.progress = self._progress(source)
+            name = source.name
+            for lineno, raw in read_jsonl(source.stream, name):
                 done = do_line(self.settings, name, lineno, raw)
                 if isinstance(done, Rejected):
                     self._reject(sinks, done)
                 elif done is not None:
                     self._write(sinks, done, lineno)
-                self.progress.update(self.totals)
+                self.progress.update(self.totals.conversations)
+        self.out = None
         return self.totals
+
+    def _progress(self, source: Source) -> Progress:
+        wanted: Optional[bool] = getattr(self.args, "progress", None)
+        if wanted is False or (wanted is None and self.check):
+            return Progress("off")
+        if wanted:
+            style = "plain"
+        else:
+            # A line redrawn in place, only where someone watches it and where it cannot
+            # land in the middle of the output.
+            to_terminal = self.args.output in (None, "-") and _isatty(sys.stdout)
+            style = "terminal" if _isatty(sys.stderr) and not to_terminal else "off"
+        return Progress(style, source.size, source.position)
+
+    def say(self, text: str) -> None:
+        """Write ``text`` on standard error, on a line of its own."""
+        self.progress.clear()
+        if self.out is not None:
+            # Output already written reaches a shared terminal or log first, whole lines only.
+            self.out.flush()
+        _say(text)
 
     def _optional(self, files: contextlib.ExitStack, option: str) -> Optional[IO[bytes]]:
         path: Optional[str] = getattr(self.args, option, None)
@@ -563,8 +559,7 @@ def _sigterm_raises() -> Iterator[None]:
 def _announce_terminal_input(args: argparse.Namespace, say: Callable[[str], None]) -> None:
     if args.input != "-":
         return
-    isatty = getattr(sys.stdin, "isatty", None)
-    if isatty is not None and isatty():
+    if _isatty(sys.stdin):
         say(
             f"{PROG}: reading standard input (end it with Ctrl-D, Ctrl-Z on Windows;"
             f" see {PROG} --help)\n"
@@ -573,19 +568,15 @@ def _announce_terminal_input(args: argparse.Namespace, say: Callable[[str], None
 
 def _run(args: argparse.Namespace, check: bool) -> int:
     """Run either mode, turning every way the run can end into its exit status."""
-    progress = _Progress(wanted=args.jsonl and not check)
-
-    def say(text: str) -> None:
-        progress.clear()
-        _say(text)
-
+    runner = _Runner(args, check)
+    say = runner.say
     try:
         with _sigterm_raises():
             _announce_terminal_input(args, say)
-            totals = _Runner(args, check, say, progress).run()
-            progress.clear()
+            totals = runner.run()
             return _check_ending(totals, say) if check else _compaction_ending(args, totals, say)
     except Failure as exc:
+        runner.out = None  # a failing output cannot be flushed before the message
         say(f"{PROG}: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:
@@ -596,7 +587,12 @@ def _run(args: argparse.Namespace, check: bool) -> int:
     except _Terminated:
         return EXIT_TERMINATED
     finally:
-        progress.clear()
+        runner.progress.clear()
+
+
+def _isatty(stream: Any) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
@@ -648,6 +644,7 @@ def _conflict(args: argparse.Namespace) -> Optional[str]:
         "--max-errors": args.max_errors is not None,
         "--rejects": args.rejects is not None,
         "--report": args.report is not None,
+        "--progress": args.progress is True,
     }
     for option, given in batch.items():
         if given and not args.jsonl:

@@ -13,7 +13,7 @@ from typing import Any, List
 
 import pytest
 
-from ctx_compact import __version__, cli
+from ctx_compact import __version__
 from ctx_compact.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -480,46 +480,6 @@ def test_jsonl_explain_reports_each_conversation_under_its_line(
         "ctx-compact: 1 of 2 conversations do not fit within 150: <stdin>:3",
     ]
     assert explain_rows(err)[-1] == ["0", "user", "257", "0", "kept: head"]
-
-
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_jsonl_progress_on_a_terminal_is_cleared_at_the_end(monkeypatch: pytest.MonkeyPatch):
-    stderr = _Terminal()
-    monkeypatch.setattr(sys, "stderr", stderr)
-    monkeypatch.setattr(cli, "_PROGRESS_INTERVAL", 0)
-    feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES, MESSAGES))
-    assert main(["--jsonl", *EXAMPLE, "--stats"]) == 0
-    shown = stderr.getvalue()
-    last = "ctx-compact: conversations done: 3, messages dropped: 9"
-    assert "\rctx-compact: conversations done: 1, messages dropped: 3" in shown
-    # Cleared with spaces before the summary, so the summary starts on a clean line.
-    assert shown.endswith(
-        f"\r{last}\r{' ' * len(last)}\rctx-compact: conversations 3, messages 30 -> 21,"
-        " tokens 585 -> 372, dropped 9, all fit within 150\n"
-    )
-
-
-def test_no_progress_when_standard_error_is_not_a_terminal(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-):
-    monkeypatch.setattr(cli, "_PROGRESS_INTERVAL", 0)
-    feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES))
-    assert main(["--jsonl", *EXAMPLE]) == 0
-    assert capsys.readouterr().err == ""
-
-
-def test_array_mode_shows_no_progress_even_on_a_terminal(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-):
-    stderr = _Terminal()
-    monkeypatch.setattr(sys, "stderr", stderr)
-    monkeypatch.setattr(cli, "_PROGRESS_INTERVAL", 0)
-    assert main([str(WEATHER), *EXAMPLE]) == 0
-    assert stderr.getvalue() == ""
 
 
 # --- -o/--output ----------------------------------------------------------------------------
