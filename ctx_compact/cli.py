@@ -30,6 +30,7 @@ from typing import IO, Any, Callable, Iterator, List, Optional, Sequence, Union
 
 from . import __version__
 from ._cli_io import Failure, Source, open_input, output, read_array, read_jsonl
+from ._cli_jobs import Workers, serial
 from ._cli_progress import Progress
 from ._cli_work import (
     PROG,
@@ -37,7 +38,6 @@ from ._cli_work import (
     Outcome,
     Rejected,
     Settings,
-    do_line,
     figures,
     number,
     plural,
@@ -254,6 +254,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="skip at most N bad lines; the next one stops the run (implies --skip-invalid)",
     )
     batch.add_argument(
+        "--jobs",
+        type=_count,
+        default=1,
+        metavar="N",
+        help="compact in N worker processes (0: one per CPU); the output is the same, in"
+        " the same order (default: 1)",
+    )
+    batch.add_argument(
         "--rejects", metavar="FILE", help="write the skipped lines to FILE, verbatim"
     )
     batch.add_argument(
@@ -401,13 +409,17 @@ class _Runner:
             sinks = _Sinks(self.out, report, rejects)
             source = files.enter_context(open_input(args.input))
             self.progress = self._progress(source)
-            name = source.name
-            for lineno, raw in read_jsonl(source.stream, name):
-                done = do_line(self.settings, name, lineno, raw)
-                if isinstance(done, Rejected):
-                    self._reject(sinks, done)
-                elif done is not None:
-                    self._write(sinks, done, lineno)
+            lines = read_jsonl(source.stream, source.name)
+            jobs = getattr(args, "jobs", 1)
+            if jobs > 1:
+                done = files.enter_context(Workers(self.settings, source.name, jobs)).run(lines)
+            else:
+                done = serial(self.settings, source.name, lines)
+            for lineno, result in done:
+                if isinstance(result, Rejected):
+                    self._reject(sinks, result)
+                else:
+                    self._write(sinks, result, lineno)
                 self.progress.update(self.totals.conversations)
         self.out = None
         return self.totals
@@ -634,6 +646,8 @@ def _main(arguments: List[str]) -> int:
 
 def _conflict(args: argparse.Namespace) -> Optional[str]:
     """What is wrong with this combination of compaction options, if anything."""
+    if args.jobs == 0:
+        args.jobs = os.cpu_count() or 1
     if args.jsonl and args.indent is not None:
         return (
             "--indent cannot be used with --jsonl, whose output is one compact line per"
@@ -645,6 +659,7 @@ def _conflict(args: argparse.Namespace) -> Optional[str]:
         "--rejects": args.rejects is not None,
         "--report": args.report is not None,
         "--progress": args.progress is True,
+        "--jobs": args.jobs != 1,
     }
     for option, given in batch.items():
         if given and not args.jsonl:
