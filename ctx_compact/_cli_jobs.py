@@ -17,11 +17,10 @@ import signal
 import sys
 import threading
 from multiprocessing.connection import Connection
-from typing import Any, Iterable, Iterator, List, Tuple, Union
+from typing import Any, Iterable, Iterator, List, Tuple
 
-from ._cli_work import Outcome, Rejected, Settings, do_line
+from ._cli_work import Done, Settings, serial
 
-Done = Tuple[int, Union[Outcome, Rejected]]
 Lines = Iterable[Tuple[int, bytes]]
 
 # A chunk is sent to a worker once it holds this many bytes or lines: large enough
@@ -30,14 +29,6 @@ CHUNK_BYTES = 1 << 20
 CHUNK_LINES = 2000
 # Chunks in flight per worker: one being worked on, one waiting in line.
 WINDOW_PER_JOB = 2
-
-
-def serial(settings: Settings, name: str, lines: Lines) -> Iterator[Done]:
-    """``--jobs 1``: each non-blank line done in this process, in order."""
-    for lineno, raw in lines:
-        done = do_line(settings, name, lineno, raw)
-        if done is not None:
-            yield lineno, done
 
 
 def _worker_signals() -> None:

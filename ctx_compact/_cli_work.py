@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ._cli_io import Failure, conversation, decode, dump, parse, with_messages
 from ._cli_json import Pieces, Unencodable, loads_fast
@@ -71,6 +71,10 @@ class Rejected:
     line: int
     reason: str
     raw: bytes
+
+
+# A line number and what became of that line.
+Done = Tuple[int, Union[Outcome, Rejected]]
 
 
 def number(value: Budget) -> str:
@@ -262,3 +266,11 @@ def do_line(
         return run_line(settings, name, lineno, raw)
     except Failure as exc:
         return Rejected(lineno, str(exc), raw)
+
+
+def serial(settings: Settings, name: str, lines: Iterable[Tuple[int, bytes]]) -> Iterator[Done]:
+    """``--jobs 1``: each non-blank line done in this process, in order."""
+    for lineno, raw in lines:
+        done = do_line(settings, name, lineno, raw)
+        if done is not None:
+            yield lineno, done

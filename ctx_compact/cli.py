@@ -30,7 +30,6 @@ from typing import IO, Any, Callable, Iterator, List, Optional, Sequence, Union
 
 from . import __version__
 from ._cli_io import Failure, Source, open_input, output, read_array, read_jsonl
-from ._cli_jobs import Workers, serial
 from ._cli_progress import Progress
 from ._cli_work import (
     PROG,
@@ -42,6 +41,7 @@ from ._cli_work import (
     number,
     plural,
     run_one,
+    serial,
 )
 
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
@@ -412,6 +412,9 @@ class _Runner:
             lines = read_jsonl(source.stream, source.name)
             jobs = getattr(args, "jobs", 1)
             if jobs > 1:
+                # multiprocessing is a fifth of the start-up time; only --jobs needs it.
+                from ._cli_jobs import Workers
+
                 done = files.enter_context(Workers(self.settings, source.name, jobs)).run(lines)
             else:
                 done = serial(self.settings, source.name, lines)
