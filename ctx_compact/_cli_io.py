@@ -210,7 +210,7 @@ def open_input(path: str) -> Iterator[Source]:
         size = _regular_size(handle)
         if path.endswith(".gz"):
             with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
-                yield Source(path, unpacked, size, handle)
+                yield Source(path, unpacked, size, handle)  # type: ignore[arg-type]
         else:
             yield Source(path, handle, size)
 

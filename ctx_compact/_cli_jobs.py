@@ -112,7 +112,7 @@ class Workers:
         # fork on Linux starts a worker in milliseconds with everything already imported
         # (the command has no other thread to inherit); elsewhere fork is unsafe or
         # missing, and spawn re-imports the package in each worker instead.
-        context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+        context: Any = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
         self._pipes: List[Connection] = []
         self._processes: List[Any] = []
         with _signals_for_workers():

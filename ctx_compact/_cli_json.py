@@ -6,10 +6,12 @@ messages' pieces, so each message is serialised once, not twice. With orjson
 (``pip install "ctx-compact[orjson]"``) a line is also parsed and serialised in
 Rust. Either way the output is byte-identical, and so are the token counts:
 
-- orjson and ``json`` differ only for floats below 1e-4 in magnitude (``1e-05``
-  against ``0.00001``) and integers beyond 64 bits (which orjson parses as
-  floats of 9.2e18 or more). A parsed line holding such a float is parsed
-  again by the standard library (``_exact``); a rare false alarm costs speed.
+- orjson and ``json`` write a float alike only where ``json`` uses no exponent,
+  from 1e-4 to 1e16 in magnitude (below, ``1e-05`` against ``0.00001``; above,
+  orjson's own releases disagree on ``1e+16`` or ``1e16``), and orjson reads an
+  integer beyond 64 bits as a float (of 9.2e18 or more). A parsed line holding a
+  float outside that range is parsed again by the standard library
+  (``_exact``); a rare false alarm costs speed.
 - Anything orjson refuses (a lone surrogate, NaN, invalid UTF-8, a byte order
   mark) is parsed again by the standard library, which gives the usual error.
 
@@ -34,9 +36,10 @@ except ImportError:  # optional: the standard library does the same work, slower
 if os.environ.get("CTX_COMPACT_JSON") == "stdlib":
     orjson = None
 
-# Floats that orjson and json write alike: below 1e-4 json switches to an exponent
-# and orjson does not; from 2**63 on, the float may be an integer orjson could not hold.
-_EXACT_FLOATS = (1e-4, 2.0**63)
+# Floats that orjson and json write alike, whatever orjson's release: json writes no
+# exponent there. Beyond 2**63 (inside the exponent range) a float may also be an
+# integer that orjson could not hold.
+_EXACT_FLOATS = (1e-4, 1e16)
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -111,17 +114,18 @@ class Pieces:
     def count(self, message: Any) -> int:
         if self._fast:
             try:
-                data: Union[bytes, str] = orjson.dumps(message)
+                packed: bytes = orjson.dumps(message)
             except orjson.JSONEncodeError:
                 raise Unencodable from None
-            length = len(data) if data.isascii() else utf16_length(data.decode("utf-8"))
+            self._json[id(message)] = packed
+            length = len(packed) if packed.isascii() else utf16_length(packed.decode("utf-8"))
         else:
             try:
-                data = _ENCODER.encode(message)
+                text = _ENCODER.encode(message)
             except (TypeError, ValueError, RecursionError):
                 raise Unencodable from None
-            length = len(data) if data.isascii() else utf16_length(data)
-        self._json[id(message)] = data
+            self._json[id(message)] = text
+            length = len(text) if text.isascii() else utf16_length(text)
         return -(-length // 4)
 
     def line(self, holder: Optional[Dict[str, Any]], messages: List[Any]) -> bytes:

@@ -44,14 +44,20 @@ class Progress:
             ``"off"``.
         total: The input's size in bytes, when known.
         position: Bytes of the input read so far (of the compressed file, for gzip).
+        before: Called before each line is written (to flush output that shares its file).
     """
 
     def __init__(
-        self, style: str, total: Optional[int] = None, position: Callable[[], int] = lambda: 0
+        self,
+        style: str,
+        total: Optional[int] = None,
+        position: Callable[[], int] = lambda: 0,
+        before: Callable[[], None] = lambda: None,
     ) -> None:
         self.style = style
         self.total = total
         self.position = position
+        self.before = before
         self._started = time.monotonic()
         self._last = self._started
         self._width = 0
@@ -65,6 +71,7 @@ class Progress:
             return
         self._last = now
         text = self.text(conversations, now - self._started)
+        self.before()
         if self.style == "terminal":
             # Pad over the previous text: plain spaces work on every terminal, escape codes do not.
             sys.stderr.write("\r" + text.ljust(self._width))

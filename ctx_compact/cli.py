@@ -385,7 +385,9 @@ class _Runner:
         self.check = check
         self.settings = _settings(args, check)
         self.progress = Progress("off")
-        self.out: Optional[IO[bytes]] = None
+        # Standard output while it is being written, flushed before anything goes to
+        # standard error: when both reach one terminal or log, lines never interleave.
+        self.stdout: Optional[IO[bytes]] = None
         self.totals = _Totals()
         # --max-errors alone allows that many; --skip-invalid alone allows any number.
         self.max_errors: Optional[int] = getattr(args, "max_errors", None)
@@ -397,20 +399,22 @@ class _Runner:
         if not args.jsonl:
             name, messages, holder = read_array(args.input)
             outcome = run_one(self.settings, messages, holder, name)
-            with output(output_path) as self.out:
-                self._write(_Sinks(self.out, None, None), outcome, None)
+            with output(output_path) as out:
+                self._write(_Sinks(out, None, None), outcome, None)
             return self.totals
         with contextlib.ExitStack() as files:
             # Output outermost: the input is closed before the output replaces it, which
             # Windows requires when both are the same file.
-            self.out = files.enter_context(output(output_path))
+            out = files.enter_context(output(output_path))
+            if output_path in (None, "-"):
+                self.stdout = out
             report = self._optional(files, "report")
             rejects = self._optional(files, "rejects")
-            sinks = _Sinks(self.out, report, rejects)
+            sinks = _Sinks(out, report, rejects)
             source = files.enter_context(open_input(args.input))
             self.progress = self._progress(source)
             lines = read_jsonl(source.stream, source.name)
-            jobs = getattr(args, "jobs", 1)
+            jobs = getattr(args, "jobs", 1) or os.cpu_count() or 1
             if jobs > 1:
                 # multiprocessing is a fifth of the start-up time; only --jobs needs it.
                 from ._cli_jobs import Workers
@@ -424,7 +428,7 @@ class _Runner:
                 else:
                     self._write(sinks, result, lineno)
                 self.progress.update(self.totals.conversations)
-        self.out = None
+        self.stdout = None
         return self.totals
 
     def _progress(self, source: Source) -> Progress:
@@ -438,15 +442,17 @@ class _Runner:
             # land in the middle of the output.
             to_terminal = self.args.output in (None, "-") and _isatty(sys.stdout)
             style = "terminal" if _isatty(sys.stderr) and not to_terminal else "off"
-        return Progress(style, source.size, source.position)
+        return Progress(style, source.size, source.position, self.flush_stdout)
 
     def say(self, text: str) -> None:
         """Write ``text`` on standard error, on a line of its own."""
         self.progress.clear()
-        if self.out is not None:
-            # Output already written reaches a shared terminal or log first, whole lines only.
-            self.out.flush()
+        self.flush_stdout()
         _say(text)
+
+    def flush_stdout(self) -> None:
+        if self.stdout is not None:
+            self.stdout.flush()
 
     def _optional(self, files: contextlib.ExitStack, option: str) -> Optional[IO[bytes]]:
         path: Optional[str] = getattr(self.args, option, None)
@@ -591,7 +597,7 @@ def _run(args: argparse.Namespace, check: bool) -> int:
             totals = runner.run()
             return _check_ending(totals, say) if check else _compaction_ending(args, totals, say)
     except Failure as exc:
-        runner.out = None  # a failing output cannot be flushed before the message
+        runner.stdout = None  # a failing output cannot be flushed before the message
         say(f"{PROG}: {exc}\n")
         return EXIT_USAGE
     except BrokenPipeError:
@@ -649,8 +655,6 @@ def _main(arguments: List[str]) -> int:
 
 def _conflict(args: argparse.Namespace) -> Optional[str]:
     """What is wrong with this combination of compaction options, if anything."""
-    if args.jobs == 0:
-        args.jobs = os.cpu_count() or 1
     if args.jsonl and args.indent is not None:
         return (
             "--indent cannot be used with --jsonl, whose output is one compact line per"
