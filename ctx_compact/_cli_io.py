@@ -308,13 +308,13 @@ def file_to_replace(path: str) -> Optional[str]:
 @contextlib.contextmanager
 def _replacing(path: str, target: str) -> Iterator[IO[bytes]]:
     directory = os.path.dirname(os.path.abspath(target))
+    handle: Optional[IO[bytes]] = None
     try:
+        # Created inside the try: a SIGTERM that lands just after the file exists
+        # must still remove it.
         handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
             dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp", delete=False
         )
-    except OSError as exc:
-        raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
-    try:
         with handle:
             yield handle
         os.chmod(handle.name, new_file_mode(target))
@@ -322,8 +322,9 @@ def _replacing(path: str, target: str) -> Iterator[IO[bytes]]:
     except BaseException as exc:
         # Also on Ctrl-C and SIGTERM (which the command turns into an exception):
         # the temporary file never outlives the run.
-        with contextlib.suppress(OSError):
-            os.unlink(handle.name)
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(handle.name)
         if isinstance(exc, OSError):
             raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
