@@ -67,7 +67,9 @@ def _build_parser() -> argparse.ArgumentParser:
             "input:\n"
             '  A JSON array of message objects, or an object whose "messages" key holds\n'
             "  one (its other keys are kept). With --jsonl, one such value per line; blank\n"
-            "  lines are skipped. Input is read as UTF-8.\n"
+            "  lines are skipped. Input is read as UTF-8. A FILE ending in .gz is read\n"
+            "  gunzipped; an --output, --report or --rejects FILE ending in .gz is\n"
+            "  written gzipped.\n"
             "\n"
             "exit status:\n"
             "  0  the result fits within --max-tokens\n"
@@ -163,7 +165,7 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="write a plain progress line (conversations, share of the input, rate, time"
-        " left) on standard error every few seconds, for logs; by default a line is redrawn"
+        " left) on standard error every ten seconds, for logs; by default a line is redrawn"
         " only when standard error is a terminal",
     )
     shown.add_argument(
