@@ -109,10 +109,13 @@ class Workers:
     """
 
     def __init__(self, settings: Settings, name: str, jobs: int) -> None:
-        # fork on Linux starts a worker in milliseconds with everything already imported
-        # (the command has no other thread to inherit); elsewhere fork is unsafe or
-        # missing, and spawn re-imports the package in each worker instead.
-        context: Any = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+        # fork on Linux starts a worker in milliseconds with everything already imported,
+        # and is safe while this is the only thread (as it is in the command); with other
+        # threads (main() called from a program), or where fork is unsafe or missing,
+        # spawn re-imports the package in each worker instead.
+        alone = threading.active_count() == 1
+        method = "fork" if sys.platform == "linux" and alone else "spawn"
+        context: Any = multiprocessing.get_context(method)
         self._pipes: List[Connection] = []
         self._processes: List[Any] = []
         with _signals_for_workers():

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator, List, Tuple
@@ -157,3 +158,21 @@ def test_interrupted_parallel_run_is_quiet_and_leaves_nothing(
     assert (process.returncode, err) == (status, b"")
     assert target.read_text() == "precious\n"
     assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+def test_workers_beside_another_thread_are_spawned_and_agree():
+    # fork is only safe while the process has one thread; main() called from a
+    # threaded program gets spawned workers, with the same answers.
+    line = json.dumps({"id": 1, "messages": MESSAGES}).encode()
+    lines = [(n, line) for n in range(1, 21)]
+    settings = Settings(max_tokens=150, keep_tail=2)
+    expected = list(_cli_jobs.serial(settings, "x", lines))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with _cli_jobs.Workers(settings, "x", 2) as workers:
+            assert list(workers.run(lines)) == expected
+    finally:
+        stop.set()
+        other.join()
