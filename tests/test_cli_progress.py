@@ -269,9 +269,10 @@ def test_non_finite_numbers_fail_the_same_way(
 ):
     feed_stdin(monkeypatch, b'[{"role": "user", "content": "x", "n": 1e400}]\n')
     assert main(["--jsonl", "--max-tokens", "100"]) == 2
-    assert capsys.readouterr().err == (
+    # Python 3.13 adds ": inf" to json's message.
+    assert capsys.readouterr().err.startswith(
         "ctx-compact: <stdin>:1: cannot write the result as JSON: Out of range float values"
-        " are not JSON compliant\n"
+        " are not JSON compliant"
     )
 
 
