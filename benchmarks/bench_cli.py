@@ -188,10 +188,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", default="8000")
+    parser.add_argument(
+        "--memory",
+        default=None,
+        help="the two dataset sizes whose peak memory is compared, e.g. 1000,10000"
+        " (default: 100,1000 with --quick, else 10000,100000)",
+    )
     args = parser.parse_args(argv)
     count = args.conversations or (600 if args.quick else 10_000)
     repeat = args.repeat or (1 if args.quick else 3)
-    memory_counts = (100, 1_000) if args.quick else (10_000, 100_000)
+    memory = args.memory or ("100,1000" if args.quick else "10000,100000")
+    small, large = (int(n) for n in memory.split(","))
+    memory_counts = (small, large)
 
     with tempfile.TemporaryDirectory(prefix="bench_cli.") as tmp:
         directory = Path(tmp)
