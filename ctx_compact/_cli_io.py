@@ -2,25 +2,29 @@
 
 Input is UTF-8 JSON: a whole file holding an array of messages (or an object
 with a ``"messages"`` array), or JSONL read one line at a time. Every problem is
-a ``Failure`` naming the file, line and column. Output is written to a spool
-(or a temporary file beside ``--output``) and published only when the block that
-writes it succeeds, so nothing half-written ever reaches the reader.
+a ``Failure`` naming the file, line and column. Standard output is written as
+the run goes; a regular ``--output`` file is written beside itself and moved
+into place only when the run succeeds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
-import re
-import shutil
+import stat
 import sys
 import tempfile
+import zlib
+from dataclasses import dataclass
 from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Union
 
+from ._cli_json import utf8_line
+
 STDIN_NAME = "<stdin>"
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_READ_BUFFER = 1 << 20
 
 
 class Failure(Exception):
@@ -49,13 +53,39 @@ def reject_constant(name: str) -> Any:
     raise NonStandardConstant(f"{name} is not valid JSON")
 
 
+_JSONL_HINT = (
+    " (with --jsonl each line must hold one whole conversation; read a pretty-printed"
+    " JSON array without --jsonl)"
+)
+_ARRAY_HINT = (
+    " (the input holds more than one JSON value: for one conversation per line, use --jsonl)"
+)
+
+
+def _ends_early(text: str, exc: json.JSONDecodeError) -> bool:
+    """Whether the text ran out before its JSON value did (a truncated or multi-line value)."""
+    return exc.pos >= len(text.rstrip(" \t\r\n")) or exc.msg.startswith("Unterminated string")
+
+
 def parse(text: str, name: str, line: Optional[int]) -> Any:
     """Parse ``text``; ``line`` is the input line it came from, ``None`` for a whole file."""
     try:
         return json.loads(text, parse_constant=reject_constant)
     except json.JSONDecodeError as exc:
-        lineno = exc.lineno if line is None else line
-        raise Failure(f"{name}:{lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        if line is None:
+            hint = _ARRAY_HINT if exc.msg == "Extra data" else ""
+            raise Failure(
+                f"{name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}{hint}"
+            ) from None
+        if _ends_early(text, exc):
+            # Python names where the unfinished string or value began; what the reader
+            # needs is where the line stopped, and why that may be.
+            end = len(text.rstrip(" \t\r\n")) + 1
+            hint = _JSONL_HINT if line == 1 else " (cut short?)"
+            raise Failure(
+                f"{name}:{line}:{end}: invalid JSON: the line ends before its value does{hint}"
+            ) from None
+        raise Failure(f"{name}:{line}:{exc.colno}: invalid JSON: {exc.msg}") from None
     except NonStandardConstant as exc:
         where = name if line is None else f"{name}:{line}"
         raise Failure(f"{where}: invalid JSON: {exc}") from None
@@ -71,12 +101,17 @@ def decode(data: Union[bytes, str], name: str, line: Optional[int], first: bool)
     try:
         return data.decode("utf-8-sig" if first else "utf-8")
     except UnicodeDecodeError as exc:
-        start = exc.start
+        line_start = 0
         if line is None:
-            line = data.count(b"\n", 0, start) + 1
-            start -= data.rfind(b"\n", 0, start) + 1
+            line = data.count(b"\n", 0, exc.start) + 1
+            line_start = data.rfind(b"\n", 0, exc.start) + 1
+        # Columns count characters, as JSON errors do, not bytes.
+        column = len(data[line_start : exc.start].decode("utf-8", "replace")) + 1
         bad = data[exc.start : exc.start + 1].hex()
-        raise Failure(f"{name}:{line}:{start + 1}: not valid UTF-8 (byte 0x{bad})") from None
+        cut = (
+            " at the end of the line (cut short?)" if exc.reason == "unexpected end of data" else ""
+        )
+        raise Failure(f"{name}:{line}:{column}: not valid UTF-8 (byte 0x{bad}){cut}") from None
 
 
 def conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, Any]]]:
@@ -102,24 +137,18 @@ def conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, 
 
 def read_array(path: str) -> Tuple[str, List[Any], Optional[Dict[str, Any]]]:
     """The input name, messages and holding object of a whole-file conversation."""
-    with open_input(path) as (name, stream):
-        data = read_all(stream, name)
+    with open_input(path) as source:
+        data = read_all(source.stream, source.name)
+    name = source.name
     value = parse(decode(data, name, None, True), name, None)
     messages, holder = conversation(value, name)
     return name, messages, holder
 
 
-def read_jsonl(
-    stream: IO[Any], name: str
-) -> Iterator[Tuple[str, List[Any], Optional[Dict[str, Any]]]]:
-    """``(FILE:LINE, messages, holding object)`` for each non-blank line, read one at a time."""
+def read_jsonl(stream: IO[Any], name: str) -> Iterator[Tuple[int, bytes]]:
+    """``(line number, raw line)`` for each line of ``stream``, read one at a time."""
     for lineno, raw in enumerate(read_lines(stream, name), 1):
-        text = decode(raw, name, lineno, lineno == 1)
-        if not text.strip(" \t\r\n"):
-            continue
-        where = f"{name}:{lineno}"
-        messages, holder = conversation(parse(text, name, lineno), where)
-        yield where, messages, holder
+        yield lineno, raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
 
 
 def with_messages(holder: Optional[Dict[str, Any]], messages: List[Any]) -> Any:
@@ -137,34 +166,66 @@ def dump(value: Any, indent: int, where: str) -> bytes:
             text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (ValueError, RecursionError) as exc:
         raise Failure(f"{where}: cannot write the result as JSON: {exc}") from None
-    text += "\n"
+    return utf8_line(text)
+
+
+@dataclass
+class Source:
+    """An open input: its name in messages, its binary stream, and how far it has been read."""
+
+    name: str
+    stream: IO[Any]
+    size: Optional[int] = None  # bytes, when the input is a regular file
+    raw: Optional[IO[bytes]] = None  # the file under a decompressing stream
+
+    def position(self) -> int:
+        """Bytes of the file read so far (of the compressed file, for gzip)."""
+        try:
+            return (self.raw or self.stream).tell()
+        except (OSError, ValueError):
+            return 0
+
+
+def _regular_size(handle: IO[Any]) -> Optional[int]:
     try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate from a "\udXXX" escape in the input cannot be UTF-8;
-        # writing it escaped again keeps the output valid and equal to the input.
-        escaped = LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-        return escaped.encode("utf-8")
+        info = os.fstat(handle.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 @contextlib.contextmanager
-def open_input(path: str) -> Iterator[Tuple[str, IO[Any]]]:
+def open_input(path: str) -> Iterator[Source]:
+    """The input named ``path``: standard input for ``-``, gunzipped when it ends in ``.gz``."""
     if path == "-":
-        yield STDIN_NAME, getattr(sys.stdin, "buffer", sys.stdin)
+        stream = getattr(sys.stdin, "buffer", sys.stdin)
+        yield Source(STDIN_NAME, stream, _regular_size(stream))
         return
     try:
-        handle = open(path, "rb")  # noqa: SIM115  # closed by the with below
+        # A large buffer: conversations run to hundreds of kilobytes a line.
+        handle = open(path, "rb", buffering=_READ_BUFFER)  # noqa: SIM115  # closed below
     except OSError as exc:
         raise Failure(f"{path}: {exc.strerror or exc}") from None
     with handle:
-        yield path, handle
+        size = _regular_size(handle)
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
+                yield Source(path, unpacked, size, handle)  # type: ignore[arg-type]
+        else:
+            yield Source(path, handle, size)
+
+
+def _unreadable(name: str, exc: Exception) -> Failure:
+    # EOFError: a gzip stream that ends before its end-of-stream marker.
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return Failure(f"{name}: cannot read: {reason}")
 
 
 def read_all(stream: IO[Any], name: str) -> Union[bytes, str]:
     try:
         data: Union[bytes, str] = stream.read()
-    except OSError as exc:
-        raise Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _unreadable(name, exc) from None
     return data
 
 
@@ -172,27 +233,34 @@ def read_lines(stream: IO[Any], name: str) -> Iterator[Union[bytes, str]]:
     while True:
         try:
             line: Union[bytes, str] = stream.readline()
-        except OSError as exc:
-            raise Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise _unreadable(name, exc) from None
         if not line:
             return
         yield line
 
 
-def copy_to_stdout(spool: IO[bytes]) -> None:
+class _TextStdout:
+    """Bytes written to a text-only stdout (an ``io.StringIO`` put in place by a caller)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, data: bytes) -> int:
+        self._stream.write(data.decode("utf-8"))
+        return len(data)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def stdout_bytes() -> IO[bytes]:
+    """Standard output as a binary stream, written as the run goes."""
     binary = getattr(sys.stdout, "buffer", None)
+    sys.stdout.flush()  # anything already written through the text layer goes first
     if binary is None:
-        # A text-only stdout (an io.StringIO put in place by a caller).
-        text = io.TextIOWrapper(spool, encoding="utf-8")
-        try:
-            shutil.copyfileobj(text, sys.stdout)
-        finally:
-            text.detach()
-        sys.stdout.flush()
-        return
-    sys.stdout.flush()
-    shutil.copyfileobj(spool, binary)
-    binary.flush()
+        return _TextStdout(sys.stdout)  # type: ignore[return-value]
+    return binary  # type: ignore[no-any-return]
 
 
 def new_file_mode(path: str) -> int:
@@ -205,30 +273,102 @@ def new_file_mode(path: str) -> int:
         return 0o666 & ~umask
 
 
+# Following more links than this is a loop; open() will say so.
+_MAX_LINKS = 40
+
+
+def file_to_replace(path: str) -> Optional[str]:
+    """The regular file that ``-o path`` replaces atomically, or ``None`` to write to it directly.
+
+    A regular file, or a name that does not exist yet, is replaced (or created)
+    through a temporary file beside it. A symbolic link is followed, so the file
+    it points to is replaced and the link is kept. A device (``/dev/null``), a
+    FIFO, a socket, and any link into ``/proc`` (``/dev/stdout``,
+    ``/proc/self/fd/1``, which stand for a descriptor that may be a pipe or a
+    file opened by the shell) are written directly: replacing them would put a
+    regular file where the reader is not looking.
+    """
+    current = path
+    for _ in range(_MAX_LINKS):
+        if os.path.abspath(current).startswith("/proc/"):
+            return None
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            return current
+        except OSError:
+            return None
+        if stat.S_ISLNK(info.st_mode):
+            current = os.path.join(os.path.dirname(current), os.readlink(current))
+            continue
+        return current if stat.S_ISREG(info.st_mode) else None
+    return None
+
+
 @contextlib.contextmanager
-def output(path: Optional[str]) -> Iterator[IO[bytes]]:
-    """A binary file to write the output into, published only if the block succeeds."""
-    if path is None or path == "-":
-        with tempfile.TemporaryFile() as spool:
-            yield spool
-            spool.seek(0)
-            copy_to_stdout(spool)
-        return
-    directory = os.path.dirname(os.path.abspath(path))
+def _replacing(path: str, target: str) -> Iterator[IO[bytes]]:
+    directory = os.path.dirname(os.path.abspath(target))
+    handle: Optional[IO[bytes]] = None
     try:
+        # Created inside the try: a SIGTERM that lands just after the file exists
+        # must still remove it.
         handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
-            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp", delete=False
+            dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp", delete=False
         )
+        with handle:
+            yield handle
+        os.chmod(handle.name, new_file_mode(target))
+        os.replace(handle.name, target)
+    except BaseException as exc:
+        # Also on Ctrl-C and SIGTERM (which the command turns into an exception):
+        # the temporary file never outlives the run.
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(handle.name)
+        if isinstance(exc, OSError):
+            raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise
+
+
+@contextlib.contextmanager
+def _direct(path: str) -> Iterator[IO[bytes]]:
+    try:
+        # Appending: a FIFO or a device does not care, and a descriptor link to a file
+        # the shell opened with >> must not be truncated.
+        handle = open(path, "ab")  # noqa: SIM115  # closed by the with below
     except OSError as exc:
         raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
     try:
         with handle:
             yield handle
-        os.chmod(handle.name, new_file_mode(path))
-        os.replace(handle.name, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(handle.name)
-        if isinstance(exc, OSError):
-            raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def output(path: Optional[str]) -> Iterator[IO[bytes]]:
+    """A binary stream to write the output into, gzip-compressed when ``path`` ends in ``.gz``.
+
+    Standard output (``None`` or ``"-"``) is written as the run goes. A regular
+    file is written to a temporary file beside it and moved over it only if the
+    block succeeds, so a failed or interrupted run leaves it untouched; anything
+    else (see ``file_to_replace``) is written directly.
+    """
+    if path is None or path == "-":
+        stream = stdout_bytes()
+        yield stream
+        stream.flush()
+        return
+    target = file_to_replace(path)
+    with _replacing(path, target) if target is not None else _direct(path) as stream:
+        if not path.endswith(".gz"):
+            yield stream
+            return
+        # mtime 0 and no name: the same input always gives the same bytes. Level 6, as
+        # gzip itself uses: level 9 would cost more than the compaction.
+        with gzip.GzipFile(
+            filename="", mode="wb", fileobj=stream, compresslevel=6, mtime=0
+        ) as packed:
+            yield packed  # type: ignore[misc]

@@ -64,6 +64,31 @@ class CompactResultWithSummary(CompactResult):
     summary: Optional[str]
 
 
+@dataclass(frozen=True)
+class MessageRow:
+    """One message as a ``Compaction`` decided it, for a report such as ``--explain``.
+
+    Attributes:
+        index: The message's position in the input.
+        role: Its ``"role"`` value as given (``None`` when it has none, as for a
+            Responses item).
+        tokens: Its token count.
+        group_first, group_last: The first and last index of the group it belongs to.
+        status: ``"kept"`` or ``"dropped"``.
+        reason: Why: ``"head"``, ``"tail"``, ``"head (group kept whole)"``,
+            ``"tail (group kept whole)"``, ``"oldest middle group while over budget"``,
+            ``"budget reached"`` or ``"input already fits"``.
+    """
+
+    index: int
+    role: Any
+    tokens: int
+    group_first: int
+    group_last: int
+    status: str
+    reason: str
+
+
 def _cut_after(pre: Sequence[int], bounds: Sequence[int], lo: int, hi: int, excess: float) -> int:
     """The smallest group boundary ``b`` in ``[lo, hi]`` whose groups ``[lo, b)`` hold ``excess``.
 
@@ -219,6 +244,47 @@ class Compaction:
         if cut == self.head_end:
             return self.messages[:]
         return self.messages[: self.head_end] + self.messages[cut:]
+
+    def rows(self, keep_head: int, keep_tail: int) -> List[MessageRow]:
+        """One row per message: its tokens, its group and why it is kept or dropped.
+
+        Args:
+            keep_head, keep_tail: The options this decision was made with; they
+                tell a message inside them from one kept because its group is.
+
+        Returns:
+            ``MessageRow`` objects, in message order, describing ``result()``.
+        """
+        n = len(self.messages)
+        views = message_views(self.messages)
+        bounds, pre = self.bounds, self.pre
+        over = self.tokens_before > self.max_tokens
+        rows: List[MessageRow] = []
+        group = 0
+        for i in range(n):
+            while bounds[group + 1] <= i:
+                group += 1
+            if i < self.head_end:
+                status, reason = "kept", "head" if i < keep_head else "head (group kept whole)"
+            elif i >= self.tail_start:
+                status = "kept"
+                reason = "tail" if i >= n - keep_tail else "tail (group kept whole)"
+            elif i < self.cut:
+                status, reason = "dropped", "oldest middle group while over budget"
+            else:
+                status, reason = "kept", "budget reached" if over else "input already fits"
+            rows.append(
+                MessageRow(
+                    index=i,
+                    role=views[i].get("role"),
+                    tokens=pre[i + 1] - pre[i],
+                    group_first=bounds[group],
+                    group_last=bounds[group + 1] - 1,
+                    status=status,
+                    reason=reason,
+                )
+            )
+        return rows
 
 
 def _count_summary(note: Any, count_tokens: Optional[CountTokens]) -> int:

@@ -20,6 +20,10 @@ imports from this module's users.
   keeps an earlier call's cut) and ``prepare`` (check, measure and decide in one
   step, as ``compact`` does). ``prefix_sums`` turns counts into what it takes;
   ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as).
+- Reporting: ``Compaction.rows`` gives one ``MessageRow`` per message (tokens,
+  group, kept or dropped and why), what ``ctx-compact --explain`` prints;
+  ``utf16_length`` is the estimator's length rule, for a counter that must
+  agree with it exactly.
 """
 
 from __future__ import annotations
@@ -33,15 +37,16 @@ from ._checks import (
     check_summary_role,
 )
 from ._clearing import ResultClearing, ThinkingClearing
-from ._compact import Compaction, Summarize, measure, prepare
+from ._compact import Compaction, MessageRow, Summarize, measure, prepare
 from ._grouping import group_bounds, regroup_from
-from ._tokens import ENCODER, CountTokens, count_all, prefix_sums
+from ._tokens import ENCODER, CountTokens, count_all, prefix_sums, utf16_length
 from ._views import message_views
 
 __all__ = [
     "ENCODER",
     "Compaction",
     "CountTokens",
+    "MessageRow",
     "ResultClearing",
     "Summarize",
     "ThinkingClearing",
@@ -58,4 +63,5 @@ __all__ = [
     "prefix_sums",
     "prepare",
     "regroup_from",
+    "utf16_length",
 ]

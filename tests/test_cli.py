@@ -13,7 +13,7 @@ from typing import Any, List
 
 import pytest
 
-from ctx_compact import __version__, cli
+from ctx_compact import __version__
 from ctx_compact.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -346,6 +346,27 @@ def test_explain_when_the_input_already_fits(capsys: pytest.CaptureFixture[str])
     assert statuses == ["kept: head"] + ["kept: input already fits"] * 5 + ["kept: tail"] * 4
 
 
+def test_explain_rows_come_from_the_engine_decision():
+    from ctx_compact._engine import MessageRow, prepare
+
+    plan = prepare(MESSAGES, max_tokens=150, count_tokens=None, keep_head=1, keep_tail=2)
+    rows = plan.rows(1, 2)
+    assert rows[2] == MessageRow(
+        2, "assistant", 39, 2, 3, "dropped", "oldest middle group while over budget"
+    )
+    assert [r.status for r in rows].count("dropped") == len(plan.result().dropped)
+    assert sum(r.tokens for r in rows if r.status == "kept") == plan.result().tokens_after
+    items = [
+        {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "a", "output": "x"},
+    ]
+    plan = prepare(items, max_tokens=1000, count_tokens=None, keep_head=0, keep_tail=0)
+    assert [(r.role, r.group_first, r.group_last, r.reason) for r in plan.rows(0, 0)] == [
+        (None, 0, 1, "input already fits"),
+        (None, 0, 1, "input already fits"),
+    ]
+
+
 # --- --jsonl --------------------------------------------------------------------------------
 
 
@@ -386,7 +407,7 @@ def test_jsonl_status_3_when_any_conversation_does_not_fit(
     assert err.splitlines() == [
         "ctx-compact: conversations 3, messages 21 -> 15, tokens 647 -> 505, dropped 6,"
         " 1 did not fit within 150",
-        "ctx-compact: 1 of 3 conversations do not fit within 150 (the first at <stdin>:2)",
+        "ctx-compact: 1 of 3 conversations do not fit within 150: <stdin>:2",
     ]
 
 
@@ -404,21 +425,22 @@ def test_jsonl_status_3_when_any_conversation_does_not_fit(
     ],
     ids=["json", "shape", "message", "library", "utf8"],
 )
-def test_jsonl_error_names_the_line_and_writes_nothing(
+def test_jsonl_error_names_the_line_and_stops_the_run(
     bad_line: bytes,
     message: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ):
-    # Two good conversations come first: their output must not leak out either.
+    # Standard output is streamed: the two good conversations before the bad line are out
+    # already, nothing after it is written (--output files stay untouched, tested below).
     feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES) + bad_line + jsonl(MESSAGES))
     assert main(["--jsonl", *EXAMPLE]) == 2
     out, err = capsys.readouterr()
-    assert out == ""
+    assert [json.loads(line) for line in out.splitlines()] == [KEPT, KEPT]
     assert err.startswith(message)
 
 
-def test_jsonl_reads_line_by_line_and_writes_only_at_the_end(monkeypatch: pytest.MonkeyPatch):
+def test_jsonl_reads_and_writes_line_by_line(monkeypatch: pytest.MonkeyPatch):
     stdout = io.BytesIO()
     seen: List[int] = []
 
@@ -431,7 +453,9 @@ def test_jsonl_reads_line_by_line_and_writes_only_at_the_end(monkeypatch: pytest
     monkeypatch.setattr(sys, "stdin", stdin)
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(stdout, encoding="utf-8"))
     assert main(["--jsonl", *EXAMPLE]) == 0
-    assert seen == [0] * 6  # five lines and the end of input, read one at a time
+    # Five lines and the end of input, read one at a time, each written before the next read.
+    line = len(json.dumps(KEPT, separators=(",", ":"))) + 1
+    assert seen == [0, line, 2 * line, 3 * line, 4 * line, 5 * line]
     assert stdout.getvalue().decode().splitlines() == [json.dumps(KEPT, separators=(",", ":"))] * 5
 
 
@@ -453,49 +477,9 @@ def test_jsonl_explain_reports_each_conversation_under_its_line(
     assert headers == [
         "<stdin>:1: messages 10 -> 7, tokens 195 -> 124, dropped 3, fits within 150",
         "<stdin>:3: messages 1 -> 1, tokens 257 -> 257, dropped 0, does not fit within 150",
-        "ctx-compact: 1 of 2 conversations do not fit within 150 (the first at <stdin>:3)",
+        "ctx-compact: 1 of 2 conversations do not fit within 150: <stdin>:3",
     ]
     assert explain_rows(err)[-1] == ["0", "user", "257", "0", "kept: head"]
-
-
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_jsonl_progress_on_a_terminal_is_cleared_at_the_end(monkeypatch: pytest.MonkeyPatch):
-    stderr = _Terminal()
-    monkeypatch.setattr(sys, "stderr", stderr)
-    monkeypatch.setattr(cli, "_PROGRESS_INTERVAL", 0)
-    feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES, MESSAGES))
-    assert main(["--jsonl", *EXAMPLE, "--stats"]) == 0
-    shown = stderr.getvalue()
-    last = "ctx-compact: conversations done: 3, messages dropped: 9"
-    assert "\rctx-compact: conversations done: 1, messages dropped: 3" in shown
-    # Cleared with spaces before the summary, so the summary starts on a clean line.
-    assert shown.endswith(
-        f"\r{last}\r{' ' * len(last)}\rctx-compact: conversations 3, messages 30 -> 21,"
-        " tokens 585 -> 372, dropped 9, all fit within 150\n"
-    )
-
-
-def test_no_progress_when_standard_error_is_not_a_terminal(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-):
-    monkeypatch.setattr(cli, "_PROGRESS_INTERVAL", 0)
-    feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES))
-    assert main(["--jsonl", *EXAMPLE]) == 0
-    assert capsys.readouterr().err == ""
-
-
-def test_array_mode_shows_no_progress_even_on_a_terminal(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-):
-    stderr = _Terminal()
-    monkeypatch.setattr(sys, "stderr", stderr)
-    monkeypatch.setattr(cli, "_PROGRESS_INTERVAL", 0)
-    assert main([str(WEATHER), *EXAMPLE]) == 0
-    assert stderr.getvalue() == ""
 
 
 # --- -o/--output ----------------------------------------------------------------------------
@@ -771,14 +755,15 @@ def test_check_jsonl_without_problems_is_status_0(
     assert capsys.readouterr() == ("", "ctx-compact: no pairing problems in 2 conversations\n")
 
 
-def test_check_jsonl_bad_line_is_status_2_and_reports_no_earlier_problem(
+def test_check_jsonl_bad_line_is_status_2_after_the_earlier_problems(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     broken = json.loads(BROKEN.read_text(encoding="utf-8"))
     feed_stdin(monkeypatch, jsonl(broken, broken) + b'[{"role": "user"}, x]\n')
     assert main(["check", "--jsonl"]) == 2
     out, err = capsys.readouterr()
-    assert out == ""
+    # Problem lines are streamed like compaction output.
+    assert out.splitlines() == [f"<stdin>:1: {ORPHAN}", f"<stdin>:2: {ORPHAN}"]
     assert err == "ctx-compact: <stdin>:3:20: invalid JSON: Expecting value\n"
 
 
@@ -849,13 +834,13 @@ def test_check_keeps_each_problem_on_one_line(
 def test_check_refuses_the_compaction_options(
     option: List[str], capsys: pytest.CaptureFixture[str]
 ):
+    # A command meant to compact never passes quietly as a check: argparse refuses the option.
     assert main(["check", *option, str(WEATHER)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith("usage: ctx-compact check")
-    name = option[0].split("=")[0]
-    assert f"ctx-compact check: error: {name} is a compaction option" in err
-    assert "(to compact a file named check, write ./check)" in err
+    assert "ctx-compact check: error: unrecognized arguments: " in err
+    assert option[0] in err
 
 
 def test_check_refuses_unknown_options_and_a_second_file(capsys: pytest.CaptureFixture[str]):

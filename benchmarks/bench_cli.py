@@ -1,0 +1,253 @@
+"""Time the ``ctx-compact --jsonl`` command against the floor of any JSONL rewrite.
+
+No command that reads and rewrites a JSONL dataset of conversations can beat
+parsing each line, serialising each message once (which is what the default
+token estimator costs) and writing the line back. This script generates
+realistic agent conversations (20 to 400 messages each: a system prompt, user
+turns, assistant messages with parallel tool calls and their JSON results,
+reasoning-sized replies, some non-ASCII text) into a temporary directory, times
+that floor with the standard library, then the command itself, each in a
+fresh process, and prints the ratios measured in the same run:
+
+- the command with the standard library over the floor (target: at most 1.2x);
+- the command with orjson over the same floor (target: at most 0.6x), when
+  orjson is installed;
+- ``--jobs 2`` over ``--jobs 1`` in throughput (target: at least 1.7x on two
+  idle cores; a shared, loaded machine depresses it);
+- peak memory (maximum resident set size of the command's process) at N and 10N
+  conversations (target: about the same).
+
+The floor and the command are compared in CPU seconds (user + system), which a
+machine shared with other work disturbs less than wall time; ``--jobs`` can only
+be compared in wall time, so that ratio needs idle cores to mean anything.
+Everything runs in fresh processes, so interpreter start-up and imports count:
+use enough conversations that they do not dominate.
+
+Run from the repository root::
+
+    python benchmarks/bench_cli.py --quick     # 600 conversations (97 MiB); memory at 100 and 1,000
+    python benchmarks/bench_cli.py             # 10,000 conversations; memory at 10,000 and
+                                               # 100,000 (a 16 GB file: needs the disk, and hours)
+
+The exit status is 0 whatever the figures: targets are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+STDLIB_TARGET = 1.2
+ORJSON_TARGET = 0.6
+JOBS_TARGET = 1.7
+
+WORDS = (
+    "the", "request", "returned", "a", "result", "from", "cache", "index", "while", "vector",
+    "search", "ranked", "each", "token", "budget", "query", "against", "recent", "context",
+    "window", "and", "planner", "retried", "with", "backoff", "after", "timeout", "so", "worker",
+    "wrote", "its", "report", "to", "storage", "rows", "errors", "latency", "deploy", "branch",
+    "merge", "commit", "test", "failed", "passed", "file", "line", "function", "module", "import",
+    "config", "value",
+)  # fmt: skip
+ACCENTED = ["café", "naïve", "façade", "über", "señor", "déjà-vu", "crème", "東京", "München"]
+TOOLS = ["read_file", "run_tests", "search_code", "list_dir", "http_get", "sql_query"]
+
+Message = Dict[str, Any]
+
+
+def text(rng: random.Random, words: int) -> str:
+    picked = [rng.choice(WORDS) for _ in range(words)]
+    if picked and rng.random() < 0.2:
+        picked[rng.randrange(len(picked))] = rng.choice(ACCENTED)
+    return " ".join(picked)
+
+
+def tool_result(rng: random.Random) -> str:
+    kind = rng.random()
+    if kind < 0.4:  # a file or a log excerpt
+        lines = [f"{n:4d}  {text(rng, rng.randint(3, 12))}" for n in range(rng.randint(5, 60))]
+        return "\n".join(lines)
+    if kind < 0.8:  # rows from a query or an API
+        rows = [
+            {"id": rng.randint(1, 10**6), "name": text(rng, 2), "score": round(rng.random(), 4)}
+            for _ in range(rng.randint(1, 25))
+        ]
+        return json.dumps({"status": "ok", "rows": rows})
+    return json.dumps({"error": text(rng, rng.randint(4, 15)), "code": rng.randint(400, 599)})
+
+
+def conversation(rng: random.Random) -> Message:
+    target = rng.randint(20, 400)
+    messages: List[Message] = [{"role": "system", "content": text(rng, rng.randint(30, 120))}]
+    call = 0
+    while len(messages) < target:
+        messages.append({"role": "user", "content": text(rng, rng.randint(5, 60))})
+        for _ in range(rng.randint(0, 4)):
+            calls = []
+            for _ in range(rng.randint(1, 3)):
+                call += 1
+                arguments = {"path": f"src/{rng.choice(WORDS)}.py", "limit": rng.randint(1, 99)}
+                calls.append(
+                    {
+                        "id": f"call_{call:06d}",
+                        "type": "function",
+                        "function": {
+                            "name": rng.choice(TOOLS),
+                            "arguments": json.dumps(arguments),
+                        },
+                    }
+                )
+            thought = text(rng, rng.randint(0, 25)) or None
+            messages.append({"role": "assistant", "content": thought, "tool_calls": calls})
+            for one in calls:
+                messages.append(
+                    {"role": "tool", "tool_call_id": one["id"], "content": tool_result(rng)}
+                )
+        messages.append({"role": "assistant", "content": text(rng, rng.randint(10, 150))})
+    return {"id": rng.randint(1, 10**9), "messages": messages}
+
+
+def write_dataset(path: Path, count: int, seed: int) -> None:
+    """``count`` conversations, one per line; a pool of 200 is cycled to keep generation quick."""
+    rng = random.Random(seed)
+    pool = [
+        json.dumps(conversation(rng), ensure_ascii=False).encode("utf-8") + b"\n"
+        for _ in range(min(count, 200))
+    ]
+    with path.open("wb") as out:
+        for n in range(count):
+            out.write(pool[n % len(pool)])
+
+
+FLOOR = """
+import json, sys
+encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+with open(sys.argv[1], "rb") as data, open(sys.argv[2], "wb") as out:
+    for line in data:
+        value = json.loads(line)
+        for message in value["messages"]:
+            encoder.encode(message)
+        out.write(encoder.encode(value).encode("utf-8") + b"\\n")
+"""
+
+
+def run(command: Sequence[str], env: Optional[Dict[str, str]] = None) -> Tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, its workers included) of one child."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
+
+
+def best(
+    command: Sequence[str], repeat: int, env: Optional[Dict[str, str]] = None
+) -> Tuple[float, float]:
+    """The best wall time and the best CPU time over ``repeat`` runs."""
+    runs = [run(command, env) for _ in range(repeat)]
+    return min(wall for wall, _ in runs), min(cpu for _, cpu in runs)
+
+
+def peak_rss(command: Sequence[str]) -> int:
+    """Peak RSS (KiB) of one run, measured in a child so earlier children do not count."""
+    probe = (
+        "import resource, subprocess, sys;"
+        "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=False);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *command], capture_output=True, check=True, text=True
+    )
+    return int(done.stdout.strip())
+
+
+def has_orjson() -> bool:
+    try:
+        import orjson  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
+    parser.add_argument("--conversations", type=int, default=None)
+    parser.add_argument("--repeat", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-tokens", default="8000")
+    parser.add_argument(
+        "--memory",
+        default=None,
+        help="the two dataset sizes whose peak memory is compared, e.g. 1000,10000"
+        " (default: 100,1000 with --quick, else 10000,100000)",
+    )
+    args = parser.parse_args(argv)
+    count = args.conversations or (600 if args.quick else 10_000)
+    repeat = args.repeat or (1 if args.quick else 3)
+    memory = args.memory or ("100,1000" if args.quick else "10000,100000")
+    small, large = (int(n) for n in memory.split(","))
+    memory_counts = (small, large)
+
+    with tempfile.TemporaryDirectory(prefix="bench_cli.") as tmp:
+        directory = Path(tmp)
+        data = directory / "data.jsonl"
+        write_dataset(data, count, args.seed)
+        size = data.stat().st_size
+        out = str(directory / "out.jsonl")
+        cli = [sys.executable, "-m", "ctx_compact", "--jsonl", "--max-tokens", args.max_tokens]
+        cli += ["--no-progress", "-o", out, str(data)]
+        stdlib_env = dict(os.environ, CTX_COMPACT_JSON="stdlib")
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()}")
+        print(f"{count} conversations, {size / 2**20:.1f} MiB, best of {repeat}")
+
+        floor, floor_cpu = best([sys.executable, "-c", FLOOR, str(data), out], repeat)
+        print(f"{'':46}{'wall':>8}  {'CPU':>8}  CPU ratio")
+        print(f"{'floor (parse, dump each message, write back)':46}{floor:8.2f}  {floor_cpu:8.2f}")
+        stdlib, stdlib_cpu = best([*cli, "--jobs", "1"], repeat, stdlib_env)
+        print(
+            f"{'ctx-compact, standard library':46}{stdlib:8.2f}  {stdlib_cpu:8.2f}"
+            f"  {stdlib_cpu / floor_cpu:5.2f}x floor (target <= {STDLIB_TARGET}x)"
+        )
+        if has_orjson():
+            fast, fast_cpu = best([*cli, "--jobs", "1"], repeat)
+            print(
+                f"{'ctx-compact, orjson':46}{fast:8.2f}  {fast_cpu:8.2f}"
+                f"  {fast_cpu / floor_cpu:5.2f}x floor (target <= {ORJSON_TARGET}x)"
+            )
+        else:
+            fast = stdlib
+            print("ctx-compact, orjson: not installed (pip install 'ctx-compact[orjson]')")
+        two, two_cpu = best([*cli, "--jobs", "2"], repeat)
+        print(
+            f"{'ctx-compact --jobs 2':46}{two:8.2f}  {two_cpu:8.2f}"
+            f"  throughput {fast / two:4.2f}x --jobs 1 (wall; target >= {JOBS_TARGET}x"
+            " on 2 idle cores)"
+        )
+
+        peaks = []
+        for n in memory_counts:
+            write_dataset(data, n, args.seed)
+            peaks.append(peak_rss([*cli, "--jobs", "1"]))
+        ratio = peaks[1] / peaks[0]
+        print(
+            f"peak RSS: {peaks[0] / 1024:.1f} MiB at {memory_counts[0]} conversations, "
+            f"{peaks[1] / 1024:.1f} MiB at {memory_counts[1]} ({ratio:.2f}x; target ~1x)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,312 @@
+"""The ``ctx-compact`` command's arguments: its two parsers, their help, and what they refuse.
+
+Every option, default and exit status the command documents is defined here
+once; ``parse_arguments`` gives the runner in ``cli`` checked arguments or the
+status to exit with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+from typing import List, Optional, Sequence, Tuple, Union
+
+from . import __version__
+from ._cli_work import PROG, Budget
+
+# Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
+CHECK = "check"
+
+EXIT_OK = 0
+EXIT_PIPE_CLOSED = 1
+EXIT_USAGE = 2
+EXIT_DOES_NOT_FIT = 3
+EXIT_SKIPPED = 4  # --skip-invalid skipped at least one line; the rest was written
+EXIT_PAIRING_PROBLEMS = 1  # check mode; a closed stdout there also means problems were found
+# What a shell reports for a command ended by the signal: 128 + its number.
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+def _budget(text: str) -> Budget:
+    try:
+        value: Budget = int(text)
+    except ValueError:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite positive number, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Trim a conversation (a JSON array of chat messages) to a token budget.\n"
+            "The oldest messages between the kept head and tail are dropped first, and an\n"
+            "assistant message with tool_calls is always dropped or kept together with its\n"
+            "tool results. The result is written to standard output as JSON."
+        ),
+        epilog=(
+            "input:\n"
+            '  A JSON array of message objects, or an object whose "messages" key holds\n'
+            "  one (its other keys are kept). With --jsonl, one such value per line; blank\n"
+            "  lines are skipped. Input is read as UTF-8. A FILE ending in .gz is read\n"
+            "  gunzipped; an --output, --report or --rejects FILE ending in .gz is\n"
+            "  written gzipped.\n"
+            "\n"
+            "exit status:\n"
+            "  0  the result fits within --max-tokens\n"
+            "  1  standard output was closed before everything was written\n"
+            "  2  usage error, or input that cannot be read, parsed or compacted\n"
+            "     (--output is left untouched; with --jsonl, standard output has the\n"
+            "     lines before the bad one)\n"
+            "  3  the result does not fit, even with everything droppable dropped\n"
+            "     (the best result is still written; with --jsonl, any conversation)\n"
+            "  4  --skip-invalid skipped at least one bad line (the rest is written)\n"
+            "  130, 143  interrupted by Ctrl-C or SIGTERM (--output is left untouched)\n"
+            "\n"
+            "examples:\n"
+            "  ctx-compact --max-tokens 150 --keep-tail 2 --stats examples/weather.json\n"
+            "  ctx-compact --jsonl --max-tokens 4000 -o trimmed.jsonl train.jsonl\n"
+            "\n"
+            "checking tool pairing:\n"
+            "  ctx-compact check [--jsonl] [FILE] reports every tool call separated from\n"
+            "  its result instead of compacting; see ctx-compact check --help. To compact\n"
+            "  a file named check, write it ./check.\n"
+        ),
+    )
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="the input file; '-' or no argument reads standard input",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        required=True,
+        type=_budget,
+        metavar="N",
+        help="the token budget (required): a positive number",
+    )
+    parser.add_argument(
+        "--keep-head",
+        type=_count,
+        default=1,
+        metavar="N",
+        help="leading messages always kept, widened to whole groups (default: 1)",
+    )
+    parser.add_argument(
+        "--keep-tail",
+        type=_count,
+        default=4,
+        metavar="N",
+        help="trailing messages always kept, widened to whole groups (default: 4)",
+    )
+    parser.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="read one conversation per line and write one compacted conversation per line",
+    )
+    parser.add_argument(
+        "--indent",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="indent the JSON output by N spaces (default: 2); 0 writes a single compact line;"
+        " not allowed with --jsonl, whose lines are always compact",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write to FILE instead of standard output; a regular file is replaced only when"
+        " the run succeeds, so it may also be the input file; a device, FIFO or /dev/stdout"
+        " is written directly",
+    )
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="print a one-line summary (messages, tokens, dropped, fits) on standard error",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print a table of every message, its group and why it was kept or dropped"
+        " on standard error (with --jsonl, one table per conversation)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a conversation whose tool pairing is already broken (status 2, or"
+        " skipped with --skip-invalid) instead of warning and compacting it",
+    )
+    batch = parser.add_argument_group("datasets (with --jsonl)")
+    shown = batch.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--progress",
+        action="store_true",
+        default=None,
+        help="write a plain progress line (conversations, share of the input, rate, time"
+        " left) on standard error every ten seconds, for logs; by default a line is redrawn"
+        " only when standard error is a terminal",
+    )
+    shown.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="show no progress"
+    )
+    batch.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip a line that cannot be used, reporting it on standard error, and go on"
+        " (exit status 4)",
+    )
+    batch.add_argument(
+        "--max-errors",
+        type=_count,
+        metavar="N",
+        help="skip at most N bad lines; the next one stops the run (implies --skip-invalid)",
+    )
+    batch.add_argument(
+        "--jobs",
+        type=_count,
+        default=1,
+        metavar="N",
+        help="compact in N worker processes (0: one per CPU); the output is the same, in"
+        " the same order (default: 1)",
+    )
+    batch.add_argument(
+        "--rejects", metavar="FILE", help="write the skipped lines to FILE, verbatim"
+    )
+    batch.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write one JSON line per conversation to FILE: line, messages_before,"
+        " messages_after, tokens_before, tokens_after, dropped, fits",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return parser
+
+
+def _build_check_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} {CHECK}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Report every tool-pairing problem that would make a provider reject a\n"
+            "conversation: a tool result with no call before it, a call whose results are\n"
+            "missing, an Anthropic tool_result that does not open the next message, a\n"
+            "Responses item without its call, output or following item. The input is only\n"
+            "read, never changed."
+        ),
+        epilog=(
+            "input:\n"
+            "  The same as compaction: a JSON array of messages, or an object whose\n"
+            '  "messages" key holds one; with --jsonl, one such value per line.\n'
+            "\n"
+            "output:\n"
+            "  One line per problem on standard output, in message order:\n"
+            "    FILE: message N [PROVIDER CODE] IDS: the provider's own wording\n"
+            "  (FILE:LINE with --jsonl), then a summary line on standard error.\n"
+            "\n"
+            "exit status:\n"
+            "  0  no pairing problems\n"
+            "  1  at least one pairing problem\n"
+            "  2  usage error, or input that cannot be read or parsed\n"
+            "     (no problem lines are written)\n"
+            "\n"
+            "examples:\n"
+            "  ctx-compact check examples/broken.json\n"
+            "  ctx-compact check --jsonl train.jsonl\n"
+        ),
+    )
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="the input file; '-' or no argument reads standard input",
+    )
+    parser.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="read one conversation per line and name each problem's line",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return parser
+
+
+def _parse_args(
+    parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]
+) -> Union[argparse.Namespace, int]:
+    """The parsed arguments, or the exit status when argparse has already answered."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or EXIT_OK
+        return EXIT_USAGE
+
+
+def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    parser.print_usage(sys.stderr)
+    sys.stderr.write(f"{parser.prog}: error: {message}\n")
+    sys.stderr.flush()
+    return EXIT_USAGE
+
+
+def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, bool], int]:
+    """``(arguments, check mode)``, or the exit status when there is nothing to run.
+
+    ``check`` selects the mode only as the first argument, so that
+    ``ctx-compact --max-tokens 9 check`` still compacts a file named check.
+    """
+    check = arguments[:1] == [CHECK]
+    parser = _build_check_parser() if check else _build_parser()
+    args = _parse_args(parser, arguments[1:] if check else arguments)
+    if isinstance(args, int):
+        return args
+    problem = None if check else _conflict(args)
+    if problem:
+        return _usage_error(parser, problem)
+    return args, check
+
+
+def _conflict(args: argparse.Namespace) -> Optional[str]:
+    """What is wrong with this combination of compaction options, if anything."""
+    if args.jsonl and args.indent is not None:
+        return (
+            "--indent cannot be used with --jsonl, whose output is one compact line per"
+            " conversation"
+        )
+    batch = {
+        "--skip-invalid": args.skip_invalid,
+        "--max-errors": args.max_errors is not None,
+        "--rejects": args.rejects is not None,
+        "--report": args.report is not None,
+        "--progress": args.progress is True,
+        "--jobs": args.jobs != 1,
+    }
+    for option, given in batch.items():
+        if given and not args.jsonl:
+            return f"{option} needs --jsonl"
+    for option, path in (("--report", args.report), ("--rejects", args.rejects)):
+        if path == "-":
+            return f"{option} needs a file; standard output carries the conversations"
+    return None

@@ -1,0 +1,178 @@
+"""``ctx-compact --jsonl --jobs N``: the same bytes as one process, in order, bounded memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator, List, Tuple
+
+import pytest
+
+from ctx_compact import _cli_jobs
+from ctx_compact._cli_work import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+WEATHER = ROOT / "examples" / "weather.json"
+BROKEN = ROOT / "examples" / "broken.json"
+MESSAGES: List[Any] = json.loads(WEATHER.read_text(encoding="utf-8"))
+BROKEN_MESSAGES: List[Any] = json.loads(BROKEN.read_text(encoding="utf-8"))
+HUGE = [{"role": "user", "content": "x" * 1000}]
+COMMAND = [sys.executable, "-m", "ctx_compact", "--jsonl", "--max-tokens", "150"]
+OPTIONS = ["--keep-tail", "2", "--skip-invalid"]
+PARALLEL = ["--jobs", "2", "-o"]
+
+
+def dataset() -> bytes:
+    """A mixed dataset: fitting, misfitting, broken, blank, invalid and unicode lines."""
+    lines: List[bytes] = []
+    for n in range(400):
+        kind = n % 9
+        if kind == 3:
+            lines.append(b'[{"role": "user"}, x]')
+        elif kind == 5:
+            lines.append(b"")
+        else:
+            value: Any = [HUGE, BROKEN_MESSAGES, {"id": n, "messages": MESSAGES}][kind % 3]
+            if kind == 7:
+                value = [{"role": "user", "content": f"café 東京 {n}"}, *MESSAGES]
+            lines.append(json.dumps(value, ensure_ascii=False).encode())
+    return b"\n".join(lines) + b"\n"
+
+
+def run(tmp_path: Path, jobs: int, *extra: str) -> Tuple[int, bytes, bytes, bytes, bytes]:
+    data = tmp_path / "data.jsonl"
+    if not data.exists():
+        data.write_bytes(dataset())
+    report, rejects = tmp_path / f"report{jobs}.jsonl", tmp_path / f"rejects{jobs}.jsonl"
+    files = ["--report", str(report), "--rejects", str(rejects)]
+    done = subprocess.run(
+        [*COMMAND, *OPTIONS, *files, "--jobs", str(jobs), *extra, str(data)],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr, report.read_bytes(), rejects.read_bytes()
+
+
+def test_jobs_2_gives_the_same_bytes_as_jobs_1(tmp_path: Path):
+    one = run(tmp_path, 1, "--explain")
+    two = run(tmp_path, 2, "--explain")
+    assert one[0] == 4
+    assert two == one
+    assert len(one[1].splitlines()) == 400 - 400 // 9 * 2 - 1  # less blank and invalid lines
+
+
+def test_jobs_0_means_one_per_cpu(tmp_path: Path):
+    assert run(tmp_path, 0) == run(tmp_path, 1)
+
+
+def test_jobs_needs_jsonl(capsys: pytest.CaptureFixture[str]):
+    from ctx_compact.cli import main
+
+    assert main([str(WEATHER), "--max-tokens", "150", "--jobs", "2"]) == 2
+    assert "--jobs needs --jsonl" in capsys.readouterr().err
+
+
+def test_jobs_in_process_and_bad_line_stops_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from ctx_compact.cli import main
+
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(dataset())
+    target = tmp_path / "out.jsonl"
+    target.write_text("precious\n")
+    assert (
+        main(["--jsonl", "--max-tokens", "150", "--jobs", "2", "-o", str(target), str(data)]) == 2
+    )
+    assert capsys.readouterr().err.endswith(
+        "ctx-compact: " + str(data) + ":4:20: invalid JSON: Expecting value\n"
+    )
+    assert target.read_text() == "precious\n"
+    assert sorted(os.listdir(tmp_path)) == ["data.jsonl", "out.jsonl"]
+
+
+def test_at_most_a_window_of_chunks_is_in_flight(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(_cli_jobs, "CHUNK_LINES", 3)
+    read = 0
+    line = json.dumps(MESSAGES).encode()
+
+    def lines() -> Iterator[Tuple[int, bytes]]:
+        nonlocal read
+        for n in range(1, 301):
+            read += 1
+            yield n, line
+
+    window = _cli_jobs.WINDOW_PER_JOB * 2
+    seen = []
+    with _cli_jobs.Workers(Settings(max_tokens=150), "x", 2) as workers:
+        for lineno, _ in workers.run(lines()):
+            seen.append(lineno)
+            # Lines read but not yet handed back never exceed the window of chunks.
+            assert read - len(seen) <= window * 3
+    assert seen == list(range(1, 301))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups and signals")
+@pytest.mark.parametrize(
+    ("sent", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
+def test_interrupted_parallel_run_is_quiet_and_leaves_nothing(
+    sent: int, status: int, tmp_path: Path
+):
+    target = tmp_path / "out.jsonl"
+    target.write_text("precious\n")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ctx_compact",
+            "--jsonl",
+            "--max-tokens",
+            "150",
+            *PARALLEL,
+            str(target),
+        ],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    assert process.stdin is not None
+    process.stdin.write(json.dumps(MESSAGES).encode() + b"\n")
+    process.stdin.flush()
+    deadline = time.monotonic() + 30
+    while not any(name.endswith(".tmp") for name in os.listdir(tmp_path)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    time.sleep(0.3)  # the workers are up
+    os.killpg(process.pid, sent)  # as a terminal's Ctrl-C does: the whole group
+    _, err = process.communicate(timeout=60)
+    assert (process.returncode, err) == (status, b"")
+    assert target.read_text() == "precious\n"
+    assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+def test_workers_beside_another_thread_are_spawned_and_agree():
+    # fork is only safe while the process has one thread; main() called from a
+    # threaded program gets spawned workers, with the same answers.
+    line = json.dumps({"id": 1, "messages": MESSAGES}).encode()
+    lines = [(n, line) for n in range(1, 21)]
+    settings = Settings(max_tokens=150, keep_tail=2)
+    expected = list(_cli_jobs.serial(settings, "x", lines))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with _cli_jobs.Workers(settings, "x", 2) as workers:
+            assert list(workers.run(lines)) == expected
+    finally:
+        stop.set()
+        other.join()

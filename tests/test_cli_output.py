@@ -1,0 +1,221 @@
+"""Where ``ctx-compact`` writes: -o safety, streamed standard output, Ctrl-C and SIGTERM."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+from ctx_compact.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+WEATHER = ROOT / "examples" / "weather.json"
+MESSAGES: List[Any] = json.loads(WEATHER.read_text(encoding="utf-8"))
+KEPT = [MESSAGES[0], *MESSAGES[4:]]
+EXAMPLE = ["--max-tokens", "150", "--keep-head", "1", "--keep-tail", "2"]
+TO_STDOUT = ["--indent", "0", "-o", "/dev/stdout"]
+KEPT_LINE = (json.dumps(KEPT, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+posix = pytest.mark.skipif(sys.platform == "win32", reason="POSIX files and signals")
+
+
+def jsonl(*values: Any) -> bytes:
+    return "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in values).encode("utf-8")
+
+
+def start(*args: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ctx_compact", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        **kwargs,
+    )
+
+
+# --- -o safety ------------------------------------------------------------------------------
+
+
+@posix
+def test_output_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_path: Path):
+    target = tmp_path / "data" / "trimmed.jsonl"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "latest.jsonl"
+    link.symlink_to(Path("data") / "trimmed.jsonl")
+    assert main([str(WEATHER), *EXAMPLE, "--indent", "0", "-o", str(link)]) == 0
+    assert link.is_symlink()
+    assert os.readlink(link) == os.path.join("data", "trimmed.jsonl")
+    assert target.read_bytes() == KEPT_LINE
+    assert sorted(os.listdir(target.parent)) == ["trimmed.jsonl"]
+
+
+@posix
+def test_output_through_a_dangling_symlink_creates_its_target(tmp_path: Path):
+    link = tmp_path / "out.json"
+    link.symlink_to(tmp_path / "new.json")
+    assert main([str(WEATHER), *EXAMPLE, "--indent", "0", "-o", str(link)]) == 0
+    assert link.is_symlink()
+    assert (tmp_path / "new.json").read_bytes() == KEPT_LINE
+
+
+@posix
+def test_output_to_dev_null_writes_to_the_device(tmp_path: Path):
+    before = os.stat(os.devnull)
+    assert main([str(WEATHER), *EXAMPLE, "-o", os.devnull]) == 0
+    after = os.stat(os.devnull)
+    assert stat.S_ISCHR(after.st_mode)
+    assert (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+
+
+@posix
+def test_output_to_a_fifo_is_written_directly(tmp_path: Path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: List[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    assert main([str(WEATHER), *EXAMPLE, "--indent", "0", "-o", str(fifo)]) == 0
+    reader.join(timeout=30)
+    assert received == [KEPT_LINE]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert os.listdir(tmp_path) == ["pipe"]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.parametrize("path", ["/dev/stdout", "/proc/self/fd/1"])
+def test_output_to_a_descriptor_link_reaches_the_pipe(path: str):
+    command = ["examples/weather.json", *EXAMPLE, "--indent", "0", "-o", path]
+    done = subprocess.run(
+        [sys.executable, "-m", "ctx_compact", *command],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == KEPT_LINE
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="needs /proc")
+def test_output_to_a_descriptor_link_appends_to_the_shells_file(tmp_path: Path):
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b"earlier\n")
+    with log.open("ab") as handle:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctx_compact", "examples/weather.json", *EXAMPLE, *TO_STDOUT],
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert log.read_bytes() == b"earlier\n" + KEPT_LINE
+    assert sorted(os.listdir(tmp_path)) == ["log.jsonl"]
+
+
+# --- standard output is streamed ------------------------------------------------------------
+
+
+@posix
+def test_first_output_line_arrives_before_the_input_ends():
+    process = start("--jsonl", *EXAMPLE)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    process.stdin.write(jsonl(MESSAGES))
+    process.stdin.flush()
+    # The input is still open: the line can only arrive if it is written as it is done.
+    assert process.stdout.readline() == KEPT_LINE
+    process.stdin.close()
+    assert process.stdout.read() == b""
+    assert process.wait(timeout=60) == 0
+    assert process.stderr is not None
+    process.stderr.close()
+    process.stdout.close()
+
+
+def test_standard_output_needs_no_temporary_directory(tmp_path: Path):
+    environment = dict(os.environ, TMPDIR=str(tmp_path / "missing"), TEMP="", TMP="")
+    done = subprocess.run(
+        [sys.executable, "-m", "ctx_compact", "--jsonl", *EXAMPLE],
+        input=jsonl(MESSAGES, MESSAGES),
+        capture_output=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert done.stdout == KEPT_LINE * 2
+
+
+# --- Ctrl-C and SIGTERM ---------------------------------------------------------------------
+
+
+def wait_for_temporary(directory: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(name.endswith(".tmp") for name in os.listdir(directory)):
+            return
+        time.sleep(0.02)
+    raise AssertionError("the run never started writing")
+
+
+@posix
+@pytest.mark.parametrize(
+    ("sent", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
+def test_signal_ends_the_run_quietly_leaving_the_output_untouched(
+    sent: int, status: int, tmp_path: Path
+):
+    target = tmp_path / "out.jsonl"
+    target.write_text("precious\n")
+    process = start("--jsonl", *EXAMPLE, "-o", str(target))
+    assert process.stdin is not None
+    process.stdin.write(jsonl(MESSAGES))
+    process.stdin.flush()
+    wait_for_temporary(tmp_path)
+    process.send_signal(sent)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == status
+    assert err == b""
+    assert target.read_text() == "precious\n"
+    assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+# --- a terminal as standard input -----------------------------------------------------------
+
+
+class _TerminalInput(io.TextIOWrapper):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_no_file_on_a_terminal_says_it_reads_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    monkeypatch.setattr(sys, "stdin", _TerminalInput(io.BytesIO(WEATHER.read_bytes())))
+    assert main(EXAMPLE) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == KEPT
+    assert err.startswith("ctx-compact: reading standard input (end it with Ctrl-D")
+
+
+def test_a_file_or_a_pipe_is_read_without_a_notice(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(WEATHER.read_bytes())))
+    assert main(EXAMPLE) == 0
+    assert capsys.readouterr().err == ""
