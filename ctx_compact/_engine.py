@@ -10,7 +10,8 @@ imports from this module's users.
 - Measuring messages: ``message_views``, ``group_bounds``, ``count_all`` (for
   the part of a list not seen before) and ``measure`` (a whole list from
   scratch), giving the prefix sums and group boundaries ``Compaction`` takes;
-  ``regroup_from`` says where an incremental caller must group afresh.
+  ``regroup_from`` says where an incremental caller must group afresh;
+  ``sdk_dump``, the JSON an SDK object is seen as.
 - Deciding: ``Compaction`` (what to drop, from those arrays alone) and
   ``prepare`` (check, measure and decide in one step, as ``compact`` does).
 """
@@ -28,7 +29,7 @@ from ._checks import (
 from ._compact import Compaction, Summarize, measure, prepare
 from ._grouping import group_bounds, regroup_from
 from ._tokens import CountTokens, count_all
-from ._views import message_views
+from ._views import message_views, sdk_dump
 
 __all__ = [
     "Compaction",
@@ -46,4 +47,5 @@ __all__ = [
     "message_views",
     "prepare",
     "regroup_from",
+    "sdk_dump",
 ]

@@ -437,6 +437,7 @@ def test_only_new_and_changed_messages_are_counted() -> None:
         assert call() == 1
 
         other = chat_history(30)  # another conversation, interleaved
+        other[0] = system("Another assistant.")
         ask(other)
         assert counter.take() == 30
         assert call() == 0  # the first one is still remembered
