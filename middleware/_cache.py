@@ -18,19 +18,28 @@ recently used forgotten first.
 
 - A message made only of dicts, lists, tuples, strings and ``None`` is kept as
   a copy of its containers (sharing the immutable strings) and compared with
-  ``==``, which runs in C. Messages' own types are compared too, so a dict
-  replaced by an equal ``OrderedDict`` is noticed.
-- A message that also holds numbers is kept as its ``marshal`` serialisation
-  (format 2: no back-references, so equal values always serialise alike),
-  which writes ``1``, ``True`` and ``1.0`` differently, as it does ``0.0`` and
-  ``-0.0``, and refuses anything but the exact built-in types. It is compared
-  by serialising the new message the same way, also in C.
+  ``==``, which runs in C. The messages' own types are compared too, so a dict
+  replaced by an equal ``OrderedDict`` is noticed. (Deeper down, ``==`` does
+  not tell a dict from an equal ``OrderedDict``, or a str from an equal str
+  subclass such as an enum member; both are sent, and counted by the default
+  estimator and ``openai_chat_counter``, as the same JSON.)
+- A message that also holds numbers (or booleans) is kept as its pickle, which
+  writes ``1``, ``True`` and ``1.0`` differently, as it does ``0.0`` and
+  ``-0.0``, and names the class of anything but the exact built-in types. It is
+  compared by pickling the new message the same way, also in C.
 - A message holding other mappings (``OrderedDict``, ``MappingProxyType``) or
-  SDK objects (pydantic models) is kept as the serialisation of a tagged form:
-  each mapping with its type and items in order, each SDK object with its type
-  and the JSON the SDK sends for it, all the way down.
+  SDK objects (pydantic models) is kept as the pickle of a tagged form: each
+  mapping with its type and its items in order, each SDK object with its type
+  and the JSON the SDK sends for it (what is counted), all the way down. This
+  form is built in Python on every call, as the SDK's dump is.
 - A message holding anything else is never taken as unchanged: it is counted
   afresh on every call.
+
+What a line keeps per message: the copy of its containers, or its pickle, and
+its type; per conversation, the prefix sums and group boundaries. Lines are
+never changed once published (an update publishes a new one), so a call reads
+them with no lock held, and ``count_tokens`` is called with no lock held too:
+it may itself make a compacting call through the same cache.
 
 The arrays handed out are exactly those a from-scratch pass computes.
 """
@@ -43,7 +52,7 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Mapping
 from itertools import accumulate, repeat
-from typing import Any, Dict, Hashable, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact._engine import (
     CountTokens,
@@ -64,6 +73,9 @@ _KEY_MESSAGES = 2
 # streamed in, an edit near the end, a truncation) updates the line; one that
 # departs earlier starts a line of its own.
 _TAIL_EDITS = 8
+
+# Pickles of the first messages, or their types: hashable either way.
+_Key = Tuple[Any, ...]
 
 # How a message is compared (see the module docstring).
 _PLAIN = 0
@@ -133,7 +145,7 @@ def _type_tag(kind: type) -> Tuple[str, str, int]:
 
 
 def _tagged(value: Any) -> Any:
-    """A marshal-able form of ``value`` that tells apart every type it may hold.
+    """A picklable form of ``value`` made of built-in types, telling apart every type it holds.
 
     Only this function makes tuples, and it makes one for every value that is
     not an exact str, number, None, list or dict, so a tag cannot be mistaken
@@ -177,9 +189,6 @@ def _snapshot(message: Any) -> Tuple[int, Any]:
         return _NEVER, None
 
 
-_FORMATS = repeat(_PROTOCOL)
-
-
 def _serialised(message: Any) -> Optional[bytes]:
     try:
         return pickle.dumps(message, _PROTOCOL)
@@ -201,13 +210,19 @@ def _same(a: List[Any], b: List[Any]) -> bool:
         return False
 
 
-def _key(messages: List[Any]) -> Tuple[Hashable, ...]:
-    """A conversation's key: its first messages' exact serialisation, where there is one."""
-    parts: List[Hashable] = []
+def _key(messages: List[Any]) -> _Key:
+    """A conversation's key: its first messages' pickles, or their types.
+
+    Only a hint that narrows the search: the lines found under it are compared
+    message by message all the same.
+    """
+    parts: List[Any] = []
     for message in messages[:_KEY_MESSAGES]:
         try:
-            parts.append(pickle.dumps(message, _PROTOCOL))
-        except Exception:  # not only built-in types: its type narrows the search enough
+            parts.append(
+                pickle.dumps(message, _PROTOCOL) if type(message) is dict else type(message)
+            )
+        except Exception:  # holds something that does not pickle
             parts.append(type(message))
     return tuple(parts)
 
@@ -219,7 +234,7 @@ class _Line:
 
     def __init__(
         self,
-        key: Tuple[Hashable, ...],
+        key: _Key,
         copies: List[Any],
         types: List[type],
         exact_at: List[int],
@@ -231,7 +246,7 @@ class _Line:
         self.key = key
         self.copies = copies  # plain copies; _CHECKED where compared by serialisation
         self.types = types  # each message's type
-        self.exact_at = exact_at  # where the messages compared by marshal are, in order
+        self.exact_at = exact_at  # where the messages compared by their pickle are, in order
         self.exact = exact  # and their serialisations
         self.others = others  # (index, kind, tagged serialisation or None), by index
         self.pre = pre
@@ -259,8 +274,9 @@ class _Line:
         count = bisect_left(self.exact_at, keep)
         if count:
             where = self.exact_at[:count]
+            now: List[Optional[bytes]]
             try:
-                now = list(map(pickle.dumps, map(messages.__getitem__, where), _FORMATS))
+                now = list(map(pickle.dumps, map(messages.__getitem__, where), repeat(_PROTOCOL)))
             except Exception:  # one of them no longer serialises: find which, one by one
                 now = [_serialised(messages[i]) for i in where]
             if now != self.exact[:count]:
@@ -285,16 +301,19 @@ class CountCache:
             recently used is forgotten first.
 
     Raises:
-        ValueError: ``conversations`` is not a positive int.
+        TypeError: ``conversations`` is not an int.
+        ValueError: ``conversations`` is less than 1.
     """
 
     def __init__(self, count_tokens: Optional[CountTokens], conversations: int = 8) -> None:
-        if type(conversations) is not int or conversations < 1:
-            raise ValueError(f"conversations must be a positive int, got {conversations!r}")
+        if type(conversations) is not int:
+            raise TypeError(f"conversations must be an int, not {type(conversations).__name__}")
+        if conversations < 1:
+            raise ValueError(f"conversations must be at least 1, got {conversations}")
         self.count_tokens = count_tokens
         self._conversations = conversations
         self._lines: OrderedDict[int, _Line] = OrderedDict()  # by id, least recent first
-        self._by_key: Dict[Tuple[Hashable, ...], List[_Line]] = {}
+        self._by_key: Dict[_Key, List[_Line]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:

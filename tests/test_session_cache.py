@@ -667,8 +667,10 @@ def test_conversations_beyond_the_limit_are_forgotten_least_recent_first() -> No
     assert counter.take() == 3  # forgotten for the first, the least recently used
     cache.clear()
     assert len(cache) == 0
-    with pytest.raises(ValueError, match="conversations"):
+    with pytest.raises(ValueError, match="conversations must be at least 1"):
         CountCache(None, conversations=0)
+    with pytest.raises(TypeError, match="conversations must be an int"):
+        CountCache(None, conversations=2.0)  # type: ignore[arg-type]
 
 
 def test_a_counter_may_compact_through_the_same_cache() -> None:
