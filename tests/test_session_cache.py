@@ -677,25 +677,29 @@ def test_a_counter_may_compact_through_the_same_cache() -> None:
     """count_tokens runs with no lock held: it may itself make a compacting call."""
     depth = threading.local()
     cache: CountCache
+    history = chat_history(30)
+
+    inner: List[Any] = []
 
     def nested(message: Any) -> int:
-        if getattr(depth, "inside", False):
-            return estimate_tokens(message)
-        depth.inside = True
-        try:  # counts a one-message conversation through the same cache
-            pre, _ = cache.arrays([system("counting"), message])
-        finally:
-            depth.inside = False
-        return pre[-1]
+        if not getattr(depth, "inside", False):
+            depth.inside = True
+            try:  # the conversation's opening and this message, through the same cache
+                pair = [history[0], message]
+                inner.append((cache.arrays(pair), measure(pair, None)))
+            finally:
+                depth.inside = False
+        return estimate_tokens(message)
 
     cache = CountCache(nested)
-    history = chat_history(30)
     done: List[Any] = []
     worker = threading.Thread(target=lambda: done.append(cache.arrays(history)), daemon=True)
     worker.start()
-    worker.join(timeout=60)
+    worker.join(timeout=30)
     assert not worker.is_alive(), "the cache deadlocked on a re-entrant count"
-    assert done == [measure(history, nested)]
+    assert done == [measure(history, None)]
+    assert len(inner) == 30
+    assert all(got == expected for got, expected in inner)
 
     # The same through the middleware: a @budgeted call inside count_tokens, in a session.
     inner = budgeted(max_tokens=10_000)(lambda messages: messages)
