@@ -386,7 +386,7 @@ class CountCache:
                 exact.append(value)
             else:
                 others.append((index, kind, value))
-        types = list(map(type, messages))
+        types = (line.types[:keep] if line is not None else []) + list(map(type, messages[keep:]))
         updated = _Line(key, copies, types, exact_at, exact, others, pre, bounds)
         follows = line is not None and keep > 0 and keep >= len(line.copies) - _TAIL_EDITS
         self._publish(updated, line if follows else None)
