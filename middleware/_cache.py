@@ -252,7 +252,8 @@ class _Line:
         self.pre = pre
         self.bounds = bounds
 
-    def unchanged_prefix(self, messages: List[Any]) -> int:
+    def equal_prefix(self, messages: List[Any]) -> int:
+        """How many leading messages are == to their copies: at least the unchanged prefix."""
         known = min(len(self.copies), len(messages))
         copies = self.copies
         if _same(messages[:known], copies[:known]):
@@ -267,6 +268,10 @@ class _Line:
                 else:
                     hi = mid - 1
             keep = lo
+        return keep
+
+    def unchanged_prefix(self, messages: List[Any], keep: int) -> int:
+        """How many of the first ``keep`` messages (an ``equal_prefix``) are unchanged."""
         types = self.types
         if list(map(type, messages[:keep])) != types[:keep]:
             keep = next(i for i in range(keep) if type(messages[i]) is not types[i])
@@ -341,23 +346,38 @@ class CountCache:
         key = _key(messages)
         with self._lock:
             candidates = list(self._by_key.get(key, ()))
+        # Lines under one key often share a long prefix (the same conversation edited,
+        # or opening alike). Comparing with == is cheap; only the line promising the
+        # longest prefix has its numbers and tagged messages checked, then the next
+        # one only if it could still do better.
         line: Optional[_Line] = None
         keep = 0
-        for candidate in candidates:
-            shared = candidate.unchanged_prefix(messages)
+        promised = sorted(
+            ((candidate.equal_prefix(messages), candidate) for candidate in candidates),
+            key=lambda pair: pair[0],
+            reverse=True,
+        )
+        for bound, candidate in promised:
+            if line is not None and bound <= keep:
+                break
+            shared = candidate.unchanged_prefix(messages, bound)
             if line is None or shared > keep:
                 line, keep = candidate, shared
-        if line is not None and keep == len(messages) == len(line.copies):
-            self._touch(line)
-            return line.pre[:], line.bounds[:]
-
         # Grouped and counted as the core does, through the messages' mapping views,
         # with no lock held: count_tokens may call back into this cache.
         old_bounds = line.bounds if line is not None else [0]
+        if line is not None and keep == len(messages):
+            # Nothing new: the list is the line or a prefix of it (a truncation,
+            # an earlier state re-sent), which the line serves as it stands.
+            self._touch(line)
+            if keep == len(line.copies):
+                return line.pre[:], old_bounds[:]
         regroup_at = regroup_from(old_bounds, keep)
         start = old_bounds[regroup_at]
         views = message_views(messages, start)
         bounds = old_bounds[:regroup_at] + group_bounds(views, start)
+        if line is not None and keep == len(messages):
+            return line.pre[: keep + 1], bounds
         counts = count_all(views, self.count_tokens, keep)
         pre = line.pre[: keep + 1] if line is not None else [0]
         sums = accumulate(counts, initial=pre[keep])
