@@ -767,3 +767,20 @@ def test_openai_chat_counter_counts_are_cached_like_the_estimators() -> None:
     expected = compact(history, **options)
     assert session.events[-1].tokens_before == expected.tokens_before
     assert ids(session.events[-1].messages) == ids(expected.messages)
+
+
+def test_an_earlier_state_of_a_conversation_is_served_by_its_line() -> None:
+    counter = Counting()
+    cache = CountCache(counter)
+    history = chat_history(40)
+    cache.arrays(history)
+    counter.take()
+    for size in (39, 25, 3, 2, 40):  # truncated, or re-sent as it stood earlier
+        earlier = rebuilt(history[:size])
+        assert cache.arrays(earlier) == measure(earlier, None)
+    assert counter.take() == 0
+    assert len(cache) == 1
+    history[30]["content"] = "edited"  # an edit far back: a branch of its own
+    cache.arrays(history)
+    assert counter.take() == 10
+    assert len(cache) == 2
