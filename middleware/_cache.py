@@ -1,25 +1,58 @@
 """A session's memory of messages it has already counted.
 
-Chatbots re-send a growing history on every turn. A ``CountCache`` keeps, per
-conversation, a snapshot of each message it counted with the message's token
-count (as prefix sums) and the group boundaries. On the next call the longest
-prefix of the new list that still equals those snapshots is found with C-level
-list comparisons; only the messages after it are grouped and counted again.
-A message that was changed since it was counted, whether a value was reassigned
-(a streamed reply appended chunk by chunk) or a nested list mutated in place,
-no longer equals its deep snapshot and is counted afresh, never with a stale
-figure. Numbers in a snapshot equal only numbers of the same type and spelling,
-so ``1`` reassigned to ``True`` or ``1.0`` (equal, but written differently) is
-noticed too. The arrays handed out are exactly those a from-scratch pass computes.
+Chatbots re-send a growing history on every turn, and a stateless server
+rebuilds it from storage for every request (equal messages, new objects). A
+``CountCache`` keeps a few conversations ("lines"), each a snapshot of every
+message it counted with the messages' prefix token sums and group boundaries.
+On the next call the line sharing the longest unchanged prefix with the new
+list is found; only the messages after that prefix are grouped and counted.
+
+A conversation is recognised by its content: lines are filed under a key made
+from the exact serialisation of their first two messages, so a history decoded
+anew with ``json.loads`` finds the line its previous request left. Several
+lines may share a key (conversations that open alike); the one with the longest
+unchanged prefix wins. At most ``conversations`` lines are kept, the least
+recently used forgotten first.
+
+"Unchanged" is exact, never stale, and costs C-speed comparisons:
+
+- A message made only of dicts, lists, tuples, strings and ``None`` is kept as
+  a copy of its containers (sharing the immutable strings) and compared with
+  ``==``, which runs in C. The messages' own types are compared too, so a dict
+  replaced by an equal ``OrderedDict`` is noticed. (Deeper down, ``==`` does
+  not tell a dict from an equal ``OrderedDict``, or a str from an equal str
+  subclass such as an enum member; both are sent, and counted by the default
+  estimator and ``openai_chat_counter``, as the same JSON.)
+- A message that also holds numbers (or booleans) is kept as its pickle, which
+  writes ``1``, ``True`` and ``1.0`` differently, as it does ``0.0`` and
+  ``-0.0``, and names the class of anything but the exact built-in types. It is
+  compared by pickling the new message the same way, also in C.
+- A message holding other mappings (``OrderedDict``, ``MappingProxyType``) or
+  SDK objects (pydantic models) is kept as the pickle of a tagged form: each
+  mapping with its type and its items in order, each SDK object with its type
+  and the JSON the SDK sends for it (what is counted), all the way down. This
+  form is built in Python on every call, as the SDK's dump is.
+- A message holding anything else is never taken as unchanged: it is counted
+  afresh on every call.
+
+What a line keeps per message: the copy of its containers, or its pickle, and
+its type; per conversation, the prefix sums and group boundaries. Lines are
+never changed once published (an update publishes a new one), so a call reads
+them with no lock held, and ``count_tokens`` is called with no lock held too:
+it may itself make a compacting call through the same cache.
+
+The arrays handed out are exactly those a from-scratch pass computes.
 """
 
 from __future__ import annotations
 
-import copy
+import pickle
 import threading
+from bisect import bisect_left
 from collections import OrderedDict
-from itertools import accumulate
-from typing import Any, List, Optional, Tuple
+from collections.abc import Mapping
+from itertools import accumulate, repeat
+from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact._engine import (
     CountTokens,
@@ -28,69 +61,146 @@ from ctx_compact._engine import (
     measure,
     message_views,
     regroup_from,
+    sdk_dump,
 )
 
+# Pickle rather than marshal: as fast for these values, and its back-references
+# depend on which objects are shared, where marshal's depend on reference counts.
+_PROTOCOL = 5
+# How many leading messages make a conversation's key.
+_KEY_MESSAGES = 2
+# A list that departs from its line only in this many last messages (a reply
+# streamed in, an edit near the end, a truncation) updates the line; one that
+# departs earlier starts a line of its own.
+_TAIL_EDITS = 8
 
-class _Unequal:
-    """Stands for a message that could not be snapshotted: it equals nothing."""
+# Pickles of the first messages, or their types: hashable either way.
+_Key = Tuple[Any, ...]
+
+# How a message is compared (see the module docstring).
+_PLAIN = 0
+_BYTES = 1
+_TAGGED = 2
+_NEVER = 3
+
+
+class _Checked:
+    """Stands in a line's list of copies for a message compared by its serialisation."""
 
     __slots__ = ()
 
     def __eq__(self, other: object) -> bool:
-        return False
+        return True
 
     __hash__ = None  # type: ignore[assignment]
 
 
-_UNEQUAL = _Unequal()
+_CHECKED = _Checked()
 
 
-class _Exact:
-    """A number in a snapshot: equal only to a number of the same type and spelling.
-
-    ``1 == True == 1.0`` and ``0.0 == -0.0``, yet each is written (and counted)
-    differently, so a plain copy would hide such a reassignment. Only numbers
-    pay for this Python-level ``__eq__``; strings still compare at C speed.
-    """
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        value = self.value
-        if type(other) is not type(value):
-            return False
-        if isinstance(value, float):
-            return float.__repr__(other) == float.__repr__(value)
-        return bool(other == value)
-
-    def __hash__(self) -> int:
-        return hash(self.value)
+class _NotPlain(Exception):
+    pass
 
 
-def _freeze(value: Any) -> Any:
-    """A deep copy in which every number is an ``_Exact``."""
+class _Uncomparable(Exception):
+    pass
+
+
+def _copy_plain(value: Any) -> Any:
+    """A copy of the containers of a value made of dicts, lists, tuples, str and None."""
     kind = type(value)
     if kind is str or value is None:
         return value
     if kind is dict:
-        return {_freeze(k): _freeze(v) for k, v in value.items()}
+        copy = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            copy[key] = _copy_plain(item)
+        return copy
     if kind is list:
-        return [_freeze(v) for v in value]
+        return [_copy_plain(item) for item in value]
     if kind is tuple:
-        return tuple([_freeze(v) for v in value])
-    if isinstance(value, (int, float)):
-        return _Exact(value)
-    return copy.deepcopy(value)
+        return tuple([_copy_plain(item) for item in value])
+    raise _NotPlain
 
 
-def _snapshot(message: Any) -> Any:
+_EXACT_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _only_builtin(value: Any) -> bool:
+    """Whether a value is made of the exact built-in JSON-like types only."""
+    kind = type(value)
+    if kind in _EXACT_LEAVES:
+        return True
+    if kind is dict:
+        return all(type(k) in _EXACT_LEAVES and _only_builtin(v) for k, v in value.items())
+    if kind is list or kind is tuple:
+        return all(_only_builtin(item) for item in value)
+    return False
+
+
+def _type_tag(kind: type) -> Tuple[str, str, int]:
+    return (kind.__module__, kind.__qualname__, id(kind))
+
+
+def _tagged(value: Any) -> Any:
+    """A picklable form of ``value`` made of built-in types, telling apart every type it holds.
+
+    Only this function makes tuples, and it makes one for every value that is
+    not an exact str, number, None, list or dict, so a tag cannot be mistaken
+    for the caller's data.
+
+    Raises:
+        _Uncomparable: The value holds something not known to compare exactly.
+    """
+    kind = type(value)
+    if kind in _EXACT_LEAVES:
+        return value
+    if kind is list:
+        return [_tagged(item) for item in value]
+    if kind is dict:
+        return {_tagged(k): _tagged(v) for k, v in value.items()}
+    if kind is tuple:
+        return ("tuple", tuple([_tagged(item) for item in value]))
+    if isinstance(value, Mapping):
+        pairs = [_tagged(part) for item in value.items() for part in item]
+        return ("mapping", _type_tag(kind), pairs)
+    dumped = sdk_dump(value)
+    if dumped is not None:
+        # The JSON-mode dump holds exact built-in types only.
+        return ("sdk", _type_tag(kind), dumped)
+    raise _Uncomparable
+
+
+def _snapshot(message: Any) -> Tuple[int, Any]:
+    """How a message will be compared, and what it is compared with."""
     try:
-        return _freeze(message)
-    except Exception:  # not copyable, or circular (RecursionError)
-        return _UNEQUAL
+        return _PLAIN, _copy_plain(message)
+    except _NotPlain:
+        pass
+    except RecursionError:  # circular
+        return _NEVER, None
+    try:
+        if _only_builtin(message):
+            return _BYTES, pickle.dumps(message, _PROTOCOL)
+        return _TAGGED, pickle.dumps(_tagged(message), _PROTOCOL)
+    except Exception:  # circular, unserialisable, a failing model_dump: never equal
+        return _NEVER, None
+
+
+def _serialised(message: Any) -> Optional[bytes]:
+    try:
+        return pickle.dumps(message, _PROTOCOL)
+    except Exception:  # no longer serialisable: changed
+        return None
+
+
+def _unchanged_tagged(message: Any, expected: bytes) -> bool:
+    try:
+        return pickle.dumps(_tagged(message), _PROTOCOL) == expected
+    except Exception:  # no longer serialisable: changed
+        return False
 
 
 def _same(a: List[Any], b: List[Any]) -> bool:
@@ -100,88 +210,224 @@ def _same(a: List[Any], b: List[Any]) -> bool:
         return False
 
 
+def _key(messages: List[Any]) -> _Key:
+    """A conversation's key: its first messages' pickles, or their types.
+
+    Only a hint that narrows the search: the lines found under it are compared
+    message by message all the same.
+    """
+    parts: List[Any] = []
+    for message in messages[:_KEY_MESSAGES]:
+        try:
+            parts.append(
+                pickle.dumps(message, _PROTOCOL) if type(message) is dict else type(message)
+            )
+        except Exception:  # holds something that does not pickle
+            parts.append(type(message))
+    return tuple(parts)
+
+
 class _Line:
-    """One conversation: snapshots, prefix sums and group boundaries, all in step."""
+    """One conversation as last counted. Never changed once published, so no lock reads it."""
 
-    __slots__ = ("bounds", "first", "lock", "pre", "snapshots")
+    __slots__ = ("bounds", "copies", "exact", "exact_at", "key", "others", "pre", "types")
 
-    def __init__(self, first: Any) -> None:
-        self.first = first
-        self.snapshots: List[Any] = []
-        self.pre: List[int] = [0]
-        self.bounds: List[int] = [0]
-        self.lock = threading.Lock()
+    def __init__(
+        self,
+        key: _Key,
+        copies: List[Any],
+        types: List[type],
+        exact_at: List[int],
+        exact: List[bytes],
+        others: List[Tuple[int, int, Any]],
+        pre: List[Any],
+        bounds: List[int],
+    ) -> None:
+        self.key = key
+        self.copies = copies  # plain copies; _CHECKED where compared by serialisation
+        self.types = types  # each message's type
+        self.exact_at = exact_at  # where the messages compared by their pickle are, in order
+        self.exact = exact  # and their serialisations
+        self.others = others  # (index, kind, tagged serialisation or None), by index
+        self.pre = pre
+        self.bounds = bounds
 
-    def unchanged_prefix(self, messages: List[Any]) -> int:
-        known = len(self.snapshots)
-        if len(messages) >= known and _same(messages[:known], self.snapshots):
-            return known
-        # Binary search on prefix equality, comparing each message at most about twice.
-        lo, hi = 0, min(known, len(messages))
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if _same(messages[lo:mid], self.snapshots[lo:mid]):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+    def equal_prefix(self, messages: List[Any]) -> int:
+        """How many leading messages are == to their copies: at least the unchanged prefix."""
+        known = min(len(self.copies), len(messages))
+        copies = self.copies
+        if _same(messages[:known], copies[:known]):
+            keep = known
+        else:
+            # Binary search on prefix equality, comparing each message at most about twice.
+            lo, hi = 0, known
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if _same(messages[lo:mid], copies[lo:mid]):
+                    lo = mid
+                else:
+                    hi = mid - 1
+            keep = lo
+        return keep
 
-    def update(
-        self, messages: List[Any], count_tokens: Optional[CountTokens]
-    ) -> Tuple[List[int], List[int]]:
-        keep = self.unchanged_prefix(messages)
-        regroup_at = regroup_from(messages, self.bounds, keep)
-        start = self.bounds[regroup_at]
-        # Grouped and counted as the core does: through the messages' mapping views.
-        views = message_views(messages, start)
-        bounds = group_bounds(views, start)
-        counts = count_all(views, count_tokens, keep)
-        snapshots = [_snapshot(m) for m in messages[keep:]]
-        # Validation and counting succeeded: now change the line, all at once.
-        del self.bounds[regroup_at:]
-        self.bounds.extend(bounds)
-        del self.snapshots[keep:]
-        self.snapshots.extend(snapshots)
-        del self.pre[keep + 1 :]
-        sums = accumulate(counts, initial=self.pre[keep])
-        next(sums)
-        self.pre.extend(sums)
-        return self.pre[:], self.bounds[:]
+    def unchanged_prefix(self, messages: List[Any], keep: int) -> int:
+        """How many of the first ``keep`` messages (an ``equal_prefix``) are unchanged."""
+        types = self.types
+        if list(map(type, messages[:keep])) != types[:keep]:
+            keep = next(i for i in range(keep) if type(messages[i]) is not types[i])
+        # Messages with numbers: serialised in one pass of C calls, compared as a list.
+        count = bisect_left(self.exact_at, keep)
+        if count:
+            where = self.exact_at[:count]
+            now: List[Optional[bytes]]
+            try:
+                now = list(map(pickle.dumps, map(messages.__getitem__, where), repeat(_PROTOCOL)))
+            except Exception:  # one of them no longer serialises: find which, one by one
+                now = [_serialised(messages[i]) for i in where]
+            if now != self.exact[:count]:
+                keep = next(i for i, a, b in zip(where, now, self.exact) if a != b)
+        for index, kind, expected in self.others:
+            if index >= keep:
+                break
+            if kind == _NEVER or not _unchanged_tagged(messages[index], expected):
+                return index
+        return keep
 
 
 class CountCache:
     """Token counts and group boundaries remembered across calls, for one counter.
 
+    Safe to share between threads; ``count_tokens`` is called with no lock
+    held, so it may itself make a compacting call through the same cache.
+
     Args:
         count_tokens: The counter every figure in this cache comes from.
-        conversations: How many conversations (told apart by their first
-            message object) are remembered at once; the least recently used
-            is forgotten first.
+        conversations: How many conversations are remembered at once; the least
+            recently used is forgotten first.
+
+    Raises:
+        TypeError: ``conversations`` is not an int.
+        ValueError: ``conversations`` is less than 1.
     """
 
     def __init__(self, count_tokens: Optional[CountTokens], conversations: int = 8) -> None:
+        if type(conversations) is not int:
+            raise TypeError(f"conversations must be an int, not {type(conversations).__name__}")
+        if conversations < 1:
+            raise ValueError(f"conversations must be at least 1, got {conversations}")
         self.count_tokens = count_tokens
         self._conversations = conversations
-        self._lines: OrderedDict[int, _Line] = OrderedDict()
+        self._lines: OrderedDict[int, _Line] = OrderedDict()  # by id, least recent first
+        self._by_key: Dict[_Key, List[_Line]] = {}
         self._lock = threading.Lock()
 
-    def arrays(self, messages: List[Any]) -> Tuple[List[int], List[int]]:
+    def __len__(self) -> int:
+        """How many conversations are remembered."""
+        with self._lock:
+            return len(self._lines)
+
+    def clear(self) -> None:
+        """Forget every conversation, releasing its snapshots."""
+        with self._lock:
+            self._lines.clear()
+            self._by_key.clear()
+
+    def arrays(self, messages: List[Any]) -> Tuple[List[Any], List[int]]:
         """Prefix token sums and group boundaries of ``messages``, as computed from scratch.
+
+        Returns:
+            ``(pre, bounds)``, new lists, equal to ``measure(messages, count_tokens)``.
 
         Raises:
             InvalidMessageError: As ``compact`` would, naming the message index.
         """
         if not messages:
             return measure(messages, self.count_tokens)
-        first = messages[0]
+        key = _key(messages)
         with self._lock:
-            line = self._lines.get(id(first))
-            if line is None or line.first is not first:
-                line = _Line(first)
-                self._lines[id(first)] = line
-                while len(self._lines) > self._conversations:
-                    self._lines.popitem(last=False)
+            candidates = list(self._by_key.get(key, ()))
+        # Lines under one key often share a long prefix (the same conversation edited,
+        # or opening alike). Comparing with == is cheap; only the line promising the
+        # longest prefix has its numbers and tagged messages checked, then the next
+        # one only if it could still do better.
+        line: Optional[_Line] = None
+        keep = 0
+        promised = sorted(
+            ((candidate.equal_prefix(messages), candidate) for candidate in candidates),
+            key=lambda pair: pair[0],
+            reverse=True,
+        )
+        for bound, candidate in promised:
+            if line is not None and bound <= keep:
+                break
+            shared = candidate.unchanged_prefix(messages, bound)
+            if line is None or shared > keep:
+                line, keep = candidate, shared
+        # Grouped and counted as the core does, through the messages' mapping views,
+        # with no lock held: count_tokens may call back into this cache.
+        old_bounds = line.bounds if line is not None else [0]
+        if line is not None and keep == len(messages):
+            # Nothing new: the list is the line or a prefix of it (a truncation,
+            # an earlier state re-sent), which the line serves as it stands.
+            self._touch(line)
+            if keep == len(line.copies):
+                return line.pre[:], old_bounds[:]
+        regroup_at = regroup_from(messages, old_bounds, keep)
+        start = old_bounds[regroup_at]
+        views = message_views(messages, start)
+        bounds = old_bounds[:regroup_at] + group_bounds(views, start)
+        if line is not None and keep == len(messages):
+            return line.pre[: keep + 1], bounds
+        counts = count_all(views, self.count_tokens, keep)
+        pre = line.pre[: keep + 1] if line is not None else [0]
+        sums = accumulate(counts, initial=pre[keep])
+        next(sums)
+        pre.extend(sums)
+
+        if line is None:
+            copies: List[Any] = []
+            exact_at: List[int] = []
+            exact: List[bytes] = []
+            others: List[Tuple[int, int, Any]] = []
+        else:
+            copies = line.copies[:keep]
+            count = bisect_left(line.exact_at, keep)
+            exact_at = line.exact_at[:count]
+            exact = line.exact[:count]
+            others = line.others[: bisect_left(line.others, (keep,))]
+        for index in range(keep, len(messages)):
+            kind, value = _snapshot(messages[index])
+            if kind == _PLAIN:
+                copies.append(value)
+                continue
+            copies.append(_CHECKED)
+            if kind == _BYTES:
+                exact_at.append(index)
+                exact.append(value)
             else:
-                self._lines.move_to_end(id(first))
-        with line.lock:
-            return line.update(messages, self.count_tokens)
+                others.append((index, kind, value))
+        types = (line.types[:keep] if line is not None else []) + list(map(type, messages[keep:]))
+        updated = _Line(key, copies, types, exact_at, exact, others, pre, bounds)
+        follows = line is not None and keep > 0 and keep >= len(line.copies) - _TAIL_EDITS
+        self._publish(updated, line if follows else None)
+        return pre[:], bounds[:]
+
+    def _touch(self, line: _Line) -> None:
+        with self._lock:
+            if id(line) in self._lines:
+                self._lines.move_to_end(id(line))
+
+    def _publish(self, line: _Line, replaces: Optional[_Line]) -> None:
+        with self._lock:
+            if replaces is not None and self._lines.pop(id(replaces), None) is not None:
+                self._forget(replaces)
+            self._lines[id(line)] = line
+            self._by_key.setdefault(line.key, []).append(line)
+            while len(self._lines) > self._conversations:
+                self._forget(self._lines.popitem(last=False)[1])
+
+    def _forget(self, line: _Line) -> None:
+        peers = self._by_key[line.key]
+        peers.remove(line)
+        if not peers:
+            del self._by_key[line.key]

