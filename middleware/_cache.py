@@ -48,11 +48,12 @@ from __future__ import annotations
 
 import pickle
 import threading
+import weakref
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Mapping
 from itertools import accumulate, repeat
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ctx_compact._engine import (
     CountTokens,
@@ -294,6 +295,17 @@ class _Line:
         return keep
 
 
+def _hold(count_tokens: Optional[CountTokens]) -> Callable[[], Optional[CountTokens]]:
+    # Weakly where the counter allows it, so a session's cache does not keep alive a
+    # counter nobody else holds (a counter built per request); its owner drops the cache.
+    if count_tokens is None:
+        return lambda: None
+    try:
+        return weakref.ref(count_tokens)
+    except TypeError:
+        return lambda: count_tokens
+
+
 class CountCache:
     """Token counts and group boundaries remembered across calls, for one counter.
 
@@ -315,11 +327,16 @@ class CountCache:
             raise TypeError(f"conversations must be an int, not {type(conversations).__name__}")
         if conversations < 1:
             raise ValueError(f"conversations must be at least 1, got {conversations}")
-        self.count_tokens = count_tokens
+        self._counter = _hold(count_tokens)
         self._conversations = conversations
         self._lines: OrderedDict[int, _Line] = OrderedDict()  # by id, least recent first
         self._by_key: Dict[_Key, List[_Line]] = {}
         self._lock = threading.Lock()
+
+    @property
+    def count_tokens(self) -> Optional[CountTokens]:
+        """The counter (``None`` for the default estimator, or once the counter is gone)."""
+        return self._counter()
 
     def __len__(self) -> int:
         """How many conversations are remembered."""

@@ -134,6 +134,8 @@ class CompactingSession:
             self._state.deactivate()
         finally:
             self._release_all()
+            # Nothing can use the snapshots once the session is over.
+            self._state.clear_caches()
 
     async def __aenter__(self) -> CompactingSession:
         return self.__enter__()

@@ -10,12 +10,14 @@ context) see it, and other tasks and threads do not.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import statistics
 import threading
-from collections import deque
+import weakref
+from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, List, Optional, Tuple
 
 from ctx_compact._engine import CountTokens
 
@@ -32,6 +34,8 @@ CALIBRATION_WINDOW = 16
 # A figure this far above the window's median is an outlier and not followed.
 OUTLIER_FACTOR = 1.5
 DEFAULT_MAX_EVENTS = 10_000
+# Count caches a session keeps at once (one per counter in use).
+MAX_COUNTERS = 32
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ class SessionState:
         self._stats = SessionStats()
         self._ratios: Deque[float] = deque(maxlen=CALIBRATION_WINDOW)
         self._calibration = 1.0
-        self._caches: Dict[int, CountCache] = {}
+        self._caches: OrderedDict[int, CountCache] = OrderedDict()
         self._held: List[Any] = []
         self._activation: Optional[object] = None
 
@@ -193,12 +197,35 @@ class SessionState:
     # -- caches and interceptions ----------------------------------------------------
 
     def cache(self, count_tokens: Optional[CountTokens]) -> CountCache:
-        """The count cache for ``count_tokens``, made on first use."""
+        """The count cache for ``count_tokens``, made on first use.
+
+        A cache is dropped as soon as its counter is garbage-collected (a counter
+        built per request), and at most ``MAX_COUNTERS`` are kept, least recently
+        used first out, for counters that cannot be referenced weakly.
+        """
+        key = id(count_tokens)
         with self._lock:
-            cache = self._caches.get(id(count_tokens))
-            if cache is None or cache.count_tokens is not count_tokens:
-                cache = self._caches[id(count_tokens)] = CountCache(count_tokens)
-            return cache
+            cache = self._caches.get(key)
+            if cache is not None and cache.count_tokens is count_tokens:
+                self._caches.move_to_end(key)
+                return cache
+            cache = self._caches[key] = CountCache(count_tokens)
+            while len(self._caches) > MAX_COUNTERS:
+                self._caches.popitem(last=False)
+        if count_tokens is not None:
+            with contextlib.suppress(TypeError):  # not weakly referable: the LRU bound holds
+                weakref.finalize(count_tokens, self._forget, key, cache)
+        return cache
+
+    def _forget(self, key: int, cache: CountCache) -> None:
+        with self._lock:
+            if self._caches.get(key) is cache:
+                del self._caches[key]
+
+    def clear_caches(self) -> None:
+        """Release every count cache (what a session does when it exits)."""
+        with self._lock:
+            self._caches.clear()
 
     def hold(self, handle: Any) -> None:
         """Keep an interception handle until ``release_all``."""

@@ -457,3 +457,31 @@ def test_a_hook_cannot_change_what_the_session_keeps() -> None:
         fn(weather_messages())
     (event,) = session.events
     assert (len(event.messages), len(event.dropped)) == (7, 3)
+
+
+def test_counters_built_per_request_are_released_with_their_caches() -> None:
+    import gc
+    import weakref
+
+    from middleware._cache import CountCache
+
+    def live_caches() -> int:
+        gc.collect()
+        return sum(isinstance(o, CountCache) for o in gc.get_objects())
+
+    before = live_caches()
+    refs = []
+    with CompactingSession():
+        for _ in range(50):
+
+            def counter(message: Any) -> int:
+                return 5
+
+            refs.append(weakref.ref(counter))
+            fn = budgeted(max_tokens=100, count_tokens=counter)(lambda messages: messages)
+            fn(weather_messages())
+            del fn, counter
+        gc.collect()
+        assert all(ref() is None for ref in refs)
+        assert live_caches() - before <= 1
+    assert live_caches() == before
