@@ -17,6 +17,13 @@ from ._compact import (
 from ._errors import InvalidMessageError
 from ._pairing import PairingError, PairingProblem, check_pairing
 from ._tokens import estimate_tokens
+from .batch import (
+    CompactedConversation,
+    InvalidConversationError,
+    KeptIndices,
+    compact_indices,
+    compact_many,
+)
 from .counters import openai_chat_counter
 
 __version__ = "0.2.0"
@@ -24,12 +31,17 @@ __version__ = "0.2.0"
 __all__ = [
     "CompactResult",
     "CompactResultWithSummary",
+    "CompactedConversation",
+    "InvalidConversationError",
     "InvalidMessageError",
+    "KeptIndices",
     "PairingError",
     "PairingProblem",
     "acompact_with_summary",
     "check_pairing",
     "compact",
+    "compact_indices",
+    "compact_many",
     "compact_with_summary",
     "estimate_tokens",
     "openai_chat_counter",
