@@ -99,7 +99,7 @@ def recipes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def dataset(tmp_path_factory: pytest.TempPathFactory, recipes: Path) -> Path:
     path = tmp_path_factory.mktemp("data") / "conversations.jsonl"
-    path.write_text("".join(dataset_lines()), encoding="utf-8", newline="\n")
+    path.write_bytes("".join(dataset_lines()).encode("utf-8"))
     return path
 
 
