@@ -190,6 +190,13 @@ def test_multiprocessing_pool(dataset: Path, expected: bytes, tmp_path: Path) ->
     assert out.read_bytes() == expected
 
 
+def test_multiprocessing_pool_bounded(dataset: Path, expected: bytes, tmp_path: Path) -> None:
+    pool_job = importlib.import_module("pool_job")
+    out = tmp_path / "compacted.jsonl"
+    pool_job.compact_with_pool_bounded(str(dataset), str(out), processes=2, block_size=2)
+    assert out.read_bytes() == expected
+
+
 # --- Spark -----------------------------------------------------------------------------
 
 
@@ -207,7 +214,7 @@ def spark(recipes: Path) -> Iterator[Any]:
         SparkSession.builder.master("local[2]")
         .appName("ctx-compact-tests")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.files.maxPartitionBytes", str(64 * 1024))  # several partitions
+        .config("spark.sql.files.maxPartitionBytes", str(256 * 1024))  # a few partitions
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
