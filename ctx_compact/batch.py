@@ -48,17 +48,6 @@ class KeptIndices:
     tokens_after: int
     fits: bool
 
-    @classmethod
-    def from_compaction(cls, plan: Compaction) -> KeptIndices:
-        """The lean form of the core's decision for one conversation."""
-        return cls(
-            kept=plan.kept_ranges(),
-            messages_before=len(plan.messages),
-            tokens_before=plan.tokens_before,
-            tokens_after=plan.tokens_after,
-            fits=plan.tokens_after <= plan.max_tokens,
-        )
-
     @property
     def messages_after(self) -> int:
         """The number of messages kept."""
@@ -140,6 +129,16 @@ class InvalidConversationError(InvalidMessageError):
         return (type(self), (self.position, self.reason, self.index))
 
 
+def _kept_indices(plan: Compaction) -> KeptIndices:
+    return KeptIndices(
+        kept=plan.kept_ranges(),
+        messages_before=len(plan.messages),
+        tokens_before=plan.tokens_before,
+        tokens_after=plan.tokens_after,
+        fits=plan.tokens_after <= plan.max_tokens,
+    )
+
+
 def compact_indices(
     messages: Sequence[Any],
     *,
@@ -169,7 +168,7 @@ def compact_indices(
     Raises:
         TypeError, ValueError, InvalidMessageError: As for ``compact``.
     """
-    return KeptIndices.from_compaction(
+    return _kept_indices(
         prepare(
             messages,
             max_tokens=max_tokens,
@@ -258,7 +257,7 @@ def _compact_each(
             )
         except InvalidMessageError as exc:
             raise InvalidConversationError(position, exc.reason, exc.index) from exc
-        indices = KeptIndices.from_compaction(plan)
+        indices = _kept_indices(plan)
         kept = indices.apply(plan.messages)
         yield CompactedConversation(
             position=position,
