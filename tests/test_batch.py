@@ -274,6 +274,21 @@ def test_conversations_must_be_an_iterable_of_conversations(not_conversations: A
         compact_many(not_conversations, max_tokens=10)
 
 
+def _compact_all_in_worker(conversations: List[Any]) -> int:
+    return sum(1 for _ in compact_many(conversations, max_tokens=150))
+
+
+def test_a_pool_worker_error_reaches_the_parent_whole() -> None:
+    bad = weather_messages()
+    bad[2] = None
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        pending = pool.apply_async(_compact_all_in_worker, ([weather_messages(), bad],))
+        with pytest.raises(InvalidConversationError) as caught:
+            pending.get(timeout=60)
+    assert (caught.value.position, caught.value.index) == (1, 2)
+    assert str(caught.value).startswith("conversation 1: message 2: expected a mapping")
+
+
 def test_the_error_survives_pickling_with_its_fields() -> None:
     error = InvalidConversationError(7, "count_tokens returned -1", 3)
     copied = pickle.loads(pickle.dumps(error))
