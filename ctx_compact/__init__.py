@@ -24,6 +24,13 @@ from ._compact import (
 from ._errors import InvalidMessageError
 from ._pairing import PairingError, PairingProblem, check_pairing
 from ._tokens import estimate_tokens
+from .batch import (
+    CompactedConversation,
+    InvalidConversationError,
+    KeptIndices,
+    compact_indices,
+    compact_many,
+)
 from .counters import openai_chat_counter
 
 __version__ = "0.2.0"
@@ -34,7 +41,10 @@ __all__ = [
     "ClearedToolResult",
     "CompactResult",
     "CompactResultWithSummary",
+    "CompactedConversation",
+    "InvalidConversationError",
     "InvalidMessageError",
+    "KeptIndices",
     "PairingError",
     "PairingProblem",
     "acompact_with_summary",
@@ -42,6 +52,8 @@ __all__ = [
     "clear_thinking",
     "clear_tool_results",
     "compact",
+    "compact_indices",
+    "compact_many",
     "compact_with_summary",
     "estimate_tokens",
     "openai_chat_counter",

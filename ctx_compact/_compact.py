@@ -186,6 +186,24 @@ class Compaction:
         """The messages dropped so far, in original order."""
         return self.messages[self.head_end : self.cut]
 
+    @property
+    def tokens_after(self) -> int:
+        """The tokens left once ``[head_end, cut)`` is dropped (no summary)."""
+        return self.tokens_before - (self.pre[self.cut] - self.pre[self.head_end])
+
+    def kept_ranges(self) -> Tuple[Tuple[int, int], ...]:
+        """The kept messages as ``(start, stop)`` index ranges, without empty ones.
+
+        Two ranges (the head and the tail) when something is dropped, one when
+        nothing is, none for an empty list: the decision in a few integers,
+        whatever the length of the conversation.
+        """
+        n = len(self.messages)
+        if self.cut == self.head_end:
+            return ((0, n),) if n else ()
+        ranges = ((0, self.head_end), (self.cut, n))
+        return tuple((start, stop) for start, stop in ranges if start < stop)
+
     def result(self) -> CompactResult:
         """The ``compact`` result."""
         after = self.tokens_after_cut(self.cut)
