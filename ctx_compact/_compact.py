@@ -189,7 +189,7 @@ class Compaction:
     @property
     def tokens_after(self) -> int:
         """The tokens left once ``[head_end, cut)`` is dropped (no summary)."""
-        return self.tokens_before - (self.pre[self.cut] - self.pre[self.head_end])
+        return self.tokens_after_cut(self.cut)
 
     def kept_ranges(self) -> Tuple[Tuple[int, int], ...]:
         """The kept messages as ``(start, stop)`` index ranges, without empty ones.
@@ -206,7 +206,7 @@ class Compaction:
 
     def result(self) -> CompactResult:
         """The ``compact`` result."""
-        after = self.tokens_after_cut(self.cut)
+        after = self.tokens_after
         return CompactResult(
             messages=self._kept(self.cut),
             dropped=self.dropped,
@@ -224,7 +224,7 @@ class Compaction:
         further whole groups are dropped, oldest first, without re-summarising.
         """
         if summary is None:
-            after = self.tokens_after_cut(self.cut)
+            after = self.tokens_after
             return CompactResultWithSummary(
                 messages=self._kept(self.cut),
                 dropped=self.dropped,
