@@ -1,10 +1,10 @@
 """A tool-using chat through the Anthropic SDK, kept inside its budget by ``@budgeted``.
 
-Run it from the repository root (it needs the ``anthropic`` package)::
+Run it from anywhere with ctx-compact installed (it needs the ``anthropic`` package)::
 
     python examples/anthropic_messages.py
 
-With no arguments it starts the local test server (tests/fake_provider.py) in
+With no arguments it starts the local test server (ctx_compact.testing.FakeProvider) in
 this process. The server stands in for the Anthropic API: it rejects a request
 whose ``tool_use`` and ``tool_result`` blocks are not paired, with Anthropic's
 own 400, and reports ``usage.input_tokens``. To talk to the real API instead,
@@ -121,8 +121,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     server = None
     if args.base_url is None:
         # The local test server stands in for the Anthropic API; no network is used.
-        sys.path.insert(0, str(ROOT / "tests"))
-        from fake_provider import FakeProvider
+        from ctx_compact.testing import FakeProvider
 
         server = FakeProvider().start()
         args.base_url, args.api_key = server.base_url, "test"

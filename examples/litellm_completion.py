@@ -1,10 +1,10 @@
 """A tool-using chat through LiteLLM's ``completion``, kept inside its budget by ``@budgeted``.
 
-Run it from the repository root (it needs the ``litellm`` package)::
+Run it from anywhere with ctx-compact installed (it needs the ``litellm`` package)::
 
     python examples/litellm_completion.py
 
-With no arguments it starts the local test server (tests/fake_provider.py) in
+With no arguments it starts the local test server (ctx_compact.testing.FakeProvider) in
 this process and reaches it as an OpenAI-compatible endpoint
 (``model="openai/gpt-4o"``, ``api_base=...``). The server stands in for the
 provider: it rejects a request whose tool calls and results are not paired,
@@ -132,8 +132,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     server = None
     if args.base_url is None:
         # The local test server stands in for the provider; no network is used.
-        sys.path.insert(0, str(ROOT / "tests"))
-        from fake_provider import FakeProvider
+        from ctx_compact.testing import FakeProvider
 
         server = FakeProvider().start()
         args.base_url, args.api_key = server.base_url + "/v1", "test"

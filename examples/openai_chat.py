@@ -1,10 +1,10 @@
 """A tool-using chat through the OpenAI SDK, kept inside its budget by ``@budgeted``.
 
-Run it from the repository root (it needs the ``openai`` package)::
+Run it from anywhere with ctx-compact installed (it needs the ``openai`` package)::
 
     python examples/openai_chat.py
 
-With no arguments it starts the local test server (tests/fake_provider.py) in
+With no arguments it starts the local test server (ctx_compact.testing.FakeProvider) in
 this process. The server stands in for the OpenAI API: it rejects a request
 whose tool calls and results are not paired, with OpenAI's own 400, and reports
 ``usage.prompt_tokens``. To talk to a real endpoint instead, give its URL (the
@@ -125,8 +125,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     server = None
     if args.base_url is None:
         # The local test server stands in for the OpenAI API; no network is used.
-        sys.path.insert(0, str(ROOT / "tests"))
-        from fake_provider import FakeProvider
+        from ctx_compact.testing import FakeProvider
 
         server = FakeProvider().start()
         args.base_url, args.api_key = server.base_url + "/v1", "test"

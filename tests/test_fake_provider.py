@@ -12,7 +12,6 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
@@ -20,7 +19,7 @@ import pytest
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
-from fake_provider import FakeProvider, count_tokens  # noqa: E402
+from ctx_compact.testing import FakeProvider, count_tokens  # noqa: E402
 
 Message = Dict[str, Any]
 
@@ -527,9 +526,10 @@ def test_a_custom_reply() -> None:
 
 
 def test_the_command_line_prints_its_url_and_serves() -> None:
-    script = Path(__file__).with_name("fake_provider.py")
     process = subprocess.Popen(
-        [sys.executable, str(script), "--port", "0"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "ctx_compact.testing", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None

@@ -13,11 +13,11 @@ import json
 from typing import Any, Iterator, List, Mapping
 
 import pytest
-from fake_provider import FakeProvider
 
 from ctx_compact import check_pairing
 from ctx_compact._engine import group_bounds
 from ctx_compact._frameworks import framework_view
+from ctx_compact.testing import FakeProvider
 
 
 def has(module: str) -> bool:

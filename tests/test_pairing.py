@@ -1,7 +1,7 @@
 """check_pairing: every problem kind, in the providers' own words, cross-checked on the fake server.
 
 The expected texts are written out literally, as the providers' APIs return them (OpenAI's
-own spelling "preceeding" included), and as tests/fake_provider.py reproduces them.
+own spelling "preceeding" included), and as ctx_compact.testing reproduces them.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from conftest import (
     user,
     weather_messages,
 )
-from fake_provider import FakeProvider
 
 from ctx_compact import InvalidMessageError, PairingError, PairingProblem, check_pairing, compact
+from ctx_compact.testing import FakeProvider
 
 ORPHAN = (
     "Invalid parameter: messages with role 'tool' must be a response to a preceeding "

@@ -6,7 +6,7 @@ blocks, a top-level ``system``) that is over budget goes through the real
 ``Anthropic`` and ``AsyncAnthropic`` clients three ways: a decorated function
 around ``create``, the bound method ``budgeted(...)(client.messages.create)``,
 and a session that intercepts ``Messages.create`` by name. The server
-(tests/fake_provider.py) rejects broken tool pairing with Anthropic's own 400,
+(ctx_compact.testing) rejects broken tool pairing with Anthropic's own 400,
 so an accepted request proves the compacted list is one Anthropic takes; the
 same history trimmed by a naive "drop the oldest N" to the same budget is
 rejected. The assertions read what the server received.
@@ -27,9 +27,9 @@ import pytest
 anthropic = pytest.importorskip("anthropic")
 
 from anthropic.resources.messages import AsyncMessages, Messages  # noqa: E402
-from fake_provider import FakeProvider, count_tokens  # noqa: E402
 
 from ctx_compact import check_pairing, estimate_tokens  # noqa: E402
+from ctx_compact.testing import FakeProvider, count_tokens  # noqa: E402
 from middleware import (  # noqa: E402
     CompactingSession,
     CompactionEvent,

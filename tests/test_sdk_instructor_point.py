@@ -22,7 +22,8 @@ import anthropic._base_client as anthropic_base  # noqa: E402
 import openai._base_client as openai_base  # noqa: E402
 import pydantic  # noqa: E402
 import wrapt  # noqa: E402
-from fake_provider import FakeProvider  # noqa: E402
+
+from ctx_compact.testing import FakeProvider  # noqa: E402
 
 
 class City(pydantic.BaseModel):

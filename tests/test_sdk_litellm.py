@@ -20,10 +20,10 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm")
 
-from fake_provider import FakeProvider  # noqa: E402
 from test_sdk_openai import BUDGET, ORPHAN_TOOL, naive_trim, openai_history  # noqa: E402
 
 from ctx_compact import check_pairing, estimate_tokens  # noqa: E402
+from ctx_compact.testing import FakeProvider  # noqa: E402
 from middleware import CompactingSession, CompactionEvent, budgeted  # noqa: E402
 
 Message = Dict[str, Any]

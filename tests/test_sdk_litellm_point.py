@@ -25,8 +25,9 @@ dispatch = pytest.importorskip(
 )
 
 import wrapt  # noqa: E402
-from fake_provider import FakeProvider, count_tokens  # noqa: E402
 from litellm import acompletion, completion  # noqa: E402  # bound before any patch
+
+from ctx_compact.testing import FakeProvider, count_tokens  # noqa: E402
 
 pytestmark = [
     pytest.mark.filterwarnings(

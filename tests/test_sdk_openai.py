@@ -4,7 +4,7 @@ A long, tool-heavy Chat Completions history that is over budget goes through the
 real ``OpenAI`` and ``AsyncOpenAI`` clients in the three ways a user can put
 ctx-compact in front of them: a decorated function around ``create``, the bound
 method ``budgeted(...)(client.chat.completions.create)``, and a session that
-intercepts ``Completions.create`` by name. The server (tests/fake_provider.py)
+intercepts ``Completions.create`` by name. The server (ctx_compact.testing)
 rejects broken tool pairing with OpenAI's own 400, so every accepted request is
 proof that the compacted list is one OpenAI takes; the same history trimmed by a
 naive "drop the oldest N" to the same budget is rejected. The assertions read
@@ -25,11 +25,11 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from fake_provider import FakeProvider  # noqa: E402
 from openai.resources.chat.completions import AsyncCompletions, Completions  # noqa: E402
 from openai.types.chat import ChatCompletionMessage  # noqa: E402
 
 from ctx_compact import check_pairing, estimate_tokens  # noqa: E402
+from ctx_compact.testing import FakeProvider  # noqa: E402
 from middleware import (  # noqa: E402
     CompactingSession,
     CompactionEvent,

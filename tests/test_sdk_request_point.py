@@ -24,7 +24,8 @@ anthropic = pytest.importorskip("anthropic")
 
 import anthropic._base_client as anthropic_base  # noqa: E402
 import openai._base_client as openai_base  # noqa: E402
-from fake_provider import FakeProvider  # noqa: E402
+
+from ctx_compact.testing import FakeProvider  # noqa: E402
 
 MESSAGES_KEY = {"/chat/completions": "messages", "/responses": "input", "/v1/messages": "messages"}
 HISTORY = [

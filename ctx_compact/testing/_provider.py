@@ -1,4 +1,4 @@
-"""A local stand-in for the OpenAI Chat Completions and Anthropic Messages APIs.
+"""The local provider: a stand-in for the OpenAI and Anthropic HTTP APIs, on 127.0.0.1.
 
 The real ``openai`` and ``anthropic`` SDKs can be pointed at it, so tests prove
 that a compacted message list is one the providers accept, without a network::
@@ -31,7 +31,7 @@ string) plus ``count_tokens(instructions)`` when given. Tool definitions are not
 counted. A text reply costs ``count_tokens(reply_text)``, a tool call
 ``count_tokens(arguments)``.
 
-Standard library only, Python 3.9+. Run ``python tests/fake_provider.py
+Standard library only, Python 3.9+. Run ``python -m ctx_compact.testing
 [--port N]`` to serve in the foreground for the examples.
 """
 
@@ -1133,6 +1133,16 @@ class FakeProvider:
         return f"http://{self._host}:{self.port}"
 
     @property
+    def openai_url(self) -> str:
+        """The ``base_url`` an OpenAI client takes: ``http://HOST:PORT/v1``."""
+        return self.base_url + "/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        """The ``base_url`` an Anthropic client takes: ``http://HOST:PORT``."""
+        return self.base_url
+
+    @property
     def requests(self) -> List[RecordedRequest]:
         """A snapshot of every request received so far, oldest first."""
         with self._lock:
@@ -1214,7 +1224,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         provider.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

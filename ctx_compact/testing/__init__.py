@@ -1,0 +1,32 @@
+"""A testing kit: test your own agent's compaction offline, against a local provider.
+
+``FakeProvider`` is a small HTTP server on 127.0.0.1 that speaks the OpenAI Chat
+Completions and Responses APIs and the Anthropic Messages API (beta path
+included), plain and streamed, with usage figures. It validates tool pairing as
+each provider does and answers a broken conversation with the provider's own
+400 error, enforces an optional context limit with the provider's
+context-length error, and can play a scripted model that calls tools, so an
+agent framework runs real tool loops against it. Point the real SDK clients at
+``provider.base_url``::
+
+    from ctx_compact.testing import FakeProvider
+    import openai
+
+    with FakeProvider(context_limit=2000) as provider:
+        client = openai.OpenAI(base_url=provider.openai_url, api_key="test")
+        client.chat.completions.create(model="gpt-4o", messages=[...])
+        provider.requests[-1].body  # what was sent
+
+With pytest, the plugin this package registers offers the same as fixtures:
+``fake_provider``, ``fake_openai`` / ``fake_async_openai`` and
+``fake_anthropic`` / ``fake_async_anthropic`` (clients already pointed at it).
+``python -m ctx_compact.testing`` serves it in the foreground for scripts.
+
+Standard library only; the SDK clients are the caller's own.
+"""
+
+from __future__ import annotations
+
+from ._provider import FakeProvider, RecordedRequest, count_tokens, main
+
+__all__ = ["FakeProvider", "RecordedRequest", "count_tokens", "main"]

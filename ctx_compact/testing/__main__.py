@@ -1,0 +1,10 @@
+"""``python -m ctx_compact.testing``: serve the local provider in the foreground."""
+
+from __future__ import annotations
+
+import sys
+
+from ._provider import main
+
+if __name__ == "__main__":
+    sys.exit(main())

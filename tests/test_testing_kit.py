@@ -1,0 +1,86 @@
+"""The testing kit as a user's own test suite meets it: the pytest plugin's fixtures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+
+from ctx_compact.testing import FakeProvider
+from middleware import CompactingSession, budgeted
+
+
+def test_the_fixtures_give_a_running_provider_and_clients(
+    fake_provider: FakeProvider, fake_openai: Any, fake_anthropic: Any
+) -> None:
+    fake_openai.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+    )
+    fake_anthropic.messages.create(
+        model="claude-test", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert [r.path for r in fake_provider.requests] == ["/v1/chat/completions", "/v1/messages"]
+
+
+def test_a_context_limit_is_enforced_and_budgeted_stays_under_it(
+    fake_provider: FakeProvider, fake_openai: Any
+) -> None:
+    fake_provider.context_limit = 300
+    history: List[Any] = [{"role": "system", "content": "Be brief."}]
+    history += [{"role": "user", "content": f"question {i} " * 10} for i in range(40)]
+    with pytest.raises(Exception, match="maximum context length"):
+        fake_openai.chat.completions.create(model="gpt-4o", messages=history)
+
+    @budgeted(max_tokens=300, keep_tail=1)
+    def ask(messages: List[Any]) -> Any:
+        return fake_openai.chat.completions.create(model="gpt-4o", messages=messages)
+
+    with CompactingSession() as session:
+        reply = ask(history)
+    assert reply.usage.prompt_tokens <= 300
+    assert session.events[0].provider_tokens == reply.usage.prompt_tokens
+
+
+@pytest.mark.anyio
+async def test_the_async_fixtures(
+    fake_async_openai: Any, fake_async_anthropic: Any, fake_provider: FakeProvider
+) -> None:
+    await fake_async_openai.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+    )
+    await fake_async_anthropic.messages.create(
+        model="claude-test", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert len(fake_provider.requests) == 2
+
+
+def test_the_plugin_serves_a_users_suite_outside_this_repository(tmp_path: Path) -> None:
+    # A user's project: no conftest, only the installed package's pytest11 plugin.
+    (tmp_path / "test_agent.py").write_text(
+        textwrap.dedent(
+            """
+            def test_agent(fake_provider, fake_openai):
+                fake_provider.tool_calls = 1
+                reply = fake_openai.chat.completions.create(
+                    model="gpt-4o",
+                    messages=[{"role": "user", "content": "weather?"}],
+                    tools=[{"type": "function", "function": {"name": "weather",
+                            "parameters": {"type": "object", "properties": {}}}}],
+                )
+                assert reply.choices[0].message.tool_calls
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
