@@ -1,0 +1,48 @@
+"""Every Python example in the README and on the documentation site runs as written.
+
+Each block runs in its own interpreter, as a reader would paste it. The recipes of
+``docs/batch.md`` need their data files and engines: ``tests/test_engines.py`` runs them.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Tuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_ELSEWHERE = {"docs/batch.md"}  # run by tests/test_engines.py
+
+
+def blocks() -> List[Tuple[str, int, str]]:
+    found = []
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        name = page.relative_to(ROOT).as_posix()
+        if name in RUN_ELSEWHERE:
+            continue
+        for k, code in enumerate(re.findall(r"```python\n(.*?)```", page.read_text("utf-8"), re.S)):
+            found.append((name, k, code))
+    return found
+
+
+BLOCKS = blocks()
+
+
+def test_the_readme_and_the_site_have_examples() -> None:
+    assert sum(name == "README.md" for name, _, _ in BLOCKS) >= 3
+    assert len({name for name, _, _ in BLOCKS}) >= 10
+
+
+@pytest.mark.parametrize(("page", "index", "code"), BLOCKS, ids=[f"{p}:{k}" for p, k, _ in BLOCKS])
+def test_example_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
+    script = tmp_path / f"example_{index}.py"
+    script.write_text(code, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, f"{page} block {index}:\n{done.stderr}"
