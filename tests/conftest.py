@@ -1,17 +1,43 @@
-"""Shared message factories, the specification's example and hypothesis strategies.
+"""Fixtures, the hypothesis profiles and the slow-test marker for the whole suite.
 
-The test directory is flat (no ``__init__.py``), so test modules import the
-strategies and factories below with ``from conftest import ...``.
+Factories and strategies live in ``helpers.py``.
+
+Hypothesis runs its default profile; ``HYPOTHESIS_PROFILE=quick`` runs each
+property on fewer examples for a fast local loop. Tests that start subprocesses,
+engines, frameworks or servers in bulk are marked ``slow``, so ``-m "not slow"``
+selects the quick subset: ``HYPOTHESIS_PROFILE=quick python -m pytest -m "not slow"``.
+CI always runs everything with the default profile.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import os
+from typing import List
 
 import pytest
-from hypothesis import strategies as st
+from helpers import Message, weather_messages
+from hypothesis import settings
 
-Message = Dict[str, Any]
+settings.register_profile("quick", max_examples=10)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# Modules whose tests spawn interpreters, worker pools, engines or frameworks.
+SLOW_MODULES = (
+    "test_cli_jobs",
+    "test_docs",
+    "test_engines",
+    "test_examples",
+    "test_sdk_examples",
+    "test_import_isolation",
+    "test_fw_",
+    "test_frameworks",
+)
+
+
+def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__.startswith(SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -20,210 +46,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param  # type: ignore[no-any-return]
 
 
-# --- message factories --------------------------------------------------------
-
-
-def system(content: str = "You are a helpful assistant.") -> Message:
-    return {"role": "system", "content": content}
-
-
-def user(content: str = "hi") -> Message:
-    return {"role": "user", "content": content}
-
-
-def assistant(content: Optional[str] = "ok", tool_calls: Optional[List[Any]] = None) -> Message:
-    """An assistant message; ``tool_calls`` is only present when given (even ``[]``)."""
-    message: Message = {"role": "assistant", "content": content}
-    if tool_calls is not None:
-        message["tool_calls"] = tool_calls
-    return message
-
-
-def tool_call(call_id: str, name: str = "get_weather", arguments: str = "{}") -> Message:
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def tool(call_id: Any, content: str = "{}") -> Message:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
-
-
-def calling(*call_ids: str) -> Message:
-    """An assistant message (``content: None``) calling one tool per id."""
-    return assistant(None, [tool_call(call_id) for call_id in call_ids])
-
-
-def exchange(*call_ids: str) -> List[Message]:
-    """A whole tool exchange: the calling assistant message, then one result per id."""
-    return [calling(*call_ids)] + [tool(call_id, f'{{"for":"{call_id}"}}') for call_id in call_ids]
-
-
-def weather_messages() -> List[Message]:
-    """The specification's ten-message example, freshly built."""
-    return [
-        system("You are a helpful assistant."),
-        user("What is the weather in Denver?"),
-        assistant(None, [tool_call("call_1", arguments='{"city":"Denver"}')]),
-        tool("call_1", '{"tempF":72}'),
-        assistant("It is 72F in Denver."),
-        user("What about Austin?"),
-        assistant(None, [tool_call("call_2", arguments='{"city":"Austin"}')]),
-        tool("call_2", '{"tempF":88}'),
-        assistant("It is 88F in Austin."),
-        user("And tomorrow in Denver?"),
-    ]
-
-
 @pytest.fixture
 def weather() -> List[Message]:
     """The specification's example conversation; a new list of new dicts each time."""
     return weather_messages()
-
-
-def ten_each(message: Any) -> int:
-    """A ``count_tokens`` that makes every message cost 10, for easy arithmetic."""
-    return 10
-
-
-# --- hypothesis strategies ----------------------------------------------------
-
-# Text that exercises the estimator: ASCII, accented Latin, CJK, astral-plane
-# emoji (two UTF-16 units each) and characters JSON must escape.
-SAMPLE_TEXTS = (
-    "",
-    "hello",
-    "café crème",
-    "日本語のテキスト",
-    "🎉",
-    "party 🎉🎊 time",
-    "𠮷野家で𠮷",
-    'quote " and backslash \\ and newline \n',
-    "x" * 60,
-)
-
-texts = st.one_of(st.sampled_from(SAMPLE_TEXTS), st.text(max_size=30))
-contents = st.one_of(st.none(), texts)
-
-
-def _plain_message(draw: st.DrawFn) -> Message:
-    kind = draw(st.sampled_from(["system", "user", "assistant", "assistant_empty_calls"]))
-    if kind == "system":
-        return system(draw(texts))
-    if kind == "user":
-        return user(draw(texts))
-    if kind == "assistant":
-        return assistant(draw(texts))
-    return assistant(draw(contents), [])
-
-
-@st.composite
-def conversations(draw: st.DrawFn, max_segments: int = 12) -> List[Message]:
-    """Conversations mixing plain messages with tool exchanges.
-
-    Exchanges may make parallel calls whose results come back in any order,
-    with some results missing or repeated. Stray ``tool`` messages are mixed in:
-    true orphans, and ones answering an earlier (not the adjacent) assistant,
-    which must not join that assistant's group. Every message is a fresh dict.
-    """
-    messages: List[Message] = []
-    call_ids: List[str] = []
-    for _ in range(draw(st.integers(0, max_segments))):
-        kind = draw(st.sampled_from(["plain", "plain", "exchange", "stray_tool"]))
-        if kind == "plain":
-            messages.append(_plain_message(draw))
-        elif kind == "exchange":
-            ids = [f"call_{len(call_ids) + k}" for k in range(draw(st.integers(1, 3)))]
-            call_ids.extend(ids)
-            messages.append(calling(*ids))
-            answered = draw(st.lists(st.sampled_from(ids), max_size=len(ids) + 1))
-            messages.extend(tool(call_id, draw(texts)) for call_id in answered)
-        else:
-            stray_id = draw(st.sampled_from([*call_ids, "orphan", None]))
-            messages.append(tool(stray_id, draw(texts)))
-    return messages
-
-
-def budgets(max_value: int = 400) -> st.SearchStrategy[float]:
-    """Budgets: positive ints (often tight ones) and non-integral floats."""
-    return st.one_of(
-        st.integers(1, 40),
-        st.integers(1, max_value),
-        st.floats(0.5, max_value, allow_nan=False, allow_infinity=False),
-    )
-
-
-keeps = st.integers(0, 6)
-
-
-# --- Anthropic Messages and OpenAI Responses factories -------------------------
-
-
-def text_block(text: str = "ok") -> Message:
-    return {"type": "text", "text": text}
-
-
-def thinking_block(thinking: str = "Let me look that up.", signature: str = "sig") -> Message:
-    return {"type": "thinking", "thinking": thinking, "signature": signature}
-
-
-def redacted_thinking_block(data: str = "opaque") -> Message:
-    return {"type": "redacted_thinking", "data": data}
-
-
-def tool_use_block(use_id: str, name: str = "get_weather") -> Message:
-    return {"type": "tool_use", "id": use_id, "name": name, "input": {"city": "Denver"}}
-
-
-def tool_result_block(use_id: Any, content: str = '{"tempF":72}') -> Message:
-    return {"type": "tool_result", "tool_use_id": use_id, "content": content}
-
-
-def claude(role: str, *content_blocks: Message) -> Message:
-    """An Anthropic message whose content is the given blocks."""
-    return {"role": role, "content": list(content_blocks)}
-
-
-def reasoning_item(item_id: str = "rs_1") -> Message:
-    return {"type": "reasoning", "id": item_id, "summary": []}
-
-
-def message_item(text: str = "Done.", item_id: str = "msg_1") -> Message:
-    """A Responses output message passed back as input (it has a type and an id)."""
-    return {
-        "type": "message",
-        "id": item_id,
-        "role": "assistant",
-        "status": "completed",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    }
-
-
-# Each Responses call type with the type of the item that answers it.
-RESPONSES_CALLS = {
-    "function_call": "function_call_output",
-    "custom_tool_call": "custom_tool_call_output",
-    "computer_call": "computer_call_output",
-    "local_shell_call": "local_shell_call_output",
-    "shell_call": "shell_call_output",
-    "apply_patch_call": "apply_patch_call_output",
-}
-
-
-def call_item(kind: str, call_id: str) -> Message:
-    """A Responses ``*_call`` item; its own ``id`` differs from the ``call_id``."""
-    item: Message = {"type": kind, "id": f"item_{call_id}", "call_id": call_id}
-    if kind == "function_call":
-        item.update(name="get_weather", arguments='{"city":"Denver"}')
-    elif kind == "custom_tool_call":
-        item.update(name="run_sql", input="select 1")
-    elif kind in ("computer_call", "local_shell_call", "shell_call"):
-        item.update(action={"type": "exec", "command": ["ls"]}, status="completed")
-    elif kind == "apply_patch_call":
-        item.update(operation={"type": "delete_file", "path": "a.txt"}, status="completed")
-    return item
-
-
-def output_item(kind: str, call_id: str, output: str = '{"tempF":72}') -> Message:
-    """The item answering a ``kind`` call; ``local_shell_call_output`` pairs by its ``id``."""
-    if kind == "local_shell_call":
-        return {"type": "local_shell_call_output", "id": call_id, "output": output}
-    return {"type": RESPONSES_CALLS[kind], "call_id": call_id, "output": output}

@@ -3,7 +3,7 @@
 It lives in a module of its own so that a session can name its methods the way
 a user would name the real SDK's (``"fake_sdk.Completions.create"``): the test
 directory is on ``sys.path`` (pytest's default ``prepend`` import mode, the
-same reason ``from conftest import ...`` works).
+same reason ``from helpers import ...`` works).
 
 Every ``create`` returns a ``Reply`` holding the very list it received, so a test
 can tell a pass-through (the caller's own list) from a compacted call.

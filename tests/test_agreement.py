@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Dict, List, Set
 
-from conftest import (
+from helpers import (
     Message,
     budgets,
     call_item,

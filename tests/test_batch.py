@@ -8,7 +8,7 @@ import pickle
 from typing import Any, Dict, Iterator, List
 
 import pytest
-from conftest import budgets, conversations, keeps, system, ten_each, user, weather_messages
+from helpers import budgets, conversations, keeps, system, ten_each, user, weather_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

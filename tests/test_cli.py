@@ -689,8 +689,8 @@ def test_check_module_output_is_the_readme_example():
     stdout, stderr = done.stdout.decode(), done.stderr.decode()
     assert stdout == f"examples/broken.json: {ORPHAN}\n"
     assert stderr == "ctx-compact: 1 problem in 1 of 1 conversations\n"
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"$ ctx-compact check examples/broken.json\n{stdout}{stderr}```" in readme
+    page = (ROOT / "docs" / "command-line-reference.md").read_text(encoding="utf-8")
+    assert f"$ ctx-compact check examples/broken.json\n{stdout}{stderr}```" in page
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, List
 
 import pytest
-from conftest import assistant, calling, exchange, system, ten_each, tool, tool_call, user
+from helpers import assistant, calling, exchange, system, ten_each, tool, tool_call, user
 
 from ctx_compact import CompactResult, compact
 

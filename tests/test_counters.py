@@ -16,7 +16,7 @@ import types
 from typing import Any, Dict, List
 
 import pytest
-from conftest import tool_call, weather_messages
+from helpers import tool_call, weather_messages
 
 from ctx_compact import compact, counters
 from ctx_compact.counters import openai_chat_counter

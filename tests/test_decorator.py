@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import anyio
 import pytest
-from conftest import system, ten_each, user
+from helpers import system, ten_each, user
 
 import ctx_compact
 import middleware

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
-from conftest import calling, system, tool, user
+from helpers import calling, system, tool, user
 
 import ctx_compact
 from ctx_compact import compact

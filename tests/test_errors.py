@@ -12,7 +12,7 @@ import warnings
 from typing import Any, Callable, Dict, List
 
 import pytest
-from conftest import calling, system, tool, user
+from helpers import calling, system, tool, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

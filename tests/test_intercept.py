@@ -15,7 +15,6 @@ from typing import Any, Dict, List
 import anyio
 import pytest
 from anyio import to_thread
-from conftest import weather_messages
 from fake_sdk import (
     AsyncClient,
     AsyncCompletions,
@@ -26,6 +25,7 @@ from fake_sdk import (
     Resource,
     Responses,
 )
+from helpers import weather_messages
 
 from middleware import CompactingSession, CompactionEvent, SessionStats
 

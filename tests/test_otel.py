@@ -9,7 +9,7 @@ from typing import Any, List
 
 import anyio
 import pytest
-from conftest import weather_messages
+from helpers import weather_messages
 
 pytest.importorskip("opentelemetry.sdk")
 

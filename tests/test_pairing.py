@@ -13,7 +13,7 @@ import urllib.request
 from typing import Any, Iterator, List, Tuple
 
 import pytest
-from conftest import (
+from helpers import (
     Message,
     assistant,
     call_item,

@@ -8,7 +8,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import anyio
 import pytest
-from conftest import budgets, conversations, keeps, texts
+from helpers import budgets, conversations, keeps, texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, List
 
 import anyio
 import pytest
-from conftest import system, user, weather_messages
+from helpers import system, user, weather_messages
 
 from ctx_compact import InvalidMessageError, PairingError, check_pairing, compact
 from middleware import (

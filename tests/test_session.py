@@ -15,7 +15,7 @@ from typing import Any, Dict, List
 import anyio
 import pytest
 from anyio import to_thread
-from conftest import assistant, system, ten_each, user, weather_messages
+from helpers import assistant, system, ten_each, user, weather_messages
 
 from middleware import (
     BudgetExceededError,

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
-from conftest import (
+from helpers import (
     assistant,
     budgets,
     keeps,

@@ -15,7 +15,7 @@ import math
 from typing import Any, List, Tuple
 
 import pytest
-from conftest import (
+from helpers import (
     RESPONSES_CALLS,
     Message,
     assistant,

@@ -6,7 +6,7 @@ import copy
 from typing import Any, Dict, List
 
 import pytest
-from conftest import (
+from helpers import (
     assistant,
     claude,
     system,

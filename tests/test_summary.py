@@ -7,7 +7,7 @@ from typing import Any, List
 
 import anyio
 import pytest
-from conftest import exchange, system, ten_each, user
+from helpers import exchange, system, ten_each, user
 
 from ctx_compact import (
     CompactResultWithSummary,

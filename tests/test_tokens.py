@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
-from conftest import contents, exchange, texts, tool_call, user
+from helpers import contents, exchange, texts, tool_call, user
 from hypothesis import given
 from hypothesis import strategies as st
 
