@@ -97,11 +97,13 @@ class _Observed(wrapt.ObjectProxy):  # type: ignore[misc]
     def __init__(self, wrapped: Any, pending: Pending) -> None:
         super().__init__(wrapped)
         self._self_pending = pending
+        # A raw response that parsed to a stream hands the event over to it.
+        self._self_owns = True
 
     def __del__(self) -> None:
         # The caller dropped the result without finishing it: still counted.
         pending = getattr(self, "_self_pending", None)
-        if pending is not None:
+        if pending is not None and self._self_owns:
             pending.finish()
 
 
@@ -179,15 +181,18 @@ class ObservedRaw(_Observed):
     """An SDK raw response: its usage is read when the caller parses it."""
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
-        return _parsed(self.__wrapped__.parse(*args, **kwargs), self._self_pending, False)
+        parsed = _parsed(self.__wrapped__.parse(*args, **kwargs), self._self_pending, False)
+        self._self_owns = not isinstance(parsed, _Observed)
+        return parsed
 
 
 class AsyncObservedRaw(_Observed):
     """An SDK raw response whose ``parse`` is awaited."""
 
     async def parse(self, *args: Any, **kwargs: Any) -> Any:
-        parsed = await self.__wrapped__.parse(*args, **kwargs)
-        return _parsed(parsed, self._self_pending, True)
+        parsed = _parsed(await self.__wrapped__.parse(*args, **kwargs), self._self_pending, True)
+        self._self_owns = not isinstance(parsed, _Observed)
+        return parsed
 
 
 def _parsed(parsed: Any, pending: Pending, is_async: bool) -> Any:
