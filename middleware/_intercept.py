@@ -163,8 +163,9 @@ def intercept(
             elif sdk is not None:
                 # LiteLLM's completion functions take OpenAI-format `messages`.
                 options = dataclasses.replace(options, messages_arg="messages")
+            name = target.name if isinstance(target, SdkTarget) else patch.name
             patch.interceptors[state] = Interceptor(
-                options, (), patch.descriptor, patch.kind, patch.name, exclusive=True, site=site
+                options, (), patch.descriptor, patch.kind, name, exclusive=True, site=site
             )
         finally:
             if not patch.interceptors:
