@@ -633,3 +633,30 @@ async def test_async_retry_on_overflow(provider: FakeProvider) -> None:
     assert intercepted.usage.input_tokens <= BUDGET
     assert [e.retried for e in events + session.events] == [True, True]
     assert len(provider.requests) == 4
+
+
+# --- when a stream's event is reported --------------------------------------------------
+
+
+def test_a_streams_event_waits_for_its_usage_and_a_dropped_stream_is_still_counted(
+    provider: FakeProvider, clients: Any
+) -> None:
+    c, _ = clients
+    with CompactingSession(max_tokens=BUDGET, intercept="openai") as session:
+        stream = c.chat.completions.create(
+            model=MODEL, messages=chat(), stream=True, **INCLUDE_USAGE
+        )
+        assert isinstance(stream, openai.Stream)
+        assert session.events == []  # the figure has not arrived yet
+        first = next(iter(stream))
+        assert first.choices
+        stream.close()  # closed early: reported now, without a figure
+        (closed,) = session.events
+        assert closed.provider_tokens is None
+        abandoned = c.chat.completions.create(
+            model=MODEL, messages=chat(), stream=True, **INCLUDE_USAGE
+        )
+        abandoned.response.close()
+        del abandoned  # never iterated nor closed: the finalizer reports it
+    assert session.stats.calls == 2
+    assert len(provider.requests) == 2
