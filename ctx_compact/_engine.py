@@ -20,7 +20,8 @@ imports from this module's users.
 - Deciding: ``Compaction`` (what to drop, from those arrays alone; ``cutting_at``
   keeps an earlier call's cut) and ``prepare`` (check, measure and decide in one
   step, as ``compact`` does). ``prefix_sums`` turns counts into what it takes;
-  ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as).
+  ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as);
+  ``default_count_tokens`` is the estimator on any JSON value (a system prompt).
 - Reporting: ``Compaction.rows`` gives one ``MessageRow`` per message (tokens,
   group, kept or dropped and why), what ``ctx-compact --explain`` prints;
   ``utf16_length`` is the estimator's length rule, for a counter that must
@@ -40,7 +41,14 @@ from ._checks import (
 from ._clearing import ResultClearing, ThinkingClearing
 from ._compact import Compaction, MessageRow, Summarize, measure, prepare
 from ._grouping import group_bounds, regroup_from
-from ._tokens import ENCODER, CountTokens, count_all, prefix_sums, utf16_length
+from ._tokens import (
+    ENCODER,
+    CountTokens,
+    count_all,
+    default_count_tokens,
+    prefix_sums,
+    utf16_length,
+)
 from ._views import message_views, sdk_dump
 
 __all__ = [
@@ -58,6 +66,7 @@ __all__ = [
     "check_summary",
     "check_summary_role",
     "count_all",
+    "default_count_tokens",
     "group_bounds",
     "measure",
     "message_views",

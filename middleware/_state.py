@@ -100,6 +100,7 @@ class SessionState:
         self._ratios: Deque[float] = deque(maxlen=CALIBRATION_WINDOW)
         self._calibration = 1.0
         self._caches: OrderedDict[int, CountCache] = OrderedDict()
+        self._dead: Deque[Tuple[int, CountCache]] = deque()
         self._held: List[Any] = []
         self._activation: Optional[object] = None
 
@@ -147,10 +148,14 @@ class SessionState:
             self._events.append(event)
             self._stats = self._stats.plus(event)
             if event.provider_tokens is not None:
-                self._learn(event)
+                self._learn(event.provider_tokens, event.tokens_after, event.function)
 
-    def _learn(self, event: CompactionEvent) -> None:
-        provider, estimate = event.provider_tokens, event.tokens_after
+    def learn(self, provider: int, estimate: int, function: str) -> None:
+        """Learn from a prompt size the provider reported outside a response (its error)."""
+        with self._lock:
+            self._learn(provider, estimate, function)
+
+    def _learn(self, provider: int, estimate: int, function: str) -> None:
         low, high = PLAUSIBLE_RATIO
         # Compared before dividing: a figure like 10**400 has no float ratio.
         if not (
@@ -161,7 +166,7 @@ class SessionState:
             logger.warning(
                 "%s: ignored the provider's prompt size %r for %r estimated tokens: "
                 "not a plausible count of the messages sent",
-                event.function,
+                function,
                 provider,
                 estimate,
             )
@@ -205,6 +210,7 @@ class SessionState:
         """
         key = id(count_tokens)
         with self._lock:
+            self._drop_dead()
             cache = self._caches.get(key)
             if cache is not None and cache.count_tokens is count_tokens:
                 self._caches.move_to_end(key)
@@ -218,7 +224,19 @@ class SessionState:
         return cache
 
     def _forget(self, key: int, cache: CountCache) -> None:
-        with self._lock:
+        # Called by the garbage collector, on any thread, possibly while this very
+        # thread holds _lock (a collection can start inside any allocation): so it
+        # queues the cache, and drops it at once only when the lock is free.
+        self._dead.append((key, cache))
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drop_dead()
+            finally:
+                self._lock.release()
+
+    def _drop_dead(self) -> None:
+        while self._dead:
+            key, cache = self._dead.popleft()
             if self._caches.get(key) is cache:
                 del self._caches[key]
 
