@@ -17,8 +17,8 @@ original object again after the block. Each check adds a row to ``ROWS``, which
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from fake_provider import (
@@ -33,6 +33,8 @@ from fake_provider import (
     validate_messages,
     validate_responses,
 )
+
+from middleware import CompactingSession
 
 LIMIT = 1500
 TURNS = 14
@@ -64,7 +66,9 @@ def get_report(city: str) -> str:
     """Get the detailed weather report for a city."""
     # About 170 tokens: with the call, the prompt and the answer, a turn adds ~230,
     # so 14 turns hold about twice the limit.
-    hours = ", ".join(f"{hour:02d}h {12 + hour % 7}C wind {3 + hour % 5} km/h" for hour in range(24))
+    hours = ", ".join(
+        f"{hour:02d}h {12 + hour % 7}C wind {3 + hour % 5} km/h" for hour in range(24)
+    )
     return f"Report for {city}: {hours}."
 
 
@@ -74,7 +78,7 @@ def prompts() -> List[str]:
 
 
 def wire_tokens(request: RecordedRequest) -> int:
-    """The input tokens the fake provider counted for ``request`` (what it compares to its limit)."""
+    """The input tokens the fake provider counted for ``request``, as it compares to its limit."""
     body = request.body
     if request.path == CHAT_COMPLETIONS_PATH:
         return sum(count_tokens(message) for message in body["messages"])
@@ -105,13 +109,13 @@ def pairing_problem(request: RecordedRequest) -> Optional[str]:
 def _owners() -> Iterator[Tuple[str, Any]]:
     for spec in PATCHABLE_OWNERS:
         module_name, _, attribute = spec.partition(":")
-        try:
-            owner = importlib.import_module(module_name)
-            if attribute:
-                owner = getattr(owner, attribute)
-        except (ImportError, AttributeError):
-            continue  # not installed here, or a release that lacks it
-        yield spec, owner
+        # Only what is imported already: importing LiteLLM for every test is slow, and
+        # what no one imported is not what the framework under test calls.
+        owner = sys.modules.get(module_name)
+        if owner is not None and attribute:
+            owner = getattr(owner, attribute, None)
+        if owner is not None:
+            yield spec, owner
 
 
 def snapshot() -> Dict[Tuple[str, str], Any]:
@@ -126,7 +130,11 @@ def snapshot() -> Dict[Tuple[str, str], Any]:
 def changed_since(before: Dict[Tuple[str, str], Any]) -> List[str]:
     """The attributes that are not the very object they were in ``before``."""
     after = snapshot()
-    return [f"{spec}.{name}" for (spec, name), value in before.items() if after.get((spec, name)) is not value]
+    return [
+        f"{spec}.{name}"
+        for (spec, name), value in before.items()
+        if after.get((spec, name)) is not value
+    ]
 
 
 @dataclass
@@ -147,34 +155,45 @@ class Row:
 ROWS: List[Row] = []
 
 
-@dataclass
 class Run:
-    """One framework x route run against ``provider`` inside ``session``.
+    """One framework x route run against ``provider`` inside a ``CompactingSession``.
 
-    Enter it before the session, exit it after: it records which requests and
-    events are the run's own and what the patchable attributes were.
+    ``with Run(...) as run:`` notes the patchable attributes and the requests
+    so far, then enters ``CompactingSession(max_tokens=LIMIT, **session_options)``
+    (``run.session``); leaving the block leaves the session, and ``check``
+    compares what the provider received with what the session recorded.
+
+    Args:
+        framework: The table's first column, e.g. ``"LangChain ChatOpenAI (sync)"``.
+        route: The endpoint the framework sends to, for the table.
+        provider: The running fake provider.
+        session_options: Passed on to ``CompactingSession``, e.g. ``intercept="openai"``.
     """
 
-    framework: str
-    route: str
-    provider: FakeProvider
-    before: Dict[Tuple[str, str], Any] = field(default_factory=dict)
-    first_request: int = 0
+    def __init__(
+        self, framework: str, route: str, provider: FakeProvider, **session_options: Any
+    ) -> None:
+        self.framework = framework
+        self.route = route
+        self.provider = provider
+        self.session = CompactingSession(max_tokens=LIMIT, **session_options)
+        self.before: Dict[Tuple[str, str], Any] = {}
+        self.first_request = 0
 
     def __enter__(self) -> Run:
         self.before = snapshot()
         self.first_request = len(self.provider.requests)
+        self.session.__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        pass
+    def __exit__(self, *exc_info: Any) -> None:
+        self.session.__exit__(*exc_info)
 
     def requests(self) -> List[RecordedRequest]:
         return [r for r in self.provider.requests[self.first_request :] if r.path in API_PATHS]
 
     def check(
         self,
-        session: Any,
         expected_requests: Optional[int] = None,
         usage_on_every_response: bool = False,
         limit: int = LIMIT,
@@ -182,7 +201,6 @@ class Run:
         """Assert the scenario's promises, add the run's row to the table and return it.
 
         Args:
-            session: The exited ``CompactingSession``.
             expected_requests: How many requests the framework sends without
                 retries (``2 * TURNS`` for a tool loop), when it is fixed.
             usage_on_every_response: Every response carries the prompt size
@@ -192,7 +210,7 @@ class Run:
                 over it must be one the session retried.
         """
         requests = self.requests()
-        events = session.events
+        events = self.session.events
         retries = sum(1 for event in events if getattr(event, "retried", False))
         tokens = [wire_tokens(request) for request in requests]
         over = [(i, t) for i, t in enumerate(tokens) if t > limit]

@@ -20,8 +20,6 @@ from _scenario import CLAUDE_MODEL, LIMIT, OPENAI_MODEL, TURNS, Run, get_report,
 from fake_provider import FakeProvider  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from middleware import CompactingSession  # noqa: E402
-
 Message = Dict[str, Any]
 
 
@@ -55,34 +53,36 @@ def history(turn: int) -> List[Message]:
 def test_from_openai_stays_within_the_limit(provider: FakeProvider) -> None:
     with openai.OpenAI(base_url=provider.base_url + "/v1", api_key="t", max_retries=0) as sdk:
         client = instructor.from_openai(sdk, mode=instructor.Mode.JSON)
-        with Run("instructor from_openai", "/v1/chat/completions", provider) as run:
-            with CompactingSession(max_tokens=LIMIT, intercept="openai") as session:
-                for turn in range(1, TURNS + 1):
-                    answer = client.chat.completions.create(
-                        model=OPENAI_MODEL,
-                        response_model=Answer,
-                        messages=[{"role": "system", "content": "Be terse."}, *history(turn)],
-                        max_retries=0,
-                    )
-                    assert answer.text == "Sunny."
+        with Run(
+            "instructor from_openai", "/v1/chat/completions", provider, intercept="openai"
+        ) as run:
+            for turn in range(1, TURNS + 1):
+                answer = client.chat.completions.create(
+                    model=OPENAI_MODEL,
+                    response_model=Answer,
+                    messages=[{"role": "system", "content": "Be terse."}, *history(turn)],
+                    max_retries=0,
+                )
+                assert answer.text == "Sunny."
 
-    run.check(session, expected_requests=TURNS, usage_on_every_response=True)
+    run.check(expected_requests=TURNS, usage_on_every_response=True)
 
 
 def test_from_anthropic_stays_within_the_limit(provider: FakeProvider) -> None:
     with anthropic.Anthropic(base_url=provider.base_url, api_key="t", max_retries=0) as sdk:
         client = instructor.from_anthropic(sdk, mode=instructor.Mode.ANTHROPIC_JSON)
-        with Run("instructor from_anthropic", "/v1/messages", provider) as run:
-            with CompactingSession(max_tokens=LIMIT, intercept="anthropic") as session:
-                for turn in range(1, TURNS + 1):
-                    answer = client.messages.create(
-                        model=CLAUDE_MODEL,
-                        max_tokens=256,
-                        response_model=Answer,
-                        system="Be terse.",
-                        messages=history(turn),
-                        max_retries=0,
-                    )
-                    assert answer.text == "Sunny."
+        with Run(
+            "instructor from_anthropic", "/v1/messages", provider, intercept="anthropic"
+        ) as run:
+            for turn in range(1, TURNS + 1):
+                answer = client.messages.create(
+                    model=CLAUDE_MODEL,
+                    max_tokens=256,
+                    response_model=Answer,
+                    system="Be terse.",
+                    messages=history(turn),
+                    max_retries=0,
+                )
+                assert answer.text == "Sunny."
 
-    run.check(session, expected_requests=TURNS, usage_on_every_response=True)
+    run.check(expected_requests=TURNS, usage_on_every_response=True)

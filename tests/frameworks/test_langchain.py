@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("langchain_openai")
 pytest.importorskip("langchain_anthropic")
 
-from _scenario import (  # noqa: E402
+from _scenario import (
     CLAUDE_MODEL,
     LIMIT,
     OPENAI_MODEL,
@@ -27,19 +27,19 @@ from _scenario import (  # noqa: E402
     pairing_problem,
     prompts,
 )
-from fake_provider import FakeProvider  # noqa: E402
-from langchain_anthropic import ChatAnthropic  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+from fake_provider import FakeProvider
+from langchain_anthropic import ChatAnthropic
+from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
     SystemMessage,
     ToolMessage,
 )
-from langchain_openai import ChatOpenAI  # noqa: E402
+from langchain_openai import ChatOpenAI
 
-from ctx_compact import check_pairing, compact  # noqa: E402
-from middleware import CompactingSession, budgeted  # noqa: E402
+from ctx_compact import check_pairing, compact
+from middleware import budgeted
 
 
 @pytest.fixture
@@ -140,13 +140,12 @@ def test_sync_invoke_stream_batch_stay_within_the_limit(provider: FakeProvider, 
     bound = llm.bind_tools([get_report])
     try:
         bound.invoke("Warm-up before the session.")  # caches with_raw_response before the block
-        with Run(f"LangChain {name} (sync)", route, provider) as run:
-            with CompactingSession(max_tokens=LIMIT, intercept=sdk) as session:
-                messages = converse(bound)
+        with Run(f"LangChain {name} (sync)", route, provider, intercept=sdk) as run:
+            messages = converse(bound)
     finally:
         close(llm)
 
-    run.check(session, expected_requests=2 * TURNS, usage_on_every_response=True)
+    run.check(expected_requests=2 * TURNS, usage_on_every_response=True)
     assert len(messages) == 1 + 4 * TURNS  # the caller's list is the framework's, uncompacted
 
 
@@ -159,16 +158,15 @@ def test_async_invoke_stream_batch_stay_within_the_limit(provider: FakeProvider,
     async def main() -> Any:
         try:
             await bound.ainvoke("Warm-up before the session.")
-            with Run(f"LangChain {name} (async)", route, provider) as run:
-                async with CompactingSession(max_tokens=LIMIT, intercept=sdk) as session:
-                    await aconverse(bound)
-            return run, session
+            with Run(f"LangChain {name} (async)", route, provider, intercept=sdk) as run:
+                await aconverse(bound)
+            return run
         finally:
             await aclose(llm)
 
-    run, session = asyncio.run(main())
+    run = asyncio.run(main())
 
-    run.check(session, expected_requests=2 * TURNS, usage_on_every_response=True)
+    run.check(expected_requests=2 * TURNS, usage_on_every_response=True)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -178,15 +176,18 @@ def test_a_lower_provider_limit_is_met_by_retrying(provider: FakeProvider, name:
     bound = llm.bind_tools([get_report])
     provider.context_limit = LIMIT - 300  # the budget is too generous: the provider refuses some
     try:
-        with Run(f"LangChain {name} (limit {LIMIT - 300}, retry)", route, provider) as run:
-            with CompactingSession(
-                max_tokens=LIMIT, intercept=sdk, on_overflow="retry"
-            ) as session:
-                converse(bound)
+        with Run(
+            f"LangChain {name} (limit {LIMIT - 300}, retry)",
+            route,
+            provider,
+            intercept=sdk,
+            on_overflow="retry",
+        ) as run:
+            converse(bound)
     finally:
         close(llm)
 
-    run.check(session, limit=LIMIT - 300, usage_on_every_response=True)
+    run.check(limit=LIMIT - 300, usage_on_every_response=True)
 
 
 # --- LangChain's own messages through the core ----------------------------------
@@ -260,5 +261,6 @@ def test_budgeted_invoke_with_langchain_messages_is_accepted(
     (sent,) = provider.requests[start:]
     assert pairing_problem(sent) is None
     (event,) = seen
-    assert event.dropped and event.tokens_after <= LIMIT - 500
+    assert event.dropped
+    assert event.tokens_after <= LIMIT - 500
     assert reply.tool_calls  # the model answered the new prompt

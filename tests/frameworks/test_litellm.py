@@ -19,7 +19,7 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("litellm")
 
-from _scenario import (  # noqa: E402
+from _scenario import (
     CLAUDE_MODEL,
     LIMIT,
     OPENAI_MODEL,
@@ -28,13 +28,11 @@ from _scenario import (  # noqa: E402
     get_report,
     prompts,
 )
-from fake_provider import FakeProvider  # noqa: E402
-from litellm import acompletion, completion  # noqa: E402
-from litellm.llms.custom_httpx.async_client_cleanup import (  # noqa: E402
+from fake_provider import FakeProvider
+from litellm import acompletion, completion
+from litellm.llms.custom_httpx.async_client_cleanup import (
     close_litellm_async_clients,
 )
-
-from middleware import CompactingSession  # noqa: E402
 
 Message = Dict[str, Any]
 
@@ -76,7 +74,11 @@ def as_message(reply: Any) -> Message:
         }
         for call in message.tool_calls or []
     ]
-    return {"role": "assistant", "content": message.content, **({"tool_calls": calls} if calls else {})}
+    return {
+        "role": "assistant",
+        "content": message.content,
+        **({"tool_calls": calls} if calls else {}),
+    }
 
 
 def merged(chunks: Any) -> Message:
@@ -93,7 +95,11 @@ def merged(chunks: Any) -> Message:
             entry["name"] += call.function.name or ""
             entry["arguments"] += call.function.arguments or ""
     tool_calls = [
-        {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": c["name"], "arguments": c["arguments"]},
+        }
         for _, c in sorted(calls.items())
     ]
     if tool_calls:
@@ -148,36 +154,41 @@ def test_sync_and_streamed_turns_stay_within_the_limit(
     provider: FakeProvider, route: str, intercept: Union[str, List[str]]
 ) -> None:
     label = intercept if isinstance(intercept, str) else "+".join(intercept)
-    with Run(f"LiteLLM completion (intercept={label})", route, provider) as run:
-        with CompactingSession(max_tokens=LIMIT, intercept=intercept) as session:
-            converse(route, provider)
+    with Run(
+        f"LiteLLM completion (intercept={label})", route, provider, intercept=intercept
+    ) as run:
+        converse(route, provider)
 
-    run.check(session, expected_requests=2 * TURNS)
+    run.check(expected_requests=2 * TURNS)
 
 
 @pytest.mark.parametrize("route", ["openai/", "anthropic/"])
 def test_async_turns_stay_within_the_limit(provider: FakeProvider, route: str) -> None:
     async def main() -> Any:
         try:
-            with Run("LiteLLM acompletion (intercept=litellm)", route, provider) as run:
-                async with CompactingSession(max_tokens=LIMIT, intercept="litellm") as session:
-                    await aconverse(route, provider)
-            return run, session
+            with Run(
+                "LiteLLM acompletion (intercept=litellm)", route, provider, intercept="litellm"
+            ) as run:
+                await aconverse(route, provider)
+            return run
         finally:
             await close_litellm_async_clients()
 
-    run, session = asyncio.run(main())
+    run = asyncio.run(main())
 
-    run.check(session, expected_requests=2 * TURNS, usage_on_every_response=True)
+    run.check(expected_requests=2 * TURNS, usage_on_every_response=True)
 
 
 @pytest.mark.parametrize("route", ["openai/", "anthropic/"])
 def test_a_lower_provider_limit_is_met_by_retrying(provider: FakeProvider, route: str) -> None:
     provider.context_limit = LIMIT - 300
-    with Run(f"LiteLLM completion (limit {LIMIT - 300}, retry)", route, provider) as run:
-        with CompactingSession(
-            max_tokens=LIMIT, intercept="litellm", on_overflow="retry"
-        ) as session:
-            converse(route, provider)
+    with Run(
+        f"LiteLLM completion (limit {LIMIT - 300}, retry)",
+        route,
+        provider,
+        intercept="litellm",
+        on_overflow="retry",
+    ) as run:
+        converse(route, provider)
 
-    run.check(session, limit=LIMIT - 300)
+    run.check(limit=LIMIT - 300)

@@ -27,7 +27,6 @@ from agents import (  # noqa: E402
 from fake_provider import FakeProvider  # noqa: E402
 
 from ctx_compact import check_pairing, compact  # noqa: E402
-from middleware import CompactingSession  # noqa: E402
 
 set_tracing_disabled(True)  # traces would be exported to OpenAI
 
@@ -45,7 +44,9 @@ def provider() -> Iterator[FakeProvider]:
 
 def make_agent(model_class: Any, client: Any) -> Any:
     model = model_class(model=OPENAI_MODEL, openai_client=client)
-    return Agent(name="weather", instructions="Be terse.", tools=[function_tool(get_report)], model=model)
+    return Agent(
+        name="weather", instructions="Be terse.", tools=[function_tool(get_report)], model=model
+    )
 
 
 async def converse(agent: Any, turns: List[str]) -> List[Dict[str, Any]]:
@@ -74,16 +75,14 @@ def test_fourteen_tool_turns_stay_within_the_limit(provider: FakeProvider, name:
         async with client_for(provider) as client:
             agent = make_agent(model_class, client)
             await Runner.run(agent, "Warm-up before the session.")
-            with Run(f"openai-agents {name}", route, provider) as run:
-                async with CompactingSession(max_tokens=LIMIT, intercept="openai") as session:
-                    items = await converse(agent, prompts())
-            return run, session, items
+            with Run(f"openai-agents {name}", route, provider, intercept="openai") as run:
+                items = await converse(agent, prompts())
+            return run, items
 
-    run, session, items = asyncio.run(main())
+    run, items = asyncio.run(main())
 
     # The Chat Completions model asks for no usage on streams; Responses streams end with it.
     run.check(
-        session,
         expected_requests=2 * TURNS,
         usage_on_every_response=model_class is OpenAIResponsesModel,
     )
@@ -98,16 +97,19 @@ def test_a_lower_provider_limit_is_met_by_retrying(provider: FakeProvider, name:
     async def main() -> Any:
         async with client_for(provider) as client:
             agent = make_agent(model_class, client)
-            with Run(f"openai-agents {name} (limit {LIMIT - 300}, retry)", route, provider) as run:
-                async with CompactingSession(
-                    max_tokens=LIMIT, intercept="openai", on_overflow="retry"
-                ) as session:
-                    await converse(agent, prompts())
-            return run, session
+            with Run(
+                f"openai-agents {name} (limit {LIMIT - 300}, retry)",
+                route,
+                provider,
+                intercept="openai",
+                on_overflow="retry",
+            ) as run:
+                await converse(agent, prompts())
+            return run
 
-    run, session = asyncio.run(main())
+    run = asyncio.run(main())
 
-    run.check(session, limit=LIMIT - 300)
+    run.check(limit=LIMIT - 300)
 
 
 def test_input_items_compact_with_each_call_and_its_output(provider: FakeProvider) -> None:

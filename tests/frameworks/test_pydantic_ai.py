@@ -35,7 +35,7 @@ from pydantic_ai.providers.anthropic import AnthropicProvider  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 from ctx_compact import InvalidMessageError, check_pairing, compact  # noqa: E402
-from middleware import CompactingSession, budgeted  # noqa: E402
+from middleware import budgeted  # noqa: E402
 
 
 @pytest.fixture
@@ -90,14 +90,13 @@ def test_fourteen_tool_turns_stay_within_the_limit(provider: FakeProvider, name:
         async with client_for(sdk, provider) as client:
             agent = Agent(make_model(client), tools=[get_report], instructions="Be terse.")
             await agent.run("Warm-up before the session.")  # the client is captured before
-            with Run(f"pydantic-ai {name}", route, provider) as run:
-                async with CompactingSession(max_tokens=LIMIT, intercept=sdk) as session:
-                    history = await converse(agent, prompts())
-            return run, session, history
+            with Run(f"pydantic-ai {name}", route, provider, intercept=sdk) as run:
+                history = await converse(agent, prompts())
+            return run, history
 
-    run, session, history = asyncio.run(main())
+    run, history = asyncio.run(main())
 
-    run.check(session, expected_requests=2 * TURNS)
+    run.check(expected_requests=2 * TURNS)
     # The framework's own history is untouched: only what was sent was compacted.
     assert len(history) == 4 * TURNS
 
@@ -129,11 +128,17 @@ def test_compact_keeps_each_tool_call_with_its_return(provider: FakeProvider) ->
     assert check_pairing(kept) == []
     assert isinstance(kept[-1], ModelResponse)
     call_ids = {
-        p.tool_call_id for m in kept if isinstance(m, ModelResponse) for p in m.parts
+        p.tool_call_id
+        for m in kept
+        if isinstance(m, ModelResponse)
+        for p in m.parts
         if p.part_kind == "tool-call"
     }
     return_ids = {
-        p.tool_call_id for m in kept if isinstance(m, ModelRequest) for p in m.parts
+        p.tool_call_id
+        for m in kept
+        if isinstance(m, ModelRequest)
+        for p in m.parts
         if p.part_kind == "tool-return"
     }
     assert call_ids == return_ids
@@ -157,7 +162,9 @@ def test_budgeted_compacts_message_history(provider: FakeProvider) -> None:
         async with client_for("openai", provider) as client:
             agent = Agent(openai_chat(client), tools=[get_report], instructions="Be terse.")
 
-            @budgeted(max_tokens=LIMIT - 300, messages_arg="message_history", on_compact=seen.append)
+            @budgeted(
+                max_tokens=LIMIT - 300, messages_arg="message_history", on_compact=seen.append
+            )
             async def ask(prompt: str, message_history: List[Any]) -> Any:
                 return await agent.run(prompt, message_history=message_history)
 
@@ -167,9 +174,11 @@ def test_budgeted_compacts_message_history(provider: FakeProvider) -> None:
     result = asyncio.run(main())
 
     sent = provider.requests[start:]
-    assert len(sent) == 2 and all(pairing_problem(r) is None for r in sent)
+    assert len(sent) == 2
+    assert all(pairing_problem(r) is None for r in sent)
     (event,) = seen
-    assert event.dropped and all(any(m is own for own in history) for m in event.messages)
+    assert event.dropped
+    assert all(any(m is own for own in history) for m in event.messages)
     assert result.output
 
 
