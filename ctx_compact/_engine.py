@@ -19,7 +19,8 @@ imports from this module's users.
 - Deciding: ``Compaction`` (what to drop, from those arrays alone; ``cutting_at``
   keeps an earlier call's cut) and ``prepare`` (check, measure and decide in one
   step, as ``compact`` does). ``prefix_sums`` turns counts into what it takes;
-  ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as).
+  ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as);
+  ``default_count_tokens`` is the estimator on any JSON value (a system prompt).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ._checks import (
 from ._clearing import ResultClearing, ThinkingClearing
 from ._compact import Compaction, Summarize, measure, prepare
 from ._grouping import group_bounds, regroup_from
-from ._tokens import ENCODER, CountTokens, count_all, prefix_sums
+from ._tokens import ENCODER, CountTokens, count_all, default_count_tokens, prefix_sums
 from ._views import message_views
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "check_summary",
     "check_summary_role",
     "count_all",
+    "default_count_tokens",
     "group_bounds",
     "measure",
     "message_views",

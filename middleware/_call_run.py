@@ -20,7 +20,7 @@ from ctx_compact._engine import (
     prefix_sums,
 )
 
-from ._callables import replace
+from ._callables import Located
 from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError
 from ._options import CompactionOptions
 from ._prefix import Cut, CutMemory, steer
@@ -68,27 +68,31 @@ class CallRun:
 
     Args:
         options: The checked options.
-        function: The called function's qualified name, for the event.
-        value: The messages as the caller passed them.
-        index: Their position in ``args``, or ``None`` when passed by keyword.
-        args, kwargs: The call's arguments as wrapt presents them.
+        function: The called function's qualified name, for the event (a
+            site's own name, ``located.function``, wins).
+        located: Where the call carries its messages (``Located``).
+        memory: With ``target_tokens``, the conversations' cuts.
+        budget: The whole prompt's budget in estimated tokens, when not
+            ``max_tokens`` over the calibration (a retry after the provider
+            refused the prompt's length passes a smaller one).
+        retried: Whether this is the compaction of a retry.
 
     Raises:
-        TypeError: ``value`` is not a list of messages.
+        TypeError: The messages are not a list of messages.
         InvalidMessageError: A message is malformed, naming its index.
     """
 
     __slots__ = (
-        "args",
         "calibration",
         "cleared_results",
         "cleared_thinking",
+        "fixed",
         "function",
-        "index",
-        "kwargs",
+        "located",
         "memory",
         "options",
         "plan",
+        "retried",
         "reused",
         "started",
         "tokens_before",
@@ -98,19 +102,20 @@ class CallRun:
         self,
         options: CompactionOptions,
         function: str,
-        value: Any,
-        index: Optional[int],
-        args: Tuple[Any, ...],
-        kwargs: Dict[str, Any],
+        located: Located,
         memory: Optional[CutMemory] = None,
+        budget: Optional[float] = None,
+        retried: bool = False,
     ) -> None:
         self.started = time.perf_counter()
         self.memory = memory
         self.options = options
-        self.function = function
-        self.index = index
-        self.args = args
-        self.kwargs = kwargs
+        self.function = located.function or function
+        self.located = located
+        self.retried = retried
+        # Counted against the budget, never dropped: a system prompt, instructions.
+        self.fixed = located.fixed_tokens
+        value = located.value
         # A lone message (a mapping) is iterable too, but iterating it would yield its keys.
         if type(value) is not list and (
             isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable)
@@ -124,9 +129,12 @@ class CallRun:
         else:
             pre, bounds = measure(messages, options.count_tokens)
             self.calibration = 1.0
-        self.tokens_before = pre[-1]
+        self.tokens_before = pre[-1] + self.fixed
         # Calibrated: the estimate times the factor is what the provider will count.
-        budget = options.max_tokens / self.calibration
+        full = options.max_tokens / self.calibration
+        # A retry's smaller budget shrinks target_tokens by the same factor.
+        scale = 1.0 if budget is None else budget / full
+        budget = max(full * scale - self.fixed, 0.0)
         self.cleared_thinking: Tuple[Any, ...] = ()
         self.cleared_results: Tuple[Any, ...] = ()
         if options.clear_thinking is not None or options.clear_tool_results is not None:
@@ -136,7 +144,8 @@ class CallRun:
         self.plan = self._decide(messages, pre, bounds, budget)
         self.reused: Optional[Cut] = None
         if memory is not None and options.target_tokens is not None:
-            target = self._decide(messages, pre, bounds, options.target_tokens / self.calibration)
+            target_budget = options.target_tokens / self.calibration * scale - self.fixed
+            target = self._decide(messages, pre, bounds, max(target_budget, 0.0))
             self.plan, self.reused = steer(self.plan, target, memory)
 
     def _decide(
@@ -175,7 +184,7 @@ class CallRun:
             function=self.function,
             max_tokens=options.max_tokens,
             tokens_before=self.tokens_before,
-            tokens_after=result.tokens_after,
+            tokens_after=result.tokens_after + self.fixed,
             fits=result.fits,
             messages=tuple(result.messages),
             dropped=tuple(result.dropped),
@@ -187,6 +196,7 @@ class CallRun:
             cleared_results=self.cleared_results,
             cleared_thinking=self.cleared_thinking,
             cut_reused=self.reused is not None,
+            retried=self.retried,
         )
 
     def arguments(self, event: CompactionEvent) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
@@ -197,6 +207,4 @@ class CallRun:
         if event.problems and options.validate == "raise":
             raise UnpairedMessagesError(event)
         # The callee gets its own list, so it cannot change the event's.
-        return replace(
-            self.args, self.kwargs, options.messages_arg, self.index, list(event.messages)
-        )
+        return self.located.rebuild(list(event.messages))

@@ -9,7 +9,7 @@ import contextlib
 import enum
 import inspect
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 
 def is_async_callable(fn: object) -> bool:
@@ -70,6 +70,33 @@ def qualified_name(fn: Any) -> str:
         name = type(target).__qualname__
     module = getattr(target, "__module__", None)
     return f"{module}.{name}" if module and module != "builtins" else str(name)
+
+
+Arguments = Tuple[Tuple[Any, ...], Dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where one call carries its messages, and how to make the call with others.
+
+    What a site (``ArgSpec`` for a function's argument, ``RequestSite`` for an
+    SDK request's body) finds in one call.
+
+    Attributes:
+        value: The messages as the caller passed them.
+        rebuild: ``(messages) -> (args, kwargs)``: the call's arguments with
+            ``messages`` in their place; the caller's objects are left alone.
+        fixed_tokens: Tokens the request sends beside the messages that count
+            against the budget but cannot be dropped (a system prompt, the
+            Responses API's ``instructions``).
+        function: The name for the event, when the site knows better than
+            the callable's (an SDK request names its route).
+    """
+
+    value: Any
+    rebuild: Callable[[List[Any]], Arguments]
+    fixed_tokens: int = 0
+    function: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +165,25 @@ class ArgSpec:
             if 0 <= index < len(args):
                 return True, args[index], index
         return False, None, None
+
+    def locate(
+        self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> Optional[Located]:
+        """The call's messages and how to replace them, or ``None`` when it carries none."""
+        found, value, index = self.find(instance, args, kwargs)
+        if not found or value is None:
+            return None
+        if isinstance(value, str) and self.name != "messages":
+            # APIs whose input may be one string (the Responses API's input="...",
+            # Gemini's contents) have nothing to compact there. A string as
+            # `messages` is a mistake, reported by CallRun before the call.
+            return None
+        name = self.name
+
+        def rebuild(messages: List[Any]) -> Arguments:
+            return replace(args, kwargs, name, index, messages)
+
+        return Located(value, rebuild)
 
 
 def replace(

@@ -49,8 +49,11 @@ class CompactionEvent:
             (``ctx_compact.PairingProblem``); empty otherwise.
         provider_tokens: The prompt size the provider reported in the call's
             response (``usage.prompt_tokens``, or Anthropic's ``usage.input_tokens``
-            plus its cache figures); ``None`` when the response carried none
-            (a stream, an error, a function that returns something else).
+            plus its cache figures), also from an SDK raw response once the
+            caller parses it and from a stream whose usage arrives at its end
+            (the event is then reported when the stream ends or is closed);
+            ``None`` when the response carried none (an error, a stream
+            without usage, a function that returns something else).
         calibration: The factor from estimated to provider tokens that a
             calibrating session applied (``1.0`` otherwise): the result fits when
             ``tokens_after * calibration <= max_tokens``.
@@ -62,6 +65,9 @@ class CompactionEvent:
         cut_reused: With ``target_tokens=``, whether the messages dropped are
             those dropped on the conversation's previous call, so the prompt's
             prefix did not change.
+        retried: With ``on_overflow="retry"``, whether the provider refused the
+            first request for its length and this event describes the retry,
+            compacted again to the provider's own figures.
     """
 
     function: str
@@ -80,6 +86,7 @@ class CompactionEvent:
     cleared_results: Tuple[Any, ...] = ()
     cleared_thinking: Tuple[Any, ...] = ()
     cut_reused: bool = False
+    retried: bool = False
 
     @property
     def compacted(self) -> bool:

@@ -9,6 +9,7 @@ other call passes through untouched.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import threading
 from dataclasses import dataclass, field
@@ -17,8 +18,9 @@ from typing import Any, Dict, Optional, Tuple, Union
 import wrapt
 
 from ._callables import Kind, kind_of, qualified_name
-from ._interceptor import Interceptor, inside_exclusive_call
+from ._interceptor import Interceptor, Site, inside_exclusive_call
 from ._options import CompactionOptions, check_awaitables
+from ._sdk import ROUTES, RequestSite, SdkTarget
 from ._state import SessionState, active_states
 
 Target = Union[str, Tuple[Any, str]]
@@ -137,7 +139,9 @@ def _put_back(patch: Patch) -> None:
         setattr(patch.owner, patch.attr, patch.own)
 
 
-def intercept(target: Target, state: SessionState, options: CompactionOptions) -> None:
+def intercept(
+    target: Union[Target, SdkTarget], state: SessionState, options: CompactionOptions
+) -> None:
     """Compact the calls of ``target`` made in ``state``'s context, until ``release``.
 
     The state holds the patch; intercepting the same target twice is one interception.
@@ -145,15 +149,22 @@ def intercept(target: Target, state: SessionState, options: CompactionOptions) -
     Raises:
         TypeError, LookupError: ``target`` cannot be resolved or wrapped.
     """
-    owner, attr = resolve(target)
+    sdk = target.sdk if isinstance(target, SdkTarget) else None
+    owner, attr = resolve(target.path if isinstance(target, SdkTarget) else target)
     with _lock:
         patch = _acquire(owner, attr)
         try:
             if state in patch.interceptors:
                 return
             check_awaitables(patch.kind.is_async, patch.kind.value, patch.name, None, state.hooks)
+            site: Optional[Site] = None
+            if sdk in ROUTES:
+                site = RequestSite(sdk, patch.descriptor, options.count_tokens)  # type: ignore[arg-type]
+            elif sdk is not None:
+                # LiteLLM's completion functions take OpenAI-format `messages`.
+                options = dataclasses.replace(options, messages_arg="messages")
             patch.interceptors[state] = Interceptor(
-                options, (), patch.descriptor, patch.kind, patch.name, exclusive=True
+                options, (), patch.descriptor, patch.kind, patch.name, exclusive=True, site=site
             )
         finally:
             if not patch.interceptors:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypeVar, cast
+from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -19,14 +19,34 @@ import wrapt
 from ctx_compact._engine import check_summary
 
 from ._call_run import CallRun
-from ._callables import ArgSpec, Kind, is_async_callable, kind_of, qualified_name
-from ._events import CompactionEvent, Hook, adispatch, dispatch
+from ._callables import (
+    ArgSpec,
+    Arguments,
+    Kind,
+    Located,
+    is_async_callable,
+    kind_of,
+    qualified_name,
+)
+from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
+from ._observe import Pending, observe
 from ._options import CompactionOptions, check_awaitables
+from ._overflow import overflow_of
 from ._prefix import CutMemory
-from ._state import active_states
+from ._state import SessionState, active_states
 from ._usage import with_response
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Site(Protocol):
+    """Where a call carries its messages: ``ArgSpec``, or an SDK request's ``RequestSite``."""
+
+    def locate(
+        self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> Optional[Located]:
+        """The call's messages and how to replace them, or ``None`` when it carries none."""
+
 
 # Set while an exclusive (intercepted) call runs its callee, so that a patched
 # method reached again inside it, such as a subclass's patch calling its base
@@ -137,6 +157,8 @@ class Interceptor:
         name: Its qualified name, for events.
         exclusive: Whether other exclusive interceptors reached inside the
             call pass through (see ``inside_exclusive_call``).
+        site: Where a call carries its messages, when not in ``fn``'s
+            ``messages_arg`` argument (an SDK request's body).
 
     Raises:
         TypeError: ``fn`` cannot take the messages argument, or an async
@@ -151,6 +173,7 @@ class Interceptor:
         kind: Kind,
         name: str,
         exclusive: bool = False,
+        site: Optional[Site] = None,
     ) -> None:
         check_awaitables(kind.is_async, kind.value, name, options.summarize, hooks)
         self.options = options
@@ -160,7 +183,7 @@ class Interceptor:
         self.exclusive = exclusive
         # With target_tokens, the conversations' cuts outlive the call that made them.
         self.memory = CutMemory() if options.target_tokens is not None else None
-        self.arg = ArgSpec.of(fn, options.messages_arg, name)
+        self.site: Site = site if site is not None else ArgSpec.of(fn, options.messages_arg, name)
         # The wrapper function for this kind, chosen once.
         self.handle = {
             Kind.SYNC: self.call,
@@ -173,41 +196,39 @@ class Interceptor:
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Optional[CallRun]:
         """Start the work for one call, or ``None`` when it carries no messages."""
-        found, value, index = self.arg.find(instance, args, kwargs)
-        if not found or value is None:
+        located = self.site.locate(instance, args, kwargs)
+        if located is None:
             return None
-        if isinstance(value, str) and self.arg.name != "messages":
-            # APIs whose input may be one string (the Responses API's input="...",
-            # Gemini's contents) have nothing to compact there. A string as
-            # `messages` is a mistake, reported by CallRun before the call.
-            return None
-        return CallRun(self.options, self.name, value, index, args, kwargs, self.memory)
+        return CallRun(self.options, self.name, located, self.memory)
 
     def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """Compact a sync call's messages, make the call, and report the event."""
         run = self.start(instance, args, kwargs)
         if run is None:
             return wrapped(*args, **kwargs)
+        states = active_states()
+        event = self._event(run, states)
         try:
-            summary = self._summary(run)
+            result = self._invoke(wrapped, run.arguments(event))
+        except Exception as err:
+            retry = self._retry(run, event, err, states)
+            if retry is None:
+                self._report(event, states)
+                raise
+            # The retry's event stands for the request: one request, one event.
+            event = self._event(retry, states)
+            try:
+                result = self._invoke(wrapped, retry.arguments(event))
+            except BaseException:
+                self._report(event, states)
+                raise
         except BaseException:
-            self._report(run.event(None))
+            self._report(event, states)
             raise
-        event = run.event(summary)
-        try:
-            new_args, new_kwargs = run.arguments(event)
-            if self.exclusive:
-                token = _exclusive_call.set(True)
-                try:
-                    result = wrapped(*new_args, **new_kwargs)
-                finally:
-                    _exclusive_call.reset(token)
-            else:
-                result = wrapped(*new_args, **new_kwargs)
-        except BaseException:
-            self._report(event)
-            raise
-        self._report(with_response(event, result))
+        observed = observe(result, self._pending(event, states), self.kind.is_async)
+        if observed is not None:
+            return observed
+        self._report(with_response(event, result), states)
         return result
 
     async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -215,38 +236,115 @@ class Interceptor:
         run = self.start(instance, args, kwargs)
         if run is None:
             return await wrapped(*args, **kwargs)
-        event = await self._aevent(run)
+        states = active_states()
+        event = await self._aevent(run, states)
         try:
-            new_args, new_kwargs = run.arguments(event)
-            if self.exclusive:
-                token = _exclusive_call.set(True)
-                try:
-                    result = await wrapped(*new_args, **new_kwargs)
-                finally:
-                    _exclusive_call.reset(token)
-            else:
-                result = await wrapped(*new_args, **new_kwargs)
+            result = await self._ainvoke(wrapped, run.arguments(event))
+        except Exception as err:
+            retry = self._retry(run, event, err, states)
+            if retry is None:
+                with anyio.CancelScope(shield=True):
+                    await self._areport(event, states)
+                raise
+            event = await self._aevent(retry, states)
+            try:
+                result = await self._ainvoke(wrapped, retry.arguments(event))
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._areport(event, states)
+                raise
         except BaseException:
             # Report even when the call was cancelled: hooks are quick, and the
             # sessions' figures must not lose the call.
             with anyio.CancelScope(shield=True):
-                await self._areport(event)
+                await self._areport(event, states)
             raise
-        await self._areport(with_response(event, result))
+        observed = observe(result, self._pending(event, states), self.kind.is_async)
+        if observed is not None:
+            return observed
+        await self._areport(with_response(event, result), states)
         return result
+
+    def _invoke(self, wrapped: Any, arguments: Arguments) -> Any:
+        args, kwargs = arguments
+        if not self.exclusive:
+            return wrapped(*args, **kwargs)
+        token = _exclusive_call.set(True)
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            _exclusive_call.reset(token)
+
+    async def _ainvoke(self, wrapped: Any, arguments: Arguments) -> Any:
+        args, kwargs = arguments
+        if not self.exclusive:
+            return await wrapped(*args, **kwargs)
+        token = _exclusive_call.set(True)
+        try:
+            return await wrapped(*args, **kwargs)
+        finally:
+            _exclusive_call.reset(token)
+
+    def _retry(
+        self,
+        run: CallRun,
+        event: CompactionEvent,
+        err: Exception,
+        states: Tuple[SessionState, ...],
+    ) -> Optional[CallRun]:
+        """With ``on_overflow="retry"``, the compaction for retrying a call refused for length.
+
+        The sessions learn the provider's count of the refused prompt.
+        """
+        if self.options.on_overflow != "retry" or run.retried:
+            return None
+        overflow = overflow_of(err)
+        if overflow is None:
+            return None
+        if overflow.tokens is not None:
+            for state in states:
+                state.learn(overflow.tokens, event.tokens_after, event.function)
+        logger.info(
+            "%s: the provider refused %d estimated tokens for length (%s); retrying once",
+            event.function,
+            event.tokens_after,
+            f"{overflow.tokens} tokens > {overflow.limit} maximum"
+            if overflow.tokens is not None
+            else "no figures",
+        )
+        budget = overflow.retry_budget(event.tokens_after)
+        return CallRun(
+            self.options, self.name, run.located, self.memory, budget=budget, retried=True
+        )
+
+    def _pending(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> Pending:
+        return Pending(
+            event,
+            lambda done: self._report(done, states),
+            lambda done: self._areport(done, states),
+        )
+
+    def _event(self, run: CallRun, states: Tuple[SessionState, ...]) -> CompactionEvent:
+        """The call's event with its summary; a failing summarizer is reported, then raised."""
+        try:
+            summary = self._summary(run)
+        except BaseException:
+            self._report(run.event(None), states)
+            raise
+        return run.event(summary)
 
     def _summary(self, run: CallRun) -> Optional[str]:
         if not run.needs_summary:
             return None
         return check_summary(self.options.summarize(run.plan.dropped))  # type: ignore[misc]
 
-    async def _aevent(self, run: CallRun) -> CompactionEvent:
+    async def _aevent(self, run: CallRun, states: Tuple[SessionState, ...]) -> CompactionEvent:
         """The call's event with its summary; a failing summarizer is reported, then raised."""
         try:
             summary = await self._asummary(run)
         except BaseException:
             with anyio.CancelScope(shield=True):
-                await self._areport(run.event(None))
+                await self._areport(run.event(None), states)
             raise
         return run.event(summary)
 
@@ -264,16 +362,14 @@ class Interceptor:
             result = await result
         return check_summary(result)
 
-    def _report(self, event: CompactionEvent) -> None:
-        states = active_states()
+    def _report(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> None:
         for state in states:
             state.record(event)
         dispatch(self.hooks, event)
         for state in states:
             dispatch(state.hooks, event)
 
-    async def _areport(self, event: CompactionEvent) -> None:
-        states = active_states()
+    async def _areport(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> None:
         for state in states:
             state.record(event)
         await adispatch(self.hooks, event)
@@ -292,11 +388,12 @@ class Interceptor:
         """
         run = self.start(instance, args, kwargs)
         if run is not None:
-            event = await self._aevent(run)
+            states = active_states()
+            event = await self._aevent(run, states)
             try:
                 args, kwargs = run.arguments(event)
             finally:
-                await self._areport(event)
+                await self._areport(event, states)
         inner = wrapped(*args, **kwargs)
         try:
             sent: Any = None

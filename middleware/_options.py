@@ -26,7 +26,7 @@ from ctx_compact._engine import (
 
 from ._callables import is_async_callable
 
-OVERFLOW_CHOICES = ("call", "raise")
+OVERFLOW_CHOICES = ("call", "raise", "retry")
 VALIDATE_CHOICES = (None, "raise", "report")
 
 
@@ -106,7 +106,9 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
     if not isinstance(messages_arg, str) or not messages_arg.isidentifier():
         raise TypeError(f"messages_arg must be an argument name, got {messages_arg!r}")
     if merged["on_overflow"] not in OVERFLOW_CHOICES:
-        raise ValueError(f"on_overflow must be 'call' or 'raise', got {merged['on_overflow']!r}")
+        raise ValueError(
+            f"on_overflow must be 'call', 'raise' or 'retry', got {merged['on_overflow']!r}"
+        )
     if merged["validate"] not in VALIDATE_CHOICES:
         raise ValueError(f"validate must be None, 'raise' or 'report', got {merged['validate']!r}")
     merged["clear_tool_results"] = _clearing(

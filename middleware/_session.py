@@ -16,28 +16,37 @@ from ._events import CompactionEvent, Hooks, check_hooks
 from ._intercept import Target, intercept, is_target, release
 from ._interceptor import wrap_callable
 from ._options import CompactionOptions, check_awaitables, check_options, option_parameters
+from ._sdk import SDK_NAMES, SdkTarget, is_sdk_name, sdk_targets
 from ._state import DEFAULT_MAX_EVENTS, SessionState, SessionStats
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _targets(intercept: Union[Target, Sequence[Target]]) -> List[Target]:
+def _targets(intercept: Union[Target, Sequence[Target]]) -> List[Union[Target, SdkTarget]]:
     # One target, or a list of them; each checked now rather than at entry.
+    if is_sdk_name(intercept):
+        return list(sdk_targets(intercept))  # type: ignore[arg-type]
     if is_target(intercept):
         return [intercept]  # type: ignore[list-item]
     if isinstance(intercept, (str, bytes)) or not isinstance(intercept, (list, tuple)):
         raise TypeError(
-            "intercept must be a target ('package.module.Class.method' or (Class, 'method')) "
-            f"or a list of them, got {intercept!r}"
+            f"intercept must be an SDK ({', '.join(map(repr, SDK_NAMES))}), a target "
+            "('package.module.Class.method' or (Class, 'method')) or a list of them, "
+            f"got {intercept!r}"
         )
+    targets: List[Union[Target, SdkTarget]] = []
     for target in intercept:
-        if not is_target(target):
+        if is_sdk_name(target):
+            targets.extend(sdk_targets(target))  # type: ignore[arg-type]
+        elif is_target(target):
+            targets.append(target)
+        else:
             raise TypeError(
                 "intercept holds "
-                f"{target!r}, which is not a target: write 'package.module.Class.method' "
-                "or (Class, 'method')"
+                f"{target!r}, which is neither an SDK ({', '.join(map(repr, SDK_NAMES))}) "
+                "nor a target: write 'package.module.Class.method' or (Class, 'method')"
             )
-    return list(intercept)
+    return targets
 
 
 class CompactingSession:
@@ -66,8 +75,11 @@ class CompactingSession:
             Async hooks are awaited for async calls; for sync calls they are
             skipped and the skip is logged.
         validate: As for ``budgeted``, for the calls the session wraps or intercepts.
-        intercept: Methods to intercept while the session is active, as
-            ``"package.module.Class.method"`` or ``(Class, "method")``.
+        intercept: What to intercept while the session is active: a whole SDK
+            (``"openai"``, ``"anthropic"``, ``"litellm"``: every request it sends
+            inside the block, whichever route and client; see
+            docs/sdk-interception.md), methods as ``"package.module.Class.method"``
+            or ``(Class, "method")``, or a list mixing both.
         calibrate: Learn, from the prompt sizes providers report in their
             responses, the factor between the estimate and the provider's count,
             and compact the calls made in this session's context (when it is the
@@ -199,7 +211,7 @@ class CompactingSession:
         return wrapped
 
     def intercept(self, target: Target) -> None:
-        """Intercept ``target`` until the session exits (the session must be active).
+        """Intercept ``target`` (or an SDK by name) until the session exits.
 
         Raises:
             RuntimeError: The session is not active.
@@ -207,14 +219,15 @@ class CompactingSession:
         """
         if not self._state.active:
             raise RuntimeError("intercept() needs an active session; pass intercept=[...] instead")
-        self._intercept(target)
+        for one in _targets(target):
+            self._intercept(one)
 
     def _required_options(self, what: Any) -> CompactionOptions:
         if self._options is None:
             raise TypeError(f"max_tokens is required to compact the calls of {what!r}")
         return self._options
 
-    def _intercept(self, target: Target) -> None:
+    def _intercept(self, target: Union[Target, SdkTarget]) -> None:
         intercept(target, self._state, self._required_options(target))
 
     def _release_all(self) -> None:

@@ -143,10 +143,14 @@ class SessionState:
             self._events.append(event)
             self._stats = self._stats.plus(event)
             if event.provider_tokens is not None:
-                self._learn(event)
+                self._learn(event.provider_tokens, event.tokens_after, event.function)
 
-    def _learn(self, event: CompactionEvent) -> None:
-        provider, estimate = event.provider_tokens, event.tokens_after
+    def learn(self, provider: int, estimate: int, function: str) -> None:
+        """Learn from a prompt size the provider reported outside a response (its error)."""
+        with self._lock:
+            self._learn(provider, estimate, function)
+
+    def _learn(self, provider: int, estimate: int, function: str) -> None:
         low, high = PLAUSIBLE_RATIO
         # Compared before dividing: a figure like 10**400 has no float ratio.
         if not (
@@ -157,7 +161,7 @@ class SessionState:
             logger.warning(
                 "%s: ignored the provider's prompt size %r for %r estimated tokens: "
                 "not a plausible count of the messages sent",
-                event.function,
+                function,
                 provider,
                 estimate,
             )

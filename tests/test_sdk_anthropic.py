@@ -395,10 +395,10 @@ def test_a_stream_is_compacted(how: str, provider: FakeProvider, client: Any) ->
     event, sent = received(provider, history, snapshot, events)
     text = "".join(e.delta.text for e in stream_events if e.type == "content_block_delta")
     assert text == f"Fake reply to {len(sent)} messages."
-    # The usage comes with the first event, read after the call returned: the
-    # event has no provider figure, message_start has the estimate's.
+    # The usage comes with the first event, read as the caller iterates: the
+    # event is reported when the stream ends, with message_start's figure.
     assert stream_events[0].message.usage.input_tokens == input_tokens(event)
-    assert event.provider_tokens is None
+    assert event.provider_tokens == input_tokens(event)
 
 
 def test_the_stream_helper_compacts_as_a_bound_method(provider: FakeProvider, client: Any) -> None:

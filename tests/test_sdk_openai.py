@@ -325,9 +325,9 @@ def test_a_stream_is_compacted(how: str, provider: FakeProvider, client: Any) ->
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == f"Fake reply to {len(sent)} messages."
     # A stream carries its usage in its last chunk, which arrives after the call
-    # returned: the event has no provider figure, the chunk has the estimate's.
+    # returned: the event is reported when the stream ends, with that figure.
     assert chunks[-1].usage.prompt_tokens == event.tokens_after
-    assert event.provider_tokens is None
+    assert event.provider_tokens == event.tokens_after
 
 
 def test_the_stream_helper_goes_through_the_intercepted_create(
@@ -497,7 +497,7 @@ async def test_async_a_stream_is_compacted(how: str, provider: FakeProvider) -> 
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == f"Fake reply to {len(sent)} messages."
     assert chunks[-1].usage.prompt_tokens == event.tokens_after
-    assert event.provider_tokens is None
+    assert event.provider_tokens == event.tokens_after
 
 
 @pytest.mark.filterwarnings(TRIO_STREAM_WARNING)

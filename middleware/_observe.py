@@ -1,0 +1,224 @@
+"""Reporting a call's event once the provider's prompt size is known.
+
+A plain response carries its usage: the event is reported when the call
+returns. An SDK stream carries it in one of its last events (OpenAI's final
+chunk with ``stream_options={"include_usage": True}``, the Responses API's
+``response.completed``, Anthropic's ``message_start``), and an SDK raw response
+(``with_raw_response``, ``with_streaming_response``) only once the caller
+parses it. Those results are handed back behind a transparent proxy
+(``wrapt.ObjectProxy``: ``isinstance`` still holds) that reads each event the
+caller iterates and never reads anything on the caller's behalf. The event is
+reported once: when the stream ends, fails or is closed, or when the proxy is
+collected, so that a stream the caller abandons is still counted in the
+session's figures (its async hooks are then skipped, as on a sync path).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import threading
+from typing import Any, Awaitable, Callable, Optional
+
+import wrapt
+
+from ._events import CompactionEvent
+from ._usage import provider_prompt_tokens
+
+Report = Callable[[CompactionEvent], None]
+AReport = Callable[[CompactionEvent], Awaitable[None]]
+
+_SDKS = ("openai", "anthropic", "litellm")
+_STREAMS = frozenset({"Stream", "AsyncStream", "CustomStreamWrapper"})
+_RAW = frozenset({"LegacyAPIResponse", "APIResponse", "AsyncAPIResponse"})
+
+
+def _sdk_class_names(obj: Any) -> frozenset:  # type: ignore[type-arg]
+    kind = type(obj)
+    if kind.__module__.split(".")[0] not in _SDKS:
+        return frozenset()
+    return frozenset(cls.__name__ for cls in kind.__mro__)
+
+
+def _chunk_tokens(item: Any) -> Optional[int]:
+    """The prompt size one stream event carries, if any."""
+    found = provider_prompt_tokens(item)  # a Chat Completions chunk, a LiteLLM chunk
+    if found is not None:
+        return found
+    for holder in ("response", "message"):  # response.completed; message_start
+        inner = getattr(item, holder, None)
+        if inner is not None:
+            found = provider_prompt_tokens(inner)
+            if found is not None:
+                return found
+    return None
+
+
+class Pending:
+    """One call's event, reported exactly once, with the provider's figure when it came."""
+
+    def __init__(self, event: CompactionEvent, report: Report, areport: AReport) -> None:
+        self._event = event
+        self._report = report
+        self._areport = areport
+        self._tokens: Optional[int] = None
+        self._done = False
+        self._lock = threading.Lock()
+
+    def seen(self, item: Any) -> None:
+        """Read the prompt size off a stream event or a parsed response."""
+        found = _chunk_tokens(item)
+        if found is not None:
+            self._tokens = found
+
+    def _take(self) -> Optional[CompactionEvent]:
+        with self._lock:
+            if self._done:
+                return None
+            self._done = True
+        if self._tokens is None:
+            return self._event
+        return dataclasses.replace(self._event, provider_tokens=self._tokens)
+
+    def finish(self) -> None:
+        """Report the event now, on a sync path (a no-op the second time)."""
+        event = self._take()
+        if event is not None:
+            self._report(event)
+
+    async def afinish(self) -> None:
+        """Report the event now, on an async path (a no-op the second time)."""
+        event = self._take()
+        if event is not None:
+            await self._areport(event)
+
+
+class _Observed(wrapt.ObjectProxy):  # type: ignore[misc]
+    def __init__(self, wrapped: Any, pending: Pending) -> None:
+        super().__init__(wrapped)
+        self._self_pending = pending
+
+    def __del__(self) -> None:
+        # The caller dropped the result without finishing it: still counted.
+        pending = getattr(self, "_self_pending", None)
+        if pending is not None:
+            pending.finish()
+
+
+class ObservedStream(_Observed):
+    """A sync SDK stream whose events are read for usage as the caller iterates."""
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            item = next(self.__wrapped__)
+        except BaseException:
+            self._self_pending.finish()
+            raise
+        self._self_pending.seen(item)
+        return item
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_pending.finish()
+
+    def __enter__(self) -> Any:
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(*exc)
+        finally:
+            self._self_pending.finish()
+
+
+class AsyncObservedStream(_Observed):
+    """An async SDK stream whose events are read for usage as the caller iterates."""
+
+    def __aiter__(self) -> Any:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            item = await self.__wrapped__.__anext__()
+        except BaseException:
+            await self._self_pending.afinish()
+            raise
+        self._self_pending.seen(item)
+        return item
+
+    async def close(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            await self._self_pending.afinish()
+
+    async def aclose(self) -> None:
+        try:
+            await self.__wrapped__.aclose()
+        finally:
+            await self._self_pending.afinish()
+
+    async def __aenter__(self) -> Any:
+        await self.__wrapped__.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(*exc)
+        finally:
+            await self._self_pending.afinish()
+
+
+class ObservedRaw(_Observed):
+    """An SDK raw response: its usage is read when the caller parses it."""
+
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        return _parsed(self.__wrapped__.parse(*args, **kwargs), self._self_pending, False)
+
+
+class AsyncObservedRaw(_Observed):
+    """An SDK raw response whose ``parse`` is awaited."""
+
+    async def parse(self, *args: Any, **kwargs: Any) -> Any:
+        parsed = await self.__wrapped__.parse(*args, **kwargs)
+        return _parsed(parsed, self._self_pending, True)
+
+
+def _parsed(parsed: Any, pending: Pending, is_async: bool) -> Any:
+    names = _sdk_class_names(parsed)
+    if names & _STREAMS:
+        # A streamed raw response parses to the stream: its end reports.
+        if "AsyncStream" in names or (is_async and "CustomStreamWrapper" in names):
+            return AsyncObservedStream(parsed, pending)
+        return ObservedStream(parsed, pending)
+    pending.seen(parsed)
+    pending.finish()
+    return parsed
+
+
+def observe(result: Any, pending: Pending, is_async: bool) -> Optional[Any]:
+    """``result`` behind a proxy that reports ``pending`` later, or ``None`` to report now.
+
+    Args:
+        result: What the call returned.
+        pending: The call's event, to be reported once.
+        is_async: Whether the call was async (LiteLLM's stream serves both ways).
+    """
+    names = _sdk_class_names(result)
+    if not names:
+        return None
+    if names & _STREAMS:
+        if "AsyncStream" in names or (is_async and "CustomStreamWrapper" in names):
+            return AsyncObservedStream(result, pending)
+        return ObservedStream(result, pending)
+    if names & _RAW:
+        if inspect.iscoroutinefunction(getattr(type(result), "parse", None)):
+            return AsyncObservedRaw(result, pending)
+        return ObservedRaw(result, pending)
+    return None

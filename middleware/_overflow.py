@@ -1,0 +1,99 @@
+"""Recognising a provider's refusal of a prompt for its length, and reading its figures.
+
+For ``on_overflow="retry"``. The errors are recognised by their class's name
+and module, their HTTP status and their text, so no SDK is imported: OpenAI's
+``context_length_exceeded`` (Chat Completions names both figures, the Responses
+API neither), Anthropic's ``prompt is too long: N tokens > M maximum``, and
+LiteLLM's ``ContextWindowExceededError``, whose text embeds the provider's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+# What the retry's budget is multiplied by when the error names no figures (the
+# Responses API): a quarter off the estimate of the refused prompt.
+SHRINK_WITHOUT_FIGURES = 0.75
+# Kept under the provider's own limit, because its count of a different cut of
+# the history is not exactly the refused prompt's ratio.
+RETRY_MARGIN = 0.05
+
+_SDKS = ("openai", "anthropic", "litellm")
+_OPENAI = re.compile(
+    r"maximum context length is (\d+) tokens\. However, your messages resulted in (\d+) tokens"
+)
+_ANTHROPIC = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """A refusal for length, with the provider's figures when it gave them.
+
+    Attributes:
+        tokens: What the provider counted for the refused prompt.
+        limit: The provider's context limit.
+    """
+
+    tokens: Optional[int] = None
+    limit: Optional[int] = None
+
+    def retry_budget(self, estimate: int) -> float:
+        """The estimated-token budget for the retry of a prompt estimated at ``estimate``.
+
+        With figures, the estimate scaled by ``limit / tokens`` (so that, at the
+        refused prompt's ratio, the retry is at the limit) less ``RETRY_MARGIN``;
+        without, ``SHRINK_WITHOUT_FIGURES`` of the estimate.
+        """
+        if self.tokens and self.limit is not None:
+            return estimate * self.limit / self.tokens * (1 - RETRY_MARGIN)
+        return estimate * SHRINK_WITHOUT_FIGURES
+
+
+def _figures(text: str) -> Overflow:
+    found = _OPENAI.search(text)
+    if found:
+        return Overflow(tokens=int(found.group(2)), limit=int(found.group(1)))
+    found = _ANTHROPIC.search(text)
+    if found:
+        return Overflow(tokens=int(found.group(1)), limit=int(found.group(2)))
+    return Overflow()
+
+
+def _text(err: BaseException) -> str:
+    parts = [str(err)]
+    message = getattr(err, "message", None)
+    if isinstance(message, str):
+        parts.append(message)
+    body = getattr(err, "body", None)
+    if body is not None:
+        parts.append(str(body))
+    return "\n".join(parts)
+
+
+def overflow_of(err: BaseException) -> Optional[Overflow]:
+    """The figures of a context-length refusal, or ``None`` when ``err`` is not one."""
+    if not isinstance(err, Exception):
+        return None
+    kind = type(err)
+    if kind.__module__.split(".")[0] not in _SDKS:
+        return None
+    names = {cls.__name__ for cls in kind.__mro__}
+    text = _text(err)
+    if "ContextWindowExceededError" in names:
+        return _figures(text)
+    if getattr(err, "status_code", None) != 400:
+        return None
+    code = getattr(err, "code", None)
+    if code == "context_length_exceeded" or "context_length_exceeded" in text:
+        return _figures(text)
+    figures = _figures(text)
+    if figures.tokens is not None:
+        return figures
+    return None
+
+
+def describe(err: Any) -> str:
+    """A short name of ``err`` for log lines."""
+    return f"{type(err).__name__}: {str(err)[:200]}"
