@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from fake_provider import (
     CHAT_COMPLETIONS_PATH,
@@ -42,8 +42,9 @@ OPENAI_MODEL = "gpt-4o"
 CLAUDE_MODEL = "claude-sonnet-4-6"
 API_PATHS = (CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH)
 
-# Where the SDKs and LiteLLM can be intercepted. Every attribute these owners hold
-# before a session is checked to be the very same object after it.
+# Where the SDKs and LiteLLM can be intercepted: "module:Class" (every attribute of
+# the class) or "module:name,name" (those module attributes; the rest of the litellm
+# module is LiteLLM's own run-time state, which its calls change).
 PATCHABLE_OWNERS = (
     "openai._base_client:SyncAPIClient",
     "openai._base_client:AsyncAPIClient",
@@ -57,8 +58,9 @@ PATCHABLE_OWNERS = (
     "anthropic.resources.messages:AsyncMessages",
     "anthropic.resources.beta.messages:Messages",
     "anthropic.resources.beta.messages:AsyncMessages",
-    "litellm.chat_completions.dispatch:",
-    "litellm:",
+    "litellm.chat_completions.dispatch:_PYTHON_COMPLETION,_PYTHON_ACOMPLETION",
+    "litellm.chat_completions.dispatch:completion,acompletion",
+    "litellm:completion,acompletion",
 )
 
 
@@ -106,25 +108,25 @@ def pairing_problem(request: RecordedRequest) -> Optional[str]:
     return None
 
 
-def _owners() -> Iterator[Tuple[str, Any]]:
+def snapshot() -> Dict[Tuple[str, str], Any]:
+    """The patchable attributes as they are now, to compare after a session."""
+    seen: Dict[Tuple[str, str], Any] = {}
     for spec in PATCHABLE_OWNERS:
-        module_name, _, attribute = spec.partition(":")
+        module_name, _, what = spec.partition(":")
         # Only what is imported already: importing LiteLLM for every test is slow, and
         # what no one imported is not what the framework under test calls.
-        owner = sys.modules.get(module_name)
-        if owner is not None and attribute:
-            owner = getattr(owner, attribute, None)
-        if owner is not None:
-            yield spec, owner
-
-
-def snapshot() -> Dict[Tuple[str, str], Any]:
-    """Every attribute of the patchable owners, to compare after a session."""
-    return {
-        (spec, name): value
-        for spec, owner in _owners()
-        for name, value in list(vars(owner).items())
-    }
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        if "," in what:
+            owner, names = module, what.split(",")
+        else:
+            owner = getattr(module, what, None)
+            names = list(vars(owner)) if owner is not None else []
+        for name in names:
+            if name in vars(owner):
+                seen[(spec, name)] = vars(owner)[name]
+    return seen
 
 
 def changed_since(before: Dict[Tuple[str, str], Any]) -> List[str]:
@@ -227,7 +229,8 @@ class Run:
             max(tokens, default=0),
         )
         ROWS.append(row)
-        assert changed_since(self.before) == [], "attributes not restored after the session"
+        changed = changed_since(self.before)
+        assert changed == [], f"attributes not restored after the session: {changed}"
         assert problems == [], f"requests the provider refuses for their shape: {problems}"
         if limit == LIMIT:
             assert over == [], f"requests over the {limit}-token limit (index, tokens): {over}"

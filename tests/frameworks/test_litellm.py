@@ -36,6 +36,12 @@ from litellm.llms.custom_httpx.async_client_cleanup import (
 
 Message = Dict[str, Any]
 
+# LiteLLM builds pydantic schemas on its first call, from TypedDicts of its own
+# that use ReadOnly items; pydantic warns about each.
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:Items? .* on TypedDict class .* using the `ReadOnly` qualifier:UserWarning"
+)
+
 TOOLS = [
     {
         "type": "function",
