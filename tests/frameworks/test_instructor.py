@@ -29,7 +29,7 @@ class Answer(BaseModel):
 
 @pytest.fixture
 def provider() -> Iterator[FakeProvider]:
-    # instructor asks for JSON in text (Mode.JSON / ANTHROPIC_JSON): the fake's reply
+    # instructor asks for JSON in text (Mode.JSON): the fake's reply
     # must parse, and no tool is offered, so each turn is one request.
     with FakeProvider(reply='{"text": "Sunny."}', context_limit=LIMIT) as running:
         yield running
@@ -70,7 +70,7 @@ def test_from_openai_stays_within_the_limit(provider: FakeProvider) -> None:
 
 def test_from_anthropic_stays_within_the_limit(provider: FakeProvider) -> None:
     with anthropic.Anthropic(base_url=provider.base_url, api_key="t", max_retries=0) as sdk:
-        client = instructor.from_anthropic(sdk, mode=instructor.Mode.ANTHROPIC_JSON)
+        client = instructor.from_anthropic(sdk, mode=instructor.Mode.JSON)
         with Run(
             "instructor from_anthropic", "/v1/messages", provider, intercept="anthropic"
         ) as run:
