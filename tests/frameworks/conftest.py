@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from _scenario import ROWS, markdown_table
@@ -22,3 +23,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def _no_tracing_or_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
     # openai-agents would export traces to OpenAI; nothing may leave 127.0.0.1.
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+
+@pytest.fixture(autouse=True)
+def _collect_after_each_test() -> Iterator[None]:
+    # Frameworks cache clients and loops; collecting here pins an unclosed one on the
+    # test that left it, not on whichever test the garbage collector ran in.
+    yield
+    gc.collect()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import warnings
 from typing import Any, Dict, Iterator, List, Union
 
 import pytest
@@ -56,6 +57,22 @@ TOOLS = [
         },
     }
 ]
+
+
+@pytest.fixture(autouse=True)
+def _close_the_loop_litellm_leaves() -> Iterator[None]:
+    # A sync completion() leaves an event loop set on the thread (LiteLLM calls
+    # asyncio.get_event_loop()); a later asyncio.run() unsets it without closing it.
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:
+            return
+    if not loop.is_running():
+        loop.close()
+        asyncio.set_event_loop(None)
 
 
 @pytest.fixture
