@@ -39,7 +39,7 @@ from langchain_core.messages import (
 from langchain_openai import ChatOpenAI
 
 from ctx_compact import check_pairing, compact
-from middleware import budgeted
+from middleware import CompactingSession, budgeted
 
 
 @pytest.fixture
@@ -264,3 +264,18 @@ def test_budgeted_invoke_with_langchain_messages_is_accepted(
     assert event.dropped
     assert event.tokens_after <= LIMIT - 500
     assert reply.tool_calls  # the model answered the new prompt
+
+
+def test_a_session_wraps_a_call_taking_langchain_messages(provider: FakeProvider, llm: Any) -> None:
+    bound = llm.bind_tools([get_report])
+    messages = real_conversation(bound, 8)
+    provider.context_limit = LIMIT - 500
+
+    with CompactingSession(max_tokens=LIMIT - 500) as session:
+        ask = session.wrap(lambda messages: bound.invoke(messages))
+        reply = ask([*messages, HumanMessage("And Oslo?")])
+
+    (event,) = session.events
+    assert event.dropped
+    assert all(any(m is own for own in messages) for m in event.dropped)
+    assert reply.tool_calls
