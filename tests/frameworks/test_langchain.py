@@ -214,11 +214,20 @@ def llm(provider: FakeProvider) -> Iterator[Any]:
         close(model)
 
 
+def tight_budget(messages: List[BaseMessage]) -> int:
+    """A budget met by dropping the oldest prompt and call but not the call's result.
+
+    Read as separate messages, the cut would fall between the first ``AIMessage``
+    with ``tool_calls`` (41 tokens, after a 17-token prompt) and its ``ToolMessage``.
+    """
+    return compact(messages, max_tokens=10**9).tokens_before - 40
+
+
 def test_compact_keeps_each_tool_call_with_its_result(llm: Any) -> None:
     messages = real_conversation(llm.bind_tools([get_report]), 6)
     before = [m.model_dump() for m in messages]
 
-    result = compact(messages, max_tokens=700)
+    result = compact(messages, max_tokens=tight_budget(messages))
 
     assert result.dropped
     assert all(any(m is own for own in messages) for m in result.messages)
@@ -247,33 +256,35 @@ def test_budgeted_invoke_with_langchain_messages_is_accepted(
     provider: FakeProvider, llm: Any
 ) -> None:
     bound = llm.bind_tools([get_report])
-    messages = real_conversation(bound, 8)
-    provider.context_limit = LIMIT - 500
+    messages = [*real_conversation(bound, 8), HumanMessage("And Oslo?")]
+    budget = tight_budget(messages)
+    provider.context_limit = budget
     seen: List[Any] = []
 
-    @budgeted(max_tokens=LIMIT - 500, on_compact=seen.append)
+    @budgeted(max_tokens=budget, on_compact=seen.append)
     def ask(messages: List[BaseMessage]) -> Any:
         return bound.invoke(messages)
 
     start = len(provider.requests)
-    reply = ask([*messages, HumanMessage("And Oslo?")])
+    reply = ask(messages)
 
     (sent,) = provider.requests[start:]
     assert pairing_problem(sent) is None
     (event,) = seen
     assert event.dropped
-    assert event.tokens_after <= LIMIT - 500
+    assert event.tokens_after <= budget
     assert reply.tool_calls  # the model answered the new prompt
 
 
 def test_a_session_wraps_a_call_taking_langchain_messages(provider: FakeProvider, llm: Any) -> None:
     bound = llm.bind_tools([get_report])
-    messages = real_conversation(bound, 8)
-    provider.context_limit = LIMIT - 500
+    messages = [*real_conversation(bound, 8), HumanMessage("And Oslo?")]
+    budget = tight_budget(messages)
+    provider.context_limit = budget
 
-    with CompactingSession(max_tokens=LIMIT - 500) as session:
+    with CompactingSession(max_tokens=budget) as session:
         ask = session.wrap(lambda messages: bound.invoke(messages))
-        reply = ask([*messages, HumanMessage("And Oslo?")])
+        reply = ask(messages)
 
     (event,) = session.events
     assert event.dropped
