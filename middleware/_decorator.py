@@ -48,7 +48,12 @@ def budgeted(
             ``ctx_compact.middleware`` logger and the call goes on.
         on_overflow: ``"call"`` makes the call with the best compaction even
             when it does not fit; ``"raise"`` raises ``BudgetExceededError``
-            instead (after reporting the event).
+            instead (after reporting the event); ``"retry"`` calls as ``"call"``
+            does and, when the provider refuses the prompt for its length
+            (OpenAI's ``context_length_exceeded``, Anthropic's ``prompt is too
+            long``, LiteLLM's ``ContextWindowExceededError``), compacts again
+            to the provider's own figures from the error and retries once (the
+            event then has ``retried=True``; sessions learn the figures).
         validate: ``None`` (the default) skips the pairing check; ``"report"``
             runs ``ctx_compact.check_pairing`` on the list about to be sent and
             puts the problems on the event; ``"raise"`` also raises

@@ -159,12 +159,13 @@ def intercept(
             check_awaitables(patch.kind.is_async, patch.kind.value, patch.name, None, state.hooks)
             site: Optional[Site] = None
             if sdk in ROUTES:
-                site = RequestSite(sdk, patch.descriptor, options.count_tokens)  # type: ignore[arg-type]
+                site = RequestSite(sdk, patch.descriptor, options.count_tokens)
             elif sdk is not None:
                 # LiteLLM's completion functions take OpenAI-format `messages`.
                 options = dataclasses.replace(options, messages_arg="messages")
+            name = target.name if isinstance(target, SdkTarget) else patch.name
             patch.interceptors[state] = Interceptor(
-                options, (), patch.descriptor, patch.kind, patch.name, exclusive=True, site=site
+                options, (), patch.descriptor, patch.kind, name, exclusive=True, site=site
             )
         finally:
             if not patch.interceptors:

@@ -225,7 +225,7 @@ class Interceptor:
         except BaseException:
             self._report(event, states)
             raise
-        observed = observe(result, self._pending(event, states), self.kind.is_async)
+        observed = observe(result, lambda: self._pending(event, states), self.kind.is_async)
         if observed is not None:
             return observed
         self._report(with_response(event, result), states)
@@ -259,7 +259,7 @@ class Interceptor:
             with anyio.CancelScope(shield=True):
                 await self._areport(event, states)
             raise
-        observed = observe(result, self._pending(event, states), self.kind.is_async)
+        observed = observe(result, lambda: self._pending(event, states), self.kind.is_async)
         if observed is not None:
             return observed
         await self._areport(with_response(event, result), states)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import threading
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, FrozenSet, Optional
 
 import wrapt
 
@@ -33,7 +33,7 @@ _STREAMS = frozenset({"Stream", "AsyncStream", "CustomStreamWrapper"})
 _RAW = frozenset({"LegacyAPIResponse", "APIResponse", "AsyncAPIResponse"})
 
 
-def _sdk_class_names(obj: Any) -> frozenset:  # type: ignore[type-arg]
+def _sdk_class_names(obj: Any) -> FrozenSet[str]:
     kind = type(obj)
     if kind.__module__.split(".")[0] not in _SDKS:
         return frozenset()
@@ -97,11 +97,13 @@ class _Observed(wrapt.ObjectProxy):  # type: ignore[misc]
     def __init__(self, wrapped: Any, pending: Pending) -> None:
         super().__init__(wrapped)
         self._self_pending = pending
+        # A raw response that parsed to a stream hands the event over to it.
+        self._self_owns = True
 
     def __del__(self) -> None:
         # The caller dropped the result without finishing it: still counted.
         pending = getattr(self, "_self_pending", None)
-        if pending is not None:
+        if pending is not None and self._self_owns:
             pending.finish()
 
 
@@ -179,15 +181,18 @@ class ObservedRaw(_Observed):
     """An SDK raw response: its usage is read when the caller parses it."""
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
-        return _parsed(self.__wrapped__.parse(*args, **kwargs), self._self_pending, False)
+        parsed = _parsed(self.__wrapped__.parse(*args, **kwargs), self._self_pending, False)
+        self._self_owns = not isinstance(parsed, _Observed)
+        return parsed
 
 
 class AsyncObservedRaw(_Observed):
     """An SDK raw response whose ``parse`` is awaited."""
 
     async def parse(self, *args: Any, **kwargs: Any) -> Any:
-        parsed = await self.__wrapped__.parse(*args, **kwargs)
-        return _parsed(parsed, self._self_pending, True)
+        parsed = _parsed(await self.__wrapped__.parse(*args, **kwargs), self._self_pending, True)
+        self._self_owns = not isinstance(parsed, _Observed)
+        return parsed
 
 
 def _parsed(parsed: Any, pending: Pending, is_async: bool) -> Any:
@@ -202,23 +207,25 @@ def _parsed(parsed: Any, pending: Pending, is_async: bool) -> Any:
     return parsed
 
 
-def observe(result: Any, pending: Pending, is_async: bool) -> Optional[Any]:
-    """``result`` behind a proxy that reports ``pending`` later, or ``None`` to report now.
+def observe(result: Any, pending: Callable[[], Pending], is_async: bool) -> Optional[Any]:
+    """``result`` behind a proxy that reports the event later, or ``None`` to report it now.
 
     Args:
         result: What the call returned.
-        pending: The call's event, to be reported once.
+        pending: Makes the call's ``Pending`` event (only for results that need one).
         is_async: Whether the call was async (LiteLLM's stream serves both ways).
     """
     names = _sdk_class_names(result)
-    if not names:
+    if not names or not names & (_STREAMS | _RAW):
         return None
+    return _proxy(result, names, pending(), is_async)
+
+
+def _proxy(result: Any, names: FrozenSet[str], pending: Pending, is_async: bool) -> Any:
     if names & _STREAMS:
         if "AsyncStream" in names or (is_async and "CustomStreamWrapper" in names):
             return AsyncObservedStream(result, pending)
         return ObservedStream(result, pending)
-    if names & _RAW:
-        if inspect.iscoroutinefunction(getattr(type(result), "parse", None)):
-            return AsyncObservedRaw(result, pending)
-        return ObservedRaw(result, pending)
-    return None
+    if inspect.iscoroutinefunction(getattr(type(result), "parse", None)):
+        return AsyncObservedRaw(result, pending)
+    return ObservedRaw(result, pending)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 # What the retry's budget is multiplied by when the error names no figures (the
 # Responses API): a quarter off the estimate of the refused prompt.
@@ -92,8 +92,3 @@ def overflow_of(err: BaseException) -> Optional[Overflow]:
     if figures.tokens is not None:
         return figures
     return None
-
-
-def describe(err: Any) -> str:
-    """A short name of ``err`` for log lines."""
-    return f"{type(err).__name__}: {str(err)[:200]}"

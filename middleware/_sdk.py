@@ -56,19 +56,20 @@ ROUTES: Dict[str, Tuple[Route, ...]] = {
     "anthropic": (Route("/v1/messages", "messages", ("system",)),),
 }
 
-# (module, attribute path) of each SDK's interception points.
-POINTS: Dict[str, Tuple[Tuple[str, str], ...]] = {
+# (module, attribute path, name for events) of each SDK's interception points;
+# an SDK request's event names its route instead.
+POINTS: Dict[str, Tuple[Tuple[str, str, str], ...]] = {
     "openai": (
-        ("openai._base_client", "SyncAPIClient.request"),
-        ("openai._base_client", "AsyncAPIClient.request"),
+        ("openai._base_client", "SyncAPIClient.request", "openai"),
+        ("openai._base_client", "AsyncAPIClient.request", "openai"),
     ),
     "anthropic": (
-        ("anthropic._base_client", "SyncAPIClient.request"),
-        ("anthropic._base_client", "AsyncAPIClient.request"),
+        ("anthropic._base_client", "SyncAPIClient.request", "anthropic"),
+        ("anthropic._base_client", "AsyncAPIClient.request", "anthropic"),
     ),
     "litellm": (
-        ("litellm.chat_completions.dispatch", "_PYTHON_COMPLETION"),
-        ("litellm.chat_completions.dispatch", "_PYTHON_ACOMPLETION"),
+        ("litellm.chat_completions.dispatch", "_PYTHON_COMPLETION", "litellm.completion"),
+        ("litellm.chat_completions.dispatch", "_PYTHON_ACOMPLETION", "litellm.acompletion"),
     ),
 }
 
@@ -80,6 +81,7 @@ class SdkTarget:
     sdk: str
     module: str
     attr: str
+    name: str
 
     @property
     def path(self) -> str:
@@ -94,7 +96,7 @@ def is_sdk_name(target: object) -> bool:
 
 def sdk_targets(name: str) -> List[SdkTarget]:
     """The interception points of the SDK ``name``."""
-    return [SdkTarget(name, module, attr) for module, attr in POINTS[name]]
+    return [SdkTarget(name, *point) for point in POINTS[name]]
 
 
 def _count_fixed(value: Any, count_tokens: Optional[CountTokens]) -> int:

@@ -37,7 +37,7 @@ def _targets(intercept: Union[Target, Sequence[Target]]) -> List[Union[Target, S
     targets: List[Union[Target, SdkTarget]] = []
     for target in intercept:
         if is_sdk_name(target):
-            targets.extend(sdk_targets(target))  # type: ignore[arg-type]
+            targets.extend(sdk_targets(target))
         elif is_target(target):
             targets.append(target)
         else:
