@@ -7,7 +7,8 @@ import os
 from typing import Any, Iterator
 
 import pytest
-from _scenario import ROWS, markdown_table
+
+from ._scenario import ROWS, markdown_table
 
 # LiteLLM fetches its model cost map from the network at import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -16,9 +16,10 @@ instructor = pytest.importorskip("instructor")
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
-from _scenario import CLAUDE_MODEL, LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts  # noqa: E402
 from fake_provider import FakeProvider  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
+
+from ._scenario import CLAUDE_MODEL, LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts  # noqa: E402
 
 Message = Dict[str, Any]
 

@@ -17,16 +17,6 @@ import pytest
 pytest.importorskip("langchain_openai")
 pytest.importorskip("langchain_anthropic")
 
-from _scenario import (
-    CLAUDE_MODEL,
-    LIMIT,
-    OPENAI_MODEL,
-    TURNS,
-    Run,
-    get_report,
-    pairing_problem,
-    prompts,
-)
 from fake_provider import FakeProvider
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import (
@@ -40,6 +30,17 @@ from langchain_openai import ChatOpenAI
 
 from ctx_compact import check_pairing, compact
 from middleware import CompactingSession, budgeted
+
+from ._scenario import (
+    CLAUDE_MODEL,
+    LIMIT,
+    OPENAI_MODEL,
+    TURNS,
+    Run,
+    get_report,
+    pairing_problem,
+    prompts,
+)
 
 
 @pytest.fixture

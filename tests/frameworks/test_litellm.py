@@ -20,7 +20,13 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("litellm")
 
-from _scenario import (
+from fake_provider import FakeProvider
+from litellm import acompletion, completion
+from litellm.llms.custom_httpx.async_client_cleanup import (
+    close_litellm_async_clients,
+)
+
+from ._scenario import (
     CLAUDE_MODEL,
     LIMIT,
     OPENAI_MODEL,
@@ -28,11 +34,6 @@ from _scenario import (
     Run,
     get_report,
     prompts,
-)
-from fake_provider import FakeProvider
-from litellm import acompletion, completion
-from litellm.llms.custom_httpx.async_client_cleanup import (
-    close_litellm_async_clients,
 )
 
 Message = Dict[str, Any]

@@ -15,7 +15,6 @@ import pytest
 pytest.importorskip("agents")
 openai = pytest.importorskip("openai")
 
-from _scenario import LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts  # noqa: E402
 from agents import (  # noqa: E402
     Agent,
     OpenAIChatCompletionsModel,
@@ -27,6 +26,8 @@ from agents import (  # noqa: E402
 from fake_provider import FakeProvider  # noqa: E402
 
 from ctx_compact import check_pairing, compact  # noqa: E402
+
+from ._scenario import LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts  # noqa: E402
 
 set_tracing_disabled(True)  # traces would be exported to OpenAI
 

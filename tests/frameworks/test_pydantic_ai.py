@@ -16,16 +16,6 @@ pytest.importorskip("pydantic_ai")
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 
-from _scenario import (  # noqa: E402
-    CLAUDE_MODEL,
-    LIMIT,
-    OPENAI_MODEL,
-    TURNS,
-    Run,
-    get_report,
-    pairing_problem,
-    prompts,
-)
 from fake_provider import FakeProvider  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.messages import ModelRequest, ModelResponse  # noqa: E402
@@ -36,6 +26,17 @@ from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 from ctx_compact import InvalidMessageError, check_pairing, compact  # noqa: E402
 from middleware import budgeted  # noqa: E402
+
+from ._scenario import (  # noqa: E402
+    CLAUDE_MODEL,
+    LIMIT,
+    OPENAI_MODEL,
+    TURNS,
+    Run,
+    get_report,
+    pairing_problem,
+    prompts,
+)
 
 
 @pytest.fixture
