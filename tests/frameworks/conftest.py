@@ -1,0 +1,34 @@
+"""Print the framework x route table the scenario tests filled (see ``_scenario.py``)."""
+
+from __future__ import annotations
+
+import gc
+import os
+from typing import Any, Iterator
+
+import pytest
+
+from ._scenario import ROWS, markdown_table
+
+# LiteLLM fetches its model cost map from the network at import unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if ROWS:
+        terminalreporter.section("framework x route (limit and budget: 1500 tokens)")
+        terminalreporter.write_line(markdown_table(ROWS))
+
+
+@pytest.fixture(autouse=True)
+def _no_tracing_or_telemetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    # openai-agents would export traces to OpenAI; nothing may leave 127.0.0.1.
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+
+@pytest.fixture(autouse=True)
+def _collect_after_each_test() -> Iterator[None]:
+    # Frameworks cache clients and loops; collecting here pins an unclosed one on the
+    # test that left it, not on whichever test the garbage collector ran in.
+    yield
+    gc.collect()
