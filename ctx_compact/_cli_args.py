@@ -153,6 +153,27 @@ def _build_parser() -> argparse.ArgumentParser:
         " on standard error (with --jsonl, one table per conversation)",
     )
     parser.add_argument(
+        "--clear-tool-results",
+        action="store_true",
+        help="before dropping anything, replace the content of the oldest tool results with"
+        " '[cleared]' until the conversation fits, keeping every message (see --keep-results,"
+        " --exclude-tool)",
+    )
+    parser.add_argument(
+        "--keep-results",
+        type=_count,
+        default=3,
+        metavar="N",
+        help="with --clear-tool-results, the most recent tool results never cleared (default: 3)",
+    )
+    parser.add_argument(
+        "--exclude-tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --clear-tool-results, a tool whose results are never cleared (repeatable)",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         help="refuse a conversation whose tool pairing is already broken (status 2, or"

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+from ._clearing import clear_tool_results
 from ._cli_io import Failure, conversation, decode, dump, parse, with_messages
 from ._cli_json import Pieces, Unencodable, loads_fast
 from ._compact import CompactResult, compact
@@ -39,6 +40,9 @@ class Settings:
     indent: int = 0
     explain: bool = False
     strict: bool = False
+    clear_tool_results: bool = False
+    keep_results: int = 3
+    exclude_tools: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,18 @@ def _check(messages: List[Any], where: str) -> Outcome:
 
 def _decide(
     settings: Settings, messages: List[Any], count: Optional[Callable[[Any], int]]
-) -> Tuple[CompactResult, Sequence[MessageRow]]:
+) -> Tuple[CompactResult, Sequence[MessageRow], int]:
+    """The result, the --explain rows, and the tokens the input held before anything."""
+    before: Optional[int] = None
+    if settings.clear_tool_results:
+        cleared = clear_tool_results(
+            messages,
+            max_tokens=settings.max_tokens,
+            keep=settings.keep_results,
+            exclude_tools=settings.exclude_tools,
+            count_tokens=count,
+        )
+        messages, before = cleared.messages, cleared.tokens_before
     options: Dict[str, Any] = {
         "max_tokens": settings.max_tokens,
         "count_tokens": count,
@@ -168,8 +183,11 @@ def _decide(
         # One decision gives both the result and its rows, so they never disagree;
         # Compaction.result() is what compact() returns.
         plan = prepare(messages, **options)
-        return plan.result(), plan.rows(settings.keep_head, settings.keep_tail)
-    return compact(messages, **options), ()
+        result = plan.result()
+        rows: Sequence[MessageRow] = plan.rows(settings.keep_head, settings.keep_tail)
+    else:
+        result, rows = compact(messages, **options), ()
+    return result, rows, result.tokens_before if before is None else before
 
 
 def _compact(
@@ -188,17 +206,17 @@ def _compact(
     output: Optional[bytes] = None
     try:
         if settings.indent:
-            result, rows = _decide(settings, messages, None)
+            result, rows, before = _decide(settings, messages, None)
         else:
             # Counting keeps each message's JSON, so the line is written without a second dump.
             pieces = Pieces(fast)
             try:
-                result, rows = _decide(settings, messages, pieces.count)
+                result, rows, before = _decide(settings, messages, pieces.count)
                 output = pieces.line(holder, result.messages)
             except Unencodable:
                 # NaN or an infinity (from 1e400) or very deep nesting: the default
                 # estimator and the plain dump give the usual count or error.
-                result, rows = _decide(settings, messages, None)
+                result, rows, before = _decide(settings, messages, None)
     except (TypeError, ValueError) as exc:  # InvalidMessageError is both
         raise Failure(f"{where}: {exc}") from None
     if output is None:
@@ -206,7 +224,7 @@ def _compact(
     kept = len(result.messages)
     explain = ""
     if settings.explain:
-        summary = figures(len(messages), kept, result.tokens_before, result.tokens_after)
+        summary = figures(len(messages), kept, before, result.tokens_after)
         fits = "fits" if result.fits else "does not fit"
         header = f"{where}: {summary}, {fits} within {number(settings.max_tokens)}"
         explain = explain_table(header, rows)
@@ -215,7 +233,7 @@ def _compact(
         output,
         len(messages),
         kept,
-        result.tokens_before,
+        before,
         result.tokens_after,
         result.fits,
         problems,

@@ -114,6 +114,9 @@ def _settings(args: argparse.Namespace, check: bool) -> Settings:
         indent=0 if args.jsonl else 2 if args.indent is None else args.indent,
         explain=args.explain,
         strict=args.strict,
+        clear_tool_results=args.clear_tool_results,
+        keep_results=args.keep_results,
+        exclude_tools=tuple(args.exclude_tool),
     )
 
 
