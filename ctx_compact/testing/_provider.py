@@ -182,6 +182,17 @@ def _json_type(value: Any) -> str:
 # --- OpenAI Chat Completions --------------------------------------------------
 
 
+def _expect_object(field: str, index: int, value: Any) -> None:
+    """OpenAI's 400 for an entry of an array parameter that is not a JSON object."""
+    if not isinstance(value, dict):
+        raise _openai_error(
+            f"Invalid type for '{field}[{index}]': expected an object, but got "
+            f"{_json_type(value)} instead.",
+            param=f"{field}[{index}]",
+            code="invalid_type",
+        )
+
+
 def validate_chat_completions(body: Any) -> List[Json]:
     """Check a Chat Completions request as OpenAI does and return its messages.
 
@@ -216,13 +227,7 @@ def validate_chat_completions(body: Any) -> List[Json]:
             code="empty_array",
         )
     for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise _openai_error(
-                f"Invalid type for 'messages[{index}]': expected an object, but got "
-                f"{_json_type(message)} instead.",
-                param=f"messages[{index}]",
-                code="invalid_type",
-            )
+        _expect_object("messages", index, message)
         role = message.get("role")
         if role not in OPENAI_ROLES:
             supported = ", ".join(f"'{r}'" for r in OPENAI_ROLES[:-1])
@@ -465,13 +470,7 @@ def validate_responses(body: Any) -> Tuple[Any, Any]:
             code="invalid_type",
         )
     for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise _openai_error(
-                f"Invalid type for 'input[{index}]': expected an object, but got "
-                f"{_json_type(item)} instead.",
-                param=f"input[{index}]",
-                code="invalid_type",
-            )
+        _expect_object("input", index, item)
         if _item_type(item) == "message" and item.get("role") not in RESPONSES_ROLES:
             supported = ", ".join(f"'{r}'" for r in RESPONSES_ROLES[:-1])
             raise _openai_error(
