@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import sys
 from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, TypeVar, cast
 
 import anyio
@@ -104,13 +105,15 @@ class BudgetedFunction(wrapt.FunctionWrapper):  # type: ignore[misc]
 
     __bound_function_wrapper__ = BoundBudgetedFunction
 
-    # Honest about its class, where wrapt would report the function's: pickle
-    # extensions (cloudpickle) that recognise a function by isinstance would
-    # otherwise serialise the bare function and silently lose the budget.
-    # inspect.iscoroutinefunction, signature and the rest still see through it.
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:
-        return type(self)
+    if sys.version_info >= (3, 10):
+        # Honest about its class, where wrapt would report the function's: pickle
+        # extensions (cloudpickle) that recognise a function by isinstance would
+        # otherwise serialise the bare function and silently lose the budget.
+        # From Python 3.10 inspect.iscoroutinefunction and the rest still see
+        # through it; Python 3.9's inspect would not, so there it keeps wrapt's.
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            return type(self)
 
     def __init__(self, fn: Any, interceptor: Interceptor) -> None:
         super().__init__(fn, interceptor.handle)
