@@ -291,7 +291,9 @@ async def test_async_openai_client(provider: FakeProvider) -> None:
 # openai's AsyncStream stops reading at `data: [DONE]` with `break`, leaving its
 # inner async generators (and httpx2's) unexhausted. asyncio closes them quietly;
 # trio closes them too but warns (ResourceWarning) as they are collected.
-@pytest.mark.filterwarnings(r"ignore:Async generator '(openai|httpx2|httpcore2)\.:ResourceWarning")
+@pytest.mark.filterwarnings(
+    r"ignore:Async generator '(openai|httpx2?|httpcore2?)\.:ResourceWarning"
+)
 @pytest.mark.anyio
 async def test_async_openai_stream(provider: FakeProvider) -> None:
     async with openai.AsyncOpenAI(

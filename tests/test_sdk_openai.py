@@ -54,7 +54,7 @@ ORPHAN_TOOL = (
 # openai's AsyncStream stops reading at `data: [DONE]` with `break`, leaving its
 # inner async generators (and httpx2's) unexhausted. asyncio closes them quietly;
 # trio closes them too but warns (ResourceWarning) as they are collected.
-TRIO_STREAM_WARNING = r"ignore:Async generator '(openai|httpx2|httpcore2)\.:ResourceWarning"
+TRIO_STREAM_WARNING = r"ignore:Async generator '(openai|httpx2?|httpcore2?)\.:ResourceWarning"
 
 CITIES = ("Denver", "Zürich", "São Paulo", "Kraków", "東京", "Austin", "Reykjavík", "Nairobi")
 
