@@ -16,6 +16,7 @@ import itertools
 from typing import Any, Dict, List, Set
 
 from helpers import (
+    RESPONSES_CALLS,
     Message,
     budgets,
     call_item,
@@ -46,23 +47,11 @@ from ctx_compact._engine import group_bounds, regroup_from
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-# Every Responses call kind and the item that answers it.
-CALLS = {
-    "function_call": "function_call_output",
-    "custom_tool_call": "custom_tool_call_output",
-    "computer_call": "computer_call_output",
-    "local_shell_call": "local_shell_call_output",
-    "shell_call": "shell_call_output",
-    "apply_patch_call": "apply_patch_call_output",
-    "tool_search_call": "tool_search_output",
-    "program": "program_output",
-}
-
 
 def output_for(kind: str, call_id: str, text: str) -> Message:
     if kind == "local_shell_call":  # it names its call in an ``id`` field
         return {"type": "local_shell_call_output", "id": call_id, "output": text}
-    return {"type": CALLS[kind], "call_id": call_id, "output": text}
+    return {"type": RESPONSES_CALLS[kind], "call_id": call_id, "output": text}
 
 
 def a_call(kind: str, call_id: str) -> Message:
@@ -120,7 +109,7 @@ def histories(draw: st.DrawFn, max_steps: int = 14, corrupt: bool = False) -> Li
             out.extend([claude("assistant", *blocks), claude("user", *results)])
         elif step == "calls":
             for _ in range(draw(st.integers(1, 3))):
-                kind, call_id = draw(st.sampled_from(sorted(CALLS))), new_id("call")
+                kind, call_id = draw(st.sampled_from(sorted(RESPONSES_CALLS))), new_id("call")
                 out.append(a_call(kind, call_id))
                 waiting.append(output_for(kind, call_id, draw(texts)))
         elif step == "answer" and waiting:
