@@ -122,4 +122,6 @@ def steer(
         return plan.cutting_at(remembered.cut), remembered
     if plan.cut == plan.head_end:
         return plan, None  # fits whole: nothing to drop, the prefix is the history itself
-    return target, None
+    # The target's cut, judged against the real budget: a history that cannot get
+    # down to target_tokens still fits when it gets under max_tokens.
+    return plan.cutting_at(max(target.cut, plan.cut)), None

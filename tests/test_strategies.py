@@ -18,7 +18,7 @@ from helpers import (
     tool_use_block,
     user,
 )
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctx_compact import check_pairing, compact, estimate_tokens
@@ -290,6 +290,8 @@ def test_cache_control_markers_on_kept_messages_are_kept() -> None:
     share=st.floats(0.3, 1.0),
     keep_tail=st.integers(0, 3),
 )
+# A target the tail alone is bigger than: the history still fits max_tokens, and says so.
+@example(turns=5, budget=300, share=0.3125, keep_tail=3)
 def test_target_tokens_never_exceeds_the_budget_nor_breaks_pairing(
     turns: int, budget: int, share: float, keep_tail: int
 ) -> None:
@@ -309,6 +311,7 @@ def test_target_tokens_never_exceeds_the_budget_nor_breaks_pairing(
         plain = compact(history, max_tokens=budget, keep_tail=keep_tail)
         event = events[-1]
         assert event.fits == plain.fits or event.fits
+        assert event.fits == (event.tokens_after <= budget)
         if plain.fits:
             assert event.tokens_after <= budget
         assert check_pairing(sent[-1]) == []
