@@ -181,6 +181,10 @@ class Compaction:
         other.cut = cut
         return other
 
+    def kept(self) -> List[Any]:
+        """The messages kept (head and tail), in original order, as a new list."""
+        return self._kept(self.cut)
+
     @property
     def dropped(self) -> List[Any]:
         """The messages dropped so far, in original order."""

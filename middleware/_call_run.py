@@ -24,7 +24,7 @@ from ._callables import Located
 from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError
 from ._options import CompactionOptions
 from ._prefix import Cut, CutMemory, steer
-from ._state import active_states, calibration_factor
+from ._state import SessionState, calibration_factor
 
 
 def _cleared(
@@ -71,6 +71,8 @@ class CallRun:
         function: The called function's qualified name, for the event (a
             site's own name, ``located.function``, wins).
         located: Where the call carries its messages (``Located``).
+        states: The session states active for the call (``active_states()``):
+            the innermost one's count cache and calibration are used.
         memory: With ``target_tokens``, the conversations' cuts.
         budget: The whole prompt's budget in estimated tokens, when not
             ``max_tokens`` over the calibration (a retry after the provider
@@ -103,6 +105,7 @@ class CallRun:
         options: CompactionOptions,
         function: str,
         located: Located,
+        states: Tuple[SessionState, ...],
         memory: Optional[CutMemory] = None,
         budget: Optional[float] = None,
         retried: bool = False,
@@ -122,7 +125,6 @@ class CallRun:
         ):
             check_messages(value)  # raises the core's TypeError
         messages = list(value)
-        states = active_states()
         if states:
             pre, bounds = states[-1].cache(options.count_tokens).arrays(messages)
             self.calibration = calibration_factor(states)
@@ -174,24 +176,37 @@ class CallRun:
     def event(self, summary: Optional[str]) -> CompactionEvent:
         """The call's event, with ``summary`` (or none) inserted."""
         options = self.options
+        plan = self.plan
         if self.reused is not None:
             summary = self.reused.summary  # the same text, so the prefix stays the same
-        result = self.plan.result_with_summary(summary, options.summary_role)
-        if self.memory is not None and self.reused is None and result.dropped:
-            self.memory.remember(self.plan, self.plan.head_end + len(result.dropped), summary)
-        problems = tuple(check_pairing(result.messages)) if options.validate else ()
-        return CompactionEvent(
+        if summary is None:
+            # The common cases, without building the core's result object first.
+            if plan.cut == plan.head_end:  # nothing dropped
+                messages, dropped, after = tuple(plan.messages), (), plan.tokens_before
+            else:
+                messages, dropped = tuple(plan.kept()), tuple(plan.dropped)
+                after = plan.tokens_after
+            fits = after <= plan.max_tokens
+        else:
+            result = plan.result_with_summary(summary, options.summary_role)
+            messages, dropped = tuple(result.messages), tuple(result.dropped)
+            after, fits, summary = result.tokens_after, result.fits, result.summary
+        if self.memory is not None and self.reused is None and dropped:
+            self.memory.remember(plan, plan.head_end + len(dropped), summary)
+        problems = tuple(check_pairing(messages)) if options.validate else ()
+        return CompactionEvent._of(
             function=self.function,
             max_tokens=options.max_tokens,
             tokens_before=self.tokens_before,
-            tokens_after=result.tokens_after + self.fixed,
-            fits=result.fits,
-            messages=tuple(result.messages),
-            dropped=tuple(result.dropped),
-            summary=result.summary,
+            tokens_after=after + self.fixed,
+            fits=fits,
+            messages=messages,
+            dropped=dropped,
+            summary=summary,
             elapsed=time.perf_counter() - self.started,
-            messages_before=len(self.plan.messages),
+            messages_before=len(plan.messages),
             problems=problems,
+            provider_tokens=None,
             calibration=self.calibration,
             cleared_results=self.cleared_results,
             cleared_thinking=self.cleared_thinking,

@@ -9,7 +9,7 @@ import contextlib
 import enum
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 
 def is_async_callable(fn: object) -> bool:
@@ -75,8 +75,7 @@ def qualified_name(fn: Any) -> str:
 Arguments = Tuple[Tuple[Any, ...], Dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     """Where one call carries its messages, and how to make the call with others.
 
     What a site (``ArgSpec`` for a function's argument, ``RequestSite`` for an

@@ -88,6 +88,17 @@ class CompactionEvent:
     cut_reused: bool = False
     retried: bool = False
 
+    @classmethod
+    def _of(cls, **fields: Any) -> CompactionEvent:
+        """An event from every one of its fields, without the frozen ``__init__``'s cost.
+
+        The wrapper makes one event per call; assigning seventeen fields through
+        ``object.__setattr__`` one by one was a fifth of its overhead.
+        """
+        event = object.__new__(cls)
+        event.__dict__.update(fields)
+        return event
+
     @property
     def compacted(self) -> bool:
         """Whether anything was dropped (and so the list passed on differs from the input)."""

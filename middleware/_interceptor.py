@@ -182,6 +182,7 @@ class Interceptor:
         self.options = options
         self.hooks = tuple(hooks)
         self.kind = kind
+        self.is_async = kind.is_async
         self.name = name
         self.exclusive = exclusive
         # With target_tokens, the conversations' cuts outlive the call that made them.
@@ -196,20 +197,24 @@ class Interceptor:
         }[kind]
 
     def start(
-        self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+        self,
+        instance: Any,
+        args: Tuple[Any, ...],
+        kwargs: Dict[str, Any],
+        states: Tuple[SessionState, ...],
     ) -> Optional[CallRun]:
         """Start the work for one call, or ``None`` when it carries no messages."""
         located = self.site.locate(instance, args, kwargs)
         if located is None:
             return None
-        return CallRun(self.options, self.name, located, self.memory)
+        return CallRun(self.options, self.name, located, states, self.memory)
 
     def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """Compact a sync call's messages, make the call, and report the event."""
-        run = self.start(instance, args, kwargs)
+        states = active_states()
+        run = self.start(instance, args, kwargs, states)
         if run is None:
             return wrapped(*args, **kwargs)
-        states = active_states()
         event = self._event(run, states)
         try:
             result = self._invoke(wrapped, run.arguments(event))
@@ -228,7 +233,7 @@ class Interceptor:
         except BaseException:
             self._report(event, states)
             raise
-        observed = observe(result, lambda: self._pending(event, states), self.kind.is_async)
+        observed = observe(result, lambda: self._pending(event, states), self.is_async)
         if observed is not None:
             return observed
         self._report(with_response(event, result), states)
@@ -236,10 +241,10 @@ class Interceptor:
 
     async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """Compact an async call's messages, await the call, and report the event."""
-        run = self.start(instance, args, kwargs)
+        states = active_states()
+        run = self.start(instance, args, kwargs, states)
         if run is None:
             return await wrapped(*args, **kwargs)
-        states = active_states()
         event = await self._aevent(run, states)
         try:
             result = await self._ainvoke(wrapped, run.arguments(event))
@@ -262,7 +267,7 @@ class Interceptor:
             with anyio.CancelScope(shield=True):
                 await self._areport(event, states)
             raise
-        observed = observe(result, lambda: self._pending(event, states), self.kind.is_async)
+        observed = observe(result, lambda: self._pending(event, states), self.is_async)
         if observed is not None:
             return observed
         await self._areport(with_response(event, result), states)
@@ -317,7 +322,13 @@ class Interceptor:
         )
         budget = overflow.retry_budget(event.tokens_after)
         return CallRun(
-            self.options, self.name, run.located, self.memory, budget=budget, retried=True
+            self.options,
+            self.name,
+            run.located,
+            states,
+            self.memory,
+            budget=budget,
+            retried=True,
         )
 
     def _pending(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> Pending:
@@ -329,6 +340,8 @@ class Interceptor:
 
     def _event(self, run: CallRun, states: Tuple[SessionState, ...]) -> CompactionEvent:
         """The call's event with its summary; a failing summarizer is reported, then raised."""
+        if not run.needs_summary:
+            return run.event(None)
         try:
             summary = self._summary(run)
         except BaseException:
@@ -336,9 +349,7 @@ class Interceptor:
             raise
         return run.event(summary)
 
-    def _summary(self, run: CallRun) -> Optional[str]:
-        if not run.needs_summary:
-            return None
+    def _summary(self, run: CallRun) -> str:
         return check_summary(self.options.summarize(run.plan.dropped))  # type: ignore[misc]
 
     async def _aevent(self, run: CallRun, states: Tuple[SessionState, ...]) -> CompactionEvent:
@@ -389,9 +400,9 @@ class Interceptor:
         The wrapped body would not start before the first iteration either, so
         compaction (which may await an async summarizer) happens then.
         """
-        run = self.start(instance, args, kwargs)
+        states = active_states()
+        run = self.start(instance, args, kwargs, states)
         if run is not None:
-            states = active_states()
             event = await self._aevent(run, states)
             try:
                 args, kwargs = run.arguments(event)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import threading
-from typing import Any, Awaitable, Callable, FrozenSet, Optional
+from typing import Any, Awaitable, Callable, Dict, FrozenSet, Optional
 
 import wrapt
 
@@ -33,11 +33,22 @@ _STREAMS = frozenset({"Stream", "AsyncStream", "CustomStreamWrapper"})
 _RAW = frozenset({"LegacyAPIResponse", "APIResponse", "AsyncAPIResponse"})
 
 
+# The SDK class names of each result class seen, decided once per class (kept small).
+_CLASS_NAMES: Dict[type, FrozenSet[str]] = {}
+
+
 def _sdk_class_names(obj: Any) -> FrozenSet[str]:
     kind = type(obj)
-    if kind.__module__.split(".")[0] not in _SDKS:
-        return frozenset()
-    return frozenset(cls.__name__ for cls in kind.__mro__)
+    names = _CLASS_NAMES.get(kind)
+    if names is None:
+        if str(getattr(kind, "__module__", "")).split(".")[0] not in _SDKS:
+            names = frozenset()
+        else:
+            names = frozenset(cls.__name__ for cls in kind.__mro__)
+        if len(_CLASS_NAMES) >= 256:
+            _CLASS_NAMES.clear()
+        _CLASS_NAMES[kind] = names
+    return names
 
 
 def _chunk_tokens(item: Any) -> Optional[int]:

@@ -129,6 +129,21 @@ def test_event_fields(weather):
     assert event.messages_before == 10
 
 
+@pytest.mark.parametrize("max_tokens", [150, 1000], ids=["dropped", "nothing dropped"])
+def test_an_event_is_a_whole_frozen_dataclass(weather, max_tokens):
+    # The wrapper builds events without the dataclass __init__: every field is
+    # set, and the event is equal to one built the documented way.
+    events: List[CompactionEvent] = []
+    budgeted(max_tokens=max_tokens, keep_tail=2, on_compact=events.append)(ask)(weather)
+    (event,) = events
+    fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(CompactionEvent)}
+    assert set(vars(event)) == set(fields)
+    assert CompactionEvent(**fields) == event
+    assert dataclasses.replace(event, provider_tokens=7).provider_tokens == 7
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.fits = False  # type: ignore[misc]
+
+
 def test_event_fields_with_a_summary(weather):
     events: List[CompactionEvent] = []
 
