@@ -1,34 +1,70 @@
 """``--jobs N``: JSONL lines done by N worker processes, handed back in input order.
 
-The main process reads lines, groups them into chunks of about a mebibyte,
-and keeps a bounded window of chunks in flight; each worker runs the same
-``do_line`` as a single-process run, so the output is byte-identical to
-``--jobs 1`` and memory stays bounded by the window, never by the dataset.
-Workers ignore Ctrl-C: the main process decides how the run ends and stops
-them.
+The main process reads lines and groups them into chunks of about a mebibyte;
+each chunk goes to the worker with the least work waiting, and the answers are
+taken from whichever worker has one ready and written out in input order. At
+most a window of chunks is read but not yet written, so memory stays bounded by
+the window, never by the dataset. Each worker runs the same ``do_line`` as a
+single-process run, so the output is byte-identical to ``--jobs 1``. Workers
+ignore Ctrl-C: the main process decides how the run ends and stops them.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import io
 import multiprocessing
+import os
 import queue
 import signal
 import sys
 import threading
-from multiprocessing.connection import Connection
-from typing import Any, Iterable, Iterator, List, Tuple
+from multiprocessing.connection import Connection, wait
+from typing import (
+    Any,
+    Deque,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Tuple,
+    Union,
+)
 
+from ._cli_io import unreadable
 from ._cli_work import Done, Settings, serial
 
 Lines = Iterable[Tuple[int, bytes]]
+Chunk = List[Tuple[int, bytes]]
+
+
+class Span(NamedTuple):
+    """Whole lines of the input file for a worker to read itself: ``length`` bytes at ``offset``.
+
+    The first of them is line ``first_line``. Sending a span instead of its
+    lines spares the main process reading, pickling and piping the whole input,
+    which on two cores is a fifth of the work.
+    """
+
+    offset: int
+    length: int
+    first_line: int
+
+
+# What a worker is sent: lines, or a span of the file to read them from.
+Work = Union[Chunk, Span]
 
 # A chunk is sent to a worker once it holds this many bytes or lines: large enough
 # that pickling and the pipe cost little per line, small enough to keep memory low.
 CHUNK_BYTES = 1 << 20
 CHUNK_LINES = 2000
-# Chunks in flight per worker: one being worked on, one waiting in line.
+# Chunks read but not yet written, per worker: one being worked on, one waiting.
 WINDOW_PER_JOB = 2
+# How long stopping waits for a feeder thread, in seconds.
+_FEEDER_JOIN = 5.0
 
 
 def _worker_signals() -> None:
@@ -39,30 +75,89 @@ def _worker_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _serve(connection: Connection, settings: Settings, name: str) -> None:
-    """A worker: do each chunk it is sent, send the results back, stop at ``None``."""
+def _serve(connection: Connection, settings: Settings, name: str, fd: Optional[int]) -> None:
+    """A worker: do each chunk it is sent, send the results back, stop at ``None``.
+
+    One thread: the main process sends from threads of its own and reads answers
+    from whichever worker has one, so neither side waits on the other to read.
+    A ``Span`` is read from ``fd``, the input file the worker shares with the
+    main process (``pread`` leaves the file's position alone).
+    """
     _worker_signals()
-    # A thread takes the chunks off the pipe as they come, so the main process never
-    # waits to send one while this worker waits to send it an answer (which would be a
-    # deadlock once both pipes are full). The main process bounds what is in flight.
-    chunks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-
-    def receive() -> None:
-        while True:
-            try:
-                chunk = connection.recv()
-            except EOFError:
-                chunk = None
-            chunks.put(chunk)
-            if chunk is None:
-                return
-
-    threading.Thread(target=receive, daemon=True).start()
     while True:
-        chunk = chunks.get()
+        try:
+            chunk = connection.recv()
+        except EOFError:
+            return
         if chunk is None:
             return
+        if isinstance(chunk, Span):
+            assert fd is not None
+            chunk = span_lines(fd, chunk)
         connection.send(list(serial(settings, name, chunk)))
+
+
+def span_lines(fd: int, span: Span) -> Chunk:
+    """The numbered lines of ``span``, as ``readline`` gives them (each with its newline)."""
+    parts = []
+    done = 0
+    while done < span.length:
+        data = os.pread(fd, span.length - done, span.offset + done)
+        if not data:
+            raise RuntimeError(f"the input file ended {span.length - done} bytes early")
+        parts.append(data)
+        done += len(data)
+    lines = b"".join(parts).split(b"\n")
+    last = lines.pop()  # empty after a final newline; else a last line without one
+    chunk = [(span.first_line + i, line + b"\n") for i, line in enumerate(lines)]
+    if last:
+        chunk.append((span.first_line + len(lines), last))
+    return chunk
+
+
+def spans(stream: io.BufferedReader, name: str) -> Iterator[Span]:
+    """``stream`` (a regular file) as spans of whole lines of about ``CHUNK_BYTES``.
+
+    Only newlines are looked for, in C; the lines themselves are read by the workers.
+
+    Raises:
+        Failure: The file cannot be read.
+    """
+    block = bytearray(CHUNK_BYTES)
+    try:
+        start = end = stream.tell()
+        line = 1
+        while True:
+            size = stream.readinto(block)
+            if not size:
+                break
+            cut = block.rfind(b"\n", 0, size)
+            if cut >= 0:  # else one line longer than a block: read on
+                stop = end + cut + 1
+                yield Span(start, stop - start, line)
+                line += block.count(b"\n", 0, cut + 1)
+                start = stop
+            end += size
+    except OSError as exc:
+        raise unreadable(name, exc) from None
+    if end > start:
+        yield Span(start, end - start, line)
+
+
+def _feed(connection: Connection, chunks: queue.SimpleQueue[Optional[Work]]) -> None:
+    """A main-process thread sending one worker its chunks, so reading answers never waits.
+
+    Ends after sending ``None``, or when the worker is gone (the main thread
+    learns that from the worker's pipe).
+    """
+    while True:
+        chunk = chunks.get()
+        try:
+            connection.send(chunk)
+        except OSError:
+            return
+        if chunk is None:
+            return
 
 
 @contextlib.contextmanager
@@ -80,8 +175,8 @@ def _signals_for_workers() -> Iterator[None]:
         signal.signal(signal.SIGTERM, saved[1])
 
 
-def _chunks(lines: Lines) -> Iterator[List[Tuple[int, bytes]]]:
-    chunk: List[Tuple[int, bytes]] = []
+def _chunks(lines: Lines) -> Iterator[Chunk]:
+    chunk: Chunk = []
     size = 0
     for lineno, raw in lines:
         chunk.append((lineno, raw))
@@ -96,48 +191,68 @@ def _chunks(lines: Lines) -> Iterator[List[Tuple[int, bytes]]]:
 class Workers:
     """``jobs`` worker processes for one run; a context manager that stops them.
 
-    Each worker has a pipe of its own and chunks go round the workers in turn, so
-    the k-th answer on worker w's pipe belongs to w's k-th chunk and the answers
-    are put back in input order without a shared queue. No lock is shared, so a
-    worker killed by a signal can never leave the others or the main process
-    waiting on it.
+    Each worker has a pipe of its own and a thread in the main process that
+    sends it its chunks. A chunk goes to the worker with the fewest chunks
+    waiting, so a worker that drew short conversations is not left idle behind
+    one that drew long ones; a worker answers its chunks in the order it got
+    them, which tells which chunk each answer is for. No lock is shared with
+    the workers, so one killed by a signal can never leave the others or the
+    main process waiting on it.
 
     Args:
         settings: What to do to each conversation.
         name: The input's name, for messages.
         jobs: The number of worker processes (2 or more).
+        fd: The input's file descriptor when it is a regular file the workers
+            may read themselves (``run_file``); only forked workers share it.
+
+    Attributes:
+        reads_file: Whether the workers read the input file themselves, so
+            ``run_file`` may be used.
     """
 
-    def __init__(self, settings: Settings, name: str, jobs: int) -> None:
+    def __init__(self, settings: Settings, name: str, jobs: int, fd: Optional[int] = None) -> None:
         # fork on Linux starts a worker in milliseconds with everything already imported,
-        # and is safe while this is the only thread (as it is in the command); with other
-        # threads (main() called from a program), or where fork is unsafe or missing,
-        # spawn re-imports the package in each worker instead.
+        # and is safe while this is the only thread (as it is in the command, until the
+        # feeders below start); with other threads (main() called from a program), or
+        # where fork is unsafe or missing, spawn re-imports the package in each worker.
         alone = threading.active_count() == 1
         method = "fork" if sys.platform == "linux" and alone else "spawn"
         context: Any = multiprocessing.get_context(method)
+        self.reads_file = fd is not None and method == "fork"
+        shared = fd if self.reads_file else None
         self._pipes: List[Connection] = []
         self._processes: List[Any] = []
         with _signals_for_workers():
             for _ in range(jobs):
                 mine, theirs = context.Pipe()
-                process = context.Process(target=_serve, args=(theirs, settings, name), daemon=True)
+                process = context.Process(
+                    target=_serve, args=(theirs, settings, name, shared), daemon=True
+                )
                 process.start()
                 theirs.close()
                 self._pipes.append(mine)
                 self._processes.append(process)
+        self._queues: List[queue.SimpleQueue[Optional[Work]]] = []
+        self._feeders: List[threading.Thread] = []
+        for pipe in self._pipes:
+            chunks: queue.SimpleQueue[Optional[Work]] = queue.SimpleQueue()
+            feeder = threading.Thread(target=_feed, args=(pipe, chunks), daemon=True)
+            feeder.start()
+            self._queues.append(chunks)
+            self._feeders.append(feeder)
 
     def __enter__(self) -> Workers:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        if exc_info[0] is None:
-            for pipe in self._pipes:
-                with contextlib.suppress(OSError):
-                    pipe.send(None)
-        else:
+        if exc_info[0] is not None:
             for process in self._processes:
                 process.terminate()
+        for chunks in self._queues:
+            chunks.put(None)  # a worker still running stops after its last chunk
+        for feeder in self._feeders:
+            feeder.join(_FEEDER_JOIN)
         for process in self._processes:
             process.join()
         for pipe in self._pipes:
@@ -153,15 +268,38 @@ class Workers:
 
     def run(self, lines: Lines) -> Iterator[Done]:
         """Each non-blank line done, in input order, with at most a window of chunks held."""
+        return self._run(_chunks(lines))
+
+    def run_file(self, stream: io.BufferedReader, name: str) -> Iterator[Done]:
+        """``run`` for a regular file the workers read themselves (see ``reads_file``)."""
+        if not self.reads_file:
+            raise RuntimeError("these workers do not share the input file")
+        return self._run(spans(stream, name))
+
+    def _run(self, chunks: Iterator[Work]) -> Iterator[Done]:
         jobs = len(self._pipes)
         window = WINDOW_PER_JOB * jobs
-        sent = received = 0
-        for chunk in _chunks(lines):
-            self._pipes[sent % jobs].send(chunk)
-            sent += 1
-            if sent - received >= window:
-                yield from self._answer(received % jobs)
-                received += 1
-        while received < sent:
-            yield from self._answer(received % jobs)
-            received += 1
+        waiting: List[Deque[int]] = [collections.deque() for _ in range(jobs)]
+        answers: Dict[int, List[Done]] = {}  # answered, not yet handed back
+        more = True
+        sent = written = 0
+        while True:
+            while more and sent - written < window:
+                chunk = next(chunks, None)
+                if chunk is None:
+                    more = False
+                    break
+                worker = min(range(jobs), key=lambda w: len(waiting[w]))
+                waiting[worker].append(sent)
+                self._queues[worker].put(chunk)
+                sent += 1
+            if written in answers:
+                yield from answers.pop(written)
+                written += 1
+                continue
+            if written == sent:
+                return
+            busy = {self._pipes[w]: w for w in range(jobs) if waiting[w]}
+            for ready in wait(list(busy)):
+                worker = busy[ready]  # type: ignore[index]
+                answers[waiting[worker].popleft()] = self._answer(worker)
