@@ -211,6 +211,11 @@ def _same(a: List[Any], b: List[Any]) -> bool:
         return False
 
 
+def _head(items: List[Any], count: int) -> List[Any]:
+    """``items[:count]``, without the copy when that is all of it."""
+    return items if count == len(items) else items[:count]
+
+
 def _key(messages: List[Any]) -> _Key:
     """A conversation's key: its first messages' pickles, or their types.
 
@@ -257,7 +262,7 @@ class _Line:
         """How many leading messages are == to their copies: at least the unchanged prefix."""
         known = min(len(self.copies), len(messages))
         copies = self.copies
-        if _same(messages[:known], copies[:known]):
+        if _same(_head(messages, known), _head(copies, known)):
             keep = known
         else:
             # Binary search on prefix equality, comparing each message at most about twice.
@@ -271,11 +276,14 @@ class _Line:
             keep = lo
         return keep
 
-    def unchanged_prefix(self, messages: List[Any], keep: int) -> int:
-        """How many of the first ``keep`` messages (an ``equal_prefix``) are unchanged."""
+    def unchanged_prefix(self, messages: List[Any], keep: int, now: List[type]) -> int:
+        """How many of the first ``keep`` messages (an ``equal_prefix``) are unchanged.
+
+        ``now`` is the messages' types, ``list(map(type, messages))``.
+        """
         types = self.types
-        if list(map(type, messages[:keep])) != types[:keep]:
-            keep = next(i for i in range(keep) if type(messages[i]) is not types[i])
+        if _head(now, keep) != _head(types, keep):
+            keep = next(i for i in range(keep) if now[i] is not types[i])
         # Messages with numbers: serialised in one pass of C calls, compared as a list.
         count = bisect_left(self.exact_at, keep)
         if count:
@@ -369,6 +377,7 @@ class CountCache:
         # one only if it could still do better.
         line: Optional[_Line] = None
         keep = 0
+        now = list(map(type, messages))
         promised = sorted(
             ((candidate.equal_prefix(messages), candidate) for candidate in candidates),
             key=lambda pair: pair[0],
@@ -377,7 +386,7 @@ class CountCache:
         for bound, candidate in promised:
             if line is not None and bound <= keep:
                 break
-            shared = candidate.unchanged_prefix(messages, bound)
+            shared = candidate.unchanged_prefix(messages, bound, now)
             if line is None or shared > keep:
                 line, keep = candidate, shared
         # Grouped and counted as the core does, through the messages' mapping views,
@@ -423,8 +432,8 @@ class CountCache:
                 exact.append(value)
             else:
                 others.append((index, kind, value))
-        types = (line.types[:keep] if line is not None else []) + list(map(type, messages[keep:]))
-        updated = _Line(key, copies, types, exact_at, exact, others, pre, bounds)
+        # The first keep types are the line's, checked above.
+        updated = _Line(key, copies, now, exact_at, exact, others, pre, bounds)
         follows = line is not None and keep > 0 and keep >= len(line.copies) - _TAIL_EDITS
         self._publish(updated, line if follows else None)
         return pre[:], bounds[:]
