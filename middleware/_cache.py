@@ -36,10 +36,14 @@ recently used forgotten first.
   afresh on every call.
 
 What a line keeps per message: the copy of its containers, or its pickle, and
-its type; per conversation, the prefix sums and group boundaries. Lines are
-never changed once published (an update publishes a new one), so a call reads
-them with no lock held, and ``count_tokens`` is called with no lock held too:
-it may itself make a compacting call through the same cache.
+its type; per conversation, the prefix sums and group boundaries. A line is
+never changed once published: an update publishes a new one, which for a
+history that only grew shares the old one's per-message records and appends to
+them (under the lock, past the old line's length, which the old line never
+reads), so a turn costs what its new messages cost, not a copy of the whole
+history. A call reads lines with no lock held, and ``count_tokens`` is called
+with no lock held too: it may itself make a compacting call through the same
+cache.
 
 The arrays handed out are exactly those a from-scratch pass computes.
 """
@@ -233,35 +237,56 @@ def _key(messages: List[Any]) -> _Key:
     return tuple(parts)
 
 
+class _Columns:
+    """A conversation's records, one entry per message, shared by the versions of its line.
+
+    Only ever appended to, under the cache's lock, and only through the version
+    that covers every entry; a version reads its first ``size`` entries, which
+    never change, so no lock reads them.
+    """
+
+    __slots__ = ("copies", "exact", "exact_at", "others", "pre", "types")
+
+    def __init__(self) -> None:
+        self.copies: List[Any] = []  # plain copies; _CHECKED where compared by serialisation
+        self.types: List[type] = []  # each message's type
+        self.exact_at: List[int] = []  # where the messages compared by their pickle are
+        self.exact: List[bytes] = []  # and their serialisations
+        self.others: List[Tuple[int, int, Any]] = []  # (index, kind, tagged serialisation)
+        self.pre: List[Any] = [0]  # prefix sums of the counts
+
+    def head(self, size: int) -> _Columns:
+        """New columns holding the entries of the first ``size`` messages."""
+        head = _Columns()
+        head.copies = self.copies[:size]
+        head.types = self.types[:size]
+        count = bisect_left(self.exact_at, size)
+        head.exact_at = self.exact_at[:count]
+        head.exact = self.exact[:count]
+        head.others = self.others[: bisect_left(self.others, (size,))]
+        head.pre = self.pre[: size + 1]
+        return head
+
+
 class _Line:
-    """One conversation as last counted. Never changed once published, so no lock reads it."""
+    """One conversation as last counted: its first ``size`` entries of shared columns.
 
-    __slots__ = ("bounds", "copies", "exact", "exact_at", "key", "others", "pre", "types")
+    A line is never changed once published; a longer version of the same
+    conversation appends to the columns in place, past ``size``.
+    """
 
-    def __init__(
-        self,
-        key: _Key,
-        copies: List[Any],
-        types: List[type],
-        exact_at: List[int],
-        exact: List[bytes],
-        others: List[Tuple[int, int, Any]],
-        pre: List[Any],
-        bounds: List[int],
-    ) -> None:
+    __slots__ = ("bounds", "cols", "key", "size")
+
+    def __init__(self, key: _Key, size: int, cols: _Columns, bounds: List[int]) -> None:
         self.key = key
-        self.copies = copies  # plain copies; _CHECKED where compared by serialisation
-        self.types = types  # each message's type
-        self.exact_at = exact_at  # where the messages compared by their pickle are, in order
-        self.exact = exact  # and their serialisations
-        self.others = others  # (index, kind, tagged serialisation or None), by index
-        self.pre = pre
+        self.size = size
+        self.cols = cols
         self.bounds = bounds
 
     def equal_prefix(self, messages: List[Any]) -> int:
         """How many leading messages are == to their copies: at least the unchanged prefix."""
-        known = min(len(self.copies), len(messages))
-        copies = self.copies
+        known = min(self.size, len(messages))
+        copies = self.cols.copies
         if _same(_head(messages, known), _head(copies, known)):
             keep = known
         else:
@@ -281,21 +306,24 @@ class _Line:
 
         ``now`` is the messages' types, ``list(map(type, messages))``.
         """
-        types = self.types
+        cols = self.cols
+        types = cols.types
         if _head(now, keep) != _head(types, keep):
             keep = next(i for i in range(keep) if now[i] is not types[i])
         # Messages with numbers: serialised in one pass of C calls, compared as a list.
-        count = bisect_left(self.exact_at, keep)
+        count = bisect_left(cols.exact_at, keep)
         if count:
-            where = self.exact_at[:count]
-            now: List[Optional[bytes]]
+            where = cols.exact_at[:count]
+            pickles: List[Optional[bytes]]
             try:
-                now = list(map(pickle.dumps, map(messages.__getitem__, where), repeat(_PROTOCOL)))
+                pickles = list(
+                    map(pickle.dumps, map(messages.__getitem__, where), repeat(_PROTOCOL))
+                )
             except Exception:  # one of them no longer serialises: find which, one by one
-                now = [_serialised(messages[i]) for i in where]
-            if now != self.exact[:count]:
-                keep = next(i for i, a, b in zip(where, now, self.exact) if a != b)
-        for index, kind, expected in self.others:
+                pickles = [_serialised(messages[i]) for i in where]
+            if pickles != cols.exact[:count]:
+                keep = next(i for i, a, b in zip(where, pickles, cols.exact) if a != b)
+        for index, kind, expected in cols.others:
             if index >= keep:
                 break
             if kind == _NEVER or not _unchanged_tagged(messages[index], expected):
@@ -396,47 +424,58 @@ class CountCache:
             # Nothing new: the list is the line or a prefix of it (a truncation,
             # an earlier state re-sent), which the line serves as it stands.
             self._touch(line)
-            if keep == len(line.copies):
-                return line.pre[:], old_bounds[:]
+            if keep == line.size:
+                return line.cols.pre[: keep + 1], old_bounds[:]
         regroup_at = regroup_from(messages, old_bounds, keep)
         start = old_bounds[regroup_at]
         views = message_views(messages, start)
         bounds = old_bounds[:regroup_at] + group_bounds(views, start)
         if line is not None and keep == len(messages):
-            return line.pre[: keep + 1], bounds
+            return line.cols.pre[: keep + 1], bounds
         counts = count_all(views, self.count_tokens, keep)
-        pre = line.pre[: keep + 1] if line is not None else [0]
-        sums = accumulate(counts, initial=pre[keep])
+        sums = accumulate(counts, initial=line.cols.pre[keep] if line is not None else 0)
         next(sums)
-        pre.extend(sums)
-
-        if line is None:
-            copies: List[Any] = []
-            exact_at: List[int] = []
-            exact: List[bytes] = []
-            others: List[Tuple[int, int, Any]] = []
-        else:
-            copies = line.copies[:keep]
-            count = bisect_left(line.exact_at, keep)
-            exact_at = line.exact_at[:count]
-            exact = line.exact[:count]
-            others = line.others[: bisect_left(line.others, (keep,))]
+        added = _Columns()
+        added.pre = list(sums)
+        added.types = now[keep:]  # the first keep types are the line's, checked above
         for index in range(keep, len(messages)):
             kind, value = _snapshot(messages[index])
             if kind == _PLAIN:
-                copies.append(value)
+                added.copies.append(value)
                 continue
-            copies.append(_CHECKED)
+            added.copies.append(_CHECKED)
             if kind == _BYTES:
-                exact_at.append(index)
-                exact.append(value)
+                added.exact_at.append(index)
+                added.exact.append(value)
             else:
-                others.append((index, kind, value))
-        # The first keep types are the line's, checked above.
-        updated = _Line(key, copies, now, exact_at, exact, others, pre, bounds)
-        follows = line is not None and keep > 0 and keep >= len(line.copies) - _TAIL_EDITS
+                added.others.append((index, kind, value))
+        cols = self._extend(line, keep, added)
+        updated = _Line(key, len(messages), cols, bounds)
+        follows = line is not None and keep > 0 and keep >= line.size - _TAIL_EDITS
         self._publish(updated, line if follows else None)
-        return pre[:], bounds[:]
+        return cols.pre[: len(messages) + 1], bounds[:]
+
+    def _extend(self, line: Optional[_Line], keep: int, added: _Columns) -> _Columns:
+        """The columns of ``line``'s first ``keep`` messages followed by ``added``.
+
+        The line's own columns, appended to in place, when nothing was appended
+        past this version yet (a history that grew since its last call: no copy
+        of what the cache already holds); else a copy of the shared head.
+        """
+        with self._lock:
+            if line is None:
+                cols = _Columns()
+            elif keep == line.size == len(line.cols.copies):
+                cols = line.cols
+            else:
+                cols = line.cols.head(keep)
+            cols.copies.extend(added.copies)
+            cols.types.extend(added.types)
+            cols.exact_at.extend(added.exact_at)
+            cols.exact.extend(added.exact)
+            cols.others.extend(added.others)
+            cols.pre.extend(added.pre)
+            return cols
 
     def _touch(self, line: _Line) -> None:
         with self._lock:

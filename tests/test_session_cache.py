@@ -784,3 +784,41 @@ def test_an_earlier_state_of_a_conversation_is_served_by_its_line() -> None:
     cache.arrays(history)
     assert counter.take() == 10
     assert len(cache) == 2
+
+
+def test_a_growing_history_extends_its_line_in_place_and_a_branch_copies_it():
+    # Two conversations that share their first ten messages, growing in turns. A turn
+    # that only appends reuses the line's records (no copy of the whole history);
+    # a branch (departing well before the other's end) gets a copy of the shared
+    # head, and neither disturbs the other.
+    def turn(tag: str, i: int) -> List[Dict[str, Any]]:
+        return [
+            {"role": "user", "content": f"{tag} question {i}"},
+            {"role": "assistant", "content": f"{tag} answer {i} " * (i % 5 + 1)},
+        ]
+
+    shared = [{"role": "system", "content": "s"}, *[m for i in range(5) for m in turn("x", i)]][:10]
+    first, second = list(shared), list(shared)
+    cache = CountCache(None)
+    for i in range(6):  # the first conversation runs ahead, so the second is a branch
+        first.extend(turn("a", 100 + i))
+    assert cache.arrays(first) == measure(first, None)
+    lines = {}
+    for step in range(30):
+        for tag, talk in (("a", first), ("b", second)):
+            talk.extend(turn(tag, step))
+            assert cache.arrays(talk) == measure(talk, None)
+            (line,) = [
+                candidate
+                for candidates in cache._by_key.values()
+                for candidate in candidates
+                if candidate.size == len(talk) and candidate.equal_prefix(talk) == len(talk)
+            ]
+            if step and tag in lines:
+                assert line.cols is lines[tag].cols  # appended in place
+            lines[tag] = line
+    assert lines["a"].cols is not lines["b"].cols
+    assert len(cache) == 2
+    # An earlier state of either conversation is still served exactly.
+    for talk in (first[:25], second[:40], first, second):
+        assert cache.arrays(talk) == measure(talk, None)
