@@ -45,8 +45,8 @@ class Span(NamedTuple):
     """Whole lines of the input file for a worker to read itself: ``length`` bytes at ``offset``.
 
     The first of them is line ``first_line``. Sending a span instead of its
-    lines spares the main process reading, pickling and piping the whole input,
-    which on two cores is a fifth of the work.
+    lines spares pickling the input, piping it and unpickling it again; the
+    main process still reads the file, but only to find the line ends.
     """
 
     offset: int
