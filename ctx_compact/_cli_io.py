@@ -215,23 +215,7 @@ def open_input(path: str) -> Iterator[Source]:
             yield Source(path, handle, size)
 
 
-def plain_file(source: Source) -> Optional[io.BufferedReader]:
-    """The input's stream when it is an uncompressed regular file read as bytes, else ``None``.
-
-    ``--jobs`` workers read such a file themselves, at offsets the main process gives.
-    """
-    stream = source.stream
-    if source.raw is not None or source.size is None or not isinstance(stream, io.BufferedReader):
-        return None
-    try:
-        stream.tell()
-        stream.fileno()
-    except (OSError, ValueError):
-        return None
-    return stream
-
-
-def unreadable(name: str, exc: Exception) -> Failure:
+def _unreadable(name: str, exc: Exception) -> Failure:
     # EOFError: a gzip stream that ends before its end-of-stream marker.
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
     return Failure(f"{name}: cannot read: {reason}")
@@ -241,7 +225,7 @@ def read_all(stream: IO[Any], name: str) -> Union[bytes, str]:
     try:
         data: Union[bytes, str] = stream.read()
     except (OSError, EOFError, zlib.error) as exc:
-        raise unreadable(name, exc) from None
+        raise _unreadable(name, exc) from None
     return data
 
 
@@ -250,7 +234,7 @@ def read_lines(stream: IO[Any], name: str) -> Iterator[Union[bytes, str]]:
         try:
             line: Union[bytes, str] = stream.readline()
         except (OSError, EOFError, zlib.error) as exc:
-            raise unreadable(name, exc) from None
+            raise _unreadable(name, exc) from None
         if not line:
             return
         yield line

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import io
 import multiprocessing
-import os
 import queue
 import signal
 import sys
@@ -28,34 +26,15 @@ from typing import (
     Iterable,
     Iterator,
     List,
-    NamedTuple,
     Optional,
     Tuple,
-    Union,
 )
 
-from ._cli_io import unreadable
 from ._cli_work import Done, Settings, serial
 
 Lines = Iterable[Tuple[int, bytes]]
 Chunk = List[Tuple[int, bytes]]
 
-
-class Span(NamedTuple):
-    """Whole lines of the input file for a worker to read itself: ``length`` bytes at ``offset``.
-
-    The first of them is line ``first_line``. Sending a span instead of its
-    lines spares pickling the input, piping it and unpickling it again; the
-    main process still reads the file, but only to find the line ends.
-    """
-
-    offset: int
-    length: int
-    first_line: int
-
-
-# What a worker is sent: lines, or a span of the file to read them from.
-Work = Union[Chunk, Span]
 
 # A chunk is sent to a worker once it holds this many bytes or lines: large enough
 # that pickling and the pipe cost little per line, small enough to keep memory low.
@@ -75,13 +54,11 @@ def _worker_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _serve(connection: Connection, settings: Settings, name: str, fd: Optional[int]) -> None:
+def _serve(connection: Connection, settings: Settings, name: str) -> None:
     """A worker: do each chunk it is sent, send the results back, stop at ``None``.
 
     One thread: the main process sends from threads of its own and reads answers
     from whichever worker has one, so neither side waits on the other to read.
-    A ``Span`` is read from ``fd``, the input file the worker shares with the
-    main process (``pread`` leaves the file's position alone).
     """
     _worker_signals()
     while True:
@@ -91,60 +68,10 @@ def _serve(connection: Connection, settings: Settings, name: str, fd: Optional[i
             return
         if chunk is None:
             return
-        if isinstance(chunk, Span):
-            assert fd is not None
-            chunk = span_lines(fd, chunk)
         connection.send(list(serial(settings, name, chunk)))
 
 
-def span_lines(fd: int, span: Span) -> Chunk:
-    """The numbered lines of ``span``, as ``readline`` gives them (each with its newline)."""
-    parts = []
-    done = 0
-    while done < span.length:
-        data = os.pread(fd, span.length - done, span.offset + done)
-        if not data:
-            raise RuntimeError(f"the input file ended {span.length - done} bytes early")
-        parts.append(data)
-        done += len(data)
-    lines = b"".join(parts).split(b"\n")
-    last = lines.pop()  # empty after a final newline; else a last line without one
-    chunk = [(span.first_line + i, line + b"\n") for i, line in enumerate(lines)]
-    if last:
-        chunk.append((span.first_line + len(lines), last))
-    return chunk
-
-
-def spans(stream: io.BufferedReader, name: str) -> Iterator[Span]:
-    """``stream`` (a regular file) as spans of whole lines of about ``CHUNK_BYTES``.
-
-    Only newlines are looked for, in C; the lines themselves are read by the workers.
-
-    Raises:
-        Failure: The file cannot be read.
-    """
-    block = bytearray(CHUNK_BYTES)
-    try:
-        start = end = stream.tell()
-        line = 1
-        while True:
-            size = stream.readinto(block)
-            if not size:
-                break
-            cut = block.rfind(b"\n", 0, size)
-            if cut >= 0:  # else one line longer than a block: read on
-                stop = end + cut + 1
-                yield Span(start, stop - start, line)
-                line += block.count(b"\n", 0, cut + 1)
-                start = stop
-            end += size
-    except OSError as exc:
-        raise unreadable(name, exc) from None
-    if end > start:
-        yield Span(start, end - start, line)
-
-
-def _feed(connection: Connection, chunks: queue.SimpleQueue[Optional[Work]]) -> None:
+def _feed(connection: Connection, chunks: queue.SimpleQueue[Optional[Chunk]]) -> None:
     """A main-process thread sending one worker its chunks, so reading answers never waits.
 
     Ends after sending ``None``, or when the worker is gone (the main thread
@@ -203,15 +130,9 @@ class Workers:
         settings: What to do to each conversation.
         name: The input's name, for messages.
         jobs: The number of worker processes (2 or more).
-        fd: The input's file descriptor when it is a regular file the workers
-            may read themselves (``run_file``); only forked workers share it.
-
-    Attributes:
-        reads_file: Whether the workers read the input file themselves, so
-            ``run_file`` may be used.
     """
 
-    def __init__(self, settings: Settings, name: str, jobs: int, fd: Optional[int] = None) -> None:
+    def __init__(self, settings: Settings, name: str, jobs: int) -> None:
         # fork on Linux starts a worker in milliseconds with everything already imported,
         # and is safe while this is the only thread (as it is in the command, until the
         # feeders below start); with other threads (main() called from a program), or
@@ -219,24 +140,20 @@ class Workers:
         alone = threading.active_count() == 1
         method = "fork" if sys.platform == "linux" and alone else "spawn"
         context: Any = multiprocessing.get_context(method)
-        self.reads_file = fd is not None and method == "fork"
-        shared = fd if self.reads_file else None
         self._pipes: List[Connection] = []
         self._processes: List[Any] = []
         with _signals_for_workers():
             for _ in range(jobs):
                 mine, theirs = context.Pipe()
-                process = context.Process(
-                    target=_serve, args=(theirs, settings, name, shared), daemon=True
-                )
+                process = context.Process(target=_serve, args=(theirs, settings, name), daemon=True)
                 process.start()
                 theirs.close()
                 self._pipes.append(mine)
                 self._processes.append(process)
-        self._queues: List[queue.SimpleQueue[Optional[Work]]] = []
+        self._queues: List[queue.SimpleQueue[Optional[Chunk]]] = []
         self._feeders: List[threading.Thread] = []
         for pipe in self._pipes:
-            chunks: queue.SimpleQueue[Optional[Work]] = queue.SimpleQueue()
+            chunks: queue.SimpleQueue[Optional[Chunk]] = queue.SimpleQueue()
             feeder = threading.Thread(target=_feed, args=(pipe, chunks), daemon=True)
             feeder.start()
             self._queues.append(chunks)
@@ -270,13 +187,7 @@ class Workers:
         """Each non-blank line done, in input order, with at most a window of chunks held."""
         return self._run(_chunks(lines))
 
-    def run_file(self, stream: io.BufferedReader, name: str) -> Iterator[Done]:
-        """``run`` for a regular file the workers read themselves (see ``reads_file``)."""
-        if not self.reads_file:
-            raise RuntimeError("these workers do not share the input file")
-        return self._run(spans(stream, name))
-
-    def _run(self, chunks: Iterator[Work]) -> Iterator[Done]:
+    def _run(self, chunks: Iterator[Chunk]) -> Iterator[Done]:
         jobs = len(self._pipes)
         window = WINDOW_PER_JOB * jobs
         waiting: List[Deque[int]] = [collections.deque() for _ in range(jobs)]

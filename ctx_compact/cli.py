@@ -39,7 +39,7 @@ from ._cli_args import (
     EXIT_USAGE,
     parse_arguments,
 )
-from ._cli_io import Failure, Source, open_input, output, plain_file, read_array, read_jsonl
+from ._cli_io import Failure, Source, open_input, output, read_array, read_jsonl
 from ._cli_progress import Progress
 from ._cli_work import (
     PROG,
@@ -186,13 +186,7 @@ class _Runner:
                 # multiprocessing is a fifth of the start-up time; only --jobs needs it.
                 from ._cli_jobs import Workers
 
-                plain = plain_file(source)
-                fd = None if plain is None else plain.fileno()
-                workers = files.enter_context(Workers(self.settings, source.name, jobs, fd))
-                if plain is not None and workers.reads_file:
-                    done = workers.run_file(plain, source.name)
-                else:
-                    done = workers.run(lines)
+                done = files.enter_context(Workers(self.settings, source.name, jobs)).run(lines)
             else:
                 done = serial(self.settings, source.name, lines)
             for lineno, result in done:
