@@ -14,9 +14,8 @@ fresh process, and prints the ratios measured in the same run:
   orjson is installed;
 - ``--jobs 2`` over ``--jobs 1`` in throughput (target: at least 1.7x on two
   idle cores; a shared, loaded machine depresses it), beside what two separate
-  one-process runs started at once give (the most any two processes get from
-  these cores: on a virtual machine whose two cores share a physical one, or its
-  memory bandwidth, that is well under 2x);
+  one-process runs started at once give (about the most any two processes get
+  from these cores at that moment);
 - peak memory (maximum resident set size of the command's process) at N and 10N
   conversations (target: about the same).
 
