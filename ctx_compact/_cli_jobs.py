@@ -19,16 +19,7 @@ import signal
 import sys
 import threading
 from multiprocessing.connection import Connection, wait
-from typing import (
-    Any,
-    Deque,
-    Dict,
-    Iterable,
-    Iterator,
-    List,
-    Optional,
-    Tuple,
-)
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ._cli_work import Done, Settings, serial
 
@@ -185,9 +176,7 @@ class Workers:
 
     def run(self, lines: Lines) -> Iterator[Done]:
         """Each non-blank line done, in input order, with at most a window of chunks held."""
-        return self._run(_chunks(lines))
-
-    def _run(self, chunks: Iterator[Chunk]) -> Iterator[Done]:
+        chunks = _chunks(lines)
         jobs = len(self._pipes)
         window = WINDOW_PER_JOB * jobs
         waiting: List[Deque[int]] = [collections.deque() for _ in range(jobs)]
