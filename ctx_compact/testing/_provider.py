@@ -182,6 +182,14 @@ def _json_type(value: Any) -> str:
 # --- OpenAI Chat Completions --------------------------------------------------
 
 
+def _expect_body_object(body: Any) -> None:
+    """OpenAI's 400 for a request body that is not a JSON object."""
+    if not isinstance(body, dict):
+        raise _openai_error(
+            f"Invalid type for body: expected an object, but got {_json_type(body)} instead."
+        )
+
+
 def _expect_object(field: str, index: int, value: Any) -> None:
     """OpenAI's 400 for an entry of an array parameter that is not a JSON object."""
     if not isinstance(value, dict):
@@ -199,10 +207,7 @@ def validate_chat_completions(body: Any) -> List[Json]:
     Raises:
         RequestRejected: With OpenAI's error envelope, for the first problem found.
     """
-    if not isinstance(body, dict):
-        raise _openai_error(
-            f"Invalid type for body: expected an object, but got {_json_type(body)} instead."
-        )
+    _expect_body_object(body)
     if "model" not in body:
         raise _openai_error("you must provide a model parameter")
     messages = body.get("messages")
@@ -441,10 +446,7 @@ def validate_responses(body: Any) -> Tuple[Any, Any]:
     Raises:
         RequestRejected: With OpenAI's error envelope, for the first problem found.
     """
-    if not isinstance(body, dict):
-        raise _openai_error(
-            f"Invalid type for body: expected an object, but got {_json_type(body)} instead."
-        )
+    _expect_body_object(body)
     if "model" not in body:
         raise _openai_error(
             "Missing required parameter: 'model'.", param="model", code="missing_required_parameter"
