@@ -8,7 +8,9 @@ from typing import Any, Iterator
 
 import pytest
 
-from ._scenario import ROWS, markdown_table
+from ctx_compact.testing import FakeProvider
+
+from ._scenario import LIMIT, ROWS, markdown_table
 
 # LiteLLM fetches its model cost map from the network at import unless told not to.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -18,6 +20,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if ROWS:
         terminalreporter.section("framework x route (limit and budget: 1500 tokens)")
         terminalreporter.write_line(markdown_table(ROWS))
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    """The local provider at the scenario's limit, answering each turn with one tool call.
+
+    A module whose framework needs another reply (instructor) defines its own.
+    """
+    with FakeProvider(tool_calls=1, context_limit=LIMIT) as running:
+        yield running
 
 
 @pytest.fixture(autouse=True)

@@ -43,12 +43,6 @@ from ._scenario import (
 )
 
 
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider(tool_calls=1, context_limit=LIMIT) as running:
-        yield running
-
-
 def chat_openai(provider: FakeProvider) -> Any:
     # stream_usage: without it ChatOpenAI asks for no usage on streams, so there is none to report.
     return ChatOpenAI(

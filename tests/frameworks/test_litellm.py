@@ -77,12 +77,6 @@ def _close_the_loop_litellm_leaves() -> Iterator[None]:
         asyncio.set_event_loop(None)
 
 
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider(tool_calls=1, context_limit=LIMIT) as running:
-        yield running
-
-
 def route_args(route: str, provider: FakeProvider) -> Dict[str, Any]:
     if route == "openai/":
         return {"model": f"openai/{OPENAI_MODEL}", "api_base": provider.base_url + "/v1"}

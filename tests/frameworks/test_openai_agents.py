@@ -8,7 +8,7 @@ The agent's client is used once before the session. Turns alternate between
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -35,12 +35,6 @@ MODELS = {
     "OpenAIChatCompletionsModel": (OpenAIChatCompletionsModel, "/v1/chat/completions"),
     "OpenAIResponsesModel": (OpenAIResponsesModel, "/v1/responses"),
 }
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider(tool_calls=1, context_limit=LIMIT) as running:
-        yield running
 
 
 def make_agent(model_class: Any, client: Any) -> Any:

@@ -8,7 +8,7 @@ captured before the block. See ``_scenario.py`` for the scenario and its checks.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 
@@ -37,12 +37,6 @@ from ._scenario import (  # noqa: E402
     pairing_problem,
     prompts,
 )
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider(tool_calls=1, context_limit=LIMIT) as running:
-        yield running
 
 
 def openai_chat(client: Any) -> Any:
