@@ -12,11 +12,13 @@ CI always runs everything with the default profile.
 from __future__ import annotations
 
 import os
-from typing import List
+from typing import Iterator, List
 
 import pytest
 from helpers import Message, weather_messages
 from hypothesis import settings
+
+from ctx_compact.testing import FakeProvider
 
 settings.register_profile("quick", max_examples=10)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
@@ -44,6 +46,13 @@ def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """Every ``@pytest.mark.anyio`` test runs once on asyncio and once on trio."""
     return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    """The local provider with its defaults; modules that need other settings define their own."""
+    with FakeProvider() as running:
+        yield running
 
 
 @pytest.fixture

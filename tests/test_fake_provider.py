@@ -37,12 +37,6 @@ MISSING_RESPONSES = (
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as running:
-        yield running
-
-
-@pytest.fixture
 def openai_client(provider: FakeProvider) -> Iterator[Any]:
     with openai.OpenAI(base_url=provider.base_url + "/v1", api_key="test", max_retries=0) as client:
         yield client

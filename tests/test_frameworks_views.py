@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-from typing import Any, Iterator, List, Mapping
+from typing import Any, List, Mapping
 
 import pytest
 
@@ -42,12 +42,6 @@ def views(messages: List[Any]) -> List[Mapping[str, Any]]:
 def get_weather(city: str) -> str:
     """Get the weather for a city."""
     return f"sunny in {city}"
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as running:
-        yield running
 
 
 # --- anything else --------------------------------------------------------------

@@ -208,12 +208,6 @@ def wire(message: Message) -> Message:
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as running:
-        yield running
-
-
-@pytest.fixture
 def client(provider: FakeProvider) -> Iterator[Any]:
     with anthropic.Anthropic(base_url=provider.base_url, api_key="test", max_retries=0) as c:
         yield c

@@ -195,12 +195,6 @@ def wire_path(route: str) -> str:
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as running:
-        yield running
-
-
-@pytest.fixture
 def clients(provider: FakeProvider) -> Iterator[Any]:
     with (
         openai.OpenAI(base_url=provider.base_url + "/v1", api_key="test", max_retries=0) as c,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -46,12 +46,6 @@ pytestmark = [
 ]
 
 GLOBALS = ("_PYTHON_COMPLETION", "_PYTHON_ACOMPLETION")
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as running:
-        yield running
 
 
 def chatter(turns: int = 80) -> List[Message]:

@@ -157,12 +157,6 @@ def wire(message: Any) -> Any:
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as running:
-        yield running
-
-
-@pytest.fixture
 def client(provider: FakeProvider) -> Iterator[Any]:
     with openai.OpenAI(base_url=provider.base_url + "/v1", api_key="test", max_retries=0) as c:
         yield c
