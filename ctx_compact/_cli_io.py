@@ -240,6 +240,48 @@ def read_lines(stream: IO[Any], name: str) -> Iterator[Union[bytes, str]]:
         yield line
 
 
+def read_spans(stream: IO[bytes], name: str, size: int) -> Iterator[Tuple[int, int, int]]:
+    """``(number of its first line, offset, length)`` for spans of about ``size`` bytes.
+
+    For ``--jobs`` workers that read a regular file themselves: finding where the
+    spans' last lines end is all that is done here with the bytes. Spans hold whole
+    lines and start where ``stream`` is; ``stream`` is moved to the end of each
+    span given, so the progress line shows how far the run has got.
+    """
+    fd = stream.fileno()
+    buffer = bytearray(size)
+    find = buffer.find
+    offset = stream.tell()
+    lineno = 1
+    while True:
+        start, lines = offset, 0
+        while True:
+            try:
+                got = os.preadv(fd, [buffer], offset)
+            except OSError as exc:
+                raise _unreadable(name, exc) from None
+            if not got:
+                break
+            # One find per line (memchr), rather than bytearray.count, which looks at
+            # every byte in Python's own loop: lines of a conversation run to kilobytes.
+            end = 0
+            while True:
+                newline = find(b"\n", end, got)
+                if newline < 0:
+                    break
+                lines += 1
+                end = newline + 1
+            if end:
+                offset += end
+                break
+            offset += got  # a line longer than the buffer goes on
+        if offset == start:
+            return
+        stream.seek(offset)
+        yield lineno, start, offset - start
+        lineno += lines
+
+
 class _TextStdout:
     """Bytes written to a text-only stdout (an ``io.StringIO`` put in place by a caller)."""
 

@@ -1,8 +1,11 @@
 """``--jobs N``: JSONL lines done by N worker processes, handed back in input order.
 
-The main process reads lines and groups them into chunks of about a mebibyte;
-each chunk goes to the worker with the least work waiting, and the answers are
-taken from whichever worker has one ready and written out in input order. At
+The input is cut into chunks of about a mebibyte of whole lines. From a regular
+file, a chunk is a span (offset, length) that the worker reads itself, so the
+main process only finds where lines end; from standard input or a gzip stream,
+the main process reads the lines and sends them. Each chunk goes to the worker
+with the least work waiting, and the answers are taken from whichever worker has
+one ready and written out in input order. At
 most a window of chunks is read but not yet written, so memory stays bounded by
 the window, never by the dataset. Each worker runs the same ``do_line`` as a
 single-process run, so the output is byte-identical to ``--jobs 1``. Workers
@@ -13,22 +16,27 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import io
 import multiprocessing
+import os
 import queue
 import signal
 import sys
 import threading
 from multiprocessing.connection import Connection, wait
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
+from ._cli_io import Failure, Source, read_jsonl, read_spans
 from ._cli_work import Done, Settings, serial
 
 Lines = Iterable[Tuple[int, bytes]]
-Chunk = List[Tuple[int, bytes]]
+# Lines read by the main process, or (file descriptor, first line number, offset,
+# length): a span of a file the worker shares with the main process, read there.
+Chunk = Union[List[Tuple[int, bytes]], Tuple[int, int, int, int]]
 
 
-# A chunk is sent to a worker once it holds this many bytes or lines: large enough
-# that pickling and the pipe cost little per line, small enough to keep memory low.
+# A chunk is cut once it holds this many bytes or lines: large enough that the pipe
+# and the hand-over cost little per line, small enough to keep memory low.
 CHUNK_BYTES = 1 << 20
 CHUNK_LINES = 2000
 # Chunks read but not yet written, per worker: one being worked on, one waiting.
@@ -45,11 +53,26 @@ def _worker_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _lines(chunk: Chunk, name: str) -> Lines:
+    """A chunk's lines; a span is read here, from the file shared with the main process."""
+    if not isinstance(chunk, tuple):
+        return chunk
+    fd, first, offset, length = chunk
+    try:
+        block = os.pread(fd, length, offset)
+    except OSError as exc:
+        raise Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if len(block) != length:
+        raise Failure(f"{name}: the file was cut short while it was being read")
+    return enumerate(io.BytesIO(block), first)
+
+
 def _serve(connection: Connection, settings: Settings, name: str) -> None:
     """A worker: do each chunk it is sent, send the results back, stop at ``None``.
 
     One thread: the main process sends from threads of its own and reads answers
     from whichever worker has one, so neither side waits on the other to read.
+    An answer is the list of lines done, or the text of a ``Failure``.
     """
     _worker_signals()
     while True:
@@ -59,7 +82,12 @@ def _serve(connection: Connection, settings: Settings, name: str) -> None:
             return
         if chunk is None:
             return
-        connection.send(list(serial(settings, name, chunk)))
+        try:
+            lines = _lines(chunk, name)
+        except Failure as exc:
+            connection.send(str(exc))
+            continue
+        connection.send(list(serial(settings, name, lines)))
 
 
 def _feed(connection: Connection, chunks: queue.SimpleQueue[Optional[Chunk]]) -> None:
@@ -93,8 +121,8 @@ def _signals_for_workers() -> Iterator[None]:
         signal.signal(signal.SIGTERM, saved[1])
 
 
-def _chunks(lines: Lines) -> Iterator[Chunk]:
-    chunk: Chunk = []
+def _chunks(lines: Lines) -> Iterator[List[Tuple[int, bytes]]]:
+    chunk: List[Tuple[int, bytes]] = []
     size = 0
     for lineno, raw in lines:
         chunk.append((lineno, raw))
@@ -131,6 +159,8 @@ class Workers:
         alone = threading.active_count() == 1
         method = "fork" if sys.platform == "linux" and alone else "spawn"
         context: Any = multiprocessing.get_context(method)
+        # Forked workers share the main process's open files, so they can read a span.
+        self._forked = method == "fork"
         self._pipes: List[Connection] = []
         self._processes: List[Any] = []
         with _signals_for_workers():
@@ -168,15 +198,30 @@ class Workers:
 
     def _answer(self, worker: int) -> List[Done]:
         try:
-            answer: List[Done] = self._pipes[worker].recv()
+            answer: Union[List[Done], str] = self._pipes[worker].recv()
         except EOFError:
             code = self._processes[worker].exitcode
             raise RuntimeError(f"worker process {worker} ended (exit code {code})") from None
+        if isinstance(answer, str):
+            raise Failure(answer)
         return answer
 
-    def run(self, lines: Lines) -> Iterator[Done]:
-        """Each non-blank line done, in input order, with at most a window of chunks held."""
-        chunks = _chunks(lines)
+    def chunks(self, source: Source) -> Iterator[Chunk]:
+        """The chunks of ``source``'s JSONL lines: spans of a regular file, else lines read."""
+        if self._forked and source.size is not None and source.raw is None:
+            fd = source.stream.fileno()
+            for first, offset, length in read_spans(source.stream, source.name, CHUNK_BYTES):
+                yield fd, first, offset, length
+        else:
+            yield from _chunks(read_jsonl(source.stream, source.name))
+
+    def run(self, chunks: Iterable[Chunk]) -> Iterator[Done]:
+        """Each non-blank line of ``chunks`` done, in input order, with a window held at most.
+
+        Raises:
+            Failure: A worker could not read its span of the input.
+        """
+        chunks = iter(chunks)
         jobs = len(self._pipes)
         window = WINDOW_PER_JOB * jobs
         waiting: List[Deque[int]] = [collections.deque() for _ in range(jobs)]

@@ -180,15 +180,15 @@ class _Runner:
             sinks = _Sinks(out, report, rejects)
             source = files.enter_context(open_input(args.input))
             self.progress = self._progress(source)
-            lines = read_jsonl(source.stream, source.name)
             jobs = getattr(args, "jobs", 1) or os.cpu_count() or 1
             if jobs > 1:
                 # multiprocessing is a fifth of the start-up time; only --jobs needs it.
                 from ._cli_jobs import Workers
 
-                done = files.enter_context(Workers(self.settings, source.name, jobs)).run(lines)
+                workers = files.enter_context(Workers(self.settings, source.name, jobs))
+                done = workers.run(workers.chunks(source))
             else:
-                done = serial(self.settings, source.name, lines)
+                done = serial(self.settings, source.name, read_jsonl(source.stream, source.name))
             for lineno, result in done:
                 if isinstance(result, Rejected):
                     self._reject(sinks, result)

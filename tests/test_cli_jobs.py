@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from typing import Any, Iterator, List, Tuple
 import pytest
 
 from ctx_compact import _cli_jobs
+from ctx_compact._cli_io import Failure, open_input, read_jsonl, read_spans
 from ctx_compact._cli_work import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,7 +116,7 @@ def test_at_most_a_window_of_chunks_is_in_flight(monkeypatch: pytest.MonkeyPatch
     window = _cli_jobs.WINDOW_PER_JOB * 2
     seen = []
     with _cli_jobs.Workers(Settings(max_tokens=150), "x", 2) as workers:
-        for lineno, _ in workers.run(lines()):
+        for lineno, _ in workers.run(_cli_jobs._chunks(lines())):
             seen.append(lineno)
             # Lines read but not yet handed back never exceed the window of chunks.
             assert read - len(seen) <= window * 3
@@ -161,22 +163,74 @@ def test_interrupted_parallel_run_is_quiet_and_leaves_nothing(
     assert os.listdir(tmp_path) == ["out.jsonl"]
 
 
-def test_workers_beside_another_thread_are_spawned_and_agree():
+def test_workers_beside_another_thread_are_spawned_and_agree(tmp_path: Path):
     # fork is only safe while the process has one thread; main() called from a
-    # threaded program gets spawned workers, with the same answers.
-    line = json.dumps({"id": 1, "messages": MESSAGES}).encode()
-    lines = [(n, line) for n in range(1, 21)]
+    # threaded program gets spawned workers, which cannot share the open file:
+    # they are sent its lines, with the same answers.
+    line = json.dumps({"id": 1, "messages": MESSAGES}).encode() + b"\n"
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(line * 20)
     settings = Settings(max_tokens=150, keep_tail=2)
-    expected = list(_cli_jobs.serial(settings, "x", lines))
+    expected = list(_cli_jobs.serial(settings, "x", enumerate([line] * 20, 1)))
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        with _cli_jobs.Workers(settings, "x", 2) as workers:
-            assert list(workers.run(lines)) == expected
+        with open_input(str(data)) as source, _cli_jobs.Workers(settings, "x", 2) as workers:
+            chunks = list(workers.chunks(source))
+            assert all(isinstance(chunk, list) for chunk in chunks)
+            assert list(workers.run(chunks)) == expected
     finally:
         stop.set()
         other.join()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_forked_workers_read_spans_of_a_regular_file_themselves(tmp_path: Path):
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(dataset())
+    settings = Settings(max_tokens=150, keep_tail=2)
+    with open_input(str(data)) as source:
+        expected = list(_cli_jobs.serial(settings, "x", read_jsonl(source.stream, "x")))
+    with open_input(str(data)) as source, _cli_jobs.Workers(settings, "x", 2) as workers:
+        chunks = list(workers.chunks(source))
+        assert chunks and all(isinstance(chunk, tuple) for chunk in chunks)
+        assert list(workers.run(chunks)) == expected
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_a_file_cut_short_under_the_workers_is_a_failure_not_a_short_output(tmp_path: Path):
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(dataset())
+    with open_input(str(data)) as source, _cli_jobs.Workers(Settings(), "x", 2) as workers:
+        chunks = list(workers.chunks(source))
+        os.truncate(data, 100)
+        with pytest.raises(Failure, match="^x: the file was cut short while it was being read$"):
+            list(workers.run(chunks))
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 1 << 20])
+@pytest.mark.parametrize("ending", [b"\n", b""], ids=["newline", "no final newline"])
+def test_read_spans_cuts_whole_lines_and_numbers_them(size: int, ending: bytes, tmp_path: Path):
+    lines = [b"", b"a", b"bb\r", b"x" * 100, b"", b"\xc3\xa9\xe6\x9d\xb1", b"last"]
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(b"skipped\n" + b"\n".join(lines) + ending)
+    with data.open("rb") as stream:
+        stream.readline()  # spans start where the stream is
+        spans = list(read_spans(stream, "x", size))
+        assert stream.tell() == data.stat().st_size
+    content = data.read_bytes()
+    got = []
+    for first, offset, length in spans:
+        block = content[offset : offset + length]
+        assert block.endswith(b"\n") or offset + length == len(content)
+        got += enumerate(io.BytesIO(block), first)
+    assert spans[0][1] == len(b"skipped\n")
+    assert got == list(enumerate(io.BytesIO(content[len(b"skipped\n") :]), 1))
+    if size == 1:  # a buffer shorter than every line: one line a span
+        assert len(spans) == len(lines)
+    elif size == 1 << 20:  # all in one buffer: a last line with no newline ends another span
+        assert len(spans) == (1 if ending else 2)
 
 
 @pytest.mark.parametrize("source", ["gzip", "pipe", "stdin file"])
