@@ -21,7 +21,9 @@ fresh process, and prints the ratios measured in the same run:
 
 The floor and the command are compared in CPU seconds (user + system), which a
 machine shared with other work disturbs less than wall time; ``--jobs`` can only
-be compared in wall time, so that ratio needs idle cores to mean anything.
+be compared in wall time, so that ratio needs idle cores to mean anything. All
+of them run in turns, round after round, and each one's best is kept, so a
+machine whose speed drifts over minutes favours none of them.
 Everything runs in fresh processes, so interpreter start-up and imports count:
 use enough conversations that they do not dominate.
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import resource
@@ -164,14 +167,6 @@ def together(commands: Sequence[Sequence[str]]) -> float:
     return time.perf_counter() - started
 
 
-def best(
-    command: Sequence[str], repeat: int, env: Optional[Dict[str, str]] = None
-) -> Tuple[float, float]:
-    """The best wall time and the best CPU time over ``repeat`` runs."""
-    runs = [run(command, env) for _ in range(repeat)]
-    return min(wall for wall, _ in runs), min(cpu for _, cpu in runs)
-
-
 def peak_rss(command: Sequence[str]) -> int:
     """Peak RSS (KiB) of one run, measured in a child so earlier children do not count."""
     probe = (
@@ -195,9 +190,9 @@ def has_orjson() -> bool:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, one repeat")
+    parser.add_argument("--quick", action="store_true", help="small sizes, three rounds")
     parser.add_argument("--conversations", type=int, default=None)
-    parser.add_argument("--repeat", type=int, default=None)
+    parser.add_argument("--repeat", type=int, default=None, help="rounds (at least 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", default="8000")
     parser.add_argument(
@@ -208,7 +203,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     args = parser.parse_args(argv)
     count = args.conversations or (600 if args.quick else 10_000)
-    repeat = args.repeat or (1 if args.quick else 3)
+    rounds = max(args.repeat or 3, 3)
     memory = args.memory or ("100,1000" if args.quick else "10000,100000")
     small, large = (int(n) for n in memory.split(","))
     memory_counts = (small, large)
@@ -223,43 +218,46 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cli += ["--no-progress", "-o", out, str(data)]
         stdlib_env = dict(os.environ, CTX_COMPACT_JSON="stdlib")
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load {os.getloadavg()}")
-        print(f"{count} conversations, {size / 2**20:.1f} MiB, best of {repeat}")
+        print(f"{count} conversations, {size / 2**20:.1f} MiB, best of {rounds} rounds")
 
-        floor, floor_cpu = best([sys.executable, "-c", FLOOR, str(data), out], repeat)
+        # A shared machine's speed drifts by a third over minutes, so nothing is timed
+        # in a block of its own: every round runs the floor, the command with each
+        # backend, --jobs 2, and two separate one-process runs started at once (what
+        # these two cores give any pair of processes), and each one's best is kept.
+        fast = has_orjson()
+        alone = [*cli[:-3], "--jobs", "1", "-o"]
+        timed: Dict[str, List[Tuple[float, float]]] = {}
+        for _ in range(rounds):
+            for label, command, env in (
+                ("floor", [sys.executable, "-c", FLOOR, str(data), out], None),
+                ("stdlib", [*cli, "--jobs", "1"], stdlib_env),
+                ("one", [*cli, "--jobs", "1"], None),  # orjson when installed
+                ("two", [*cli, "--jobs", "2"], None),
+            ):
+                timed.setdefault(label, []).append(run(command, env))
+            both = together([[*alone, f"{out}.{k}", str(data)] for k in (1, 2)])
+            timed.setdefault("both", []).append((both, math.nan))
+        wall = {label: min(w for w, _ in runs) for label, runs in timed.items()}
+        cpu = {label: min(c for _, c in runs) for label, runs in timed.items()}
+
         print(f"{'':46}{'wall':>8}  {'CPU':>8}  CPU ratio")
-        print(f"{'floor (parse, dump each message, write back)':46}{floor:8.2f}  {floor_cpu:8.2f}")
-        stdlib, stdlib_cpu = best([*cli, "--jobs", "1"], repeat, stdlib_env)
+        print(f"{'floor (parse, dump each message, write back)':46}{wall['floor']:8.2f}"
+              f"  {cpu['floor']:8.2f}")  # fmt: skip
         print(
-            f"{'ctx-compact, standard library':46}{stdlib:8.2f}  {stdlib_cpu:8.2f}"
-            f"  {stdlib_cpu / floor_cpu:5.2f}x floor (target <= {STDLIB_TARGET}x)"
+            f"{'ctx-compact, standard library':46}{wall['stdlib']:8.2f}  {cpu['stdlib']:8.2f}"
+            f"  {cpu['stdlib'] / cpu['floor']:5.2f}x floor (target <= {STDLIB_TARGET}x)"
         )
-        if has_orjson():
-            fast, fast_cpu = best([*cli, "--jobs", "1"], repeat)  # orjson when installed
+        if fast:
             print(
-                f"{'ctx-compact, orjson':46}{fast:8.2f}  {fast_cpu:8.2f}"
-                f"  {fast_cpu / floor_cpu:5.2f}x floor (target <= {ORJSON_TARGET}x)"
+                f"{'ctx-compact, orjson':46}{wall['one']:8.2f}  {cpu['one']:8.2f}"
+                f"  {cpu['one'] / cpu['floor']:5.2f}x floor (target <= {ORJSON_TARGET}x)"
             )
         else:
             print("ctx-compact, orjson: not installed (pip install 'ctx-compact[orjson]')")
-        # Wall time on a shared machine drifts by a third over a minute: --jobs 1, --jobs 2
-        # and two independent --jobs 1 runs at once (what the machine's two cores give any
-        # pair of processes) are run in turns, at least three rounds, each one's best kept.
-        alone = [*cli[:-3], "--jobs", "1", "-o"]
-        rounds = [
-            (
-                run([*cli, "--jobs", "1"]),
-                run([*cli, "--jobs", "2"]),
-                together([[*alone, f"{out}.{k}", str(data)] for k in (1, 2)]),
-            )
-            for _ in range(max(repeat, 3))
-        ]
-        one = min(r[0][0] for r in rounds)
-        two = min(r[1][0] for r in rounds)
-        two_cpu = min(r[1][1] for r in rounds)
-        both = min(r[2] for r in rounds)
+        one, two, both = wall["one"], wall["two"], wall["both"]
         print(
-            f"{'ctx-compact --jobs 2':46}{two:8.2f}  {two_cpu:8.2f}"
-            f"  throughput {one / two:4.2f}x --jobs 1 ({one:.2f} s; wall, in turns;"
+            f"{'ctx-compact --jobs 2':46}{two:8.2f}  {cpu['two']:8.2f}"
+            f"  throughput {one / two:4.2f}x --jobs 1 ({one:.2f} s; wall, best of each;"
             f" target >= {JOBS_TARGET}x on 2 idle cores)"
         )
         print(

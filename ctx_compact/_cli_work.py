@@ -18,7 +18,7 @@ from ._clearing import clear_tool_results
 from ._cli_io import Failure, conversation, decode, dump, parse, with_messages
 from ._cli_json import Pieces, Unencodable, loads_fast
 from ._compact import CompactResult, compact
-from ._engine import MessageRow, prepare
+from ._engine import MessageRow, message_views, pairing_problems, prepare
 from ._pairing import PairingProblem, check_pairing
 
 PROG = "ctx-compact"
@@ -197,12 +197,6 @@ def _compact(
     where: str,
     fast: bool,
 ) -> Outcome:
-    # Compaction cannot repair a pairing the input already breaks; it is reported
-    # (or, with --strict, the conversation refused) in check's own wording.
-    problems = tuple(problem_text(p) for p in _checked(messages, where))
-    if problems and settings.strict:
-        more = f" (and {plural(len(problems) - 1, 'more problem')})" if len(problems) > 1 else ""
-        raise Failure(f"{where}: tool pairing already broken (--strict): {problems[0]}{more}")
     output: Optional[bytes] = None
     try:
         if settings.indent:
@@ -217,8 +211,15 @@ def _compact(
                 # NaN or an infinity (from 1e400) or very deep nesting: the default
                 # estimator and the plain dump give the usual count or error.
                 result, rows, before = _decide(settings, messages, None)
+        # Compaction cannot repair a pairing the input already breaks; it is reported
+        # (or, with --strict, the conversation refused) in check's own wording. The
+        # compaction's grouping validated every message: the check does not again.
+        problems = tuple(problem_text(p) for p in pairing_problems(message_views(messages)))
     except (TypeError, ValueError) as exc:  # InvalidMessageError is both
         raise Failure(f"{where}: {exc}") from None
+    if problems and settings.strict:
+        more = f" (and {plural(len(problems) - 1, 'more problem')})" if len(problems) > 1 else ""
+        raise Failure(f"{where}: tool pairing already broken (--strict): {problems[0]}{more}")
     if output is None:
         output = dump(with_messages(holder, result.messages), settings.indent, where)
     kept = len(result.messages)

@@ -22,6 +22,8 @@ imports from this module's users.
   step, as ``compact`` does). ``prefix_sums`` turns counts into what it takes;
   ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as);
   ``default_count_tokens`` is the estimator on any JSON value (a system prompt).
+- Checking pairing after compacting: ``pairing_problems`` is ``check_pairing``
+  of message views the compaction's grouping has already validated.
 - Reporting: ``Compaction.rows`` gives one ``MessageRow`` per message (tokens,
   group, kept or dropped and why), what ``ctx-compact --explain`` prints;
   ``utf16_length`` is the estimator's length rule, for a counter that must
@@ -41,6 +43,7 @@ from ._checks import (
 from ._clearing import ResultClearing, ThinkingClearing
 from ._compact import Compaction, MessageRow, Summarize, measure, prepare
 from ._grouping import group_bounds, regroup_from
+from ._pairing import pairing_problems
 from ._tokens import (
     ENCODER,
     CountTokens,
@@ -70,6 +73,7 @@ __all__ = [
     "group_bounds",
     "measure",
     "message_views",
+    "pairing_problems",
     "prefix_sums",
     "prepare",
     "regroup_from",

@@ -294,6 +294,15 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
     """
     views = message_views(list(check_messages(messages)))
     group_bounds(views)  # validates every message exactly as compaction does
+    return pairing_problems(views)
+
+
+def pairing_problems(views: Sequence[Mapping[str, Any]]) -> List[PairingProblem]:
+    """``check_pairing`` of message views that grouping has already validated.
+
+    For a caller that compacts the same list anyway (the command line): the
+    compaction's grouping is the validation, so it is not done twice.
+    """
     problems = [
         *_chat_problems(views),
         *_anthropic_problems(views),

@@ -107,8 +107,11 @@ def message_views(messages: Sequence[Any], start: int = 0) -> Sequence[Mapping[s
 
 def is_list(value: object) -> bool:
     """Whether ``value`` is a JSON array: a sequence other than a string."""
-    if type(value) is list:  # the usual case, without the ABC machinery
+    kind = type(value)
+    if kind is list or kind is tuple:  # the usual cases, without the ABC machinery
         return True
+    if kind is str or value is None:  # string content, or none at all
+        return False
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))
 
 

@@ -43,7 +43,7 @@ from ctx_compact import (
     compact_with_summary,
     estimate_tokens,
 )
-from ctx_compact._engine import group_bounds, regroup_from
+from ctx_compact._engine import group_bounds, message_views, pairing_problems, regroup_from
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -265,3 +265,10 @@ def test_regrouping_incrementally_equals_grouping_from_scratch(states):
 
         assert bounds == group_bounds(messages)
         previous = messages
+
+
+@PROPERTY
+@given(histories(corrupt=True))
+def test_pairing_problems_of_grouped_views_are_check_pairings(messages: List[Message]):
+    # The command line compacts first and checks the compaction's validated views.
+    assert pairing_problems(message_views(messages)) == check_pairing(messages)

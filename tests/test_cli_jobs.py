@@ -194,7 +194,8 @@ def test_forked_workers_read_spans_of_a_regular_file_themselves(tmp_path: Path):
         expected = list(_cli_jobs.serial(settings, "x", read_jsonl(source.stream, "x")))
     with open_input(str(data)) as source, _cli_jobs.Workers(settings, "x", 2) as workers:
         chunks = list(workers.chunks(source))
-        assert chunks and all(isinstance(chunk, tuple) for chunk in chunks)
+        assert chunks
+        assert all(isinstance(chunk, tuple) for chunk in chunks)
         assert list(workers.run(chunks)) == expected
 
 
@@ -205,7 +206,7 @@ def test_a_file_cut_short_under_the_workers_is_a_failure_not_a_short_output(tmp_
     with open_input(str(data)) as source, _cli_jobs.Workers(Settings(), "x", 2) as workers:
         chunks = list(workers.chunks(source))
         os.truncate(data, 100)
-        with pytest.raises(Failure, match="^x: the file was cut short while it was being read$"):
+        with pytest.raises(Failure, match=r"^x: the file was cut short while it was being read$"):
             list(workers.run(chunks))
 
 
