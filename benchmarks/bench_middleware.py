@@ -15,7 +15,8 @@
     each turn's best time over the repeats is kept. Every turn's result is
     checked to be identical in both (token figures and the kept messages, by
     identity).
-    The target is that the session run costs at most a tenth of the other.
+    The target is that the session run costs at most 0.03 of the other (what
+    0.2.0 measured, 0.028-0.035: the session cache may not make it worse).
 
 Figures are printed, never asserted: the exit status is 0 either way. Run from
 the repository root::
@@ -54,7 +55,8 @@ from middleware import CompactingSession, CompactionEvent, budgeted
 
 Message = Dict[str, Any]
 
-SESSION_TARGET = 0.10  # the session run over the from-scratch run
+SESSION_TARGET = 0.10  # a server's session calls over compacting from scratch
+CHATBOT_TARGET = 0.03  # the growing chatbot: its 0.2.0 figure (0.028-0.035), not worse
 EDGE_TURNS = 50  # turns averaged for "at the start" and "at the end"
 MAX_TOKENS = 16_000
 KEEP_HEAD = 1
@@ -342,8 +344,8 @@ def chatbot(size: int, seed: int, repeat: int) -> None:
         )
     print()
     print(
-        f"    session / from scratch: {ratio:.3f} (target <= {SESSION_TARGET:.2f}) -> "
-        f"{'met' if ratio <= SESSION_TARGET and identical else 'NOT met'}"
+        f"    session / from scratch: {ratio:.3f} (target <= {CHATBOT_TARGET:.2f}) -> "
+        f"{'met' if ratio <= CHATBOT_TARGET and identical else 'NOT met'}"
     )
 
 
