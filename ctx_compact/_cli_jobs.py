@@ -5,11 +5,11 @@ file, a chunk is a span (offset, length) that the worker reads itself, so the
 main process only finds where lines end; from standard input or a gzip stream,
 the main process reads the lines and sends them. Each chunk goes to the worker
 with the least work waiting, and the answers are taken from whichever worker has
-one ready and written out in input order. At
-most a window of chunks is read but not yet written, so memory stays bounded by
-the window, never by the dataset. Each worker runs the same ``do_line`` as a
-single-process run, so the output is byte-identical to ``--jobs 1``. Workers
-ignore Ctrl-C: the main process decides how the run ends and stops them.
+one ready and written out in input order. At most a window of chunks is read
+but not yet written, so memory stays bounded by the window, never by the
+dataset. Each worker runs the same ``do_line`` as a single-process run, so the
+output is byte-identical to ``--jobs 1``. Workers ignore Ctrl-C: the main
+process decides how the run ends and stops them.
 """
 
 from __future__ import annotations
