@@ -24,15 +24,31 @@ import signal
 import sys
 import threading
 from multiprocessing.connection import Connection, wait
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from ._cli_io import Failure, Source, read_jsonl, read_spans
 from ._cli_work import Done, Settings, serial
 
 Lines = Iterable[Tuple[int, bytes]]
-# Lines read by the main process, or (file descriptor, first line number, offset,
-# length): a span of a file the worker shares with the main process, read there.
-Chunk = Union[List[Tuple[int, bytes]], Tuple[int, int, int, int]]
+# Numbered lines read by the main process and sent on.
+LineChunk = List[Tuple[int, bytes]]
+
+
+class Span(NamedTuple):
+    """Whole lines of the input file, for a worker to read itself: ``length`` bytes at ``offset``.
+
+    ``fd`` is the file as the main process opened it, which forked workers share;
+    the first of the lines is line ``first_line``.
+    """
+
+    fd: int
+    first_line: int
+    offset: int
+    length: int
+
+
+# What a worker is sent: lines, or a span of the file to read them from.
+Chunk = Union[LineChunk, Span]
 
 
 # A chunk is cut once it holds this many bytes or lines: large enough that the pipe
@@ -54,17 +70,26 @@ def _worker_signals() -> None:
 
 
 def _lines(chunk: Chunk, name: str) -> Lines:
-    """A chunk's lines; a span is read here, from the file shared with the main process."""
-    if not isinstance(chunk, tuple):
+    """A chunk's lines; a span is read here, from the file shared with the main process.
+
+    Raises:
+        Failure: The span cannot be read, or the file now ends before it does.
+    """
+    if not isinstance(chunk, Span):
         return chunk
-    fd, first, offset, length = chunk
-    try:
-        block = os.pread(fd, length, offset)
-    except OSError as exc:
-        raise Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
-    if len(block) != length:
-        raise Failure(f"{name}: the file was cut short while it was being read")
-    return enumerate(io.BytesIO(block), first)
+    parts = []
+    done = 0
+    while done < chunk.length:  # one pread returns at most about 2 GiB
+        try:
+            data = os.pread(chunk.fd, chunk.length - done, chunk.offset + done)
+        except OSError as exc:
+            raise Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
+        if not data:
+            raise Failure(f"{name}: the file was cut short while it was being read")
+        parts.append(data)
+        done += len(data)
+    block = parts[0] if len(parts) == 1 else b"".join(parts)
+    return enumerate(io.BytesIO(block), chunk.first_line)
 
 
 def _serve(connection: Connection, settings: Settings, name: str) -> None:
@@ -121,8 +146,8 @@ def _signals_for_workers() -> Iterator[None]:
         signal.signal(signal.SIGTERM, saved[1])
 
 
-def _chunks(lines: Lines) -> Iterator[List[Tuple[int, bytes]]]:
-    chunk: List[Tuple[int, bytes]] = []
+def _chunks(lines: Lines) -> Iterator[LineChunk]:
+    chunk: LineChunk = []
     size = 0
     for lineno, raw in lines:
         chunk.append((lineno, raw))
@@ -211,7 +236,7 @@ class Workers:
         if self._forked and source.size is not None and source.raw is None:
             fd = source.stream.fileno()
             for first, offset, length in read_spans(source.stream, source.name, CHUNK_BYTES):
-                yield fd, first, offset, length
+                yield Span(fd, first, offset, length)
         else:
             yield from _chunks(read_jsonl(source.stream, source.name))
 

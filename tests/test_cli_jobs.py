@@ -17,7 +17,7 @@ from typing import Any, Iterator, List, Tuple
 import pytest
 
 from ctx_compact import _cli_jobs
-from ctx_compact._cli_io import open_input, read_spans
+from ctx_compact._cli_io import Failure, open_input, read_spans
 from ctx_compact._cli_work import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,7 +199,7 @@ with open_input(path) as source:
     expected = list(_cli_jobs.serial(settings, path, read_jsonl(source.stream, path)))
 with open_input(path) as source, _cli_jobs.Workers(settings, path, 2) as workers:
     chunks = list(workers.chunks(source))
-    print(len(chunks), all(isinstance(chunk, tuple) for chunk in chunks))
+    print(len(chunks), all(isinstance(chunk, _cli_jobs.Span) for chunk in chunks))
     if cut:
         with open(path, "r+b") as data:
             data.truncate(cut)
@@ -230,6 +230,22 @@ def test_forked_workers_read_spans_of_a_regular_file_themselves(cut: int, tmp_pa
         assert answer == f"{data}: the file was cut short while it was being read"
     else:
         assert answer == "True"
+
+
+def test_a_span_read_in_short_preads_gives_its_lines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    # A single pread returns at most about 2 GiB: a span with a longer line takes several.
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(b"skipped\nfirst\n\nthird line\nlast")
+    real = os.pread
+    monkeypatch.setattr(_cli_jobs.os, "pread", lambda fd, n, at: real(fd, min(n, 3), at))
+    with data.open("rb") as stream:
+        span = _cli_jobs.Span(stream.fileno(), 2, 8, data.stat().st_size - 8)
+        lines = list(_cli_jobs._lines(span, "x"))
+        assert lines == [(2, b"first\n"), (3, b"\n"), (4, b"third line\n"), (5, b"last")]
+        with pytest.raises(Failure, match=r"^x: the file was cut short while it was being read$"):
+            list(_cli_jobs._lines(span._replace(length=span.length + 1), "x"))
 
 
 @pytest.mark.parametrize("size", [1, 7, 64, 1 << 20])
