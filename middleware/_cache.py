@@ -267,6 +267,15 @@ class _Columns:
         head.pre = self.pre[: size + 1]
         return head
 
+    def extend(self, added: _Columns) -> None:
+        """Append ``added``'s entries, which follow these (its ``pre`` without the leading 0)."""
+        self.copies.extend(added.copies)
+        self.types.extend(added.types)
+        self.exact_at.extend(added.exact_at)
+        self.exact.extend(added.exact)
+        self.others.extend(added.others)
+        self.pre.extend(added.pre)
+
 
 class _Line:
     """One conversation as last counted: its first ``size`` entries of shared columns.
@@ -469,12 +478,7 @@ class CountCache:
                 cols = line.cols
             else:
                 cols = line.cols.head(keep)
-            cols.copies.extend(added.copies)
-            cols.types.extend(added.types)
-            cols.exact_at.extend(added.exact_at)
-            cols.exact.extend(added.exact)
-            cols.others.extend(added.others)
-            cols.pre.extend(added.pre)
+            cols.extend(added)
             return cols
 
     def _touch(self, line: _Line) -> None:
