@@ -8,10 +8,10 @@ On the next call the line sharing the longest unchanged prefix with the new
 list is found; only the messages after that prefix are grouped and counted.
 
 A conversation is recognised by its content: lines are filed under a key made
-from the exact serialisation of their first two messages, so a history decoded
-anew with ``json.loads`` finds the line its previous request left. Several
-lines may share a key (conversations that open alike); the one with the longest
-unchanged prefix wins. At most ``conversations`` lines are kept, the least
+from the role and text of their first two messages, so a history decoded anew
+with ``json.loads`` finds the line its previous request left. Several lines may
+share a key (conversations that open alike); the one with the longest unchanged
+prefix wins. At most ``conversations`` lines are kept, the least
 recently used forgotten first.
 
 "Unchanged" is exact, never stale, and costs C-speed comparisons:
@@ -26,7 +26,11 @@ recently used forgotten first.
 - A message that also holds numbers (or booleans) is kept as its pickle, which
   writes ``1``, ``True`` and ``1.0`` differently, as it does ``0.0`` and
   ``-0.0``, and names the class of anything but the exact built-in types. It is
-  compared by pickling the new message the same way, also in C.
+  compared by pickling the new message the same way, also in C. Such messages
+  are also pickled in runs of ``_RUN`` (one list per run), and a run is checked
+  with one call: a call's cost is then what pickling the bytes costs, not a
+  call per message. A run that differs sends the check back to its first
+  message (its later messages are counted again too, which is never wrong).
 - A message holding other mappings (``OrderedDict``, ``MappingProxyType``) or
   SDK objects (pydantic models) is kept as the pickle of a tagged form: each
   mapping with its type and its items in order, each SDK object with its type
@@ -35,8 +39,9 @@ recently used forgotten first.
 - A message holding anything else is never taken as unchanged: it is counted
   afresh on every call.
 
-What a line keeps per message: the copy of its containers, or its pickle, and
-its type; per conversation, the prefix sums and group boundaries. A line is
+What a line keeps per message: the copy of its containers, or its pickle (and
+its share of a run's pickle), and its type; per conversation, the prefix sums
+and group boundaries. A line is
 never changed once published: an update publishes a new one, which for a
 history that only grew shares the old one's per-message records and appends to
 them (under the lock, past the old line's length, which the old line never
@@ -50,13 +55,14 @@ The arrays handed out are exactly those a from-scratch pass computes.
 
 from __future__ import annotations
 
+import io
 import pickle
 import threading
 import weakref
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Mapping
-from itertools import accumulate, repeat
+from itertools import accumulate
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ctx_compact._engine import (
@@ -69,8 +75,11 @@ from ctx_compact._engine import (
     sdk_dump,
 )
 
-# Pickle rather than marshal: as fast for these values, and its back-references
-# depend on which objects are shared, where marshal's depend on reference counts.
+# Pickle rather than marshal: as fast for these values, and marshal's back-references
+# depend on reference counts. Pickled in fast mode, which keeps no memo: the bytes
+# then depend on the values alone, not on which of them are the same object (a
+# history built by the application shares its string literals, one decoded by
+# json.loads does not).
 _PROTOCOL = 5
 # How many leading messages make a conversation's key.
 _KEY_MESSAGES = 2
@@ -78,6 +87,8 @@ _KEY_MESSAGES = 2
 # streamed in, an edit near the end, a truncation) updates the line; one that
 # departs earlier starts a line of its own.
 _TAIL_EDITS = 8
+# Messages compared by their pickle are also pickled this many at a time.
+_RUN = 16
 
 # Pickles of the first messages, or their types: hashable either way.
 _Key = Tuple[Any, ...]
@@ -188,22 +199,36 @@ def _snapshot(message: Any) -> Tuple[int, Any]:
         return _NEVER, None
     try:
         if _only_builtin(message):
-            return _BYTES, pickle.dumps(message, _PROTOCOL)
-        return _TAGGED, pickle.dumps(_tagged(message), _PROTOCOL)
+            return _BYTES, _dumps(message)
+        return _TAGGED, _dumps(_tagged(message))
     except Exception:  # circular, unserialisable, a failing model_dump: never equal
         return _NEVER, None
 
 
-def _serialised(message: Any) -> Optional[bytes]:
+def _dumps(value: Any) -> bytes:
+    """The pickle of ``value`` with no back-references: equal values, equal bytes.
+
+    Raises:
+        ValueError: ``value`` is circular.
+        Exception: Whatever pickling ``value`` raises.
+    """
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, _PROTOCOL)
+    pickler.fast = True  # no memo (and a ValueError for a circular value)
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+def _serialised(value: Any) -> Optional[bytes]:
     try:
-        return pickle.dumps(message, _PROTOCOL)
+        return _dumps(value)
     except Exception:  # no longer serialisable: changed
         return None
 
 
 def _unchanged_tagged(message: Any, expected: bytes) -> bool:
     try:
-        return pickle.dumps(_tagged(message), _PROTOCOL) == expected
+        return _dumps(_tagged(message)) == expected
     except Exception:  # no longer serialisable: changed
         return False
 
@@ -221,19 +246,27 @@ def _head(items: List[Any], count: int) -> List[Any]:
 
 
 def _key(messages: List[Any]) -> _Key:
-    """A conversation's key: its first messages' pickles, or their types.
+    """A conversation's key: what its first messages say, cheaply (a str is hashed in C).
 
     Only a hint that narrows the search: the lines found under it are compared
-    message by message all the same.
+    message by message all the same, so two conversations sharing a key cost a
+    comparison, never a wrong count.
     """
     parts: List[Any] = []
     for message in messages[:_KEY_MESSAGES]:
+        kind = type(message)
+        if kind is not dict:
+            parts.append(kind)
+            continue
+        content = message.get("content")
+        if type(content) is not str:
+            content = type(content)
+        part = (message.get("role"), message.get("type"), content)
         try:
-            parts.append(
-                pickle.dumps(message, _PROTOCOL) if type(message) is dict else type(message)
-            )
-        except Exception:  # holds something that does not pickle
-            parts.append(type(message))
+            hash(part)
+        except TypeError:  # an unhashable role or type: malformed, left for grouping to name
+            part = (kind,)
+        parts.append(part)
     return tuple(parts)
 
 
@@ -245,13 +278,14 @@ class _Columns:
     never change, so no lock reads them.
     """
 
-    __slots__ = ("copies", "exact", "exact_at", "others", "pre", "types")
+    __slots__ = ("copies", "exact", "exact_at", "others", "pre", "runs", "types")
 
     def __init__(self) -> None:
         self.copies: List[Any] = []  # plain copies; _CHECKED where compared by serialisation
         self.types: List[type] = []  # each message's type
         self.exact_at: List[int] = []  # where the messages compared by their pickle are
         self.exact: List[bytes] = []  # and their serialisations
+        self.runs: List[Optional[bytes]] = []  # the pickle of each whole run of _RUN of them
         self.others: List[Tuple[int, int, Any]] = []  # (index, kind, tagged serialisation)
         self.pre: List[Any] = [0]  # prefix sums of the counts
 
@@ -263,6 +297,7 @@ class _Columns:
         count = bisect_left(self.exact_at, size)
         head.exact_at = self.exact_at[:count]
         head.exact = self.exact[:count]
+        head.runs = self.runs[: count // _RUN]
         head.others = self.others[: bisect_left(self.others, (size,))]
         head.pre = self.pre[: size + 1]
         return head
@@ -273,6 +308,7 @@ class _Columns:
         self.types.extend(added.types)
         self.exact_at.extend(added.exact_at)
         self.exact.extend(added.exact)
+        self.runs.extend(added.runs)
         self.others.extend(added.others)
         self.pre.extend(added.pre)
 
@@ -319,25 +355,44 @@ class _Line:
         types = cols.types
         if _head(now, keep) != _head(types, keep):
             keep = next(i for i in range(keep) if now[i] is not types[i])
-        # Messages with numbers: serialised in one pass of C calls, compared as a list.
         count = bisect_left(cols.exact_at, keep)
         if count:
-            where = cols.exact_at[:count]
-            pickles: List[Optional[bytes]]
-            try:
-                pickles = list(
-                    map(pickle.dumps, map(messages.__getitem__, where), repeat(_PROTOCOL))
-                )
-            except Exception:  # one of them no longer serialises: find which, one by one
-                pickles = [_serialised(messages[i]) for i in where]
-            if pickles != cols.exact[:count]:
-                keep = next(i for i, a, b in zip(where, pickles, cols.exact) if a != b)
+            keep = _unchanged_pickled(messages, cols, count, keep)
         for index, kind, expected in cols.others:
             if index >= keep:
                 break
             if kind == _NEVER or not _unchanged_tagged(messages[index], expected):
                 return index
         return keep
+
+
+def _unchanged_pickled(messages: List[Any], cols: _Columns, count: int, keep: int) -> int:
+    """``keep``, or the first of the ``count`` messages compared by pickle that changed.
+
+    Whole runs are pickled a run at a time; when a run differs, its first
+    message is returned (a bound on the unchanged prefix, never past it).
+    """
+    where = cols.exact_at[:count]
+    held = list(map(messages.__getitem__, where))
+    runs = count // _RUN
+    for number in range(runs):
+        part = held[number * _RUN : (number + 1) * _RUN]
+        if _serialised(part) != cols.runs[number]:
+            return where[number * _RUN]
+    rest = range(runs * _RUN, count)
+    pickles = list(map(_serialised, map(held.__getitem__, rest)))
+    if pickles != cols.exact[runs * _RUN : count]:
+        return next(where[i] for i, a in zip(rest, pickles) if a != cols.exact[i])
+    return keep
+
+
+def _runs(messages: List[Any], where: List[int], done: int) -> List[Optional[bytes]]:
+    """The pickles of the whole runs of ``where``'s messages after the first ``done`` runs."""
+    out: List[Optional[bytes]] = []
+    for number in range(done, len(where) // _RUN):
+        part = [messages[i] for i in where[number * _RUN : (number + 1) * _RUN]]
+        out.append(_serialised(part))  # None (never equal) if it fails under us
+    return out
 
 
 def _hold(count_tokens: Optional[CountTokens]) -> Callable[[], Optional[CountTokens]]:
@@ -458,6 +513,11 @@ class CountCache:
                 added.exact.append(value)
             else:
                 added.others.append((index, kind, value))
+        if added.exact_at:
+            known = bisect_left(line.cols.exact_at, keep) if line is not None else 0
+            if (known + len(added.exact_at)) // _RUN > known // _RUN:
+                base = line.cols.exact_at[:known] if line is not None else []
+                added.runs = _runs(messages, base + added.exact_at, known // _RUN)
         cols = self._extend(line, keep, added)
         updated = _Line(key, len(messages), cols, bounds)
         follows = line is not None and keep > 0 and keep >= line.size - _TAIL_EDITS

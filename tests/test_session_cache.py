@@ -648,6 +648,52 @@ def test_an_equal_number_of_another_type_in_any_container_is_counted_afresh(
             assert session.events[-1].tokens_before == expected.tokens_before
 
 
+def numeric_history(uses: int) -> List[Message]:
+    """A system prompt, then ``uses`` tool_use turns whose inputs hold numbers, each answered."""
+    messages: List[Message] = [system()]
+    for n in range(uses):
+        block = {"type": "tool_use", "id": f"toolu_{n}", "name": "f", "input": {"n": 1, "x": 0.0}}
+        messages.append({"role": "assistant", "content": [block]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "ok"}
+        messages.append({"role": "user", "content": [result]})
+    return messages
+
+
+@pytest.mark.parametrize("rebuild", [False, True], ids=["same objects", "rebuilt"])
+@pytest.mark.parametrize(
+    ("use", "other"), [(0, True), (20, 1.0), (37, True), (45, -0.0), (49, 1.0), (51, True)]
+)
+def test_messages_with_numbers_are_checked_a_run_at_a_time(
+    rebuild: bool, use: int, other: Any
+) -> None:
+    """Past a few, messages holding numbers are pickled in runs; one changed number is seen."""
+    counter = Counting()
+    options: Dict[str, Any] = {"max_tokens": 400, "keep_tail": 4, "count_tokens": counter}
+    ask = budgeted(**options)(lambda messages: messages)
+    history = numeric_history(52)  # three whole runs of 16 messages holding numbers, and 4
+    at = 1 + 2 * use
+    key = "x" if isinstance(other, float) and other == 0 else "n"
+    with CompactingSession() as session:
+        ask(history)
+        assert counter.take() == len(history)
+        ask(rebuilt(history) if rebuild else history)
+        assert counter.take() == 0
+        history[at]["content"][0]["input"][key] = other  # == to what it was
+        sent = rebuilt(history) if rebuild else history
+        ask(sent)
+        expected = compact(sent, **{**options, "count_tokens": by_repr})
+        counted = counter.take()
+        # Counted again from the first message of its run of 16; past the runs, from itself.
+        run_start = 1 + 2 * (use // 16 * 16) if use < 48 else at
+        assert counted == len(history) - run_start
+        recount = compact(sent, **{**options, "count_tokens": estimate_tokens})
+        assert session.events[-1].tokens_before == recount.tokens_before
+        assert (
+            expected.tokens_before
+            != compact(numeric_history(52), **{**options, "count_tokens": by_repr}).tokens_before
+        )
+
+
 def test_conversations_beyond_the_limit_are_forgotten_least_recent_first() -> None:
     counter = Counting()
     cache = CountCache(counter, conversations=2)
