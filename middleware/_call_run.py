@@ -214,6 +214,21 @@ class CallRun:
             retried=self.retried,
         )
 
+    def quiet_arguments(self) -> Optional[Tuple[Tuple[Any, ...], Dict[str, Any]]]:
+        """The call's arguments with the compacted list, for a call whose event nobody receives.
+
+        ``None`` when the call needs its event after all: it does not fit and
+        ``on_overflow="raise"`` (the error carries the event).
+        """
+        plan = self.plan
+        if plan.cut == plan.head_end:  # nothing dropped: the list is this run's own copy
+            messages, after = plan.messages, plan.tokens_before
+        else:
+            messages, after = plan.kept(), plan.tokens_after
+        if after > plan.max_tokens and self.options.on_overflow == "raise":
+            return None
+        return self.located.rebuild(messages)
+
     def arguments(self, event: CompactionEvent) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
         """The call's arguments with the compacted list, or the overflow or pairing error."""
         options = self.options

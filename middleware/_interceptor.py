@@ -188,6 +188,16 @@ class Interceptor:
         # With target_tokens, the conversations' cuts outlive the call that made them.
         self.memory = CutMemory() if options.target_tokens is not None else None
         self.site: Site = site if site is not None else ArgSpec.of(fn, options.messages_arg, name)
+        # Whether a call outside any session makes an event nobody receives: no
+        # hooks, and none of the options that act on the event (a retry, a
+        # summary, pairing checks, a remembered cut). Such a call skips the event.
+        self.quiet = (
+            not self.hooks
+            and self.memory is None
+            and options.summarize is None
+            and options.validate is None
+            and options.on_overflow != "retry"
+        )
         # The wrapper function for this kind, chosen once.
         self.handle = {
             Kind.SYNC: self.call,
@@ -215,6 +225,10 @@ class Interceptor:
         run = self.start(instance, args, kwargs, states)
         if run is None:
             return wrapped(*args, **kwargs)
+        if self.quiet and not states:
+            arguments = run.quiet_arguments()
+            if arguments is not None:
+                return self._invoke(wrapped, arguments)
         event = self._event(run, states)
         try:
             result = self._invoke(wrapped, run.arguments(event))
@@ -245,6 +259,10 @@ class Interceptor:
         run = self.start(instance, args, kwargs, states)
         if run is None:
             return await wrapped(*args, **kwargs)
+        if self.quiet and not states:
+            arguments = run.quiet_arguments()
+            if arguments is not None:
+                return await self._ainvoke(wrapped, arguments)
         event = await self._aevent(run, states)
         try:
             result = await self._ainvoke(wrapped, run.arguments(event))

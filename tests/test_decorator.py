@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import anyio
 import pytest
-from helpers import system, ten_each, user
+from helpers import system, ten_each, user, weather_messages
 
 import ctx_compact
 import middleware
@@ -596,6 +596,82 @@ def test_on_overflow_call_makes_the_call_with_the_best_result(weather):
     assert events[0].fits is False
     assert events[0].tokens_after == best.tokens_after
     assert_same_objects(events[0].dropped, best.dropped)
+
+
+# --- a call whose event nobody receives -----------------------------------------------
+
+QUIET_CASES = [
+    pytest.param({"max_tokens": 1000}, id="fits whole"),
+    pytest.param(SPEC, id="drops three"),
+    pytest.param({"max_tokens": 10, "keep_head": 1, "keep_tail": 2}, id="does not fit"),
+    pytest.param({**SPEC, "on_overflow": "raise"}, id="raise, fits"),
+    pytest.param({**SPEC, "clear_tool_results": {"keep": 0}}, id="clearing"),
+]
+
+
+@pytest.mark.parametrize("options", QUIET_CASES)
+def test_a_call_nobody_hears_passes_on_what_a_heard_call_does(
+    weather: List[Any], options: Dict[str, Any]
+) -> None:
+    """With no hook and no session the event is never built; the callee's list is the same."""
+    events: List[CompactionEvent] = []
+    result = object()
+    received: List[List[Any]] = []
+
+    def ask(messages: List[Any]) -> object:
+        received.append(messages)
+        return result
+
+    assert budgeted(**options)(ask)(weather) is result  # the result itself, never a proxy
+    budgeted(**options, on_compact=events.append)(ask)(weather)
+    with middleware.CompactingSession():
+        budgeted(**options)(ask)(weather)
+
+    quiet, heard, in_session = received
+    assert quiet is not weather
+    assert quiet == heard == in_session == list(events[0].messages)
+    if "clear_tool_results" not in options:
+        assert_same_objects(quiet, list(events[0].messages))
+    else:
+        assert quiet != weather  # something was cleared, in copies
+    assert weather == weather_messages()  # the caller's messages are left alone
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("options", QUIET_CASES)
+async def test_an_async_call_nobody_hears_passes_on_what_a_heard_call_does(
+    weather: List[Any], options: Dict[str, Any]
+) -> None:
+    events: List[CompactionEvent] = []
+    received: List[List[Any]] = []
+
+    async def ask(messages: List[Any]) -> None:
+        received.append(messages)
+
+    await budgeted(**options)(ask)(weather)
+    await budgeted(**options, on_compact=events.append)(ask)(weather)
+
+    quiet, heard = received
+    assert quiet is not weather
+    assert quiet == heard == list(events[0].messages)
+
+
+@pytest.mark.anyio
+async def test_a_call_nobody_hears_still_raises_with_its_event_when_it_does_not_fit(
+    weather: List[Any],
+) -> None:
+    options = {"max_tokens": 10, "keep_head": 1, "keep_tail": 2, "on_overflow": "raise"}
+
+    async def ask(messages: List[Any]) -> None:
+        raise AssertionError("called")
+
+    with pytest.raises(BudgetExceededError) as sync_info:
+        budgeted(**options)(echo)(weather)
+    with pytest.raises(BudgetExceededError) as async_info:
+        await budgeted(**options)(ask)(weather)
+    for info in (sync_info, async_info):
+        assert info.value.event.fits is False
+        assert info.value.event.tokens_before == compact(weather, max_tokens=10).tokens_before
 
 
 # --- one import path per name --------------------------------------------------------
