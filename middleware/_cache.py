@@ -261,7 +261,7 @@ def _key(messages: List[Any]) -> _Key:
         content = message.get("content")
         if type(content) is not str:
             content = type(content)
-        part = (message.get("role"), message.get("type"), content)
+        part: Tuple[Any, ...] = (message.get("role"), message.get("type"), content)
         try:
             hash(part)
         except TypeError:  # an unhashable role or type: malformed, left for grouping to name
