@@ -648,6 +648,18 @@ def test_an_equal_number_of_another_type_in_any_container_is_counted_afresh(
             assert session.events[-1].tokens_before == expected.tokens_before
 
 
+def test_opening_messages_with_unhashable_fields_are_remembered_all_the_same() -> None:
+    """The key reads the first messages' role, type and text; odd values only widen it."""
+    counter = Counting()
+    ask = budgeted(max_tokens=100, count_tokens=counter)(lambda messages: messages)
+    history = [{"role": ["x"], "content": "hi"}, {"role": "user", "content": "yo", "type": {}}]
+    with CompactingSession() as session:
+        ask(history)
+        ask(copy.deepcopy(history))
+        assert counter.take() == 2  # counted once
+        assert session.events[-1].tokens_before == compact(history, max_tokens=100).tokens_before
+
+
 def numeric_history(uses: int) -> List[Message]:
     """A system prompt, then ``uses`` tool_use turns whose inputs hold numbers, each answered."""
     messages: List[Message] = [system()]
