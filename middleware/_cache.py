@@ -90,7 +90,7 @@ _TAIL_EDITS = 8
 # Messages compared by their pickle are also pickled this many at a time.
 _RUN = 16
 
-# Pickles of the first messages, or their types: hashable either way.
+# What the first messages say (role, type, text), or their types: hashable either way.
 _Key = Tuple[Any, ...]
 
 # How a message is compared (see the module docstring).
