@@ -11,8 +11,8 @@ A conversation is recognised by its content: lines are filed under a key made
 from the role and text of their first two messages, so a history decoded anew
 with ``json.loads`` finds the line its previous request left. Several lines may
 share a key (conversations that open alike); the one with the longest unchanged
-prefix wins. At most ``conversations`` lines are kept, the least
-recently used forgotten first.
+prefix wins. At most ``conversations`` lines are kept, the least recently used
+forgotten first.
 
 "Unchanged" is exact, never stale, and costs C-speed comparisons:
 
@@ -30,7 +30,8 @@ recently used forgotten first.
   are also pickled in runs of ``_RUN`` (one list per run), and a run is checked
   with one call: a call's cost is then what pickling the bytes costs, not a
   call per message. A run that differs sends the check back to its first
-  message (its later messages are counted again too, which is never wrong).
+  message: the run's messages before the changed one are counted again too,
+  with the same figures.
 - A message holding other mappings (``OrderedDict``, ``MappingProxyType``) or
   SDK objects (pydantic models) is kept as the pickle of a tagged form: each
   mapping with its type and its items in order, each SDK object with its type
@@ -41,14 +42,13 @@ recently used forgotten first.
 
 What a line keeps per message: the copy of its containers, or its pickle (and
 its share of a run's pickle), and its type; per conversation, the prefix sums
-and group boundaries. A line is
-never changed once published: an update publishes a new one, which for a
-history that only grew shares the old one's per-message records and appends to
-them (under the lock, past the old line's length, which the old line never
-reads), so a turn costs what its new messages cost, not a copy of the whole
-history. A call reads lines with no lock held, and ``count_tokens`` is called
-with no lock held too: it may itself make a compacting call through the same
-cache.
+and group boundaries. A line is never changed once published: an update
+publishes a new one, which for a history that only grew shares the old one's
+per-message records and appends to them (under the lock, past the old line's
+length, which the old line never reads), so a turn costs what its new messages
+cost, not a copy of the whole history. A call reads lines with no lock held,
+and ``count_tokens`` is called with no lock held too: it may itself make a
+compacting call through the same cache.
 
 The arrays handed out are exactly those a from-scratch pass computes.
 """
