@@ -774,6 +774,15 @@ def test_a_counter_may_compact_through_the_same_cache() -> None:
     assert session.events[-1].tokens_before == expected.tokens_before
 
 
+def in_threads(work: Callable[[int], None], count: int) -> None:
+    """Run ``work(0)`` ... ``work(count - 1)`` in as many threads at once, and wait for them."""
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+
 def test_threads_sharing_a_cache_get_from_scratch_results() -> None:
     counter = Counting()
     cache = CountCache(counter, conversations=4)
@@ -790,11 +799,7 @@ def test_threads_sharing_a_cache_get_from_scratch_results() -> None:
             if got != expected[n]:
                 failures.append(f"thread {seed}, conversation {n}")
 
-    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    in_threads(work, 4)
     assert not failures
     assert len(cache) <= 4
 
@@ -819,11 +824,7 @@ def test_threads_growing_histories_with_numbers_get_from_scratch_results() -> No
             if got != expected[which, size]:
                 failures.append(f"thread {seed}, history {which}, {size} messages")
 
-    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    in_threads(work, 4)
     assert not failures
 
 
