@@ -181,11 +181,9 @@ class CallRun:
             summary = self.reused.summary  # the same text, so the prefix stays the same
         if summary is None:
             # The common cases, without building the core's result object first.
-            if plan.cut == plan.head_end:  # nothing dropped
-                messages, dropped, after = tuple(plan.messages), (), plan.tokens_before
-            else:
-                messages, dropped = tuple(plan.kept()), tuple(plan.dropped)
-                after = plan.tokens_after
+            kept, after = self._kept()
+            messages = tuple(kept)
+            dropped = () if kept is plan.messages else tuple(plan.dropped)
             fits = after <= plan.max_tokens
         else:
             result = plan.result_with_summary(summary, options.summary_role)
@@ -220,14 +218,21 @@ class CallRun:
         ``None`` when the call needs its event after all: it does not fit and
         ``on_overflow="raise"`` (the error carries the event).
         """
-        plan = self.plan
-        if plan.cut == plan.head_end:  # nothing dropped: the list is this run's own copy
-            messages, after = plan.messages, plan.tokens_before
-        else:
-            messages, after = plan.kept(), plan.tokens_after
-        if after > plan.max_tokens and self.options.on_overflow == "raise":
+        messages, after = self._kept()
+        if after > self.plan.max_tokens and self.options.on_overflow == "raise":
             return None
         return self.located.rebuild(messages)
+
+    def _kept(self) -> Tuple[List[Any], int]:
+        """The messages kept without a summary, and their tokens.
+
+        When nothing is dropped, the list is the decision's own (this run's copy
+        of the caller's), not a new one.
+        """
+        plan = self.plan
+        if plan.cut == plan.head_end:
+            return plan.messages, plan.tokens_before
+        return plan.kept(), plan.tokens_after
 
     def arguments(self, event: CompactionEvent) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
         """The call's arguments with the compacted list, or the overflow or pairing error."""
