@@ -386,10 +386,10 @@ def _unchanged_pickled(messages: List[Any], cols: _Columns, count: int, keep: in
     return keep
 
 
-def _runs(messages: List[Any], where: List[int], done: int) -> List[Optional[bytes]]:
-    """The pickles of the whole runs of ``where``'s messages after the first ``done`` runs."""
+def _runs(messages: List[Any], where: List[int]) -> List[Optional[bytes]]:
+    """The pickles of the whole runs of ``where``'s messages (which starts a run)."""
     out: List[Optional[bytes]] = []
-    for number in range(done, len(where) // _RUN):
+    for number in range(len(where) // _RUN):
         part = [messages[i] for i in where[number * _RUN : (number + 1) * _RUN]]
         out.append(_serialised(part))  # None (never equal) if it fails under us
     return out
@@ -516,8 +516,10 @@ class CountCache:
         if added.exact_at:
             known = bisect_left(line.cols.exact_at, keep) if line is not None else 0
             if (known + len(added.exact_at)) // _RUN > known // _RUN:
-                base = line.cols.exact_at[:known] if line is not None else []
-                added.runs = _runs(messages, base + added.exact_at, known // _RUN)
+                # The line's entries past its last whole run start the next one.
+                start = known // _RUN * _RUN
+                base = line.cols.exact_at[start:known] if line is not None else []
+                added.runs = _runs(messages, base + added.exact_at)
         cols = self._extend(line, keep, added)
         updated = _Line(key, len(messages), cols, bounds)
         follows = line is not None and keep > 0 and keep >= line.size - _TAIL_EDITS
