@@ -706,6 +706,24 @@ def test_messages_with_numbers_are_checked_a_run_at_a_time(
         )
 
 
+def test_runs_completed_as_a_history_grows_check_what_they_cover() -> None:
+    """Runs made turn by turn line up with the messages they cover, found again unchanged."""
+    counter = Counting()
+    ask = budgeted(max_tokens=400, keep_tail=4, count_tokens=counter)(lambda messages: messages)
+    full = numeric_history(40)
+    history: List[Message] = []
+    with CompactingSession():
+        for size in range(3, len(full) + 1, 2):  # one tool turn at a time
+            history.extend(full[len(history) : size])
+            ask(history)
+        counter.take()
+        ask(history)
+        assert counter.take() == 0  # every run, made along the way, still matches
+        history[1 + 2 * 20]["content"][0]["input"]["n"] = True  # in the second run (uses 16-31)
+        ask(history)
+        assert counter.take() == len(history) - (1 + 2 * 16)
+
+
 def test_conversations_beyond_the_limit_are_forgotten_least_recent_first() -> None:
     counter = Counting()
     cache = CountCache(counter, conversations=2)
