@@ -371,8 +371,8 @@ def compact(
     it, in any wire format (an assistant message with ``tool_calls`` and its
     ``tool`` results; Anthropic ``tool_use`` with the ``tool_result`` blocks that
     answer it; Responses ``*_call`` items with their outputs; a ``reasoning`` item
-    with what follows it); every other message is alone (see the README's "How
-    grouping works"). ``keep_head`` leading and ``keep_tail`` trailing
+    with what follows it); every other message is alone (see "How grouping
+    works" in docs/grouping.md). ``keep_head`` leading and ``keep_tail`` trailing
     messages are kept, snapped outward to whole groups, and the middle groups
     are dropped oldest first until the total fits or nothing droppable is left.
     An input that already fits is returned unchanged with nothing dropped.
