@@ -425,7 +425,11 @@ def compact_with_summary(
     first, and the summary is not regenerated.
 
     Args:
-        messages, max_tokens, count_tokens, keep_head, keep_tail: As for ``compact``.
+        messages: As for ``compact``.
+        max_tokens: As for ``compact``.
+        count_tokens: As for ``compact``.
+        keep_head: As for ``compact``.
+        keep_tail: As for ``compact``.
         summarize: ``(dropped: list) -> str``, called synchronously. Without it
             this behaves exactly like ``compact`` with ``summary=None``.
         summary_role: The inserted message's role; ``"user"`` by default because
@@ -469,15 +473,19 @@ async def acompact_with_summary(
     one is called directly, on the event loop's thread.
 
     Args:
-        messages, max_tokens, count_tokens, keep_head, keep_tail, summary_role:
-            As for ``compact_with_summary``.
+        messages: As for ``compact_with_summary``.
+        max_tokens: As for ``compact_with_summary``.
+        count_tokens: As for ``compact_with_summary``.
+        keep_head: As for ``compact_with_summary``.
+        keep_tail: As for ``compact_with_summary``.
         summarize: ``(dropped: list) -> str | Awaitable[str]``.
+        summary_role: As for ``compact_with_summary``.
 
     Returns:
         A ``CompactResultWithSummary``, the same as ``compact_with_summary`` would give.
 
     Raises:
-        The same errors as ``compact_with_summary``.
+        TypeError, ValueError, InvalidMessageError: As for ``compact_with_summary``.
     """
     check_callable(summarize, "summarize")
     role = check_summary_role(summary_role)

@@ -200,8 +200,10 @@ def compact_many(
             other sequence) of messages or a mapping with a ``"messages"`` key
             holding one, as a JSONL line object of the command line; the
             mapping's other keys are carried over to the result.
-        max_tokens, count_tokens, keep_head, keep_tail: As for ``compact``,
-            the same for every conversation.
+        max_tokens: As for ``compact``, the same for every conversation.
+        count_tokens: As for ``compact``, the same for every conversation.
+        keep_head: As for ``compact``, the same for every conversation.
+        keep_tail: As for ``compact``, the same for every conversation.
 
     Returns:
         An iterator of ``CompactedConversation``, one per input conversation, in
