@@ -1082,7 +1082,7 @@ class FakeProvider:
     """A fake OpenAI + Anthropic HTTP server on a background thread.
 
     Use it as a context manager; it listens from construction and serves once
-    started::
+    started:
 
         with FakeProvider() as provider:
             ...  # point a client at provider.base_url
