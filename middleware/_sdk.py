@@ -22,6 +22,7 @@ the session's entry.
 from __future__ import annotations
 
 import copy
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
@@ -74,6 +75,24 @@ POINTS: Dict[str, Tuple[Tuple[str, str, str], ...]] = {
 }
 
 
+# Each SDK's "not given" sentinels, by module and class name. The request options
+# keep them for every optional key the caller left out (Anthropic's body holds an
+# ``Omit`` for ``system``, ``tools``, ``stream``, ... unless they are given); a key
+# holding one is absent, not a value to count.
+SENTINELS: Dict[str, Tuple[str, Tuple[str, ...]]] = {
+    "openai": ("openai._types", ("NotGiven", "Omit")),
+    "anthropic": ("anthropic._types", ("NotGiven", "Omit")),
+}
+
+
+def sentinel_types(sdk: str) -> Tuple[type, ...]:
+    """The classes of ``sdk``'s "not given" sentinels that its installed release defines."""
+    module_name, names = SENTINELS[sdk]
+    module = importlib.import_module(module_name)
+    found = (getattr(module, name, None) for name in names)
+    return tuple(kind for kind in found if isinstance(kind, type))
+
+
 @dataclass(frozen=True)
 class SdkTarget:
     """One interception point of an SDK named in ``intercept=``."""
@@ -112,7 +131,9 @@ class RequestSite:
     The request is made with a copy of the options (``copy.copy``) whose body is
     a new dict holding the compacted list: neither the SDK's objects nor the
     caller's are changed. A request to any other route (embeddings, token
-    counting, a ``GET``), or whose input is one string, passes through.
+    counting, a ``GET``), or whose input is one string, passes through. A key
+    that holds ``None`` or one of the SDK's sentinels (``NOT_GIVEN``, ``omit``)
+    is absent: nothing is counted for it.
 
     Args:
         sdk: ``"openai"`` or ``"anthropic"``.
@@ -125,6 +146,11 @@ class RequestSite:
         self.routes = ROUTES[sdk]
         self.count_tokens = count_tokens
         self.arg = ArgSpec.of(request, "options", f"{sdk} request")
+        self.absent = sentinel_types(sdk)
+
+    def given(self, value: Any) -> bool:
+        """Whether a body's ``value`` was given: neither ``None`` nor one of the SDK's sentinels."""
+        return value is not None and not isinstance(value, self.absent)
 
     def route(self, url: str) -> Optional[Route]:
         """The route of ``url`` (a path, or a full URL; a query is ignored)."""
@@ -154,7 +180,7 @@ class RequestSite:
         fixed = sum(
             _count_fixed(body[key], self.count_tokens)
             for key in route.counted
-            if body.get(key) is not None
+            if self.given(body.get(key))
         )
         key = route.key
 

@@ -51,6 +51,21 @@ POINTS = [
     (anthropic_base.AsyncAPIClient, "request"),
 ]
 INCLUDE_USAGE = {"stream_options": {"include_usage": True}}
+# The optional fields counted beside the messages, as the routes send them. The
+# `optional_fields` fixture runs a test with them given and left out: a left-out
+# field reaches the request options as the SDK's sentinel (NOT_GIVEN, omit).
+OPTIONAL: Dict[str, Dict[str, str]] = {
+    "system": {"system": SYSTEM},
+    "instructions": {"instructions": INSTRUCTIONS},
+}
+
+
+@pytest.fixture(params=["given", "left out"])
+def optional_fields(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "left out":
+        for key in OPTIONAL:
+            monkeypatch.setitem(OPTIONAL, key, {})
+    return str(request.param)
 
 
 def chat() -> List[Message]:
@@ -105,7 +120,7 @@ def _chat_helper(c: Any, a: Any) -> int:
 
 
 def _responses_helper(c: Any, a: Any) -> int:
-    with c.responses.stream(model=MODEL, input=responses_input(), instructions=INSTRUCTIONS) as s:
+    with c.responses.stream(model=MODEL, input=responses_input(), **OPTIONAL["instructions"]) as s:
         for _ in s:
             pass
         return int(s.get_final_response().usage.input_tokens)
@@ -113,7 +128,7 @@ def _responses_helper(c: Any, a: Any) -> int:
 
 def _claude_helper(messages: Any) -> int:
     with messages.stream(
-        model=CLAUDE, max_tokens=64, system=SYSTEM, messages=claude_messages()
+        model=CLAUDE, max_tokens=64, **OPTIONAL["system"], messages=claude_messages()
     ) as stream:
         for _ in stream:
             pass
@@ -127,13 +142,14 @@ def _streaming_response(c: Any, a: Any) -> int:
 
 def _claude_streaming_response(c: Any, a: Any) -> int:
     with a.messages.with_streaming_response.create(
-        model=CLAUDE, max_tokens=64, system=SYSTEM, messages=claude_messages()
+        model=CLAUDE, max_tokens=64, **OPTIONAL["system"], messages=claude_messages()
     ) as raw:
         return int(raw.parse().usage.input_tokens)
 
 
 def _claude(create: Callable[..., Any]) -> int:
-    kwargs = {"model": CLAUDE, "max_tokens": 64, "system": SYSTEM, "messages": claude_messages()}
+    kwargs = {"model": CLAUDE, "max_tokens": 64, "messages": claude_messages()}
+    kwargs.update(OPTIONAL["system"])
     return int(create(**kwargs).usage.input_tokens)
 
 
@@ -161,18 +177,18 @@ SYNC_ROUTES: Dict[str, Callable[[Any, Any], int]] = {
     "chat.with_streaming_response": _streaming_response,
     "responses.create": lambda c, a: (
         c.responses.create(
-            model=MODEL, input=responses_input(), instructions=INSTRUCTIONS
+            model=MODEL, input=responses_input(), **OPTIONAL["instructions"]
         ).usage.input_tokens
     ),
     "responses.parse": lambda c, a: (
         c.responses.parse(
-            model=MODEL, input=responses_input(), instructions=INSTRUCTIONS
+            model=MODEL, input=responses_input(), **OPTIONAL["instructions"]
         ).usage.input_tokens
     ),
     "responses.stream": _responses_helper,
     "responses.with_raw_response": lambda c, a: (
         c.responses.with_raw_response.create(
-            model=MODEL, input=responses_input(), instructions=INSTRUCTIONS
+            model=MODEL, input=responses_input(), **OPTIONAL["instructions"]
         )
         .parse()
         .usage.input_tokens
@@ -238,7 +254,7 @@ def check_one_request(
 
 @pytest.mark.parametrize("route", list(SYNC_ROUTES))
 def test_every_sync_route_gives_one_event_with_the_providers_figure(
-    route: str, provider: FakeProvider, clients: Any
+    route: str, provider: FakeProvider, clients: Any, optional_fields: str
 ) -> None:
     c, a = clients
     with CompactingSession(max_tokens=BUDGET, intercept=["openai", "anthropic"]) as session:
@@ -249,7 +265,7 @@ def test_every_sync_route_gives_one_event_with_the_providers_figure(
 
 @pytest.mark.parametrize("sdk", ["openai", "anthropic"])
 def test_clients_and_methods_captured_before_the_block_are_covered(
-    sdk: str, provider: FakeProvider
+    sdk: str, provider: FakeProvider, optional_fields: str
 ) -> None:
     # Warmed up before the session, as LangChain and instructor do: the cached
     # with_raw_response and a stored bound create.
@@ -269,7 +285,7 @@ def test_clients_and_methods_captured_before_the_block_are_covered(
         client = anthropic.Anthropic(base_url=provider.base_url, api_key="test", max_retries=0)
         raw = client.beta.messages.with_raw_response.create
         bound = client.messages.create
-        kwargs = {"model": CLAUDE, "max_tokens": 64, "system": SYSTEM}
+        kwargs = {"model": CLAUDE, "max_tokens": 64, **OPTIONAL["system"]}
         raw(messages=claude_messages()[:1], **kwargs).parse()
 
         def sends() -> List[int]:
@@ -291,7 +307,7 @@ def test_one_session_covers_chat_and_responses_with_their_own_keys(
     c, _ = clients
     with CompactingSession(max_tokens=BUDGET, intercept="openai") as session:
         c.chat.completions.create(model=MODEL, messages=chat())
-        c.responses.create(model=MODEL, input=responses_input(), instructions=INSTRUCTIONS)
+        c.responses.create(model=MODEL, input=responses_input(), **OPTIONAL["instructions"])
         c.responses.create(model=MODEL, input="a string input has nothing to compact")
     chat_event, responses_event = session.events
     assert chat_event.function == "openai /chat/completions"
@@ -310,7 +326,7 @@ def test_the_callers_objects_are_untouched(provider: FakeProvider, clients: Any)
     snapshots = copy.deepcopy((history, claude))
     with CompactingSession(max_tokens=BUDGET, intercept=["openai", "anthropic"]):
         c.chat.completions.create(model=MODEL, messages=history)
-        a.messages.create(model=CLAUDE, max_tokens=64, system=SYSTEM, messages=claude)
+        a.messages.create(model=CLAUDE, max_tokens=64, **OPTIONAL["system"], messages=claude)
     assert (history, claude) == snapshots
     assert len(provider.requests[0].body["messages"]) < len(history)
 
@@ -408,7 +424,7 @@ async def _achat_stream_last(stream: Any) -> int:
 
 async def _aclaude_helper(messages: Any) -> int:
     async with messages.stream(
-        model=CLAUDE, max_tokens=64, system=SYSTEM, messages=claude_messages()
+        model=CLAUDE, max_tokens=64, **OPTIONAL["system"], messages=claude_messages()
     ) as stream:
         async for _ in stream:
             pass
@@ -443,23 +459,23 @@ async def _aroute(route: str, c: Any, a: Any) -> int:
             return (await raw.parse()).usage.prompt_tokens
     if route == "responses.create":
         response = await c.responses.create(
-            model=MODEL, input=responses_input(), instructions=INSTRUCTIONS
+            model=MODEL, input=responses_input(), **OPTIONAL["instructions"]
         )
         return response.usage.input_tokens
     if route == "responses.stream":
         async with c.responses.stream(
-            model=MODEL, input=responses_input(), instructions=INSTRUCTIONS
+            model=MODEL, input=responses_input(), **OPTIONAL["instructions"]
         ) as stream:
             async for _ in stream:
                 pass
             return (await stream.get_final_response()).usage.input_tokens
     if route == "messages.create":
-        kwargs = {"model": CLAUDE, "max_tokens": 64, "system": SYSTEM}
+        kwargs = {"model": CLAUDE, "max_tokens": 64, **OPTIONAL["system"]}
         return (await a.messages.create(messages=claude_messages(), **kwargs)).usage.input_tokens
     if route == "messages.stream":
         return await _aclaude_helper(a.messages)
     if route == "beta.messages.create":
-        kwargs = {"model": CLAUDE, "max_tokens": 64, "system": SYSTEM}
+        kwargs = {"model": CLAUDE, "max_tokens": 64, **OPTIONAL["system"]}
         created = await a.beta.messages.create(messages=claude_messages(), **kwargs)
         return created.usage.input_tokens
     assert route == "beta.messages.stream"
@@ -487,7 +503,7 @@ ASYNC_ROUTES = [
 @pytest.mark.anyio
 @pytest.mark.parametrize("route", ASYNC_ROUTES)
 async def test_every_async_route_gives_one_event_with_the_providers_figure(
-    route: str, provider: FakeProvider
+    route: str, provider: FakeProvider, optional_fields: str
 ) -> None:
     async with (
         openai.AsyncOpenAI(base_url=provider.base_url + "/v1", api_key="test", max_retries=0) as c,
@@ -516,7 +532,7 @@ RETRY_ROUTES = ["chat.create", "chat.stream", "responses.create", "messages.crea
 
 @pytest.mark.parametrize("route", RETRY_ROUTES)
 def test_a_request_refused_for_length_is_recompacted_and_retried_once(
-    route: str, clients: Any, provider: FakeProvider
+    route: str, clients: Any, provider: FakeProvider, optional_fields: str
 ) -> None:
     c, a = clients
     provider.context_limit = BUDGET
