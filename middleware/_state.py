@@ -17,7 +17,7 @@ import threading
 import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any, Deque, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from ctx_compact._engine import CountTokens
 
@@ -100,6 +100,10 @@ class SessionState:
         self._ratios: Deque[float] = deque(maxlen=CALIBRATION_WINDOW)
         self._calibration = 1.0
         self._caches: OrderedDict[int, CountCache] = OrderedDict()
+        # One finalizer per weakly referable counter with a cache here, detached
+        # when the cache goes: a counter that outlives the session (one built at
+        # import) must not keep the session's state, nor a finalizer, alive.
+        self._finalizers: Dict[int, weakref.finalize[..., Any]] = {}
         self._dead: Deque[Tuple[int, CountCache]] = deque()
         self._held: List[Any] = []
         self._activation: Optional[object] = None
@@ -206,7 +210,9 @@ class SessionState:
 
         A cache is dropped as soon as its counter is garbage-collected (a counter
         built per request), and at most ``MAX_COUNTERS`` are kept, least recently
-        used first out, for counters that cannot be referenced weakly.
+        used first out, for counters that cannot be referenced weakly. Nothing
+        the counter holds refers to the state: a finished session is collected
+        whatever the lifetime of its counters.
         """
         key = id(count_tokens)
         with self._lock:
@@ -216,11 +222,17 @@ class SessionState:
                 self._caches.move_to_end(key)
                 return cache
             cache = self._caches[key] = CountCache(count_tokens)
+            self._detach(key)
+            if count_tokens is not None:
+                # Registered under the lock, so clear_caches cannot miss it. A
+                # collection run by this allocation may call _forget on this thread:
+                # it only queues when the lock is taken.
+                with contextlib.suppress(TypeError):  # not weakly referable: the LRU bound holds
+                    self._finalizers[key] = weakref.finalize(
+                        count_tokens, _counter_gone, weakref.ref(self), key, weakref.ref(cache)
+                    )
             while len(self._caches) > MAX_COUNTERS:
-                self._caches.popitem(last=False)
-        if count_tokens is not None:
-            with contextlib.suppress(TypeError):  # not weakly referable: the LRU bound holds
-                weakref.finalize(count_tokens, self._forget, key, cache)
+                self._detach(self._caches.popitem(last=False)[0])
         return cache
 
     def _forget(self, key: int, cache: CountCache) -> None:
@@ -239,11 +251,20 @@ class SessionState:
             key, cache = self._dead.popleft()
             if self._caches.get(key) is cache:
                 del self._caches[key]
+                self._finalizers.pop(key, None)
+
+    def _detach(self, key: int) -> None:
+        finalizer = self._finalizers.pop(key, None)
+        if finalizer is not None:
+            finalizer.detach()
 
     def clear_caches(self) -> None:
-        """Release every count cache (what a session does when it exits)."""
+        """Release every count cache and its finalizer (what a session does when it exits)."""
         with self._lock:
             self._caches.clear()
+            finalizers, self._finalizers = self._finalizers, {}
+        for finalizer in finalizers.values():
+            finalizer.detach()
 
     def hold(self, handle: Any) -> None:
         """Keep an interception handle until ``release_all``."""
@@ -253,6 +274,17 @@ class SessionState:
         """Hand back every held handle, newest first, holding none afterwards."""
         held, self._held = self._held, []
         return held[::-1]
+
+
+def _counter_gone(
+    state: weakref.ReferenceType[SessionState],
+    key: int,
+    cache: weakref.ReferenceType[CountCache],
+) -> None:
+    # A counter's finalizer: weak references only, so that it keeps nothing alive.
+    alive, held = state(), cache()
+    if alive is not None and held is not None:
+        alive._forget(key, held)
 
 
 def _live(entries: _Entries) -> _Entries:

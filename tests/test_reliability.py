@@ -490,3 +490,47 @@ def test_counters_built_per_request_are_released_with_their_caches() -> None:
         assert all(ref() is None for ref in refs)
         assert live_caches() - before <= 1
     assert live_caches() == before
+
+
+# --- the second round: what a session, a retry and the cut keep hold of --------------------
+
+
+def test_a_session_per_request_with_a_module_level_counter_keeps_nothing_after_it() -> None:
+    import gc
+    import tracemalloc
+
+    from helpers import ten_each
+
+    from middleware._cache import CountCache
+    from middleware._state import SessionState
+
+    # A counter that lives as long as the module, as a tokenizer-backed one built at import does.
+    fn = budgeted(max_tokens=10_000, count_tokens=ten_each)(lambda messages: len(messages))
+
+    def request(number: int) -> None:
+        history = [user(f"request {number}, turn {turn}: " + "x" * 200) for turn in range(20)]
+        with CompactingSession() as session:
+            fn(history)
+        assert session.stats.calls == 1
+
+    def live() -> Any:
+        gc.collect()
+        objects = gc.get_objects()
+        return (
+            sum(isinstance(o, SessionState) for o in objects),
+            sum(isinstance(o, CountCache) for o in objects),
+        )
+
+    request(-1)  # whatever the first call sets up once
+    before = live()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for number in range(300):
+            request(number)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert live() == before  # no session state nor count cache outlives its session
+    assert grown < 150_000  # 300 requests of 20 messages: leaked, about 6 MB
