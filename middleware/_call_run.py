@@ -125,6 +125,10 @@ class CallRun:
         ):
             check_messages(value)  # raises the core's TypeError
         messages = list(value)
+        if type(value) is not list:
+            # Read once: a retry compacts the same messages again, and a generator
+            # or other one-shot iterable would give it none.
+            self.located = located._replace(value=messages)
         if states:
             pre, bounds = states[-1].cache(options.count_tokens).arrays(messages)
             self.calibration = calibration_factor(states)

@@ -534,3 +534,57 @@ def test_a_session_per_request_with_a_module_level_counter_keeps_nothing_after_i
         tracemalloc.stop()
     assert live() == before  # no session state nor count cache outlives its session
     assert grown < 150_000  # 300 requests of 20 messages: leaked, about 6 MB
+
+
+def length_refusal() -> Exception:
+    """The OpenAI SDK's refusal for context length, as its class and figures look."""
+    cls = type("BadRequestError", (Exception,), {"__module__": "openai"})
+    err = cls(
+        "This model's maximum context length is 100 tokens. However, your messages resulted "
+        "in 200 tokens."
+    )
+    err.status_code = 400  # type: ignore[attr-defined]
+    err.code = "context_length_exceeded"  # type: ignore[attr-defined]
+    return err
+
+
+def test_a_retry_sends_the_messages_of_a_generator_again() -> None:
+    sent: List[List[Any]] = []
+    events: List[CompactionEvent] = []
+
+    @budgeted(max_tokens=10_000, keep_tail=2, on_overflow="retry", on_compact=events.append)
+    def send(messages: List[Any]) -> int:
+        sent.append(messages)
+        if len(sent) == 1:
+            raise length_refusal()
+        return len(messages)
+
+    history = weather_messages()
+    assert send(m for m in history) == len(sent[1]) > 0
+    assert sent[0] == history
+    assert all(any(m is h for h in history) for m in sent[1])  # the caller's own messages
+    (event,) = events
+    assert event.retried
+    assert event.messages_before == len(history)
+    assert event.tokens_after > 0
+
+
+@pytest.mark.anyio
+async def test_an_async_retry_sends_the_messages_of_a_generator_again() -> None:
+    sent: List[List[Any]] = []
+    events: List[CompactionEvent] = []
+
+    @budgeted(max_tokens=10_000, keep_tail=2, on_overflow="retry", on_compact=events.append)
+    async def send(messages: List[Any]) -> int:
+        await anyio.sleep(0)
+        sent.append(messages)
+        if len(sent) == 1:
+            raise length_refusal()
+        return len(messages)
+
+    history = weather_messages()
+    assert await send(m for m in history) == len(sent[1]) > 0
+    assert sent[0] == history
+    (event,) = events
+    assert event.retried
+    assert event.messages_before == len(history)
