@@ -11,9 +11,10 @@ import argparse
 import math
 import signal
 import sys
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import __version__
+from ._cli_io import file_identity
 from ._cli_work import PROG, Budget
 
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
@@ -330,4 +331,34 @@ def _conflict(args: argparse.Namespace) -> Optional[str]:
     for option, path in (("--report", args.report), ("--rejects", args.rejects)):
         if path == "-":
             return f"{option} needs a file; standard output carries the conversations"
+    return _shared_file(args)
+
+
+def _shared_file(args: argparse.Namespace) -> Optional[str]:
+    """Two outputs, or an output besides ``--output`` and the input, that are one file.
+
+    Each output is written whole and then put in place, so one of the two would be
+    lost without a word. ``--output`` may be the input: it replaces it at the end.
+    """
+    output = "-" if args.output is None else args.output
+    outputs = (
+        ("standard output" if output == "-" else "--output", output),
+        ("--report", args.report),
+        ("--rejects", args.rejects),
+    )
+    source = file_identity(args.input, sys.stdin)
+    found: Dict[object, str] = {}
+    for option, path in outputs:
+        identity = None if path is None else file_identity(path, sys.stdout)
+        if identity is None:
+            continue
+        where = "" if path == "-" else f" ({path})"
+        if identity in found:
+            return (
+                f"{found[identity]} and {option} name the same file{where}; one would be"
+                " written over the other"
+            )
+        if identity == source and option != "--output":
+            return f"{option} is the input file{where}; it would be written over the input"
+        found[identity] = option
     return None

@@ -347,6 +347,23 @@ def file_to_replace(path: str) -> Optional[str]:
     return None
 
 
+def file_identity(path: str, standard: Any) -> Optional[object]:
+    """What names the file at ``path`` for comparing two options, ``None`` when sharing is harmless.
+
+    An existing regular file is its device and inode, whatever the path that reaches
+    it (a link, ``..``, a hard link); a name not yet created is its resolved path.
+    ``-`` is the ``standard`` stream's file. Devices, FIFOs and terminals (``/dev/null``
+    twice) give ``None``: nothing written to them is replaced.
+    """
+    try:
+        info = os.fstat(standard.fileno()) if path == "-" else os.stat(path)
+    except FileNotFoundError:
+        return os.path.realpath(path)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None  # not there to compare (a captured stream); opening it will say why
+    return (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
+
+
 @contextlib.contextmanager
 def _replacing(path: str, target: str) -> Iterator[IO[bytes]]:
     directory = os.path.dirname(os.path.abspath(target))
