@@ -118,7 +118,8 @@ def problem_text(problem: PairingProblem) -> str:
 
 
 def _role(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    # The role comes from the input: an escape sequence in it must not reach the terminal.
+    return _one_line(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def explain_table(header: str, rows: Sequence[MessageRow]) -> str:

@@ -110,3 +110,21 @@ def test_devices_and_the_output_on_the_input_are_still_allowed(
     assert main(["--jsonl", *EXAMPLE, "-o", str(data), *devices, str(data)]) == 0
     assert capsys.readouterr().err == ""
     assert len(data.read_bytes().splitlines()) == 1
+
+
+# --- control characters ---------------------------------------------------------------------
+
+
+def test_explain_escapes_control_characters_as_check_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    # An escape sequence in a role could retitle or clear the terminal --explain writes to.
+    hostile = "\x1b]0;owned\x07\x1b[2J\r\ud800"
+    messages = [{"role": "system", "content": "s"}, {"role": hostile, "content": "x"}]
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps(messages) + "\n", encoding="ascii")
+    assert main(["--jsonl", "--explain", *EXAMPLE, str(data)]) == 0
+    err = capsys.readouterr().err
+    assert not set(err) & {"\x1b", "\x07", "\r", "\ud800"}
+    row = err.splitlines()[3].split()
+    assert row[:2] == ["1", "\\u001b]0;owned\\u0007\\u001b[2J\\r\\ud800"]
