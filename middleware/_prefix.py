@@ -10,7 +10,8 @@ when it no longer fits is the history compacted again, down to
 
 A conversation is recognised by the content of everything up to its cut: the
 cut is reused only for a history whose messages before the cut are, as the
-estimator serialises them, exactly those of the call that made it. A history
+estimator serialises them (or as they pickle, for content that JSON cannot
+hold), exactly those of the call that made it. A history
 edited before the cut is compacted afresh, and two users whose histories share
 that prefix rightly share the cut. Only digests are kept, never messages.
 """
@@ -18,6 +19,8 @@ that prefix rightly share the cut. Only digests are kept, never messages.
 from __future__ import annotations
 
 import hashlib
+import io
+import pickle
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -27,6 +30,8 @@ from ctx_compact._engine import ENCODER, Compaction, message_views
 
 # Conversations remembered per interceptor; the least recently used is forgotten first.
 REMEMBERED_CUTS = 256
+# Fixed, not pickle.DEFAULT_PROTOCOL, so that a digest does not change with the Python version.
+_PICKLE_PROTOCOL = 4
 
 
 @dataclass(frozen=True)
@@ -38,19 +43,49 @@ class Cut:
     summary: Optional[str]
 
 
-def _digests(messages: Sequence[Any], ends: Sequence[int]) -> List[bytes]:
-    """The digest of ``messages[:end]`` for each of ``ends`` (ascending), in one pass."""
+def _digests(messages: Sequence[Any], ends: Sequence[int]) -> List[Optional[bytes]]:
+    """The digest of ``messages[:end]`` for each of ``ends`` (ascending), in one pass.
+
+    ``None`` for a prefix holding a message that cannot be serialised at all:
+    such a history is never recognised, so it is compacted afresh.
+    """
     views = message_views(messages)
     digest = hashlib.blake2b(digest_size=16)
-    out: List[bytes] = []
+    out: List[Optional[bytes]] = []
     done = 0
     for end in ends:
         for i in range(done, end):
-            # A newline cannot occur inside the compact JSON, so it separates messages.
-            digest.update(ENCODER.encode(views[i]).encode("utf-8", "surrogatepass") + b"\n")
+            line = _line(views[i])
+            if line is None:
+                return out + [None] * (len(ends) - len(out))
+            digest.update(line)
         done = end
         out.append(digest.copy().digest())
     return out
+
+
+def _line(view: Any) -> Optional[bytes]:
+    """One message's part of a digest: its JSON, else its pickle; ``None`` when neither.
+
+    A newline cannot occur inside the compact JSON, so it ends a message. Content
+    that JSON cannot hold is allowed with a custom ``count_tokens`` (a ``datetime``,
+    ``bytes``): such a message is its pickle, which names each value's type and
+    is the same bytes in every process, behind a NUL byte (which compact JSON
+    never starts with) and its length, so that no two messages' parts run together.
+    """
+    try:
+        return ENCODER.encode(view).encode("utf-8", "surrogatepass") + b"\n"
+    except (TypeError, ValueError, RecursionError):
+        pass
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=_PICKLE_PROTOCOL)
+    pickler.fast = True  # no memo: equal values, equal bytes, however they share objects
+    try:
+        pickler.dump(view)
+    except Exception:  # a lambda, a lock, a circular value, a failing __reduce__
+        return None
+    pickled = buffer.getvalue()
+    return b"\0" + len(pickled).to_bytes(8, "big") + pickled
 
 
 class CutMemory:
@@ -86,7 +121,7 @@ class CutMemory:
         with self._lock:
             # The longest matching prefix is the most specific conversation.
             for digest, (_, cut) in reversed(list(zip(digests, usable))):
-                if self._cuts.get(digest) == cut:
+                if digest is not None and self._cuts.get(digest) == cut:
                     self._cuts.move_to_end(digest)
                     return cut
         return None
@@ -96,6 +131,8 @@ class CutMemory:
         if cut <= plan.head_end:
             return
         (digest,) = _digests(plan.messages, [cut])
+        if digest is None:
+            return
         with self._lock:
             self._cuts[digest] = Cut(plan.head_end, cut, summary)
             self._cuts.move_to_end(digest)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import datetime, timezone
 from typing import Any, Dict, List
 
 import pytest
@@ -329,3 +330,58 @@ def test_a_session_applies_the_strategies_to_the_calls_it_wraps() -> None:
             wrapped(history)
     assert any(e.cut_reused for e in session.events)
     assert all(e.fits for e in session.events)
+
+
+def by_repr(message: Any) -> int:
+    """A counter for content JSON cannot hold (a ``datetime``, ``bytes``), as a custom one may."""
+    return len(repr(message)) // 4
+
+
+def stamped_turns(turns: int) -> List[List[Message]]:
+    """``chatbot_turns`` with a ``datetime`` on each question and ``bytes`` on each answer."""
+    history: List[Message] = [system("You are terse.")]
+    snapshots = []
+    for i in range(turns):
+        sent_at = datetime(2026, 1, 1, 12, i % 60, tzinfo=timezone.utc)
+        history.append({**user(f"question {i} " + "q" * 60), "sent_at": sent_at})
+        snapshots.append(list(history))
+        history.append({**assistant(f"answer {i} " + "a" * 60), "raw": f"answer {i}".encode()})
+    return snapshots
+
+
+def test_target_tokens_takes_content_that_only_the_counter_understands() -> None:
+    send, _, events = recorder()
+    fn = budgeted(
+        max_tokens=1000,
+        target_tokens=600,
+        keep_tail=1,
+        count_tokens=by_repr,
+        on_compact=events.append,
+    )(send)
+    turns = stamped_turns(40)
+    for history in turns[:35]:
+        fn(copy.deepcopy(history))  # new objects per request: recognised by their content
+    assert sum(e.cut_reused for e in events) >= 10
+    assert all(e.fits for e in events)
+    edited = copy.deepcopy(turns[35])
+    edited[1]["sent_at"] = edited[1]["sent_at"].replace(year=2025)  # inside what was dropped
+    fn(edited)
+    assert not events[-1].cut_reused
+    fn(copy.deepcopy(turns[36]))  # the original conversation still has its own cut
+    assert events[-1].cut_reused
+
+
+def test_target_tokens_takes_content_that_cannot_be_serialised_at_all() -> None:
+    send, _, events = recorder()
+    fn = budgeted(
+        max_tokens=1000,
+        target_tokens=600,
+        keep_tail=1,
+        count_tokens=lambda message: 40,
+        on_compact=events.append,
+    )(send)
+    for history in chatbot_turns(40):
+        fn([history[0], {**history[1], "callback": lambda: None}, *history[2:]])
+    assert all(e.fits for e in events)
+    assert any(e.dropped for e in events)
+    assert not any(e.cut_reused for e in events)  # a history it cannot recognise is never reused
