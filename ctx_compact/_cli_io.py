@@ -24,11 +24,25 @@ from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Union
 from ._cli_json import utf8_line
 
 STDIN_NAME = "<stdin>"
+STDOUT_NAME = "<stdout>"
 _READ_BUFFER = 1 << 20
 
 
 class Failure(Exception):
-    """An error to report as ``ctx-compact: <message>`` with exit status 2."""
+    """An error to report as ``ctx-compact: <message>``, with exit status 2 unless ``status``.
+
+    Args:
+        message: What went wrong, naming where.
+        status: Another exit status (a ``--jobs`` worker killed by a signal).
+    """
+
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class UnwritableStdout(Failure):
+    """Standard output refused a write (a full disk, a file-size limit): status 2, as for ``-o``."""
 
 
 class NonStandardConstant(ValueError):
@@ -177,6 +191,9 @@ class Source:
     stream: IO[Any]
     size: Optional[int] = None  # bytes, when the input is a regular file
     raw: Optional[IO[bytes]] = None  # the file under a decompressing stream
+    # A pipe, terminal or socket: lines may arrive one at a time, so each result is
+    # written as soon as it is done rather than when a buffer fills.
+    live: bool = False
 
     def position(self) -> int:
         """Bytes of the file read so far (of the compressed file, for gzip)."""
@@ -186,12 +203,16 @@ class Source:
             return 0
 
 
-def _regular_size(handle: IO[Any]) -> Optional[int]:
+def _kind(handle: IO[Any]) -> Tuple[Optional[int], bool]:
+    """The size of a regular file, and whether the input is live (a pipe, terminal or socket)."""
     try:
         info = os.fstat(handle.fileno())
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        return None
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
+        return None, False  # an in-memory stream: all there already
+    mode = info.st_mode
+    if stat.S_ISREG(mode):
+        return info.st_size, False
+    return None, stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
 @contextlib.contextmanager
@@ -199,7 +220,8 @@ def open_input(path: str) -> Iterator[Source]:
     """The input named ``path``: standard input for ``-``, gunzipped when it ends in ``.gz``."""
     if path == "-":
         stream = getattr(sys.stdin, "buffer", sys.stdin)
-        yield Source(STDIN_NAME, stream, _regular_size(stream))
+        size, live = _kind(stream)
+        yield Source(STDIN_NAME, stream, size, live=live)
         return
     try:
         # A large buffer: conversations run to hundreds of kilobytes a line.
@@ -207,12 +229,12 @@ def open_input(path: str) -> Iterator[Source]:
     except OSError as exc:
         raise Failure(f"{path}: {exc.strerror or exc}") from None
     with handle:
-        size = _regular_size(handle)
+        size, live = _kind(handle)
         if path.endswith(".gz"):
             with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
-                yield Source(path, unpacked, size, handle)  # type: ignore[arg-type]
+                yield Source(path, unpacked, size, handle, live)  # type: ignore[arg-type]
         else:
-            yield Source(path, handle, size)
+            yield Source(path, handle, size, live=live)
 
 
 def _unreadable(name: str, exc: Exception) -> Failure:
@@ -221,20 +243,31 @@ def _unreadable(name: str, exc: Exception) -> Failure:
     return Failure(f"{name}: cannot read: {reason}")
 
 
+# A gzip bomb, or a file with no newline for gigabytes: the value cannot be held.
+_TOO_LARGE = "too large to hold in memory"
+
+
 def read_all(stream: IO[Any], name: str) -> Union[bytes, str]:
     try:
         data: Union[bytes, str] = stream.read()
     except (OSError, EOFError, zlib.error) as exc:
         raise _unreadable(name, exc) from None
+    except MemoryError:
+        raise Failure(f"{name}: cannot read: the input is {_TOO_LARGE}") from None
     return data
 
 
 def read_lines(stream: IO[Any], name: str) -> Iterator[Union[bytes, str]]:
+    lineno = 0
     while True:
+        lineno += 1
         try:
             line: Union[bytes, str] = stream.readline()
         except (OSError, EOFError, zlib.error) as exc:
             raise _unreadable(name, exc) from None
+        except MemoryError:
+            # Not a line to skip: what follows it cannot be found without reading it.
+            raise Failure(f"{name}:{lineno}: cannot read: the line is {_TOO_LARGE}") from None
         if not line:
             return
         yield line
@@ -294,6 +327,39 @@ class _TextStdout:
 
     def flush(self) -> None:
         self._stream.flush()
+
+
+class _Guarded:
+    """An output whose write errors are a ``Failure`` naming it, raised where the write fails.
+
+    Raised there, the error names this output, not another one whose cleanup it
+    passes through on its way out. A closed pipe stays a ``BrokenPipeError``: it
+    has a status of its own.
+    """
+
+    def __init__(self, stream: IO[bytes], name: str, failure: Type[Failure] = Failure) -> None:
+        self._stream = stream
+        self._name = name
+        self._failure = failure
+
+    def _refused(self, exc: OSError) -> Failure:
+        return self._failure(f"{self._name}: cannot write: {exc.strerror or exc}")
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._stream.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._refused(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._refused(exc) from None
 
 
 def stdout_bytes() -> IO[bytes]:
@@ -416,18 +482,18 @@ def output(path: Optional[str]) -> Iterator[IO[bytes]]:
     else (see ``file_to_replace``) is written directly.
     """
     if path is None or path == "-":
-        stream = stdout_bytes()
-        yield stream
-        stream.flush()
+        stdout = _Guarded(stdout_bytes(), STDOUT_NAME, UnwritableStdout)
+        yield stdout  # type: ignore[misc]
+        stdout.flush()
         return
     target = file_to_replace(path)
     with _replacing(path, target) if target is not None else _direct(path) as stream:
         if not path.endswith(".gz"):
-            yield stream
+            yield _Guarded(stream, path)  # type: ignore[misc]
             return
         # mtime 0 and no name: the same input always gives the same bytes. Level 6, as
         # gzip itself uses: level 9 would cost more than the compaction.
         with gzip.GzipFile(
             filename="", mode="wb", fileobj=stream, compresslevel=6, mtime=0
         ) as packed:
-            yield packed  # type: ignore[misc]
+            yield _Guarded(packed, path)  # type: ignore[misc]

@@ -20,6 +20,7 @@ import io
 import multiprocessing
 import os
 import queue
+import select
 import signal
 import sys
 import threading
@@ -146,13 +147,32 @@ def _signals_for_workers() -> Iterator[None]:
         signal.signal(signal.SIGTERM, saved[1])
 
 
-def _chunks(lines: Lines) -> Iterator[LineChunk]:
+def _readable(fd: int) -> bool:
+    """Whether reading ``fd`` would return at once (POSIX; a pipe or terminal)."""
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+def _live_fd(source: Source) -> Optional[int]:
+    """The descriptor of a live input whose lines may trickle in, or ``None``."""
+    if not source.live or sys.platform == "win32":  # select() takes only sockets there
+        return None
+    return (source.raw or source.stream).fileno()
+
+
+def _chunks(lines: Lines, live: Optional[int] = None) -> Iterator[LineChunk]:
     chunk: LineChunk = []
     size = 0
     for lineno, raw in lines:
         chunk.append((lineno, raw))
         size += len(raw)
-        if size >= CHUNK_BYTES or len(chunk) >= CHUNK_LINES:
+        # From a live input a chunk is also cut when no more has arrived yet, so that a
+        # line trickling in (tail -f) is done now, not once a thousand more follow it.
+        # Lines already buffered by the reader are merely sent in the next chunk.
+        if (
+            size >= CHUNK_BYTES
+            or len(chunk) >= CHUNK_LINES
+            or (live is not None and not _readable(live))
+        ):
             yield chunk
             chunk, size = [], 0
     if chunk:
@@ -238,15 +258,19 @@ class Workers:
             for first, offset, length in read_spans(source.stream, source.name, CHUNK_BYTES):
                 yield Span(fd, first, offset, length)
         else:
-            yield from _chunks(read_jsonl(source.stream, source.name))
+            yield from _chunks(read_jsonl(source.stream, source.name), _live_fd(source))
 
-    def run(self, chunks: Iterable[Chunk]) -> Iterator[Done]:
+    def run(self, chunks: Iterable[Chunk], source: Optional[Source] = None) -> Iterator[Done]:
         """Each non-blank line of ``chunks`` done, in input order, with a window held at most.
+
+        When ``source`` is a live input (a pipe or a terminal), the next chunk is
+        not waited for while answers are due: they are handed back as they come.
 
         Raises:
             Failure: A worker could not read its span of the input.
         """
         chunks = iter(chunks)
+        live = None if source is None else _live_fd(source)
         jobs = len(self._pipes)
         window = WINDOW_PER_JOB * jobs
         waiting: List[Deque[int]] = [collections.deque() for _ in range(jobs)]
@@ -255,6 +279,8 @@ class Workers:
         sent = written = 0
         while True:
             while more and sent - written < window:
+                if live is not None and sent > written and not _readable(live):
+                    break  # reading would wait for input: hand back the answers first
                 chunk = next(chunks, None)
                 if chunk is None:
                     more = False
@@ -270,6 +296,10 @@ class Workers:
             if written == sent:
                 return
             busy = {self._pipes[w]: w for w in range(jobs) if waiting[w]}
-            for ready in wait(list(busy)):
-                worker = busy[ready]  # type: ignore[index]
-                answers[waiting[worker].popleft()] = self._answer(worker)
+            # With room in the window, input arriving is also worth waking for.
+            room = live is not None and more and sent - written < window
+            inputs: List[Any] = [live] if room else []
+            for ready in wait(list(busy) + inputs):
+                if ready in busy:
+                    worker = busy[ready]  # type: ignore[index]
+                    answers[waiting[worker].popleft()] = self._answer(worker)

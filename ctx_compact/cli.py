@@ -186,7 +186,7 @@ class _Runner:
                 from ._cli_jobs import Workers
 
                 workers = files.enter_context(Workers(self.settings, source.name, jobs))
-                done = workers.run(workers.chunks(source))
+                done = workers.run(workers.chunks(source), source)
             else:
                 done = serial(self.settings, source.name, read_jsonl(source.stream, source.name))
             for lineno, result in done:
@@ -194,6 +194,10 @@ class _Runner:
                     self._reject(sinks, result)
                 else:
                     self._write(sinks, result, lineno)
+                if source.live:
+                    # As jq does: from a pipe or a terminal (tail -f), each result is out
+                    # as soon as it is done; from a file, the buffer fills first.
+                    out.flush()
                 self.progress.update(self.totals.conversations)
         self.stdout = None
         return self.totals

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import IO, Any, List
 
 import pytest
 
@@ -129,21 +130,80 @@ def test_output_to_a_descriptor_link_appends_to_the_shells_file(tmp_path: Path):
 # --- standard output is streamed ------------------------------------------------------------
 
 
+# Python's own buffering as a user's shell has it: with PYTHONUNBUFFERED set (as CI and some
+# containers do) every write is flushed anyway, and streaming could not be seen failing.
+BUFFERED = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+
+
+def read_line_within(stream: IO[bytes], seconds: float) -> bytes:
+    """One line from a pipe, or what arrived of it when ``seconds`` ran out (never hangs)."""
+    fd, got = stream.fileno(), b""
+    deadline = time.monotonic() + seconds
+    while not got.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
 @posix
-def test_first_output_line_arrives_before_the_input_ends():
-    process = start("--jsonl", *EXAMPLE)
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_each_result_from_a_pipe_arrives_while_the_input_is_still_open(jobs: str):
+    process = start("--jsonl", *EXAMPLE, "--jobs", jobs, env=BUFFERED)
     assert process.stdin is not None
     assert process.stdout is not None
-    process.stdin.write(jsonl(MESSAGES))
-    process.stdin.flush()
-    # The input is still open: the line can only arrive if it is written as it is done.
-    assert process.stdout.readline() == KEPT_LINE
-    process.stdin.close()
-    assert process.stdout.read() == b""
-    assert process.wait(timeout=60) == 0
-    assert process.stderr is not None
-    process.stderr.close()
-    process.stdout.close()
+    try:
+        for _ in range(2):  # tail -f: each line is answered before the next one is written
+            process.stdin.write(jsonl(MESSAGES))
+            process.stdin.flush()
+            assert read_line_within(process.stdout, 30) == KEPT_LINE
+        process.stdin.close()
+        assert process.stdout.read() == b""
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@posix
+def test_each_result_from_a_named_fifo_arrives_while_it_is_still_open(tmp_path: Path):
+    fifo = tmp_path / "calls.jsonl"
+    os.mkfifo(fifo)
+    process = start("--jsonl", *EXAMPLE, str(fifo), env=BUFFERED)
+    assert process.stdout is not None
+    try:
+        with os.fdopen(_writer(fifo), "wb") as writer:
+            writer.write(jsonl(MESSAGES))
+            writer.flush()
+            assert read_line_within(process.stdout, 30) == KEPT_LINE
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _writer(fifo: Path, timeout: float = 30) -> int:
+    """The FIFO opened for writing once the command has opened it for reading (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # ENXIO: no reader yet
+            time.sleep(0.02)
+            continue
+        os.set_blocking(fd, True)
+        return fd
+    raise AssertionError("the command never opened the FIFO")
 
 
 def test_standard_output_needs_no_temporary_directory(tmp_path: Path):
