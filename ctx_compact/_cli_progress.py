@@ -1,10 +1,10 @@
 """Progress of a long ``--jsonl`` run, on standard error.
 
 On a terminal one line is redrawn in place and cleared before anything else
-is written there; for logs (``--progress``) a plain line is written every few
-seconds, with no control characters. When the input's size is known (a file,
-compressed or not) the line gives the share done, the rate and the time left,
-from the bytes read so far.
+is written there; for logs (``--progress``) a plain line is written as the run
+starts, every few seconds, and once the input is done, with no control
+characters. When the input's size is known (a file, compressed or not) the line
+gives the share done, the rate and the time left, from the bytes read so far.
 """
 
 from __future__ import annotations
@@ -62,6 +62,26 @@ class Progress:
         self._last = self._started
         self._width = 0
 
+    def start(self, name: str) -> None:
+        """For logs, a first line as the run starts: a run shorter than the interval shows too."""
+        if self.style != "plain":
+            return
+        self._started = self._last = time.monotonic()
+        size = f" ({_size(self.total)})" if self.total else ""
+        self._plain(f"{PROG}: started: {name}{size}")
+
+    def finish(self, conversations: int) -> None:
+        """For logs, a last line once the whole input is done: the total and the time it took."""
+        if self.style != "plain":
+            return
+        elapsed = time.monotonic() - self._started
+        rate = conversations / elapsed if elapsed > 0 else 0.0
+        share = f"100% of {_size(self.total)}" if self.total else "100%"
+        self._plain(
+            f"{PROG}: done: {conversations} conversations, {share}, {rate:.0f}/s,"
+            f" {_duration(elapsed)} elapsed"
+        )
+
     def update(self, conversations: int) -> None:
         if self.style == "off":
             return
@@ -71,13 +91,18 @@ class Progress:
             return
         self._last = now
         text = self.text(conversations, now - self._started)
-        self.before()
         if self.style == "terminal":
+            self.before()
             # Pad over the previous text: plain spaces work on every terminal, escape codes do not.
             sys.stderr.write("\r" + text.ljust(self._width))
+            sys.stderr.flush()
             self._width = len(text)
         else:
-            sys.stderr.write(text + "\n")
+            self._plain(text)
+
+    def _plain(self, text: str) -> None:
+        self.before()
+        sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
     def text(self, conversations: int, elapsed: float) -> str:

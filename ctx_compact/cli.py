@@ -188,6 +188,7 @@ class _Runner:
                 workers = files.enter_context(Workers(self.settings, source.name, jobs))
                 done = workers.run(workers.chunks(source), source)
             else:
+            self.progress.start(source.name)
                 done = serial(self.settings, source.name, read_jsonl(source.stream, source.name))
             for lineno, result in done:
                 if isinstance(result, Rejected):
@@ -207,6 +208,7 @@ class _Runner:
         if wanted is False or (wanted is None and self.check):
             return Progress("off")
         if wanted:
+            self.progress.finish(self.totals.conversations)
             style = "plain"
         else:
             # A line redrawn in place, only where someone watches it and where it cannot

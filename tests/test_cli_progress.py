@@ -95,9 +95,11 @@ def test_plain_progress_lines_in_process(
     out, err = capsys.readouterr()
     assert out == KEPT_LINE.decode() * 2
     lines = err.splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith("ctx-compact: 1 conversations, 50% of ")
-    assert re.fullmatch(r"ctx-compact: 2 conversations, 100% of \d+\.\d kB, \d+/s", lines[1])
+    assert len(lines) == 4
+    assert re.fullmatch(rf"ctx-compact: started: {re.escape(str(data))} \(\d+\.\d kB\)", lines[0])
+    assert lines[1].startswith("ctx-compact: 1 conversations, 50% of ")
+    assert re.fullmatch(r"ctx-compact: 2 conversations, 100% of \d+\.\d kB, \d+/s", lines[2])
+    assert re.fullmatch(DONE.format(2, r"100% of \d+\.\d kB"), lines[3])
     assert "\r" not in err
 
 
@@ -107,7 +109,37 @@ def test_progress_from_a_pipe_has_no_share_or_eta(
     monkeypatch.setattr(_cli_progress, "PLAIN_INTERVAL", -1)
     feed_stdin(monkeypatch, jsonl(MESSAGES))
     assert main(["--jsonl", *EXAMPLE, "--progress"]) == 0
-    assert re.fullmatch(r"ctx-compact: 1 conversations, \d+/s\n", capsys.readouterr().err)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "ctx-compact: started: <stdin>"
+    assert re.fullmatch(r"ctx-compact: 1 conversations, \d+/s", lines[1])
+    assert re.fullmatch(DONE.format(1, "100%"), lines[2])
+    assert len(lines) == 3
+
+
+# The final line's figures; the rate and the time are whatever the run took.
+DONE = r"ctx-compact: done: {} conversations, {}, \d+/s, \d+:\d\d elapsed"
+
+
+def test_progress_for_a_log_has_a_first_and_a_last_line_on_a_short_run(tmp_path: Path):
+    # Far shorter than the ten seconds between periodic lines: without a first and a last
+    # line, a log would show nothing at all of this run.
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(jsonl(MESSAGES, MESSAGES, MESSAGES))
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as stderr:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctx_compact", "--jsonl", *EXAMPLE, "--progress", str(data)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=ROOT,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0
+    assert done.stdout == KEPT_LINE * 3
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert re.fullmatch(rf"ctx-compact: started: {re.escape(str(data))} \(\d+\.\d kB\)", lines[0])
+    assert re.fullmatch(DONE.format(3, r"100% of \d+\.\d kB"), lines[-1])
 
 
 def test_no_progress_turns_it_off_on_a_terminal(monkeypatch: pytest.MonkeyPatch):
