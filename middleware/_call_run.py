@@ -6,11 +6,12 @@ differ only in how they obtain the summary and call the hooks.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
-from ctx_compact import check_pairing
+from ctx_compact import ClearedToolResult, check_pairing
 from ctx_compact._engine import (
     Compaction,
     check_messages,
@@ -33,15 +34,19 @@ def _cleared(
     pre: List[int],
     bounds: List[int],
     budget: float,
-) -> Tuple[List[Any], List[int], List[int], Tuple[Any, ...], Tuple[Any, ...]]:
+) -> Tuple[List[Any], List[int], List[int], Tuple[Any, ...], Tuple[Any, ...], Optional[List[int]]]:
     """Clear old thinking, then old tool results, until the messages fit ``budget``.
 
-    Returns the messages, prefix sums and bounds to compact, with what each step cleared.
+    Returns the messages, prefix sums and bounds to compact, with what each step
+    cleared (indexing ``messages``, the caller's list), and where each returned
+    message is in the caller's list when a removed reasoning item shifted them
+    (``None`` when they are where they were).
     """
     thinking: Tuple[Any, ...] = ()
     results: Tuple[Any, ...] = ()
+    origin: Optional[List[int]] = None
     if pre[-1] <= budget:
-        return messages, pre, bounds, thinking, results
+        return messages, pre, bounds, thinking, results, origin
     counts = [pre[i + 1] - pre[i] for i in range(len(messages))]
     views = message_views(messages)
     if options.clear_thinking is not None:
@@ -50,6 +55,9 @@ def _cleared(
         )
         if done.cleared:
             thinking = tuple(done.cleared)
+            if len(done.messages) != len(messages):
+                gone = {c.index for c in done.cleared if c.block is None}
+                origin = [i for i in range(len(messages)) if i not in gone]
             messages = done.messages
             views = message_views(messages)
             bounds = group_bounds(views)  # a removed reasoning item shifts what follows
@@ -59,8 +67,20 @@ def _cleared(
         )
         if edited.cleared:
             results = tuple(edited.cleared)
+            if origin is not None:
+                results = tuple(_moved(c, origin) for c in results)
             messages = edited.messages  # the same groups: results are edited, never removed
-    return messages, prefix_sums(counts), bounds, thinking, results
+    return messages, prefix_sums(counts), bounds, thinking, results, origin
+
+
+def _moved(cleared: ClearedToolResult, origin: List[int]) -> ClearedToolResult:
+    """``cleared`` with its indices in the caller's list rather than the shortened one."""
+    call = cleared.call_index
+    return dataclasses.replace(
+        cleared,
+        index=origin[cleared.index],
+        call_index=origin[call] if call is not None else None,
+    )
 
 
 class CallRun:
@@ -90,9 +110,12 @@ class CallRun:
         "cleared_thinking",
         "fixed",
         "function",
+        "given",
         "located",
         "memory",
+        "messages_before",
         "options",
+        "origin",
         "plan",
         "retried",
         "reused",
@@ -141,12 +164,20 @@ class CallRun:
         # A retry's smaller budget shrinks target_tokens by the same factor.
         scale = 1.0 if budget is None else budget / full
         budget = max(full * scale - self.fixed, 0.0)
+        self.messages_before = len(messages)
         self.cleared_thinking: Tuple[Any, ...] = ()
         self.cleared_results: Tuple[Any, ...] = ()
+        # When clearing edited the list: the caller's, and where each message of
+        # the edited one came from (None: where it was), for what is dropped.
+        self.given: Optional[List[Any]] = None
+        self.origin: Optional[List[int]] = None
         if options.clear_thinking is not None or options.clear_tool_results is not None:
-            messages, pre, bounds, self.cleared_thinking, self.cleared_results = _cleared(
-                options, messages, pre, bounds, budget
+            given = messages
+            messages, pre, bounds, self.cleared_thinking, self.cleared_results, self.origin = (
+                _cleared(options, messages, pre, bounds, budget)
             )
+            if messages is not given:
+                self.given = given
         self.plan = self._decide(messages, pre, bounds, budget)
         self.reused: Optional[Cut] = None
         if memory is not None and options.target_tokens is not None:
@@ -169,6 +200,26 @@ class CallRun:
         )
 
     @property
+    def dropped(self) -> List[Any]:
+        """The caller's own messages that the decision drops (what a summarizer is given)."""
+        return self._callers(len(self.plan.dropped))
+
+    def _callers(self, count: int) -> List[Any]:
+        """The caller's messages for the ``count`` dropped from the decision's head on.
+
+        The decision's own where nothing was cleared; else the originals of the
+        edited copies, so that events and summarizers never see a placeholder.
+        """
+        plan = self.plan
+        start, stop = plan.head_end, plan.head_end + count
+        given, origin = self.given, self.origin
+        if given is None:
+            return plan.messages[start:stop]
+        if origin is None:
+            return given[start:stop]
+        return [given[origin[i]] for i in range(start, stop)]
+
+    @property
     def needs_summary(self) -> bool:
         """Whether something was dropped and a summarizer waits for it."""
         return (
@@ -187,11 +238,11 @@ class CallRun:
             # The common cases, without building the core's result object first.
             kept, after = self._kept()
             messages = tuple(kept)
-            dropped = () if kept is plan.messages else tuple(plan.dropped)
+            dropped = () if kept is plan.messages else tuple(self.dropped)
             fits = after <= plan.max_tokens
         else:
             result = plan.result_with_summary(summary, options.summary_role)
-            messages, dropped = tuple(result.messages), tuple(result.dropped)
+            messages, dropped = tuple(result.messages), tuple(self._callers(len(result.dropped)))
             after, fits, summary = result.tokens_after, result.fits, result.summary
         if self.memory is not None and self.reused is None and dropped:
             self.memory.remember(plan, plan.head_end + len(dropped), summary)
@@ -206,7 +257,7 @@ class CallRun:
             dropped=dropped,
             summary=summary,
             elapsed=time.perf_counter() - self.started,
-            messages_before=len(plan.messages),
+            messages_before=self.messages_before,
             problems=problems,
             provider_tokens=None,
             calibration=self.calibration,

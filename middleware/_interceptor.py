@@ -368,7 +368,7 @@ class Interceptor:
         return run.event(summary)
 
     def _summary(self, run: CallRun) -> str:
-        return check_summary(self.options.summarize(run.plan.dropped))  # type: ignore[misc]
+        return check_summary(self.options.summarize(run.dropped))  # type: ignore[misc]
 
     async def _aevent(self, run: CallRun, states: Tuple[SessionState, ...]) -> CompactionEvent:
         """The call's event with its summary; a failing summarizer is reported, then raised."""
@@ -386,10 +386,10 @@ class Interceptor:
         summarize = self.options.summarize
         assert summarize is not None
         if is_async_callable(summarize):
-            result = summarize(run.plan.dropped)
+            result = summarize(run.dropped)
         else:
             # A slow summarizer (often an LLM call) must not block the event loop.
-            result = await anyio.to_thread.run_sync(summarize, run.plan.dropped)
+            result = await anyio.to_thread.run_sync(summarize, run.dropped)
         if inspect.isawaitable(result):
             result = await result
         return check_summary(result)

@@ -9,7 +9,10 @@ from typing import Any, Dict, List
 import pytest
 from helpers import (
     assistant,
+    call_item,
     claude,
+    output_item,
+    reasoning_item,
     system,
     text_block,
     thinking_block,
@@ -126,6 +129,102 @@ def test_clear_thinking_then_results_on_an_anthropic_loop() -> None:
     assert event.fits
     assert check_pairing(sent[0]) == []
     assert history == before
+
+
+def position(history: List[Any], message: Any) -> int:
+    """Where ``message`` is in ``history``, by identity."""
+    return next(i for i, m in enumerate(history) if m is message)
+
+
+def cleared_then_dropped(send: Any) -> Any:
+    """``send`` compacted with clearing first, then a summary: the history, events, summarised."""
+    history = chat_loop(12)
+    summarised: List[List[Any]] = []
+    events: List[CompactionEvent] = []
+
+    def summarize(dropped: List[Any]) -> str:
+        summarised.append(list(dropped))
+        return "Read the earlier files."
+
+    fn = budgeted(
+        max_tokens=300,
+        keep_tail=2,
+        clear_tool_results={"keep": 1},
+        summarize=summarize,
+        on_compact=events.append,
+    )(send)
+    return history, fn, events, summarised
+
+
+def check_the_callers_own(history: List[Any], events: List[Any], summarised: List[Any]) -> None:
+    (event,) = events
+    (given,) = summarised
+    assert event.cleared_results
+    assert event.dropped
+    positions = [position(history, m) for m in event.dropped]  # each is the caller's object
+    assert positions == list(range(positions[0], positions[0] + len(positions)))
+    # Some of what was dropped had been cleared first; it is reported, and summarised, unedited.
+    assert {c.index for c in event.cleared_results} & set(positions)
+    assert len(given) == len(event.dropped)
+    assert all(a is b for a, b in zip(given, event.dropped))
+    assert not any(m.get("content") == "[cleared]" for m in given)
+
+
+def test_what_was_cleared_then_dropped_reaches_the_summarizer_as_the_callers_own() -> None:
+    history, fn, events, summarised = cleared_then_dropped(lambda messages: messages)
+    fn(history)
+    check_the_callers_own(history, events, summarised)
+
+
+@pytest.mark.anyio
+async def test_an_async_call_summarises_the_callers_own_messages_too() -> None:
+    async def send(messages: List[Any]) -> List[Any]:
+        return messages
+
+    # The sync summarizer runs on a worker thread.
+    history, fn, events, summarised = cleared_then_dropped(send)
+    await fn(history)
+    check_the_callers_own(history, events, summarised)
+
+
+def responses_turns(turns: int) -> List[Message]:
+    """Responses turns without ids: a question, reasoning, a call, its large output, an answer."""
+    items: List[Message] = []
+    for i in range(turns):
+        call = call_item("function_call", f"call_{i}")
+        del call["id"]  # so that its reasoning item may be removed
+        items += [
+            user(f"Question {i}?"),
+            reasoning_item(f"rs_{i}"),
+            call,
+            output_item("function_call", f"call_{i}", "z" * 400),
+            {"role": "assistant", "content": f"Answer {i}."},
+        ]
+    return items
+
+
+def test_cleared_results_index_the_callers_list_after_reasoning_is_removed() -> None:
+    history = responses_turns(6)
+    send, sent, events = recorder()
+    fn = budgeted(
+        max_tokens=total(history) * 6 // 10,
+        clear_thinking=True,
+        clear_tool_results=True,
+        on_compact=events.append,
+    )(send)
+    fn(history)
+    (event,) = events
+    assert any(c.kind == "reasoning" for c in event.cleared_thinking)
+    assert event.cleared_results
+    for cleared in event.cleared_results:
+        assert history[cleared.index]["type"] == "function_call_output"
+        assert history[cleared.index]["call_id"] == cleared.call_id
+        assert history[cleared.call_index]["type"] == "function_call"
+        assert history[cleared.call_index]["call_id"] == cleared.call_id
+    for cleared in event.cleared_thinking:
+        assert history[cleared.index]["type"] == "reasoning"
+    assert event.messages_before == len(history)
+    assert check_pairing(sent[0]) == []
 
 
 @pytest.mark.parametrize(
