@@ -180,6 +180,7 @@ class _Runner:
             sinks = _Sinks(out, report, rejects)
             source = files.enter_context(open_input(args.input))
             self.progress = self._progress(source)
+            self.progress.start(source.name)
             jobs = getattr(args, "jobs", 1) or os.cpu_count() or 1
             if jobs > 1:
                 # multiprocessing is a fifth of the start-up time; only --jobs needs it.
@@ -188,7 +189,6 @@ class _Runner:
                 workers = files.enter_context(Workers(self.settings, source.name, jobs))
                 done = workers.run(workers.chunks(source), source)
             else:
-            self.progress.start(source.name)
                 done = serial(self.settings, source.name, read_jsonl(source.stream, source.name))
             for lineno, result in done:
                 if isinstance(result, Rejected):
@@ -200,6 +200,7 @@ class _Runner:
                     # as soon as it is done; from a file, the buffer fills first.
                     out.flush()
                 self.progress.update(self.totals.conversations)
+            self.progress.finish(self.totals.conversations)
         self.stdout = None
         return self.totals
 
@@ -208,7 +209,6 @@ class _Runner:
         if wanted is False or (wanted is None and self.check):
             return Progress("off")
         if wanted:
-            self.progress.finish(self.totals.conversations)
             style = "plain"
         else:
             # A line redrawn in place, only where someone watches it and where it cannot
