@@ -266,7 +266,8 @@ class _Editor:
     this object made, so it may be changed in place.
     """
 
-    def __init__(self, views: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, messages: Sequence[Any], views: Sequence[Mapping[str, Any]]) -> None:
+        self.messages = messages
         self.views = views
         self.edited: Dict[int, Dict[str, Any]] = {}
         self._lists: Set[Tuple[int, str]] = set()
@@ -275,7 +276,10 @@ class _Editor:
     def message(self, i: int) -> Dict[str, Any]:
         message = self.edited.get(i)
         if message is None:
-            message = self.edited[i] = dict(self.views[i])
+            # A mapping is copied as the caller wrote it, so that what is not
+            # edited (an SDK block beside a cleared one) stays the caller's object.
+            own = self.messages[i]
+            message = self.edited[i] = dict(own if isinstance(own, Mapping) else self.views[i])
         return message
 
     def items(self, i: int, key: str) -> List[Any]:
@@ -329,7 +333,9 @@ def _clear_input(editor: _Editor, call: _Call, placeholder: str) -> bool:
         if not isinstance(function, Mapping):
             return False  # nothing to clear, and no reason to copy the message
         calls = editor.items(call.index, "tool_calls")
-        calls[call.position] = {**calls[call.position], "function": {**function}}
+        own = calls[call.position]  # an SDK tool call is edited as its JSON
+        base = own if isinstance(own, Mapping) else view["tool_calls"][call.position]
+        calls[call.position] = {**base, "function": {**function}}
         calls[call.position]["function"]["arguments"] = EMPTY_ARGUMENTS
         return True
     editor.block(call.index, call.position)["input"] = {}
@@ -406,7 +412,7 @@ class ResultClearing:
         counts = list(counts)
         before = total = sum(counts)
         cleared: List[ClearedToolResult] = []
-        editor = _Editor(views)
+        editor = _Editor(messages, views)
         results = _find_results(views, self.placeholder)  # validates, even when it fits
         if total > max_tokens:
             older = results[: max(len(results) - self.keep, 0)]
@@ -644,7 +650,7 @@ class ThinkingClearing:
         counts = list(counts)
         before = total = sum(counts)
         cleared: List[ClearedThinking] = []
-        editor = _Editor(views)
+        editor = _Editor(messages, views)
         removed: Set[int] = set()
         if max_tokens is None or total > max_tokens:
             for item in _find_thinking(views, self.keep_turns):

@@ -194,8 +194,7 @@ def regroup_from(messages: Sequence[Any], bounds: Sequence[int], keep: int) -> i
 
 
 def _view(messages: Sequence[Any], index: int) -> Mapping[str, Any]:
-    message = messages[index]
-    return message if type(message) is dict else message_view(message, index)
+    return message_view(messages[index], index)
 
 
 def _answers_before(messages: Sequence[Any], start: int, keep: int) -> bool:

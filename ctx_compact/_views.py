@@ -4,12 +4,22 @@ The core reads and counts plain mappings. An SDK object (a pydantic model such
 as the OpenAI SDK's ``ChatCompletionMessage`` or an Anthropic content block) is
 seen as the JSON the SDK sends for it, ``model_dump(mode="json",
 exclude_unset=True)``; any other object is not a message.
+
+The same holds inside a message: ``{"role": "assistant", "tool_calls":
+response.choices[0].message.tool_calls}`` holds the SDK's tool-call objects,
+which the SDK serialises when it sends them. A message whose tool structure
+(its ``tool_calls``, its content blocks, a ``tool_result``'s content, a
+``function_call``) holds anything but plain dicts, lists and strings is seen
+as its plain form, every SDK object, dataclass and mapping in it, at any
+depth, replaced by what it serialises to. The caller's objects are still what
+compaction returns; only the view is plain.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ._errors import InvalidMessageError
 from ._frameworks import framework_view
@@ -27,16 +37,24 @@ def _dump_failed(value: Any, exc: Exception) -> str:
     return f"{type(value).__name__}.model_dump() failed ({exc}); pass plain dicts"
 
 
+def _dataclass_fields(value: Any) -> Optional[Dict[str, Any]]:
+    """A dataclass instance's fields by name (not recursed), or ``None`` if it is not one."""
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return None
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+
+
 def to_json_compatible(value: object) -> object:
     """``json``'s ``default=``: a mapping as the dict it holds, an SDK object as its JSON.
 
     json only knows dict; a read-only or custom Mapping is serialised as the
-    dict it holds, and an SDK object inside a message (an Anthropic content
-    block in ``{"role": "assistant", "content": response.content}``) as the JSON
-    the SDK sends for it: what the caller would expect to be counted.
+    dict it holds, an SDK object inside a message (an Anthropic content block in
+    ``{"role": "assistant", "content": response.content}``) as the JSON the SDK
+    sends for it, and a dataclass as the dict of its fields: what the caller
+    would expect to be counted.
 
     Raises:
-        TypeError: ``value`` is neither.
+        TypeError: ``value`` is none of these.
     """
     if isinstance(value, Mapping):
         return dict(value)
@@ -46,14 +64,104 @@ def to_json_compatible(value: object) -> object:
         raise TypeError(_dump_failed(value, exc)) from exc
     if dumped is not None:
         return dumped
+    fields = _dataclass_fields(value)
+    if fields is not None:
+        return fields
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _is_plain_leaf(value: Any) -> bool:
+    return value is None or type(value) in (str, int, float, bool)
+
+
+def _plain_parts(value: Any) -> bool:
+    """Whether ``value`` is a JSON leaf, or a list or tuple of plain dicts and strings."""
+    kind = type(value)
+    if kind is not list and kind is not tuple:
+        return _is_plain_leaf(value)
+    for item in value:
+        kind = type(item)
+        if kind is not dict and kind is not str:
+            return False
+    return True
+
+
+def holds_objects(message: Mapping[str, Any]) -> bool:
+    """Whether a message's tool structure holds anything but plain dicts, lists and strings.
+
+    Only where grouping, the pairing check, clearing and the counters read:
+    ``content`` (and each block's own ``content``), ``tool_calls`` (and each
+    call's ``function``), ``function_call``. Anything deeper is counted as it
+    serialises wherever it is, and needs no plain view. Written for speed: it
+    runs on every message of every compaction.
+    """
+    content = message.get("content")
+    if type(content) is not str and content is not None:
+        if type(content) is not list and type(content) is not tuple:
+            return not _is_plain_leaf(content)  # an SDK object, a mapping, ...
+        for block in content:
+            kind = type(block)
+            if kind is dict:
+                inner = block.get("content")
+                if type(inner) is not str and inner is not None and not _plain_parts(inner):
+                    return True
+            elif kind is not str and kind is not list and kind is not tuple:
+                return True  # a list inside content is no block: it is only counted
+    calls = message.get("tool_calls")
+    if calls is not None and type(calls) is not list and type(calls) is not tuple:
+        if not _is_plain_leaf(calls):
+            return True
+    elif calls is not None:
+        for call in calls:
+            if type(call) is not dict:
+                return True
+            function = call.get("function")
+            if function is not None and type(function) is not dict:
+                return True
+    function_call = message.get("function_call")
+    return function_call is not None and type(function_call) is not dict
+
+
+def plain(value: Any, index: Optional[int] = None) -> Any:
+    """``value`` with every SDK object, dataclass, mapping and tuple in it, at any depth,
+    replaced by the plain dict or list it serialises to; other leaves are kept.
+
+    Raises:
+        InvalidMessageError: An SDK object's ``model_dump`` fails; the error names ``index``.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict or isinstance(value, Mapping):
+        return {k: plain(v, index) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [plain(v, index) for v in value]
+    try:
+        dumped = sdk_dump(value)
+    except Exception as exc:
+        raise InvalidMessageError(_dump_failed(value, exc), index) from exc
+    if dumped is not None:
+        return plain(dumped, index)  # a custom model_dump may still hold objects
+    fields = _dataclass_fields(value)
+    if fields is not None:
+        return {k: plain(v, index) for k, v in fields.items()}
+    return value
+
+
+def _plain_view(message: Mapping[str, Any], index: Optional[int]) -> Mapping[str, Any]:
+    try:
+        return plain(message, index)  # type: ignore[no-any-return]
+    except RecursionError:
+        raise InvalidMessageError("the message is nested too deeply to be read", index) from None
 
 
 def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
     """The mapping a message is grouped and counted as.
 
-    A mapping is its own view; a LangChain message, a pydantic-ai
-    ``ModelRequest``/``ModelResponse`` or an openai-agents run item is seen as
+    A mapping is its own view, or its plain form when its tool structure holds
+    SDK objects, dataclasses or other mappings (``holds_objects``); a LangChain
+    message, a pydantic-ai ``ModelRequest``/``ModelResponse`` or an
+    openai-agents run item is seen as
     what the framework sends for it (``framework_view``); an SDK object with
     ``model_dump`` is seen as its JSON.
 
@@ -62,7 +170,7 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
             whose mapping has neither a ``role`` nor a ``type``.
     """
     if isinstance(message, Mapping):
-        return message
+        return _plain_view(message, index) if holds_objects(message) else message
     framework = framework_view(message)
     if framework is not None:
         return framework
@@ -72,7 +180,10 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
         except Exception as exc:
             raise InvalidMessageError(_dump_failed(message, exc), index) from exc
         if isinstance(view, Mapping):
-            if view.get("role") is None and view.get("type") is None:
+            mapping: Mapping[str, Any] = view
+            if holds_objects(mapping):  # a custom model_dump
+                mapping = _plain_view(mapping, index)
+            if mapping.get("role") is None and mapping.get("type") is None:
                 # Neither a wire message nor a known framework's: grouping it alone
                 # could keep a tool call without its result, so say so instead.
                 raise InvalidMessageError(
@@ -81,7 +192,7 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
                     "supported framework's messages (LangChain, pydantic-ai, openai-agents)",
                     index,
                 )
-            return view
+            return mapping
     raise InvalidMessageError(
         f"expected a mapping such as {{'role': ..., 'content': ...}} or an SDK message "
         f"model, got {type(message).__name__}",
@@ -92,12 +203,12 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
 def message_views(messages: Sequence[Any], start: int = 0) -> Sequence[Mapping[str, Any]]:
     """The views of ``messages[start:]`` (earlier items are left as they are).
 
-    Returns ``messages`` itself when those messages are all dicts, the usual case.
+    Returns ``messages`` itself when those messages are all plain dicts, the usual case.
     """
     views: Optional[List[Any]] = None
     for i in range(start, len(messages)):
         message = messages[i]
-        if type(message) is dict:
+        if type(message) is dict and not holds_objects(message):
             continue
         if views is None:
             views = list(messages)

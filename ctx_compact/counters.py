@@ -214,7 +214,7 @@ def openai_chat_counter(
         return tokens_per_tool_call + sum(_count_value(body.get(f), length) for f in fields)
 
     def count_tokens(message: Mapping[str, Any]) -> int:
-        view = message if type(message) is dict else message_view(message, None)
+        view = message_view(message, None)
         total = tokens_per_message
         for key, value in view.items():
             kind = type(value)
