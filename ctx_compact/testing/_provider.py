@@ -18,7 +18,10 @@ limit with the provider's context-length error. With ``tool_calls=N`` it is a
 scripted model: while fewer than N tool results follow the last user prompt and
 the request offers a tool, it answers with a call to the first tool offered, so
 a framework runs a real tool loop. Nothing else is modelled: no sampling, no
-authentication (any headers are accepted and recorded).
+authentication (any headers are accepted and recorded). A body whose framing is
+broken (a ``Content-Length`` that is not a number, a bad chunk size) gets a 400
+and its connection is closed; one over ``MAX_BODY_BYTES`` (32 MiB, Anthropic's
+documented limit) gets a 413 from its headers, before any of it is read.
 
 Token figures are deterministic. Every message costs ``count_tokens(message)``:
 its compact JSON (``separators=(",", ":")``, ``ensure_ascii=False``), measured in
@@ -99,6 +102,12 @@ ANTHROPIC_EMPTY_CONTENT = (
 )
 
 Json = Dict[str, Any]
+
+# The largest request body read, as Anthropic documents for its Messages API (32 MB);
+# a larger one is refused from its headers with 413, before any of it is read.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+_MAX_LINE = 4096  # a chunk-size or trailer line
+_MAX_TRAILERS = 64
 
 
 def count_tokens(value: Any) -> int:
@@ -883,6 +892,24 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+def _size(length: Optional[int], before: int = 0) -> int:
+    """``length``, unless with the ``before`` bytes already read it is over the limit."""
+    # None: too many digits to be worth converting (int() refuses 4,300 and more).
+    if length is None or before + length > MAX_BODY_BYTES:
+        raise _FramingError(
+            f"Request exceeds the maximum allowed number of bytes ({MAX_BODY_BYTES}).", 413
+        )
+    return length
+
+
+class _FramingError(Exception):
+    """A request body whose length cannot be known, or is over the limit, from its headers."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakeProvider/1.0"
@@ -910,31 +937,98 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("DELETE")
 
     def _read_body(self) -> bytes:
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            data = b""
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        """The request body, as its headers frame it; never more than ``MAX_BODY_BYTES``.
+
+        Raises:
+            _FramingError: For framing that cannot be trusted (the connection is then
+                closed, as where the next request starts is unknown) or a body over the limit.
+        """
+        coding = self.headers.get("Transfer-Encoding")
+        lengths = self.headers.get_all("Content-Length") or []
+        if coding is not None:
+            if coding.strip().lower() != "chunked":
+                raise _FramingError(f"Unsupported Transfer-Encoding: {coding!r}.")
+            if lengths:
+                raise _FramingError("A request must not have both Content-Length and chunks.")
+            return self._read_chunks()
+        if not lengths:
+            return b""
+        if len(set(lengths)) > 1:
+            raise _FramingError(f"Conflicting Content-Length headers: {', '.join(lengths)}.")
+        text = lengths[0].strip()
+        if not re.fullmatch("[0-9]+", text):
+            raise _FramingError(f"Invalid Content-Length header: {text[:40]!r}.")
+        length = _size(int(text) if len(text) <= 12 else None)
+        data = self._read_exactly(length)
+        if len(data) < length:
+            raise _FramingError(f"The request body ended after {len(data)} of {length} bytes.")
+        return data
+
+    def _read_chunks(self) -> bytes:
+        parts: List[bytes] = []
+        total = 0
+        while True:
+            line = self._read_line("chunk size")
+            size = line.split(b";", 1)[0].strip()
+            if not re.fullmatch(b"[0-9A-Fa-f]+", size):
+                raise _FramingError(f"Invalid chunk size: {size[:40]!r}.")
+            length = _size(int(size, 16) if len(size) <= 12 else None, total)
+            if length == 0:
+                break
+            chunk = self._read_exactly(length)
+            if len(chunk) < length or self.rfile.readline(3) != b"\r\n":
+                raise _FramingError("A chunk of the request body did not end as its size said.")
+            parts.append(chunk)
+            total += length
+        # Trailer fields, if any, up to the empty line that ends the body.
+        for _ in range(_MAX_TRAILERS):
+            if self._read_line("trailer") == b"":
+                return b"".join(parts)
+        raise _FramingError(f"More than {_MAX_TRAILERS} trailer fields.")
+
+    def _read_line(self, what: str) -> bytes:
+        line = self.rfile.readline(_MAX_LINE + 1)
+        if len(line) > _MAX_LINE or not line.endswith(b"\n"):
+            raise _FramingError(f"The request body's {what} line is too long or unterminated.")
+        return line.rstrip(b"\r\n")
+
+    def _read_exactly(self, length: int) -> bytes:
+        # In pieces, so what is held is what arrived, not what the headers announced.
+        parts: List[bytes] = []
+        remaining = length
+        while remaining:
+            piece = self.rfile.read(min(remaining, 1 << 20))
+            if not piece:
+                break
+            parts.append(piece)
+            remaining -= len(piece)
+        return b"".join(parts)
 
     def _serve(self, method: str) -> None:
         self._streaming = False  # a keep-alive connection reuses the handler
         provider = self.server.provider
         url = urlsplit(self.path)
         path = url.path
-        raw = self._read_body()
         headers = {name.lower(): value for name, value in self.headers.items()}
+        anthropic = path == MESSAGES_PATH if path in PATHS else "anthropic-version" in headers
+        try:
+            raw = self._read_body()
+        except _FramingError as broken:
+            provider._record(RecordedRequest(method, path, headers, None, url.query))
+            if not anthropic:
+                error = _openai_error(str(broken), status=broken.status)
+            elif broken.status == 413:
+                error = _anthropic_error(str(broken), status=413, error_type="request_too_large")
+            else:
+                error = _anthropic_error(str(broken))
+            self._send_json(error.status, error.body, anthropic, close=True)
+            return
         try:
             body: Any = json.loads(raw) if raw else None
             parsed = True
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays nested too deep
             body, parsed = None, False
         provider._record(RecordedRequest(method, path, headers, body, url.query))
-        anthropic = path == MESSAGES_PATH if path in PATHS else "anthropic-version" in headers
         try:
             if method != "POST" or path not in PATHS:
                 raise self._not_found(method, path, anthropic)
@@ -1050,7 +1144,7 @@ class _Handler(BaseHTTPRequestHandler):
         request_id = self.server.provider._new_id("req_fake")
         return ("request-id" if anthropic else "x-request-id", request_id)
 
-    def _send_json(self, status: int, body: Json, anthropic: bool) -> None:
+    def _send_json(self, status: int, body: Json, anthropic: bool, close: bool = False) -> None:
         name, request_id = self._request_id_header(anthropic)
         if anthropic and body.get("type") == "error":
             body = {**body, "request_id": request_id}
@@ -1059,6 +1153,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.send_header(name, request_id)
+        if close:
+            self.send_header("Connection", "close")  # also ends the handler's loop
         self.end_headers()
         self.wfile.write(data)
 

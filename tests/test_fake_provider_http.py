@@ -1,0 +1,176 @@
+"""The local provider's HTTP server, spoken to over raw sockets: framing, close, latency, bursts.
+
+No SDK is needed here, so these run on every Python the package supports. Every
+socket has a timeout, so a server that fails to answer fails the test instead of
+hanging it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from typing import Any, Tuple
+
+import pytest
+
+from ctx_compact.testing import FakeProvider
+
+TIMEOUT = 5.0
+CHAT = "/v1/chat/completions"
+MESSAGES = "/v1/messages"
+CHAT_BODY = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+MAX_BODY_BYTES = 32 * 1024 * 1024  # the limit the provider documents
+
+
+def request_bytes(path: str = CHAT, body: str = CHAT_BODY, *extra: str) -> bytes:
+    """A well-formed POST, with any extra header lines."""
+    data = body.encode()
+    head = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
+    head += [f"Content-Length: {len(data)}", *extra]
+    return "\r\n".join(head).encode() + b"\r\n\r\n" + data
+
+
+def connect(provider: FakeProvider) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", provider.port), timeout=TIMEOUT)
+
+
+def read_response(sock: socket.socket) -> Tuple[http.client.HTTPResponse, bytes]:
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    return response, response.read()
+
+
+def exchange(
+    provider: FakeProvider, raw: bytes, *, half_close: bool = False
+) -> Tuple[http.client.HTTPResponse, Any]:
+    """Send ``raw`` on a new connection; return the response and its decoded JSON body."""
+    with connect(provider) as sock:
+        sock.sendall(raw)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        response, body = read_response(sock)
+    return response, json.loads(body)
+
+
+def assert_still_serving(provider: FakeProvider) -> None:
+    response, body = exchange(provider, request_bytes())
+    assert response.status == 200
+    assert body["choices"][0]["message"]["content"] == "Fake reply to 1 messages."
+
+
+# --- broken framing ----------------------------------------------------------------
+
+
+def head_only(*lines: str, path: str = CHAT) -> bytes:
+    head = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json", *lines]
+    return "\r\n".join(head).encode() + b"\r\n\r\n"
+
+
+CHUNKED = "Transfer-Encoding: chunked"
+BAD_FRAMING = {
+    "a Content-Length that is not a number": head_only("Content-Length: abc") + b"{}",
+    "a negative Content-Length": head_only("Content-Length: -1") + b"{}",
+    "a Content-Length with a sign": head_only("Content-Length: +2") + b"{}",
+    "two Content-Lengths that differ": head_only("Content-Length: 2", "Content-Length: 3") + b"{}",
+    "a chunk size that is not hex": head_only(CHUNKED) + b"zz\r\n{}\r\n0\r\n\r\n",
+    "a negative chunk size": head_only(CHUNKED) + b"-2\r\n{}\r\n0\r\n\r\n",
+    "an empty chunk size line": head_only(CHUNKED) + b"\r\n",
+    "a chunk not ended by CRLF": head_only(CHUNKED) + b"2\r\n{}xx0\r\n\r\n",
+    "a transfer coding other than chunked": head_only("Transfer-Encoding: gzip") + b"{}",
+    "both Content-Length and chunks": head_only("Content-Length: 2", CHUNKED)
+    + b"2\r\n{}\r\n0\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("raw", BAD_FRAMING.values(), ids=list(BAD_FRAMING))
+def test_broken_framing_is_a_400_and_the_server_goes_on(
+    provider: FakeProvider, raw: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    response, body = exchange(provider, raw)
+
+    assert response.status == 400
+    assert body["error"]["type"] == "invalid_request_error"
+    # Where the next request starts is unknown after a framing error.
+    assert response.getheader("Connection") == "close"
+    assert_still_serving(provider)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_body_shorter_than_its_content_length_is_a_400(
+    provider: FakeProvider, capsys: pytest.CaptureFixture[str]
+) -> None:
+    response, body = exchange(provider, head_only("Content-Length: 100") + b"{}", half_close=True)
+
+    assert response.status == 400
+    assert "ended after 2 of 100 bytes" in body["error"]["message"]
+    assert_still_serving(provider)
+    assert capsys.readouterr().err == ""
+
+
+TOO_LARGE = {
+    "a huge Content-Length": head_only(f"Content-Length: {10**15}"),
+    "a Content-Length one byte over the limit": head_only(f"Content-Length: {MAX_BODY_BYTES + 1}"),
+    "a Content-Length of 5,000 digits": head_only("Content-Length: " + "9" * 5000),
+    "a huge chunk size": head_only(CHUNKED) + b"FFFFFFFFFFFF\r\n",
+}
+
+
+@pytest.mark.parametrize("raw", TOO_LARGE.values(), ids=list(TOO_LARGE))
+def test_a_body_over_the_limit_is_refused_before_it_is_read(
+    provider: FakeProvider, raw: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No body follows the head: an answer proves that nothing was waited for.
+    response, body = exchange(provider, raw)
+
+    assert response.status == 413
+    assert body["error"]["type"] == "invalid_request_error"
+    assert response.getheader("Connection") == "close"
+    assert_still_serving(provider)
+    assert capsys.readouterr().err == ""
+
+
+def test_anthropic_gets_its_own_413(provider: FakeProvider) -> None:
+    response, body = exchange(provider, head_only(f"Content-Length: {10**15}", path=MESSAGES))
+
+    assert response.status == 413
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "request_too_large"
+    assert body["request_id"] == response.getheader("request-id")
+
+
+def test_a_chunked_body_is_read_with_its_extensions_and_trailers(provider: FakeProvider) -> None:
+    data = CHAT_BODY.encode()
+    chunks = b"%x;ext=1\r\n%s\r\n%x\r\n%s\r\n0\r\nX-Trailer: yes\r\n\r\n" % (
+        10,
+        data[:10],
+        len(data) - 10,
+        data[10:],
+    )
+    raw = head_only(CHUNKED) + chunks
+
+    with connect(provider) as sock:
+        sock.sendall(raw)
+        first, _ = read_response(sock)
+        # A trailer left unread would be taken for the next request's first line.
+        sock.sendall(request_bytes())
+        second, _ = read_response(sock)
+
+    assert (first.status, second.status) == (200, 200)
+    assert provider.requests[0].body == json.loads(CHAT_BODY)
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+def test_a_body_of_100000_nested_arrays_is_a_400(
+    provider: FakeProvider, path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nested = "[" * 100_000 + "]" * 100_000
+
+    response, body = exchange(provider, request_bytes(path, nested))
+
+    assert response.status == 400
+    message = body["error"]["message"]
+    assert "parsing the body" in message or "could not parse the JSON body" in message
+    assert provider.requests[-1].body is None
+    assert_still_serving(provider)
+    assert capsys.readouterr().err == ""
