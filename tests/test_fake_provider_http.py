@@ -10,7 +10,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-from typing import Any, Tuple
+import threading
+from typing import Any, List, Tuple
 
 import pytest
 
@@ -174,3 +175,48 @@ def test_a_body_of_100000_nested_arrays_is_a_400(
     assert provider.requests[-1].body is None
     assert_still_serving(provider)
     assert capsys.readouterr().err == ""
+
+
+# --- close() ----------------------------------------------------------------------
+
+
+def test_close_ends_a_keep_alive_connection_opened_before_it() -> None:
+    provider = FakeProvider().start()
+    with connect(provider) as sock:
+        sock.sendall(request_bytes())
+        response, _ = read_response(sock)
+        assert response.status == 200
+        assert not response.will_close
+
+        provider.close()
+
+        try:
+            sock.sendall(request_bytes())
+            after = sock.recv(65536)
+        except ConnectionError:
+            after = b""
+    assert after == b"", "a connection opened before close() was served after it"
+
+
+def test_close_lets_a_request_in_flight_finish() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def slow_reply(messages: List[Any]) -> str:
+        started.set()
+        release.wait(TIMEOUT)
+        return "finished"
+
+    provider = FakeProvider(reply=slow_reply).start()
+    with connect(provider) as sock:
+        sock.sendall(request_bytes())
+        assert started.wait(TIMEOUT)
+        closing = threading.Thread(target=provider.close)
+        closing.start()
+        release.set()
+        response, body = read_response(sock)
+        closing.join(TIMEOUT)
+        assert not closing.is_alive()
+        assert sock.recv(65536) == b""  # and then the connection ends
+
+    assert response.status == 200
+    assert json.loads(body)["choices"][0]["message"]["content"] == "finished"

@@ -41,9 +41,11 @@ Standard library only, Python 3.9+. Run ``python -m ctx_compact.testing
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import re
+import socket
 import sys
 import threading
 import time
@@ -886,10 +888,58 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     provider: FakeProvider
 
+    def __init__(self, address: Tuple[str, int], handler: Any) -> None:
+        # Each open connection and the thread serving it, so close() can end them.
+        self._connections: Dict[socket.socket, threading.Thread] = {}
+        self._connections_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # ThreadingMixIn's, except that the thread is remembered with its connection.
+        thread = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            name="fake-provider-connection",
+            daemon=True,
+        )
+        with self._connections_lock:
+            self._connections[request] = thread
+        thread.start()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def close_connections(self, grace: float = 2.0) -> None:
+        """End every open connection; a request being answered is answered first.
+
+        Shutting a connection for reading makes its handler see the end of the
+        stream once the response in hand is written. One whose handler is still
+        busy after ``grace`` seconds (a stream its client does not read) is cut.
+        """
+        with self._connections_lock:
+            connections = list(self._connections.items())
+        for connection, _ in connections:
+            _shutdown(connection, socket.SHUT_RD)
+        deadline = time.monotonic() + grace
+        for connection, thread in connections:
+            if thread is threading.current_thread():
+                continue  # close() called from a reply callable
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                _shutdown(connection, socket.SHUT_RDWR)
+                thread.join(1.0)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up mid-stream is normal; anything else is a bug.
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+def _shutdown(connection: socket.socket, how: int) -> None:
+    with contextlib.suppress(OSError):  # already closed by its handler
+        connection.shutdown(how)
 
 
 def _size(length: Optional[int], before: int = 0) -> int:
@@ -1274,6 +1324,8 @@ class FakeProvider:
             self._thread.join()
             self._thread = None
         self._server.server_close()
+        # Keep-alive connections opened earlier would otherwise go on being served.
+        self._server.close_connections()
 
     def __enter__(self) -> FakeProvider:
         return self.start()
