@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import threading
 from typing import Any, List, Tuple
@@ -220,3 +221,47 @@ def test_close_lets_a_request_in_flight_finish() -> None:
 
     assert response.status == 200
     assert json.loads(body)["choices"][0]["message"]["content"] == "finished"
+
+
+# --- latency: one segment per response, no Nagle -------------------------------------
+
+
+def test_each_json_response_on_a_keep_alive_connection_arrives_in_one_segment(
+    provider: FakeProvider,
+) -> None:
+    # Headers and body written apart leave the body to Nagle's algorithm, which holds it
+    # until the client's delayed ACK of the headers (about 40 ms): then the first read
+    # holds the headers alone. The first exchange of a connection is quick-ACKed, so
+    # several are made on one connection.
+    with connect(provider) as sock:
+        for _ in range(4):
+            sock.sendall(request_bytes())
+            segment = sock.recv(1 << 20)
+            head, _, body = segment.partition(b"\r\n\r\n")
+            length = re.search(rb"\r\nContent-Length: (\d+)\r\n", head + b"\r\n")
+            assert length is not None, head
+            assert len(body) == int(length.group(1)), "the body did not come with the headers"
+
+
+@pytest.fixture
+def accepted(monkeypatch: pytest.MonkeyPatch) -> List[socket.socket]:
+    """The server side of every connection accepted during the test."""
+    sockets: List[socket.socket] = []
+    accept = socket.socket.accept
+
+    def recording_accept(self: socket.socket) -> Tuple[socket.socket, Any]:
+        connection, address = accept(self)
+        sockets.append(connection)
+        return connection, address
+
+    monkeypatch.setattr(socket.socket, "accept", recording_accept)
+    return sockets
+
+
+def test_accepted_connections_disable_nagle(accepted: List[socket.socket]) -> None:
+    # A stream writes one event at a time; with Nagle each would wait for an ACK.
+    with FakeProvider() as provider, connect(provider) as sock:
+        sock.sendall(request_bytes())
+        read_response(sock)
+        assert len(accepted) == 1
+        assert accepted[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
