@@ -10,7 +10,10 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import select
 import socket
+import struct
+import sys
 import threading
 from typing import Any, List, Tuple
 
@@ -265,3 +268,39 @@ def test_accepted_connections_disable_nagle(accepted: List[socket.socket]) -> No
         read_response(sock)
         assert len(accepted) == 1
         assert accepted[0].getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+# --- a burst of connections ------------------------------------------------------
+
+
+def _syn_retransmits(sock: socket.socket) -> int:
+    # struct tcp_info (linux/tcp.h): tcpi_total_retrans is the __u32 at byte 100.
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    return int(struct.unpack_from("I", info, 100)[0])
+
+
+def test_a_burst_of_32_connections_is_accepted_at_once() -> None:
+    # All 32 connect while the server is not yet accepting: each must find room in the
+    # listen queue. A full queue drops the SYN, and the client retries a second later.
+    provider = FakeProvider()
+    clients = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(32)]
+    try:
+        for client in clients:
+            client.setblocking(False)
+            client.connect_ex(("127.0.0.1", provider.port))
+        provider.start()
+        statuses = []
+        for client in clients:
+            _, writable, _ = select.select([], [client], [], TIMEOUT)
+            assert writable
+            assert client.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+            client.settimeout(TIMEOUT)
+            client.sendall(request_bytes(CHAT, CHAT_BODY, "Connection: close"))
+            statuses.append(read_response(client)[0].status)
+        assert statuses == [200] * 32
+        if sys.platform.startswith("linux"):
+            assert [_syn_retransmits(client) for client in clients] == [0] * 32
+    finally:
+        for client in clients:
+            client.close()
+        provider.close()

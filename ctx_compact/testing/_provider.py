@@ -886,6 +886,10 @@ def _message_events(
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # A test suite's burst of parallel clients must find room in the accept queue:
+    # with socketserver's 5, the kernel drops the SYNs beyond it and those clients
+    # wait a second or more to try again.
+    request_queue_size = 128
     provider: FakeProvider
 
     def __init__(self, address: Tuple[str, int], handler: Any) -> None:
