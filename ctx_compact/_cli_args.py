@@ -14,7 +14,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import __version__
-from ._cli_io import file_identity
+from ._cli_io import file_identity, reasons_path
 from ._cli_work import PROG, Budget
 
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
@@ -25,6 +25,8 @@ EXIT_PIPE_CLOSED = 1
 EXIT_USAGE = 2
 EXIT_DOES_NOT_FIT = 3
 EXIT_SKIPPED = 4  # --skip-invalid skipped at least one line; the rest was written
+# Skipped lines reported one by one on standard error; the closing line counts them all.
+SHOWN_SKIPPED = 20
 EXIT_PAIRING_PROBLEMS = 1  # check mode; a closed stdout there also means problems were found
 # What a shell reports for a command ended by the signal: 128 + its number.
 EXIT_INTERRUPTED = 128 + signal.SIGINT
@@ -80,7 +82,8 @@ def _build_parser() -> argparse.ArgumentParser:
             "     lines before the bad one)\n"
             "  3  the result does not fit, even with everything droppable dropped\n"
             "     (the best result is still written; with --jsonl, any conversation)\n"
-            "  4  --skip-invalid skipped at least one bad line (the rest is written)\n"
+            "  4  --skip-invalid skipped at least one bad line (the rest is written);\n"
+            "     it outranks 3, and the last line on standard error says both\n"
             "  130, 143  interrupted by Ctrl-C or SIGTERM (--output is left untouched)\n"
             "\n"
             "examples:\n"
@@ -93,13 +96,7 @@ def _build_parser() -> argparse.ArgumentParser:
             "  a file named check, write it ./check.\n"
         ),
     )
-    parser.add_argument(
-        "input",
-        nargs="?",
-        default="-",
-        metavar="FILE",
-        help="the input file; '-' or no argument reads standard input",
-    )
+    _add_input(parser)
     parser.add_argument(
         "--max-tokens",
         required=True,
@@ -180,15 +177,39 @@ def _build_parser() -> argparse.ArgumentParser:
         help="refuse a conversation whose tool pairing is already broken (status 2, or"
         " skipped with --skip-invalid) instead of warning and compacting it",
     )
+    batch = _add_dataset_options(parser)
+    batch.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write one JSON line per conversation to FILE: line, messages_before,"
+        " messages_after, tokens_before, tokens_after, dropped, fits",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return parser
+
+
+def _add_input(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="FILE",
+        help="the input file; '-' or no argument reads standard input",
+    )
+
+
+def _add_dataset_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The ``--jsonl`` input options, the same for compaction and ``check``."""
     batch = parser.add_argument_group("datasets (with --jsonl)")
     shown = batch.add_mutually_exclusive_group()
     shown.add_argument(
         "--progress",
         action="store_true",
         default=None,
-        help="write a plain progress line (conversations, share of the input, rate, time"
-        " left) on standard error every ten seconds, for logs; by default a line is redrawn"
-        " only when standard error is a terminal",
+        help="write plain progress lines (conversations, share of the input, rate, time"
+        " left) on standard error for logs: one as the run starts, one every ten seconds,"
+        " one when it ends; by default a line is redrawn only when standard error is a"
+        " terminal",
     )
     shown.add_argument(
         "--no-progress", dest="progress", action="store_false", help="show no progress"
@@ -196,8 +217,8 @@ def _build_parser() -> argparse.ArgumentParser:
     batch.add_argument(
         "--skip-invalid",
         action="store_true",
-        help="skip a line that cannot be used, reporting it on standard error, and go on"
-        " (exit status 4)",
+        help=f"skip a line that cannot be used and go on (exit status {EXIT_SKIPPED}); the"
+        f" first {SHOWN_SKIPPED} are reported on standard error, --rejects keeps them all",
     )
     batch.add_argument(
         "--max-errors",
@@ -210,20 +231,16 @@ def _build_parser() -> argparse.ArgumentParser:
         type=_count,
         default=1,
         metavar="N",
-        help="compact in N worker processes (0: one per CPU); the output is the same, in"
+        help="work in N worker processes (0: one per CPU); the output is the same, in"
         " the same order (default: 1)",
     )
     batch.add_argument(
-        "--rejects", metavar="FILE", help="write the skipped lines to FILE, verbatim"
-    )
-    batch.add_argument(
-        "--report",
+        "--rejects",
         metavar="FILE",
-        help="write one JSON line per conversation to FILE: line, messages_before,"
-        " messages_after, tokens_before, tokens_after, dropped, fits",
+        help="write the skipped lines to FILE, verbatim, and why each was skipped to a"
+        " sidecar beside it (bad.jsonl: bad.reasons.jsonl)",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    return parser
+    return batch
 
 
 def _build_check_parser() -> argparse.ArgumentParser:
@@ -240,7 +257,9 @@ def _build_check_parser() -> argparse.ArgumentParser:
         epilog=(
             "input:\n"
             "  The same as compaction: a JSON array of messages, or an object whose\n"
-            '  "messages" key holds one; with --jsonl, one such value per line.\n'
+            '  "messages" key holds one; with --jsonl, one such value per line. The\n'
+            "  dataset options (--skip-invalid, --max-errors, --rejects, --jobs,\n"
+            "  --progress) are those of compaction.\n"
             "\n"
             "output:\n"
             "  One line per problem on standard output, in message order:\n"
@@ -252,24 +271,21 @@ def _build_check_parser() -> argparse.ArgumentParser:
             "  1  at least one pairing problem\n"
             "  2  usage error, or input that cannot be read or parsed\n"
             "     (no problem lines are written)\n"
+            "  4  --skip-invalid skipped at least one bad line; it outranks 1, and the\n"
+            "     summary line on standard error says both\n"
             "\n"
             "examples:\n"
             "  ctx-compact check examples/broken.json\n"
             "  ctx-compact check --jsonl train.jsonl\n"
         ),
     )
-    parser.add_argument(
-        "input",
-        nargs="?",
-        default="-",
-        metavar="FILE",
-        help="the input file; '-' or no argument reads standard input",
-    )
+    _add_input(parser)
     parser.add_argument(
         "--jsonl",
         action="store_true",
         help="read one conversation per line and name each problem's line",
     )
+    _add_dataset_options(parser)
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return parser
 
@@ -304,15 +320,15 @@ def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, boo
     args = _parse_args(parser, arguments[1:] if check else arguments)
     if isinstance(args, int):
         return args
-    problem = None if check else _conflict(args)
+    problem = _conflict(args, check)
     if problem:
         return _usage_error(parser, problem)
     return args, check
 
 
-def _conflict(args: argparse.Namespace) -> Optional[str]:
-    """What is wrong with this combination of compaction options, if anything."""
-    if args.jsonl and args.indent is not None:
+def _conflict(args: argparse.Namespace, check: bool = False) -> Optional[str]:
+    """What is wrong with this combination of options, if anything."""
+    if not check and args.jsonl and args.indent is not None:
         return (
             "--indent cannot be used with --jsonl, whose output is one compact line per"
             " conversation"
@@ -321,16 +337,17 @@ def _conflict(args: argparse.Namespace) -> Optional[str]:
         "--skip-invalid": args.skip_invalid,
         "--max-errors": args.max_errors is not None,
         "--rejects": args.rejects is not None,
-        "--report": args.report is not None,
+        "--report": getattr(args, "report", None) is not None,  # compaction only
         "--progress": args.progress is True,
         "--jobs": args.jobs != 1,
     }
     for option, given in batch.items():
         if given and not args.jsonl:
             return f"{option} needs --jsonl"
-    for option, path in (("--report", args.report), ("--rejects", args.rejects)):
+    for option, path in (("--report", getattr(args, "report", None)), ("--rejects", args.rejects)):
         if path == "-":
-            return f"{option} needs a file; standard output carries the conversations"
+            carries = "the problems" if check else "the conversations"
+            return f"{option} needs a file; standard output carries {carries}"
     return _shared_file(args)
 
 
@@ -340,11 +357,12 @@ def _shared_file(args: argparse.Namespace) -> Optional[str]:
     Each output is written whole and then put in place, so one of the two would be
     lost without a word. ``--output`` may be the input: it replaces it at the end.
     """
-    output = "-" if args.output is None else args.output
+    output = getattr(args, "output", None) or "-"  # check writes to standard output
     outputs = (
         ("standard output" if output == "-" else "--output", output),
-        ("--report", args.report),
+        ("--report", getattr(args, "report", None)),
         ("--rejects", args.rejects),
+        ("--rejects' reasons", None if args.rejects is None else reasons_path(args.rejects)),
     )
     source = file_identity(args.input, sys.stdin)
     found: Dict[object, str] = {}

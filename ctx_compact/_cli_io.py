@@ -472,6 +472,19 @@ def _direct(path: str) -> Iterator[IO[bytes]]:
         raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
+def reasons_path(rejects: str) -> str:
+    """Where ``--rejects FILE`` says why each line was skipped: ``bad.reasons.jsonl``.
+
+    A ``.jsonl`` ending is replaced (``bad.jsonl`` gives ``bad.reasons.jsonl``,
+    ``bad.jsonl.gz`` gives ``bad.reasons.jsonl.gz``, gzipped like it); any other
+    name has ``.reasons.jsonl`` added.
+    """
+    stem, gz = (rejects[:-3], ".gz") if rejects.endswith(".gz") else (rejects, "")
+    if stem.endswith(".jsonl"):
+        stem = stem[: -len(".jsonl")]
+    return f"{stem}.reasons.jsonl{gz}"
+
+
 @contextlib.contextmanager
 def output(path: Optional[str]) -> Iterator[IO[bytes]]:
     """A binary stream to write the output into, gzip-compressed when ``path`` ends in ``.gz``.

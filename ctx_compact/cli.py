@@ -37,9 +37,18 @@ from ._cli_args import (
     EXIT_SKIPPED,
     EXIT_TERMINATED,
     EXIT_USAGE,
+    SHOWN_SKIPPED,
     parse_arguments,
 )
-from ._cli_io import Failure, Source, open_input, output, read_array, read_jsonl
+from ._cli_io import (
+    Failure,
+    Source,
+    open_input,
+    output,
+    read_array,
+    read_jsonl,
+    reasons_path,
+)
 from ._cli_progress import Progress
 from ._cli_work import (
     PROG,
@@ -133,15 +142,29 @@ def _report_line(line: int, outcome: Outcome) -> bytes:
     return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
 
 
+def _reason_line(rejected: Rejected) -> bytes:
+    record = {"line": rejected.line, "reason": rejected.reason}
+    return (json.dumps(record) + "\n").encode("ascii")
+
+
 class _Sinks:
-    """Where a run writes: the output, and the optional --report and --rejects files."""
+    """Where a run writes: the output, and the optional --report and --rejects files.
+
+    ``reasons`` is the --rejects sidecar: line N of it says why line N of the
+    rejects was skipped, so the rejected lines themselves stay verbatim.
+    """
 
     def __init__(
-        self, out: IO[bytes], report: Optional[IO[bytes]], rejects: Optional[IO[bytes]]
+        self,
+        out: IO[bytes],
+        report: Optional[IO[bytes]],
+        rejects: Optional[IO[bytes]],
+        reasons: Optional[IO[bytes]] = None,
     ) -> None:
         self.out = out
         self.report = report
         self.rejects = rejects
+        self.reasons = reasons
 
 
 class _Runner:
@@ -177,7 +200,10 @@ class _Runner:
                 self.stdout = out
             report = self._optional(files, "report")
             rejects = self._optional(files, "rejects")
-            sinks = _Sinks(out, report, rejects)
+            reasons = (
+                None if rejects is None else files.enter_context(output(reasons_path(args.rejects)))
+            )
+            sinks = _Sinks(out, report, rejects, reasons)
             source = files.enter_context(open_input(args.input))
             self.progress = self._progress(source)
             self.progress.start(source.name)
@@ -247,16 +273,36 @@ class _Runner:
     def _reject(self, sinks: _Sinks, rejected: Rejected) -> None:
         totals = self.totals
         if not self.skip:
-            raise Failure(rejected.reason)
+            raise Failure(
+                f"{rejected.reason}\n{PROG}: stopped at line {rejected.line}; --skip-invalid"
+                " skips such lines and goes on (--rejects FILE keeps them)"
+            )
         if self.max_errors is not None and totals.skipped >= self.max_errors:
             raise Failure(
                 f"{rejected.reason} (a bad line beyond --max-errors {self.max_errors}: stopped)"
             )
         totals.skipped += 1
-        self.say(f"{PROG}: skipped {rejected.reason}\n")
+        if totals.skipped <= SHOWN_SKIPPED:  # as the pairing warnings: the ending counts them all
+            self.say(f"{PROG}: skipped {rejected.reason}\n")
         if sinks.rejects is not None:
             raw = rejected.raw
             sinks.rejects.write(raw if raw.endswith(b"\n") else raw + b"\n")
+        if sinks.reasons is not None:
+            sinks.reasons.write(_reason_line(rejected))
+
+
+def _skipped(args: argparse.Namespace, totals: _Totals) -> str:
+    """``skipped N bad lines``, with how many were not shown and where they all are."""
+    text = f"skipped {plural(totals.skipped, 'bad line')}"
+    hidden = totals.skipped - SHOWN_SKIPPED
+    rejects: Optional[str] = getattr(args, "rejects", None)
+    if rejects is not None:
+        where = f"{rejects} has them, {reasons_path(rejects)} why each was skipped"
+    else:
+        where = "--rejects FILE keeps them all, with why each was skipped"
+    if hidden > 0:
+        return f"{text} ({hidden} not shown; {where})"
+    return f"{text} ({where})" if rejects is not None else text
 
 
 def _names(totals: _Totals) -> str:
@@ -302,20 +348,35 @@ def _compaction_ending(
             f"within {budget}: {_names(totals)}\n"
         )
     if totals.skipped:
-        say(f"{PROG}: skipped {plural(totals.skipped, 'bad line')}\n")
+        # One status can say one thing: skipped lines (4) outrank misfits (3), since the
+        # output then lacks conversations; the last line says both.
+        also = (
+            f"; {misfits} of {totals.conversations} conversations do not fit within {budget}"
+            f" (status {EXIT_SKIPPED} outranks {EXIT_DOES_NOT_FIT})"
+            if misfits
+            else ""
+        )
+        say(f"{PROG}: {_skipped(args, totals)}{also}\n")
         return EXIT_SKIPPED
     return EXIT_DOES_NOT_FIT if misfits else EXIT_OK
 
 
-def _check_ending(totals: _Totals, say: Callable[[str], None]) -> int:
+def _check_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
     if not totals.problems:
-        say(f"{PROG}: no pairing problems in {plural(totals.conversations, 'conversation')}\n")
-        return EXIT_OK
-    say(
-        f"{PROG}: {plural(totals.problems, 'problem')} in {totals.broken} of "
-        f"{totals.conversations} conversations\n"
-    )
-    return EXIT_PAIRING_PROBLEMS
+        found = f"no pairing problems in {plural(totals.conversations, 'conversation')}"
+        status = EXIT_OK
+    else:
+        found = (
+            f"{plural(totals.problems, 'problem')} in {totals.broken} of "
+            f"{totals.conversations} conversations"
+        )
+        status = EXIT_PAIRING_PROBLEMS
+    if not totals.skipped:
+        say(f"{PROG}: {found}\n")
+        return status
+    outranks = f" (status {EXIT_SKIPPED} outranks {status})" if status else ""
+    say(f"{PROG}: {found}; {_skipped(args, totals)}{outranks}\n")
+    return EXIT_SKIPPED
 
 
 def _stdout_closed() -> int:
@@ -368,7 +429,9 @@ def _run(args: argparse.Namespace, check: bool) -> int:
         with _sigterm_raises():
             _announce_terminal_input(args, say)
             totals = runner.run()
-            return _check_ending(totals, say) if check else _compaction_ending(args, totals, say)
+            return (
+                _check_ending(args, totals, say) if check else _compaction_ending(args, totals, say)
+            )
     except Failure as exc:
         runner.stdout = None  # a failing output cannot be flushed before the message
         say(f"{PROG}: {exc}\n")

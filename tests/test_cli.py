@@ -764,7 +764,11 @@ def test_check_jsonl_bad_line_is_status_2_after_the_earlier_problems(
     out, err = capsys.readouterr()
     # Problem lines are streamed like compaction output.
     assert out.splitlines() == [f"<stdin>:1: {ORPHAN}", f"<stdin>:2: {ORPHAN}"]
-    assert err == "ctx-compact: <stdin>:3:20: invalid JSON: Expecting value\n"
+    assert err.splitlines() == [
+        "ctx-compact: <stdin>:3:20: invalid JSON: Expecting value",
+        "ctx-compact: stopped at line 3; --skip-invalid skips such lines and goes on"
+        " (--rejects FILE keeps them)",
+    ]
 
 
 def test_check_invalid_json_names_file_line_and_column(
@@ -843,6 +847,45 @@ def test_check_refuses_the_compaction_options(
     assert option[0] in err
 
 
+def test_check_takes_the_same_input_options_as_compaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    # The compaction warning sends users to check; a dataset with bad lines must not stop it.
+    broken = json.loads(BROKEN.read_text(encoding="utf-8"))
+    rejects = tmp_path / "bad.jsonl"
+    feed_stdin(monkeypatch, jsonl(broken) + b"not json\n" + jsonl(broken))
+    args = ["check", "--jsonl", "--skip-invalid", "--rejects", str(rejects), "--no-progress"]
+    assert main(args) == 4
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"<stdin>:1: {ORPHAN}", f"<stdin>:3: {ORPHAN}"]
+    assert err.splitlines() == [
+        "ctx-compact: skipped <stdin>:2:1: invalid JSON: Expecting value",
+        f"ctx-compact: 2 problems in 2 of 2 conversations; skipped 1 bad line ({rejects} has"
+        f" them, {tmp_path / 'bad.reasons.jsonl'} why each was skipped) (status 4 outranks 1)",
+    ]
+    assert rejects.read_bytes() == b"not json\n"
+
+
+@pytest.mark.parametrize(
+    "options", [["--max-errors", "1"], ["--jobs", "2", "--progress"], ["--skip-invalid"]]
+)
+def test_check_skips_bad_lines_with_any_input_option(options: List[str], tmp_path: Path):
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(jsonl(MESSAGES) + b"not json\n" + jsonl(MESSAGES))
+    options = [*options, "--skip-invalid"] if "--jobs" in options else options
+    done = run_module("check", "--jsonl", *options, str(data))
+    assert done.returncode == 4, done.stderr
+    assert done.stdout == b""
+    assert done.stderr.decode().splitlines()[-1] == (
+        "ctx-compact: no pairing problems in 2 conversations; skipped 1 bad line"
+    )
+
+
+def test_check_input_options_need_jsonl(capsys: pytest.CaptureFixture[str]):
+    assert main(["check", "--skip-invalid", str(WEATHER)]) == 2
+    assert "ctx-compact check: error: --skip-invalid needs --jsonl" in capsys.readouterr().err
+
+
 def test_check_refuses_unknown_options_and_a_second_file(capsys: pytest.CaptureFixture[str]):
     assert main(["check", "--frobnicate", str(WEATHER)]) == 2
     assert "ctx-compact check: error: unrecognized arguments: --frobnicate" in (
@@ -869,7 +912,7 @@ def test_check_help_describes_the_mode():
     done = run_module("check", "--help")
     assert done.returncode == 0
     text = done.stdout.decode()
-    assert text.startswith("usage: ctx-compact check [-h] [--jsonl] [--version] [FILE]\n")
+    assert text.startswith("usage: ctx-compact check [-h] [--jsonl] [--progress | --no-progress]")
     assert "FILE: message N [PROVIDER CODE] IDS:" in text
     assert "  1  at least one pairing problem\n" in text
     # argparse calls the section "optional arguments:" before Python 3.10.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -183,15 +184,77 @@ def test_status_3_names_every_misfit_up_to_ten_and_counts_the_rest(
     assert err == f"ctx-compact: 15 of 30 conversations do not fit within 150: {named} and 5 more\n"
 
 
-def test_skipped_lines_outrank_misfits_in_the_status(
+def test_skipped_lines_outrank_misfits_in_the_status_and_the_summary_says_both(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
-    feed_stdin(monkeypatch, jsonl(HUGE) + BAD_JSON)
+    feed_stdin(monkeypatch, jsonl(HUGE, MESSAGES) + BAD_JSON)
     assert main(["--jsonl", *EXAMPLE, "--skip-invalid"]) == 4
     assert capsys.readouterr().err.splitlines()[-2:] == [
-        "ctx-compact: 1 of 1 conversations do not fit within 150: <stdin>:1",
-        "ctx-compact: skipped 1 bad line",
+        "ctx-compact: 1 of 2 conversations do not fit within 150: <stdin>:1",
+        "ctx-compact: skipped 1 bad line; 1 of 2 conversations do not fit within 150"
+        " (status 4 outranks 3)",
     ]
+
+
+def test_a_run_stopped_by_a_bad_line_points_to_skip_invalid(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, jsonl(MESSAGES) + BAD_JSON + jsonl(MESSAGES))
+    assert main(["--jsonl", *EXAMPLE]) == 2
+    out, err = capsys.readouterr()
+    assert lines_of(out) == [KEPT]
+    assert err.splitlines() == [
+        "ctx-compact: <stdin>:2:20: invalid JSON: Expecting value",
+        "ctx-compact: stopped at line 2; --skip-invalid skips such lines and goes on"
+        " (--rejects FILE keeps them)",
+    ]
+
+
+def test_skipped_lines_are_shown_up_to_20_then_counted_like_pairing_warnings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    feed_stdin(monkeypatch, jsonl(MESSAGES) + BAD_SHAPE * 124)
+    assert main(["--jsonl", *EXAMPLE, "--skip-invalid"]) == 4
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 21
+    assert err[19].startswith("ctx-compact: skipped <stdin>:21: expected an array")
+    assert err[20] == (
+        "ctx-compact: skipped 124 bad lines (104 not shown; --rejects FILE keeps them all,"
+        " with why each was skipped)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "sidecar"),
+    [
+        ("bad.jsonl", "bad.reasons.jsonl"),
+        ("bad.jsonl.gz", "bad.reasons.jsonl.gz"),
+        ("bad.txt", "bad.txt.reasons.jsonl"),
+    ],
+)
+def test_rejects_have_their_reasons_in_a_sidecar_beside_them(
+    name: str,
+    sidecar: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    rejects = tmp_path / name
+    feed_stdin(monkeypatch, jsonl(MESSAGES) + BAD_JSON + BAD_SHAPE * 24 + BAD_UTF8)
+    assert main(["--jsonl", *EXAMPLE, "--skip-invalid", "--rejects", str(rejects)]) == 4
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == (
+        f"ctx-compact: skipped 26 bad lines (6 not shown; {rejects} has them,"
+        f" {tmp_path / sidecar} why each was skipped)"
+    )
+    read = gzip.decompress if name.endswith(".gz") else bytes
+    # The rejected lines stay verbatim; line N of the sidecar is about line N of them.
+    assert read(rejects.read_bytes()) == BAD_JSON + BAD_SHAPE * 24 + BAD_UTF8
+    reasons = [json.loads(line) for line in read((tmp_path / sidecar).read_bytes()).splitlines()]
+    assert reasons[0] == {"line": 2, "reason": "<stdin>:2:20: invalid JSON: Expecting value"}
+    assert reasons[-1] == {"line": 27, "reason": "<stdin>:27:3: not valid UTF-8 (byte 0xff)"}
+    assert [r["line"] for r in reasons] == list(range(2, 28))
+    assert sorted(os.listdir(tmp_path)) == sorted([name, sidecar])
 
 
 # --- where a line went wrong ----------------------------------------------------------------
@@ -226,10 +289,10 @@ def test_truncated_last_line_is_reported_where_it_stops(
 
 def test_jsonl_on_a_pretty_printed_array_hints_at_the_mode(capsys: pytest.CaptureFixture[str]):
     assert main(["--jsonl", *EXAMPLE, str(WEATHER)]) == 2
-    assert capsys.readouterr().err == (
+    assert capsys.readouterr().err.splitlines()[0] == (
         f"ctx-compact: {WEATHER}:1:2: invalid JSON: the line ends before its value does"
         " (with --jsonl each line must hold one whole conversation; read a pretty-printed"
-        " JSON array without --jsonl)\n"
+        " JSON array without --jsonl)"
     )
 
 
