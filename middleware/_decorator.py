@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
-import inspect
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
+
+from ctx_compact._engine import CountTokens
 
 from ._events import Hooks, check_hooks
 from ._interceptor import wrap_callable
-from ._options import CompactionOptions, option_parameters
+from ._options import (
+    Clearing,
+    CompactionOptions,
+    OnOverflow,
+    Summarize,
+    Validate,
+    given_options,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_REQUIRED: Any = inspect.Parameter.empty
-
 
 def budgeted(
-    *args: Any, max_tokens: Any = _REQUIRED, on_compact: Hooks = None, **options: Any
+    max_tokens: float,
+    *,
+    keep_head: int = 1,
+    keep_tail: int = 4,
+    count_tokens: Optional[CountTokens] = None,
+    summarize: Optional[Summarize] = None,
+    summary_role: str = "user",
+    messages_arg: str = "messages",
+    on_overflow: OnOverflow = "call",
+    validate: Validate = None,
+    clear_tool_results: Clearing = None,
+    clear_thinking: Clearing = None,
+    target_tokens: Optional[float] = None,
+    on_compact: Hooks = None,
 ) -> Callable[[F], F]:
     """Keep the ``messages`` argument of every call of the decorated callable inside a budget.
 
@@ -59,6 +78,16 @@ def budgeted(
             puts the problems on the event; ``"raise"`` also raises
             ``UnpairedMessagesError`` instead of making a call the provider
             would reject.
+        clear_tool_results: ``True`` (or a dict of ``ctx_compact.clear_tool_results``'
+            options: ``keep``, ``exclude_tools``, ``placeholder``, ``clear_inputs``):
+            while the call is over budget, the oldest tool results are replaced
+            by a placeholder before anything is dropped (docs/prompt-cache.md).
+        clear_thinking: ``True`` (or ``{"keep_turns": n}``): old thinking blocks
+            and reasoning items are cleared first, likewise.
+        target_tokens: Reuse a conversation's cut while the history still fits
+            ``max_tokens``, so the prompt's prefix (and the provider's prompt
+            cache) stays the same; when it no longer fits, compact down to
+            ``target_tokens`` (at most ``max_tokens``).
 
     Returns:
         A decorator.
@@ -68,13 +97,11 @@ def budgeted(
             decorated callable cannot accept ``messages_arg``, or when an async
             summarize or hook meets a sync callable.
     """
-    if args:
+    options = given_options(locals())
+    if callable(max_tokens):  # @budgeted without parentheses: the function came as the budget
         raise TypeError(
-            "budgeted takes keyword options only and is used with parentheses: "
-            "@budgeted(max_tokens=...)"
+            "budgeted takes keyword options and is used with parentheses: @budgeted(max_tokens=...)"
         )
-    if max_tokens is _REQUIRED:
-        raise TypeError("budgeted() missing required keyword argument: 'max_tokens'")
     compaction = CompactionOptions.build("budgeted", max_tokens, options)
     hooks = check_hooks(on_compact)
 
@@ -82,12 +109,3 @@ def budgeted(
         return wrap_callable(fn, compaction, hooks)
 
     return decorate
-
-
-# What help() and inspect show: the options, with the defaults CompactionOptions defines.
-budgeted.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [
-        *option_parameters(),
-        inspect.Parameter("on_compact", inspect.Parameter.KEYWORD_ONLY, default=None),
-    ]
-)

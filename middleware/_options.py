@@ -1,18 +1,19 @@
 """The compaction options of ``budgeted`` and ``CompactingSession``, defined and checked once.
 
-``CompactionOptions`` is the one place where the options' names and defaults
-are written. ``budgeted`` and ``CompactingSession`` take them as keyword
-arguments and hand them here; their signatures, as ``inspect`` and ``help()``
-show them, are generated from the same fields.
+``CompactionOptions`` is the one place where the options' names, defaults and
+checks are defined. ``budgeted``, ``CompactingSession`` and
+``CompactingSession.wrap`` spell them out as explicit, typed keyword parameters
+(what type checkers, editors and the API reference read) and hand them here;
+tests/test_options.py fails when a signature and the fields disagree, so a new
+option cannot be forgotten in one of them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Union
 
 from ctx_compact._engine import (
     CountTokens,
@@ -28,6 +29,24 @@ from ._callables import is_async_callable
 
 OVERFLOW_CHOICES = ("call", "raise", "retry")
 VALIDATE_CHOICES = (None, "raise", "report")
+
+# The options' types as callers give them, for the explicit signatures of
+# budgeted, CompactingSession and CompactingSession.wrap (type checkers and
+# editors read those; tests/test_options.py checks they agree with the fields below).
+Summarize = Callable[[List[Any]], Any]
+OnOverflow = Literal["call", "raise", "retry"]
+Validate = Optional[Literal["raise", "report"]]
+Clearing = Union[bool, Mapping[str, Any], None]
+
+
+class Inherit:
+    """The default of ``CompactingSession.wrap``'s options: the session's own value."""
+
+    def __repr__(self) -> str:
+        return "INHERIT"
+
+
+INHERIT: Any = Inherit()
 
 
 @dataclass(frozen=True)
@@ -76,6 +95,11 @@ class CompactionOptions:
 OPTION_NAMES = tuple(
     f.name for f in dataclasses.fields(CompactionOptions) if f.name != "max_tokens"
 )
+
+
+def given_options(arguments: Dict[str, Any]) -> Dict[str, Any]:
+    """The options among a call's ``locals()``, by name (``max_tokens`` aside)."""
+    return {name: arguments[name] for name in OPTION_NAMES}
 
 
 def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
@@ -144,29 +168,6 @@ def _clearing(name: str, value: Any, kind: Any) -> Any:
         except TypeError as exc:
             raise TypeError(f"{name}: {exc}") from None
     raise TypeError(f"{name} must be True, False or a dict of its options, got {value!r}")
-
-
-def option_parameters(max_tokens_default: Any = inspect.Parameter.empty) -> List[inspect.Parameter]:
-    """The options as keyword-only parameters, for the signatures shown to users."""
-    params = [
-        inspect.Parameter(
-            "max_tokens",
-            inspect.Parameter.KEYWORD_ONLY,
-            default=max_tokens_default,
-            annotation=float,
-        )
-    ]
-    for field in dataclasses.fields(CompactionOptions):
-        if field.name != "max_tokens":
-            params.append(
-                inspect.Parameter(
-                    field.name,
-                    inspect.Parameter.KEYWORD_ONLY,
-                    default=field.default,
-                    annotation=field.type,
-                )
-            )
-    return params
 
 
 def check_awaitables(

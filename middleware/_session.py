@@ -7,15 +7,27 @@ activation.
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from types import TracebackType
-from typing import Any, Callable, List, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union
+
+from ctx_compact._engine import CountTokens
 
 from ._callables import kind_of, qualified_name
 from ._events import CompactionEvent, Hooks, check_hooks
 from ._intercept import Target, intercept, is_target, release
 from ._interceptor import wrap_callable
-from ._options import CompactionOptions, check_awaitables, check_options, option_parameters
+from ._options import (
+    INHERIT,
+    Clearing,
+    CompactionOptions,
+    OnOverflow,
+    Summarize,
+    Validate,
+    check_awaitables,
+    check_options,
+    given_options,
+)
 from ._sdk import SDK_NAMES, SdkTarget, is_sdk_name, sdk_targets
 from ._state import DEFAULT_MAX_EVENTS, SessionState, SessionStats
 
@@ -69,12 +81,20 @@ class CompactingSession:
         max_tokens: The budget for wrapped and intercepted calls. May be left
             out when the session only observes ``@budgeted`` calls; it then
             holds no compaction options (``options`` is ``None``).
-        keep_head, keep_tail, count_tokens, summarize, summary_role,
-        messages_arg, on_overflow: As for ``budgeted``.
+        keep_head: As for ``budgeted``.
+        keep_tail: As for ``budgeted``.
+        count_tokens: As for ``budgeted``.
+        summarize: As for ``budgeted``.
+        summary_role: As for ``budgeted``.
+        messages_arg: As for ``budgeted``.
+        on_overflow: As for ``budgeted``.
+        validate: As for ``budgeted``, for the calls the session wraps or intercepts.
+        clear_tool_results: As for ``budgeted``.
+        clear_thinking: As for ``budgeted``.
+        target_tokens: As for ``budgeted``.
         on_compact: A hook or hooks called with every event the session records.
             Async hooks are awaited for async calls; for sync calls they are
             skipped and the skip is logged.
-        validate: As for ``budgeted``, for the calls the session wraps or intercepts.
         intercept: What to intercept while the session is active: a whole SDK
             (``"openai"``, ``"anthropic"``, ``"litellm"``: every request it sends
             inside the block, whichever route and client; see
@@ -101,12 +121,23 @@ class CompactingSession:
         self,
         *,
         max_tokens: Optional[float] = None,
+        keep_head: int = 1,
+        keep_tail: int = 4,
+        count_tokens: Optional[CountTokens] = None,
+        summarize: Optional[Summarize] = None,
+        summary_role: str = "user",
+        messages_arg: str = "messages",
+        on_overflow: OnOverflow = "call",
+        validate: Validate = None,
+        clear_tool_results: Clearing = None,
+        clear_thinking: Clearing = None,
+        target_tokens: Optional[float] = None,
         on_compact: Hooks = None,
         intercept: Union[Target, Sequence[Target]] = (),
         calibrate: bool = False,
         max_events: Optional[int] = DEFAULT_MAX_EVENTS,
-        **options: Any,
     ) -> None:
+        options = given_options(locals())
         hooks = check_hooks(on_compact)
         self._options: Optional[CompactionOptions] = None
         if max_tokens is None:
@@ -196,17 +227,57 @@ class CompactingSession:
 
     # -- what it applies -------------------------------------------------------------
 
-    def wrap(self, fn: F) -> F:
+    def wrap(
+        self,
+        fn: F,
+        *,
+        max_tokens: float = INHERIT,
+        keep_head: int = INHERIT,
+        keep_tail: int = INHERIT,
+        count_tokens: Optional[CountTokens] = INHERIT,
+        summarize: Optional[Summarize] = INHERIT,
+        summary_role: str = INHERIT,
+        messages_arg: str = INHERIT,
+        on_overflow: OnOverflow = INHERIT,
+        validate: Validate = INHERIT,
+        clear_tool_results: Clearing = INHERIT,
+        clear_thinking: Clearing = INHERIT,
+        target_tokens: Optional[float] = INHERIT,
+    ) -> F:
         """Return ``fn`` with this session's options applied, for any kind of callable.
 
         The session's own hooks are called when it records the event, so the
         wrapper calls none of its own.
 
+        Args:
+            fn: The callable whose messages argument is compacted.
+            max_tokens: This callable's budget; by default (``INHERIT``) the session's.
+            keep_head: As for ``budgeted``; by default the session's.
+            keep_tail: As for ``budgeted``; by default the session's.
+            count_tokens: As for ``budgeted``; by default the session's.
+            summarize: As for ``budgeted``; by default the session's.
+            summary_role: As for ``budgeted``; by default the session's.
+            messages_arg: As for ``budgeted``; by default the session's.
+            on_overflow: As for ``budgeted``; by default the session's.
+            validate: As for ``budgeted``; by default the session's.
+            clear_tool_results: As for ``budgeted``; by default the session's.
+            clear_thinking: As for ``budgeted``; by default the session's.
+            target_tokens: As for ``budgeted``; by default the session's.
+
+        Returns:
+            The wrapped callable, of the same kind as ``fn``.
+
         Raises:
-            TypeError: The session has no ``max_tokens``, or ``fn`` cannot take
-                the messages argument, or async helpers meet a sync callable.
+            TypeError: Neither the session nor the call gives ``max_tokens``,
+                ``fn`` cannot take the messages argument, or async helpers meet
+                a sync callable.
+            ValueError: A bad option value.
         """
-        wrapped = wrap_callable(fn, self._required_options(fn), ())
+        arguments = locals()
+        overrides = {
+            name: value for name, value in given_options(arguments).items() if value is not INHERIT
+        }
+        wrapped = wrap_callable(fn, self._wrap_options(fn, max_tokens, overrides), ())
         # The session's hooks are not the wrapper's, so check them against fn here.
         kind = kind_of(fn)
         check_awaitables(kind.is_async, kind.value, qualified_name(fn), None, self._state.hooks)
@@ -224,6 +295,22 @@ class CompactingSession:
         for one in _targets(target):
             self._intercept(one)
 
+    def _wrap_options(
+        self, fn: Any, max_tokens: Any, overrides: Dict[str, Any]
+    ) -> CompactionOptions:
+        if max_tokens is INHERIT and not overrides:
+            return self._required_options(fn)
+        if self._options is None:
+            if max_tokens is INHERIT:
+                raise TypeError(f"max_tokens is required to compact the calls of {fn!r}")
+            return CompactionOptions.build("wrap", max_tokens, overrides)
+        # The session's checked options, with the given ones checked again on top.
+        own = {f.name: getattr(self._options, f.name) for f in dataclasses.fields(self._options)}
+        budget = own.pop("max_tokens")
+        if max_tokens is not INHERIT:
+            budget = max_tokens
+        return CompactionOptions.build("wrap", budget, {**own, **overrides})
+
     def _required_options(self, what: Any) -> CompactionOptions:
         if self._options is None:
             raise TypeError(f"max_tokens is required to compact the calls of {what!r}")
@@ -235,16 +322,3 @@ class CompactingSession:
     def _release_all(self) -> None:
         for patch in self._state.release_all():
             release(patch, self._state)
-
-
-# What help() and inspect show: the options, with the defaults CompactionOptions defines.
-CompactingSession.__init__.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [
-        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-        *option_parameters(max_tokens_default=None),
-        inspect.Parameter("on_compact", inspect.Parameter.KEYWORD_ONLY, default=None),
-        inspect.Parameter("intercept", inspect.Parameter.KEYWORD_ONLY, default=()),
-        inspect.Parameter("calibrate", inspect.Parameter.KEYWORD_ONLY, default=False),
-        inspect.Parameter("max_events", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_MAX_EVENTS),
-    ]
-)

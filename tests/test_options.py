@@ -1,0 +1,94 @@
+"""The options are declared once: the explicit signatures agree with ``CompactionOptions``.
+
+``budgeted``, ``CompactingSession`` and ``CompactingSession.wrap`` spell the
+options out as typed keyword parameters, for type checkers, editors and the API
+reference; ``CompactionOptions`` defines their names, defaults and checks. A new
+option added to one and not the others fails here. tests/typing/options.py is
+the static side: mypy (strict, in CI) fails when a misspelt option type-checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Dict, List
+
+import pytest
+
+from middleware import CompactingSession, budgeted
+from middleware._options import INHERIT, CompactionOptions
+
+FIELDS = {f.name: f.default for f in dataclasses.fields(CompactionOptions)}
+REQUIRED = inspect.Parameter.empty
+
+
+def keyword_defaults(function: Any) -> Dict[str, Any]:
+    return {
+        name: p.default
+        for name, p in inspect.signature(function).parameters.items()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and name not in ("self", "fn")
+    }
+
+
+def test_budgeted_takes_every_option_with_its_default() -> None:
+    params = keyword_defaults(budgeted)
+    assert params.pop("on_compact") is None
+    assert params == {**FIELDS, "max_tokens": REQUIRED}
+
+
+def test_the_session_takes_every_option_with_its_default() -> None:
+    params = keyword_defaults(CompactingSession.__init__)
+    for own in ("on_compact", "intercept", "calibrate", "max_events"):
+        params.pop(own)
+    assert params == {**FIELDS, "max_tokens": None}
+
+
+def test_wrap_takes_every_option_defaulting_to_the_sessions() -> None:
+    params = keyword_defaults(CompactingSession.wrap)
+    assert params == dict.fromkeys(FIELDS, INHERIT)
+
+
+def test_every_parameter_is_annotated() -> None:
+    for function in (budgeted, CompactingSession.__init__, CompactingSession.wrap):
+        for name, p in inspect.signature(function).parameters.items():
+            assert name == "self" or p.annotation is not p.empty, (function, name)
+
+
+def test_budgeted_without_parentheses_says_how_to_use_it() -> None:
+    with pytest.raises(TypeError, match=r"with parentheses: @budgeted\(max_tokens=...\)"):
+        budgeted(lambda messages: messages)  # type: ignore[arg-type]
+
+
+def test_wrap_overrides_the_sessions_options_for_one_callable() -> None:
+    history = [{"role": "user", "content": f"question {i} " * 10} for i in range(12)]
+    sent: List[Any] = []
+
+    def send(messages: List[Any]) -> None:
+        sent.append(messages)
+
+    with CompactingSession(max_tokens=200, keep_tail=1) as session:
+        session.wrap(send)(history)
+        session.wrap(send, keep_tail=3)(history)
+        session.wrap(send, max_tokens=10**6)(history)
+    inherited, overridden, unbounded = sent
+    assert inherited[-1:] == history[-1:]
+    assert overridden[-3:] == history[-3:]
+    assert unbounded == history
+    assert [e.tokens_after <= 200 for e in session.events] == [True, True, False]
+    assert session.options is not None
+    assert session.options.keep_tail == 1  # the session's own options are unchanged
+
+
+def test_wrap_checks_its_overrides_and_needs_a_budget_from_somewhere() -> None:
+    def send(messages: List[Any]) -> None:
+        pass
+
+    with CompactingSession(max_tokens=100) as session:
+        with pytest.raises(ValueError, match="keep_tail"):
+            session.wrap(send, keep_tail=-1)
+        with pytest.raises(ValueError, match="on_overflow"):
+            session.wrap(send, on_overflow="retyr")  # type: ignore[arg-type]
+    with CompactingSession() as observer:
+        with pytest.raises(TypeError, match="max_tokens is required"):
+            observer.wrap(send, keep_tail=2)
+        assert observer.wrap(send, max_tokens=50, keep_tail=2) is not None
