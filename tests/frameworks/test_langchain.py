@@ -97,8 +97,13 @@ def sync_calls(llm: Any) -> List[Callable[[List[BaseMessage]], Any]]:
     return [llm.invoke, lambda m: merged(llm.stream(m)), lambda m: llm.batch([m])[0]]
 
 
-def converse(llm: Any) -> List[BaseMessage]:
-    messages: List[BaseMessage] = [SystemMessage("Be terse.")]
+def opening(system: bool) -> List[BaseMessage]:
+    # Without a system message ChatAnthropic sends no `system`: the SDK leaves its sentinel.
+    return [SystemMessage("Be terse.")] if system else []
+
+
+def converse(llm: Any, system: bool = True) -> List[BaseMessage]:
+    messages = opening(system)
     calls = sync_calls(llm)
     for index, prompt in enumerate(prompts()):
         call = calls[index % len(calls)]
@@ -108,7 +113,7 @@ def converse(llm: Any) -> List[BaseMessage]:
     return messages
 
 
-async def aconverse(llm: Any) -> List[BaseMessage]:
+async def aconverse(llm: Any, system: bool = True) -> List[BaseMessage]:
     async def astream(m: List[BaseMessage]) -> Any:
         message = None
         async for chunk in llm.astream(m):
@@ -119,7 +124,7 @@ async def aconverse(llm: Any) -> List[BaseMessage]:
         return (await llm.abatch([m]))[0]
 
     calls = [llm.ainvoke, astream, abatch]
-    messages: List[BaseMessage] = [SystemMessage("Be terse.")]
+    messages = opening(system)
     for index, prompt in enumerate(prompts()):
         call = calls[index % len(calls)]
         messages.append(HumanMessage(prompt))
@@ -128,24 +133,30 @@ async def aconverse(llm: Any) -> List[BaseMessage]:
     return messages
 
 
+@pytest.mark.parametrize("system", [True, False], ids=["system", "no system"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_sync_invoke_stream_batch_stay_within_the_limit(provider: FakeProvider, name: str) -> None:
+def test_sync_invoke_stream_batch_stay_within_the_limit(
+    provider: FakeProvider, name: str, system: bool
+) -> None:
     sdk, route, make = MODELS[name]
     llm = make(provider)
     bound = llm.bind_tools([get_report])
     try:
         bound.invoke("Warm-up before the session.")  # caches with_raw_response before the block
         with Run(f"LangChain {name} (sync)", route, provider, intercept=sdk) as run:
-            messages = converse(bound)
+            messages = converse(bound, system)
     finally:
         close(llm)
 
     run.check(expected_requests=2 * TURNS, usage_on_every_response=True)
-    assert len(messages) == 1 + 4 * TURNS  # the caller's list is the framework's, uncompacted
+    assert len(messages) == system + 4 * TURNS  # the caller's list is the framework's, uncompacted
 
 
+@pytest.mark.parametrize("system", [True, False], ids=["system", "no system"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_async_invoke_stream_batch_stay_within_the_limit(provider: FakeProvider, name: str) -> None:
+def test_async_invoke_stream_batch_stay_within_the_limit(
+    provider: FakeProvider, name: str, system: bool
+) -> None:
     sdk, route, make = MODELS[name]
     llm = make(provider)
     bound = llm.bind_tools([get_report])
@@ -154,7 +165,7 @@ def test_async_invoke_stream_batch_stay_within_the_limit(provider: FakeProvider,
         try:
             await bound.ainvoke("Warm-up before the session.")
             with Run(f"LangChain {name} (async)", route, provider, intercept=sdk) as run:
-                await aconverse(bound)
+                await aconverse(bound, system)
             return run
         finally:
             await aclose(llm)

@@ -8,7 +8,7 @@ captured before the block. See ``_scenario.py`` for the scenario and its checks.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, List
+from typing import Any, List, Optional
 
 import pytest
 
@@ -77,13 +77,17 @@ async def converse(agent: Any, turns: List[str]) -> List[Any]:
     return history
 
 
+# Without instructions AnthropicModel sends no `system`: the SDK leaves its sentinel.
+@pytest.mark.parametrize("instructions", ["Be terse.", None], ids=["instructions", "none"])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_fourteen_tool_turns_stay_within_the_limit(provider: FakeProvider, name: str) -> None:
+def test_fourteen_tool_turns_stay_within_the_limit(
+    provider: FakeProvider, name: str, instructions: Optional[str]
+) -> None:
     sdk, route, make_model = MODELS[name]
 
     async def main() -> Any:
         async with client_for(sdk, provider) as client:
-            agent = Agent(make_model(client), tools=[get_report], instructions="Be terse.")
+            agent = Agent(make_model(client), tools=[get_report], instructions=instructions)
             await agent.run("Warm-up before the session.")  # the client is captured before
             with Run(f"pydantic-ai {name}", route, provider, intercept=sdk) as run:
                 history = await converse(agent, prompts())
