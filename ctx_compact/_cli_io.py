@@ -19,7 +19,7 @@ import sys
 import tempfile
 import zlib
 from dataclasses import dataclass
-from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Type, Union
 
 from ._cli_json import utf8_line
 
@@ -347,7 +347,16 @@ class _Guarded:
 
     def write(self, data: bytes) -> int:
         try:
-            return self._stream.write(data)
+            done = self._stream.write(data)
+            # Unbuffered (python -u, PYTHONUNBUFFERED), standard output is the raw file,
+            # which may take only part of the data: up to a file-size limit, onto a disk
+            # filling up. What is left is written again, until that write fails.
+            while done is not None and done < len(data):
+                more = self._stream.write(memoryview(data)[done:])
+                if more is None:  # a non-blocking descriptor that is full: as a buffer does
+                    break
+                done += more
+            return len(data)
         except BrokenPipeError:
             raise
         except OSError as exc:
@@ -509,4 +518,4 @@ def output(path: Optional[str]) -> Iterator[IO[bytes]]:
         with gzip.GzipFile(
             filename="", mode="wb", fileobj=stream, compresslevel=6, mtime=0
         ) as packed:
-            yield _Guarded(packed, path)  # type: ignore[misc]
+            yield _Guarded(packed, path)  # type: ignore[arg-type,misc]

@@ -25,7 +25,19 @@ import signal
 import sys
 import threading
 from multiprocessing.connection import Connection, wait
-from typing import Any, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import (
+    Any,
+    Deque,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from ._cli_io import Failure, Source, read_jsonl, read_spans
 from ._cli_work import Done, Settings, serial
@@ -78,28 +90,48 @@ def _lines(chunk: Chunk, name: str) -> Lines:
     """
     if not isinstance(chunk, Span):
         return chunk
+    try:
+        block = _read(chunk, name)
+    except MemoryError:  # a span is whole lines: here, one line of gigabytes
+        raise Failure(
+            f"{name}:{chunk.first_line}: cannot read: the line is too large to hold in memory"
+        ) from None
+    return enumerate(io.BytesIO(block), chunk.first_line)
+
+
+def _read(span: Span, name: str) -> bytes:
     parts = []
     done = 0
-    while done < chunk.length:  # one pread returns at most about 2 GiB
+    while done < span.length:  # one pread returns at most about 2 GiB
         try:
-            data = os.pread(chunk.fd, chunk.length - done, chunk.offset + done)
+            data = os.pread(span.fd, span.length - done, span.offset + done)
         except OSError as exc:
             raise Failure(f"{name}: cannot read: {exc.strerror or exc}") from None
         if not data:
             raise Failure(f"{name}: the file was cut short while it was being read")
         parts.append(data)
         done += len(data)
-    block = parts[0] if len(parts) == 1 else b"".join(parts)
-    return enumerate(io.BytesIO(block), chunk.first_line)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _serve(connection: Connection, settings: Settings, name: str) -> None:
+def _serve(
+    connection: Connection, settings: Settings, name: str, inherited: Sequence[Connection] = ()
+) -> None:
     """A worker: do each chunk it is sent, send the results back, stop at ``None``.
 
     One thread: the main process sends from threads of its own and reads answers
     from whichever worker has one, so neither side waits on the other to read.
     An answer is the list of lines done, or the text of a ``Failure``.
+
+    A worker ends with the main process, however that ends (SIGKILL, the
+    out-of-memory killer): its pipe then reads as ended, a send to it fails, and
+    in the middle of a chunk it sees that its parent has changed. ``inherited``
+    are the main process's ends of the pipes, which a forked worker holds copies
+    of; closed here, so that the pipe can end at all.
     """
+    for end in inherited:
+        end.close()
+    parent = os.getppid()
     _worker_signals()
     while True:
         try:
@@ -108,12 +140,21 @@ def _serve(connection: Connection, settings: Settings, name: str) -> None:
             return
         if chunk is None:
             return
+        answer: Union[List[Done], str]
         try:
             lines = _lines(chunk, name)
         except Failure as exc:
-            connection.send(str(exc))
-            continue
-        connection.send(list(serial(settings, name, lines)))
+            answer = str(exc)
+        else:
+            answer = []
+            for done in serial(settings, name, lines):
+                if os.getppid() != parent:
+                    return  # orphaned: nobody will read this chunk's answer
+                answer.append(done)
+        try:
+            connection.send(answer)
+        except OSError:  # the main process is gone
+            return
 
 
 def _feed(connection: Connection, chunks: queue.SimpleQueue[Optional[Chunk]]) -> None:
@@ -211,7 +252,12 @@ class Workers:
         with _signals_for_workers():
             for _ in range(jobs):
                 mine, theirs = context.Pipe()
-                process = context.Process(target=_serve, args=(theirs, settings, name), daemon=True)
+                # A forked worker closes its copies of this process's ends, its own included;
+                # a spawned one never had them (pickling them would hand it copies).
+                inherited = [*self._pipes, mine] if self._forked else []
+                process = context.Process(
+                    target=_serve, args=(theirs, settings, name, inherited), daemon=True
+                )
                 process.start()
                 theirs.close()
                 self._pipes.append(mine)
@@ -244,12 +290,28 @@ class Workers:
     def _answer(self, worker: int) -> List[Done]:
         try:
             answer: Union[List[Done], str] = self._pipes[worker].recv()
-        except EOFError:
-            code = self._processes[worker].exitcode
-            raise RuntimeError(f"worker process {worker} ended (exit code {code})") from None
+        except (EOFError, OSError):  # a worker killed with answers unread: ECONNRESET
+            raise self._lost(worker) from None
         if isinstance(answer, str):
             raise Failure(answer)
         return answer
+
+    def _lost(self, worker: int) -> Failure:
+        """Why a worker's pipe ended before its answers did, and the status to end with."""
+        process = self._processes[worker]
+        process.join(_FEEDER_JOIN)  # its pipe can end a moment before it can be waited for
+        code = process.exitcode
+        if code is None or code >= 0:
+            status = "" if code is None else f" (exit code {code})"
+            return Failure(f"worker process {worker + 1} ended before its answers{status}")
+        number = -code
+        try:
+            what = signal.Signals(number).name
+        except ValueError:
+            what = f"signal {number}"
+        why = " (out of memory?)" if number == signal.SIGKILL else ""
+        # The status a shell gives a command killed by that signal, as if the command had been.
+        return Failure(f"worker process {worker + 1} was killed by {what}{why}", 128 + number)
 
     def chunks(self, source: Source) -> Iterator[Chunk]:
         """The chunks of ``source``'s JSONL lines: spans of a regular file, else lines read."""

@@ -286,6 +286,8 @@ def do_line(
         return run_line(settings, name, lineno, raw)
     except Failure as exc:
         return Rejected(lineno, str(exc), raw)
+    except MemoryError:  # what it took is freed on the way here: the next line can go on
+        return Rejected(lineno, f"{name}:{lineno}: the line is too large to compact in memory", raw)
 
 
 def serial(settings: Settings, name: str, lines: Iterable[Tuple[int, bytes]]) -> Iterator[Done]:

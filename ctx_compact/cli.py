@@ -43,6 +43,7 @@ from ._cli_args import (
 from ._cli_io import (
     Failure,
     Source,
+    UnwritableStdout,
     open_input,
     output,
     read_array,
@@ -380,13 +381,17 @@ def _check_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str]
 
 
 def _stdout_closed() -> int:
+    _discard_stdout()
+    return EXIT_PIPE_CLOSED
+
+
+def _discard_stdout() -> None:
     # Point stdout at devnull so the interpreter's final flush does not fail again
     # and print a traceback after we have already decided how to exit.
     with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    return EXIT_PIPE_CLOSED
 
 
 class _Terminated(BaseException):
@@ -434,7 +439,13 @@ def _run(args: argparse.Namespace, check: bool) -> int:
             )
     except Failure as exc:
         runner.stdout = None  # a failing output cannot be flushed before the message
+        if isinstance(exc, UnwritableStdout):
+            _discard_stdout()  # what it still buffers would fail again at exit (status 120)
         say(f"{PROG}: {exc}\n")
+        return EXIT_USAGE if exc.status is None else exc.status
+    except MemoryError:
+        # A value past the memory limit where no line could be named (in array mode).
+        say(f"{PROG}: out of memory: the input holds a value too large to compact\n")
         return EXIT_USAGE
     except BrokenPipeError:
         # In check mode only problem lines are ever written, so this is still status 1.

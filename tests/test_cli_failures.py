@@ -7,14 +7,21 @@ would write control characters to the terminal.
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import os
+import signal
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Callable, Iterator, List
 
 import pytest
 
+from ctx_compact import _cli_work
 from ctx_compact.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +30,11 @@ MESSAGES: List[Any] = json.loads(WEATHER.read_text(encoding="utf-8"))
 EXAMPLE = ["--max-tokens", "150", "--keep-tail", "2"]
 
 posix = pytest.mark.skipif(sys.platform == "win32", reason="POSIX files and signals")
+linux = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="/proc, /dev/full and enforced memory limits"
+)
+# Bounded waits: generous, so a slow machine never fails them, and never asserted as timings.
+PATIENCE = 60.0
 
 
 def jsonl(*values: Any) -> bytes:
@@ -128,3 +140,279 @@ def test_explain_escapes_control_characters_as_check_does(
     assert not set(err) & {"\x1b", "\x07", "\r", "\ud800"}
     row = err.splitlines()[3].split()
     assert row[:2] == ["1", "\\u001b]0;owned\\u0007\\u001b[2J\\r\\ud800"]
+
+
+# --- processes killed outright --------------------------------------------------------------
+
+
+def _children(pid: int) -> List[int]:
+    """The processes whose parent is ``pid`` and that still run (zombies left out)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            state = _state(int(entry))
+            if state is not None and state[1] == pid:
+                found.append(int(entry))
+    return found
+
+
+def _state(pid: int) -> Any:
+    """``(state letter, parent)`` of a running process, ``None`` once it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == b"Z" else (fields[0], int(fields[1]))
+
+
+def _wait_for(condition: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"gave up waiting: {what}")
+
+
+class _Feeder(threading.Thread):
+    """Writes conversations to a pipe until told to stop or until nobody reads it any more."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self.fd = fd
+        self.stop = threading.Event()
+        self.ended: Any = None
+        self.block = jsonl(*[MESSAGES] * 200)
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                os.write(self.fd, self.block)  # raw writes: no lock for the main thread to wait on
+            self.ended = "stopped"
+        except OSError as exc:
+            self.ended = exc
+
+
+class _Run:
+    """A ``--jobs 2`` run kept busy by endless standard input, with its output file under way."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.output = tmp_path / "out.jsonl"
+        self.output.write_bytes(b"kept\n")
+        command = [sys.executable, "-m", "ctx_compact", "--jsonl", "--jobs", "2", *EXAMPLE]
+        self.process = subprocess.Popen(
+            [*command, "-o", str(self.output)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+        )
+        assert self.process.stdin is not None
+        self.feeder = _Feeder(self.process.stdin.fileno())
+        self.feeder.start()
+        self.workers: List[int] = []
+        pid = self.process.pid
+        self.workers = _wait_for(lambda: len(_children(pid)) >= 2 and _children(pid), "workers")
+        temporary = tmp_path.glob
+        _wait_for(
+            lambda: any(p.stat().st_size for p in temporary(".out.jsonl.*.tmp")),
+            "the first answers written",
+        )
+
+    def close(self) -> None:
+        self.feeder.stop.set()
+        for pid in [self.process.pid, *self.workers]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait(timeout=PATIENCE)
+        self.feeder.join(timeout=PATIENCE)
+        for stream in (self.process.stdin, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@contextlib.contextmanager
+def _busy_parallel_run(tmp_path: Path) -> Iterator[_Run]:
+    run: Any = None
+    try:
+        run = _Run(tmp_path)
+        yield run
+    finally:
+        if run is not None:
+            run.close()
+
+
+@linux
+def test_workers_end_when_the_main_process_is_killed_outright(tmp_path: Path):
+    # SIGKILL (or the out-of-memory killer) runs no cleanup: the workers must see it themselves.
+    with _busy_parallel_run(tmp_path) as run:
+        os.kill(run.process.pid, signal.SIGKILL)
+        assert run.process.wait(timeout=PATIENCE) == -signal.SIGKILL
+        _wait_for(lambda: not any(_state(pid) for pid in run.workers), "the workers to end")
+        # Nobody holds standard input open any more: its writer is told, not blocked.
+        run.feeder.join(timeout=PATIENCE)
+        assert isinstance(run.feeder.ended, BrokenPipeError)
+    assert run.output.read_bytes() == b"kept\n"
+
+
+@linux
+def test_a_worker_killed_mid_run_ends_the_run_with_the_status_of_its_signal(tmp_path: Path):
+    with _busy_parallel_run(tmp_path) as run:
+        os.kill(run.workers[1], signal.SIGKILL)
+        assert run.process.wait(timeout=PATIENCE) == 128 + signal.SIGKILL
+        assert run.process.stderr is not None
+        err = run.process.stderr.read().decode()
+        assert err in (
+            f"ctx-compact: worker process {n} was killed by SIGKILL (out of memory?)\n"
+            for n in (1, 2)
+        )
+        _wait_for(lambda: not any(_state(pid) for pid in run.workers), "the other worker to end")
+    assert run.output.read_bytes() == b"kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+# --- outputs that refuse a write, input past the memory limit -------------------------------
+
+Completed = subprocess.CompletedProcess[bytes]
+# Runs the command under a resource limit: set here, kept across exec.
+LIMITED = (
+    "import os, resource, sys\n"
+    "limit = getattr(resource, sys.argv[1])\n"
+    "resource.setrlimit(limit, (int(sys.argv[2]), int(sys.argv[2])))\n"
+    "os.execv(sys.executable, [sys.executable, '-m', 'ctx_compact', *sys.argv[3:]])\n"
+)
+
+
+def limited(
+    limit: str, value: int, *args: str, **kwargs: Any
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-c", LIMITED, limit, str(value), *args],
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        timeout=PATIENCE,
+        check=False,
+        **kwargs,
+    )
+
+
+MODES = {
+    "array": [*EXAMPLE, str(WEATHER)],
+    "jsonl": ["--jsonl", *EXAMPLE],
+    "jobs": ["--jsonl", "--jobs", "2", *EXAMPLE],
+    "check": ["check", "--jsonl"],
+}
+
+
+def _dataset(tmp_path: Path, mode: str = "jsonl") -> Path:
+    data = tmp_path / "data.jsonl"
+    # check writes a line for each broken conversation; compaction, none for a good one.
+    example = "broken.json" if mode == "check" else "weather.json"
+    value = json.loads((ROOT / "examples" / example).read_text(encoding="utf-8"))
+    data.write_bytes(jsonl(*[value] * 400))
+    return data
+
+
+@linux
+@pytest.mark.parametrize("mode", list(MODES))
+def test_standard_output_on_a_full_disk_is_one_line_and_status_2(mode: str, tmp_path: Path):
+    args = MODES[mode] if mode == "array" else [*MODES[mode], str(_dataset(tmp_path, mode))]
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "ctx_compact", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            timeout=PATIENCE,
+            check=False,
+        )
+    assert (done.returncode, done.stderr) == (
+        2,
+        b"ctx-compact: <stdout>: cannot write: No space left on device\n",
+    )
+
+
+@posix
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("mode", ["array", "jsonl", "jobs"])
+def test_output_past_the_file_size_limit_is_one_line_and_status_2(
+    mode: str, buffered: bool, tmp_path: Path
+):
+    # Unbuffered (python -u), standard output is the raw file, which takes part of a write.
+    environment = dict(os.environ, PYTHONUNBUFFERED="" if buffered else "1")
+    data = _dataset(tmp_path)
+    args = MODES[mode] if mode == "array" else [*MODES[mode], str(data)]
+    with open(tmp_path / "stdout.jsonl", "wb") as stdout:
+        done = limited("RLIMIT_FSIZE", 200, *args, stdout=stdout, env=environment)
+    assert (done.returncode, done.stderr) == (
+        2,
+        b"ctx-compact: <stdout>: cannot write: File too large\n",
+    )
+    # An -o file is written beside itself: past the limit, it is left as it was.
+    kept = tmp_path / "kept.jsonl"
+    kept.write_bytes(b"kept\n")
+    options = ["-o", str(kept)]
+    done = limited("RLIMIT_FSIZE", 200, *args, *options, stdout=subprocess.DEVNULL, env=environment)
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"ctx-compact: {kept}: cannot write: File too large\n".encode(),
+    )
+    assert kept.read_bytes() == b"kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "data.jsonl",
+        "kept.jsonl",
+        "stdout.jsonl",
+    ]
+
+
+def _gzip_bomb(path: Path) -> None:
+    """A gzip file of a few megabytes whose second line unpacks to a gibibyte, with no newline."""
+    member = gzip.compress(b"a" * (1 << 20))  # gzip reads concatenated members as one stream
+    with open(path, "wb") as bomb:
+        bomb.write(gzip.compress(jsonl(MESSAGES)))
+        for _ in range(1024):
+            bomb.write(member)
+
+
+@linux
+@pytest.mark.parametrize("mode", ["array", "jsonl", "jobs"])
+def test_a_gzip_bomb_past_the_memory_limit_is_one_line_and_status_2(mode: str, tmp_path: Path):
+    bomb = tmp_path / "bomb.jsonl.gz"
+    _gzip_bomb(bomb)
+    kept = tmp_path / "kept.jsonl"
+    kept.write_bytes(b"kept\n")
+    args = [*EXAMPLE, str(bomb)] if mode == "array" else [*MODES[mode], str(bomb)]
+    done = limited("RLIMIT_AS", 256 << 20, *args, "-o", str(kept), stdout=subprocess.DEVNULL)
+    where = f"{bomb}" if mode == "array" else f"{bomb}:2"
+    what = "the input" if mode == "array" else "the line"
+    assert (done.returncode, done.stderr.decode()) == (
+        2,
+        f"ctx-compact: {where}: cannot read: {what} is too large to hold in memory\n",
+    )
+    assert kept.read_bytes() == b"kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.jsonl.gz", "kept.jsonl"]
+
+
+def test_a_line_too_large_to_compact_in_memory_can_be_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    run_line = _cli_work.run_line
+
+    def short_of_memory(settings: Any, name: str, lineno: int, raw: bytes) -> Any:
+        if lineno == 2:
+            raise MemoryError
+        return run_line(settings, name, lineno, raw)
+
+    monkeypatch.setattr(_cli_work, "run_line", short_of_memory)
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(jsonl(MESSAGES, MESSAGES, MESSAGES))
+    assert main(["--jsonl", *EXAMPLE, str(data)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"ctx-compact: {data}:2: the line is too large to compact in memory\n"
+    )
+    assert main(["--jsonl", "--skip-invalid", *EXAMPLE, str(data)]) == 4
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 2
+    assert f"skipped {data}:2: the line is too large to compact in memory" in err
