@@ -13,6 +13,23 @@ import pytest
 from ctx_compact.testing import FakeProvider
 from middleware import CompactingSession, budgeted
 
+pytest_plugins = ["pytester"]
+
+# A user's suite on a machine without the SDKs: the inner conftest hides them.
+WITHOUT_SDKS = """
+import sys
+
+import pytest
+
+sys.modules["openai"] = None
+sys.modules["anthropic"] = None
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+"""
+
 
 def test_the_fixtures_give_a_running_provider_and_clients(
     fake_provider: FakeProvider, fake_openai: Any, fake_anthropic: Any
@@ -84,3 +101,100 @@ def test_the_plugin_serves_a_users_suite_outside_this_repository(tmp_path: Path)
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+def test_a_client_fixture_without_its_sdk_fails_naming_the_install_command(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(WITHOUT_SDKS)
+    pytester.makepyfile(
+        test_agent="""
+        import pytest
+
+        def test_openai(fake_openai):
+            pass
+
+        def test_anthropic(fake_anthropic):
+            pass
+
+        @pytest.mark.anyio
+        async def test_async_openai(fake_async_openai):
+            pass
+
+        @pytest.mark.anyio
+        async def test_async_anthropic(fake_async_anthropic):
+            pass
+        """
+    )
+
+    result = pytester.runpytest("-p", "no:cacheprovider")
+
+    # Not skipped: a suite that skips every test goes green having tested nothing.
+    result.assert_outcomes(errors=4)
+    output = result.stdout.str()
+    for fixture, sdk in [
+        ("fake_openai", "openai"),
+        ("fake_anthropic", "anthropic"),
+        ("fake_async_openai", "openai"),
+        ("fake_async_anthropic", "anthropic"),
+    ]:
+        assert f"{fixture} needs the {sdk} SDK" in output
+    assert "Install it with: pip install openai" in output
+    assert "Install it with: pip install anthropic" in output
+    assert "@pytest.mark.skip_without_sdk" in output
+
+
+def test_a_test_marked_skip_without_sdk_is_skipped_instead(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(WITHOUT_SDKS)
+    pytester.makepyfile(
+        test_marked="""
+        import pytest
+
+        @pytest.mark.skip_without_sdk
+        def test_openai(fake_openai):
+            pass
+        """,
+        test_module_marked="""
+        import pytest
+
+        pytestmark = pytest.mark.skip_without_sdk
+
+        def test_anthropic(fake_anthropic):
+            pass
+        """,
+        test_importorskip="""
+        import pytest
+
+        openai = pytest.importorskip("openai")
+
+        def test_openai(fake_openai):
+            pass
+        """,
+    )
+
+    # --strict-markers: the plugin registers its marker.
+    result = pytester.runpytest("-p", "no:cacheprovider", "--strict-markers", "-rs")
+
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*fake_openai needs the openai SDK*Install it with: pip install openai*",
+            "*fake_anthropic needs the anthropic SDK*Install it with: pip install anthropic*",
+        ],
+        consecutive=False,
+    )
+
+
+def test_with_the_sdks_installed_the_marker_changes_nothing(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("openai")
+    pytester.makepyfile(
+        test_agent="""
+        import pytest
+
+        @pytest.mark.skip_without_sdk
+        def test_openai(fake_openai):
+            assert fake_openai.models is not None
+        """
+    )
+
+    pytester.runpytest("-p", "no:cacheprovider", "--strict-markers").assert_outcomes(passed=1)

@@ -7,18 +7,55 @@ Installing ctx-compact makes them available in every test suite:
   clients pointed at it (no retries, a dummy key);
 - ``fake_anthropic`` / ``fake_async_anthropic``: the same for ``anthropic``.
 
-A client fixture skips the test when its SDK is not installed. Configure the
-provider in a test by setting ``fake_provider.context_limit`` or
-``fake_provider.tool_calls``.
+A client fixture whose SDK is not installed fails the test, naming the install
+command (``pip install openai``): a suite that skipped instead could go green
+while testing nothing. A test that may run without the SDK says so with the
+``skip_without_sdk`` marker (``@pytest.mark.skip_without_sdk``, or
+``pytestmark = pytest.mark.skip_without_sdk`` for a module), and is then skipped
+with the same message; ``pytest.importorskip("openai")`` at the top of a module
+works as usual. Configure the provider in a test by setting
+``fake_provider.context_limit`` or ``fake_provider.tool_calls``.
 """
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
 from ._provider import FakeProvider
+
+SKIP_WITHOUT_SDK = "skip_without_sdk"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker, so that ``--strict-markers`` suites accept it."""
+    config.addinivalue_line(
+        "markers",
+        f"{SKIP_WITHOUT_SDK}: skip, rather than fail, a test whose fake_openai, fake_anthropic "
+        "(or async) fixture needs an SDK that is not installed",
+    )
+
+
+def _sdk(request: pytest.FixtureRequest, name: str) -> ModuleType:
+    """Import the SDK ``name`` for a client fixture, or fail (or skip) the test saying how."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        reason = str(error)
+    # Outside the except block, so that the report is the message, not a chain.
+    message = (
+        f"{request.fixturename} needs the {name} SDK, which cannot be imported ({reason}). "
+        f"Install it with: pip install {name}"
+    )
+    if request.node.get_closest_marker(SKIP_WITHOUT_SDK) is not None:
+        pytest.skip(message)
+    pytest.fail(
+        f"{message}; or mark the test @pytest.mark.{SKIP_WITHOUT_SDK} to skip it instead.",
+        pytrace=False,
+    )
 
 
 @pytest.fixture
@@ -29,27 +66,29 @@ def fake_provider() -> Iterator[FakeProvider]:
 
 
 @pytest.fixture
-def fake_openai(fake_provider: FakeProvider) -> Iterator[Any]:
+def fake_openai(request: pytest.FixtureRequest, fake_provider: FakeProvider) -> Iterator[Any]:
     """An ``openai.OpenAI`` client pointed at ``fake_provider``."""
-    openai = pytest.importorskip("openai")
+    openai = _sdk(request, "openai")
     client = openai.OpenAI(base_url=fake_provider.openai_url, api_key="test", max_retries=0)
     with client:
         yield client
 
 
 @pytest.fixture
-async def fake_async_openai(fake_provider: FakeProvider) -> AsyncIterator[Any]:
+async def fake_async_openai(
+    request: pytest.FixtureRequest, fake_provider: FakeProvider
+) -> AsyncIterator[Any]:
     """An ``openai.AsyncOpenAI`` client pointed at ``fake_provider`` (an anyio test's)."""
-    openai = pytest.importorskip("openai")
+    openai = _sdk(request, "openai")
     client = openai.AsyncOpenAI(base_url=fake_provider.openai_url, api_key="test", max_retries=0)
     async with client:
         yield client
 
 
 @pytest.fixture
-def fake_anthropic(fake_provider: FakeProvider) -> Iterator[Any]:
+def fake_anthropic(request: pytest.FixtureRequest, fake_provider: FakeProvider) -> Iterator[Any]:
     """An ``anthropic.Anthropic`` client pointed at ``fake_provider``."""
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = _sdk(request, "anthropic")
     client = anthropic.Anthropic(
         base_url=fake_provider.anthropic_url, api_key="test", max_retries=0
     )
@@ -58,9 +97,11 @@ def fake_anthropic(fake_provider: FakeProvider) -> Iterator[Any]:
 
 
 @pytest.fixture
-async def fake_async_anthropic(fake_provider: FakeProvider) -> AsyncIterator[Any]:
+async def fake_async_anthropic(
+    request: pytest.FixtureRequest, fake_provider: FakeProvider
+) -> AsyncIterator[Any]:
     """An ``anthropic.AsyncAnthropic`` client pointed at ``fake_provider`` (an anyio test's)."""
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = _sdk(request, "anthropic")
     client = anthropic.AsyncAnthropic(
         base_url=fake_provider.anthropic_url, api_key="test", max_retries=0
     )
