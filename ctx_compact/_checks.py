@@ -68,17 +68,30 @@ def check_count(value: object, index: Optional[int]) -> int:
     """
     if type(value) is int and 0 <= value <= _LARGEST:
         return value
+    problem = "it must return a non-negative number of tokens"
     if isinstance(value, Real) and not isinstance(value, bool):
         try:
             number = float(value)
-        except OverflowError:  # an int beyond any float
-            number = math.inf
+        except OverflowError:  # an int (or a Real) beyond any float
+            if value > 0:  # type: ignore[operator]  # Real declares no comparison
+                raise InvalidMessageError(
+                    f"count_tokens returned {_shown(value)}, which is too large for a float "
+                    f"(the largest is about {sys.float_info.max:.3g}); return a count of tokens",
+                    index,
+                ) from None
+            number = -math.inf
         if math.isfinite(number) and number >= 0:
             return value  # type: ignore[return-value]  # summed as given
-    raise InvalidMessageError(
-        f"count_tokens returned {value!r}; it must return a non-negative number of tokens",
-        index,
-    )
+        if number == math.inf:
+            problem = "it must return a finite number of tokens"
+    raise InvalidMessageError(f"count_tokens returned {_shown(value)}; {problem}", index)
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, or its length for an int too long to print (Python 3.11+ limits it)."""
+    if type(value) is int and value.bit_length() > 1000:
+        return f"an int of about {int(value.bit_length() * 0.30103)} digits"
+    return repr(value)
 
 
 def check_summary(summary: object) -> str:

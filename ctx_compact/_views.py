@@ -70,56 +70,59 @@ def to_json_compatible(value: object) -> object:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _is_plain_leaf(value: Any) -> bool:
-    return value is None or type(value) in (str, int, float, bool)
+# What json.loads gives (and tuples): a message made only of these never needs a plain view.
+_JSON_TYPES = frozenset({dict, list, tuple, str, int, float, bool, type(None)})
 
 
-def _plain_parts(value: Any) -> bool:
-    """Whether ``value`` is a JSON leaf, or a list or tuple of plain dicts and strings."""
-    kind = type(value)
-    if kind is not list and kind is not tuple:
-        return _is_plain_leaf(value)
-    for item in value:
-        kind = type(item)
-        if kind is not dict and kind is not str:
-            return False
-    return True
+def _objects_among(items: Any) -> bool:
+    """Whether a JSON array holds anything but JSON values (at its first level)."""
+    return not _JSON_TYPES.issuperset(map(type, items))
 
 
 def holds_objects(message: Mapping[str, Any]) -> bool:
-    """Whether a message's tool structure holds anything but plain dicts, lists and strings.
+    """Whether a message's tool structure holds anything but what JSON decodes to.
 
     Only where grouping, the pairing check, clearing and the counters read:
     ``content`` (and each block's own ``content``), ``tool_calls`` (and each
     call's ``function``), ``function_call``. Anything deeper is counted as it
-    serialises wherever it is, and needs no plain view. Written for speed: it
-    runs on every message of every compaction.
+    serialises wherever it is, and needs no plain view; a message decoded from
+    JSON never needs one. Written for speed: it runs on every message of every
+    compaction.
     """
+    json_types = _JSON_TYPES
     content = message.get("content")
-    if type(content) is not str and content is not None:
-        if type(content) is not list and type(content) is not tuple:
-            return not _is_plain_leaf(content)  # an SDK object, a mapping, ...
-        for block in content:
-            kind = type(block)
-            if kind is dict:
-                inner = block.get("content")
-                if type(inner) is not str and inner is not None and not _plain_parts(inner):
+    kind = type(content)
+    if kind is not str and content is not None:
+        if kind not in json_types:
+            return True  # an SDK object, a custom mapping, ...
+        if kind is list or kind is tuple:
+            for block in content:
+                kind = type(block)
+                if kind is dict:
+                    inner = block.get("content")
+                    kind = type(inner)
+                    if kind is str or inner is None:
+                        continue
+                    if kind not in json_types:
+                        return True
+                    if (kind is list or kind is tuple) and _objects_among(inner):
+                        return True
+                elif kind not in json_types:
                     return True
-            elif kind is not str and kind is not list and kind is not tuple:
-                return True  # a list inside content is no block: it is only counted
     calls = message.get("tool_calls")
-    if calls is not None and type(calls) is not list and type(calls) is not tuple:
-        if not _is_plain_leaf(calls):
+    if calls is not None:
+        kind = type(calls)
+        if kind not in json_types:
             return True
-    elif calls is not None:
-        for call in calls:
-            if type(call) is not dict:
-                return True
-            function = call.get("function")
-            if function is not None and type(function) is not dict:
-                return True
-    function_call = message.get("function_call")
-    return function_call is not None and type(function_call) is not dict
+        if kind is list or kind is tuple:
+            for call in calls:
+                kind = type(call)
+                if kind is dict:
+                    if type(call.get("function")) not in json_types:
+                        return True
+                elif kind not in json_types:
+                    return True
+    return type(message.get("function_call")) not in json_types
 
 
 def plain(value: Any, index: Optional[int] = None) -> Any:
