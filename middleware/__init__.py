@@ -15,6 +15,7 @@ from ._options import CompactionOptions
 from ._otel import trace_compaction
 from ._session import CompactingSession
 from ._state import SessionStats
+from ._store import RedisStore, SQLiteStore, SummaryStore
 from ._usage import provider_prompt_tokens
 
 __all__ = [
@@ -22,7 +23,10 @@ __all__ = [
     "CompactingSession",
     "CompactionEvent",
     "CompactionOptions",
+    "RedisStore",
+    "SQLiteStore",
     "SessionStats",
+    "SummaryStore",
     "UnpairedMessagesError",
     "budgeted",
     "log_compaction",

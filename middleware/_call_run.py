@@ -205,13 +205,18 @@ class CallRun:
         return self._callers(len(self.plan.dropped))
 
     def _callers(self, count: int) -> List[Any]:
-        """The caller's messages for the ``count`` dropped from the decision's head on.
+        """The caller's messages for the ``count`` dropped from the decision's head on."""
+        head_end = self.plan.head_end
+        return self.originals(head_end, head_end + count)
+
+    def originals(self, start: int, stop: int) -> List[Any]:
+        """The caller's messages for the decision's ``[start, stop)``.
 
         The decision's own where nothing was cleared; else the originals of the
-        edited copies, so that events and summarizers never see a placeholder.
+        edited copies, so that events, summarizers and summary keys never see a
+        placeholder.
         """
         plan = self.plan
-        start, stop = plan.head_end, plan.head_end + count
         given, origin = self.given, self.origin
         if given is None:
             return plan.messages[start:stop]
@@ -228,8 +233,20 @@ class CallRun:
             and self.plan.cut > self.plan.head_end
         )
 
-    def event(self, summary: Optional[str]) -> CompactionEvent:
-        """The call's event, with ``summary`` (or none) inserted."""
+    @property
+    def summary_input(self) -> Tuple[List[Any], int, List[int]]:
+        """What a summary is made from: the caller's messages before the cut, the head's
+        end, and the group boundaries between the two (where earlier calls may have cut)."""
+        plan = self.plan
+        head_end, cut = plan.head_end, plan.cut
+        boundaries = [b for b in plan.bounds if head_end < b < cut]
+        return self.originals(0, cut), head_end, boundaries
+
+    def event(self, summary: Optional[str], summary_error: Optional[str] = None) -> CompactionEvent:
+        """The call's event, with ``summary`` (or none) inserted.
+
+        ``summary_error`` says why the summarizer failed, when it did.
+        """
         options = self.options
         plan = self.plan
         if self.reused is not None:
@@ -265,6 +282,7 @@ class CallRun:
             cleared_thinking=self.cleared_thinking,
             cut_reused=self.reused is not None,
             retried=self.retried,
+            summary_error=summary_error,
         )
 
     def quiet_arguments(self) -> Optional[Tuple[Tuple[Any, ...], Dict[str, Any]]]:

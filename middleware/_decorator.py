@@ -16,6 +16,7 @@ from ._options import (
     Validate,
     given_options,
 )
+from ._store import SummaryStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,6 +35,7 @@ def budgeted(
     clear_tool_results: Clearing = None,
     clear_thinking: Clearing = None,
     target_tokens: Optional[float] = None,
+    store: Optional[SummaryStore] = None,
     on_compact: Hooks = None,
 ) -> Callable[[F], F]:
     """Keep the ``messages`` argument of every call of the decorated callable inside a budget.
@@ -58,7 +60,14 @@ def budgeted(
         summarize: ``(dropped) -> str``, sync or async, called when something
             was dropped; its text is inserted after the head. On async
             callables an async one is awaited and a sync one runs on a worker
-            thread. Async summarizers are refused for sync callables.
+            thread. Async summarizers are refused for sync callables. The
+            summary of a cut is kept (in ``store``) and reused while the cut
+            stands. A summarizer with a keyword argument ``previous``
+            (``(dropped, *, previous=None) -> str``) rolls: it is given the
+            previous summary of the conversation and only the messages
+            dropped since (docs/summaries.md). One that raises does not fail
+            the call: it goes on without a summary, the event's
+            ``summary_error`` says why, and the next call tries again.
         summary_role: The role of the inserted summary message.
         messages_arg: The name of the argument carrying the messages
             (``"input"`` for the OpenAI Responses API, ``"contents"`` elsewhere).
@@ -88,6 +97,12 @@ def budgeted(
             ``max_tokens``, so the prompt's prefix (and the provider's prompt
             cache) stays the same; when it no longer fits, compact down to
             ``target_tokens`` (at most ``max_tokens``).
+        store: Where summaries are kept, keyed by the content of the dropped
+            prefix and the summarizer: a ``SQLiteStore`` shared by the processes
+            of a machine, a ``RedisStore`` shared by a fleet, or any
+            ``SummaryStore``. Every process sharing it sends the same summary for
+            the same cut, and only the first pays for it. By default each
+            decorated callable keeps its recent summaries in memory.
 
     Returns:
         A decorator.

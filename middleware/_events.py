@@ -26,8 +26,9 @@ class CompactionEvent:
     One event is produced for every call whose messages were intercepted, also
     when nothing had to be dropped, and also when the call was not made
     because the budget could not be met (``on_overflow="raise"``), the pairing
-    check failed (``validate="raise"``) or ``summarize`` raised (the event then
-    describes the compaction without a summary). Hooks and ``session.events``
+    check failed (``validate="raise"``). When ``summarize`` raises, the call
+    is made without a summary (dropping as ``compact`` does) and the event says
+    why in ``summary_error``. Hooks and ``session.events``
     share one event object; its message sequences are tuples, so no hook can
     change what the others or the session see.
 
@@ -68,6 +69,11 @@ class CompactionEvent:
         retried: With ``on_overflow="retry"``, whether the provider refused the
             first request for its length and this event describes the retry,
             compacted again to the provider's own figures.
+        summary_error: With ``summarize=``, why the summarizer failed on this
+            call (``"TimeoutError: ..."``: the exception's type and message),
+            which then went on without a summary; ``None`` when it succeeded,
+            was not needed or the summary was read from the store. Nothing
+            failed is stored, so the next call with the same cut tries again.
     """
 
     function: str
@@ -87,12 +93,13 @@ class CompactionEvent:
     cleared_thinking: Tuple[Any, ...] = ()
     cut_reused: bool = False
     retried: bool = False
+    summary_error: Optional[str] = None
 
     @classmethod
     def _of(cls, **fields: Any) -> CompactionEvent:
         """An event from every one of its fields, without the frozen ``__init__``'s cost.
 
-        The wrapper makes one event per call; assigning seventeen fields through
+        The wrapper makes one event per call; assigning eighteen fields through
         ``object.__setattr__`` one by one was a fifth of its overhead.
         """
         event = object.__new__(cls)

@@ -17,8 +17,6 @@ import anyio
 import anyio.to_thread
 import wrapt
 
-from ctx_compact._engine import check_summary
-
 from ._call_run import CallRun
 from ._callables import (
     ArgSpec,
@@ -35,6 +33,7 @@ from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
 from ._prefix import CutMemory
 from ._state import SessionState, active_states
+from ._summaries import Flow, Keep, Lookup, Outcome, Step, Summaries
 from ._usage import with_response
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -187,6 +186,12 @@ class Interceptor:
         self.exclusive = exclusive
         # With target_tokens, the conversations' cuts outlive the call that made them.
         self.memory = CutMemory() if options.target_tokens is not None else None
+        # Summaries outlive the call too: kept by cut, in options.store or in memory.
+        self.summaries = (
+            Summaries(options.summarize, options.summary_role, options.store)
+            if options.summarize is not None
+            else None
+        )
         self.site: Site = site if site is not None else ArgSpec.of(fn, options.messages_arg, name)
         # Whether a call outside any session makes an event nobody receives: no
         # hooks, and none of the options that act on the event (a retry, a
@@ -357,42 +362,95 @@ class Interceptor:
         )
 
     def _event(self, run: CallRun, states: Tuple[SessionState, ...]) -> CompactionEvent:
-        """The call's event with its summary; a failing summarizer is reported, then raised."""
+        """The call's event with its summary; a summarizer's wrong result is reported, then raised.
+
+        A summarizer that raises is not: the flow turns it into ``summary_error``.
+        """
         if not run.needs_summary:
             return run.event(None)
         try:
-            summary = self._summary(run)
+            summary, error = self._summary(run)
         except BaseException:
             self._report(run.event(None), states)
             raise
-        return run.event(summary)
+        return run.event(summary, error)
 
-    def _summary(self, run: CallRun) -> str:
-        return check_summary(self.options.summarize(run.dropped))  # type: ignore[misc]
+    def _flow(self, run: CallRun) -> Tuple[Summaries, Flow]:
+        summaries = self.summaries
+        assert summaries is not None
+        prefix, head_end, boundaries = run.summary_input
+        return summaries, summaries.flow(prefix, head_end, boundaries, run.function)
+
+    def _summary(self, run: CallRun) -> Outcome:
+        summaries, flow = self._flow(run)
+        reply: Any = None
+        failure: Optional[Exception] = None
+        while True:
+            try:
+                step: Step = flow.throw(failure) if failure is not None else flow.send(reply)
+            except StopIteration as done:
+                return cast(Outcome, done.value)
+            failure = None
+            try:
+                if isinstance(step, Lookup):
+                    reply = summaries.fetch(step.keys)
+                elif isinstance(step, Keep):
+                    reply = summaries.keep(step.key, step.summary)
+                else:
+                    reply = summaries.call(step.dropped, step.previous)
+            except Exception as exc:
+                failure = exc
 
     async def _aevent(self, run: CallRun, states: Tuple[SessionState, ...]) -> CompactionEvent:
-        """The call's event with its summary; a failing summarizer is reported, then raised."""
+        """The async ``_event``: the same flow, awaiting where the sync one blocks."""
+        if not run.needs_summary:
+            return run.event(None)
         try:
-            summary = await self._asummary(run)
+            summary, error = await self._asummary(run)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._areport(run.event(None), states)
             raise
-        return run.event(summary)
+        return run.event(summary, error)
 
-    async def _asummary(self, run: CallRun) -> Optional[str]:
-        if not run.needs_summary:
-            return None
-        summarize = self.options.summarize
-        assert summarize is not None
-        if is_async_callable(summarize):
-            result = summarize(run.dropped)
-        else:
-            # A slow summarizer (often an LLM call) must not block the event loop.
-            result = await anyio.to_thread.run_sync(summarize, run.dropped)
-        if inspect.isawaitable(result):
-            result = await result
-        return check_summary(result)
+    async def _asummary(self, run: CallRun) -> Outcome:
+        summaries, flow = self._flow(run)
+        # Only the waiting differs from _summary: a slow store or summarizer (often an
+        # LLM call) runs on a worker thread, an async summarizer is awaited.
+        blocking = summaries.blocking
+        is_async = is_async_callable(summaries.summarize)
+        reply: Any = None
+        failure: Optional[Exception] = None
+        while True:
+            try:
+                step: Step = flow.throw(failure) if failure is not None else flow.send(reply)
+            except StopIteration as done:
+                return cast(Outcome, done.value)
+            failure = None
+            try:
+                if isinstance(step, Lookup):
+                    reply = (
+                        await anyio.to_thread.run_sync(summaries.fetch, step.keys)
+                        if blocking
+                        else summaries.fetch(step.keys)
+                    )
+                elif isinstance(step, Keep):
+                    reply = (
+                        await anyio.to_thread.run_sync(summaries.keep, step.key, step.summary)
+                        if blocking
+                        else summaries.keep(step.key, step.summary)
+                    )
+                else:
+                    if is_async:
+                        reply = summaries.call(step.dropped, step.previous)
+                    else:
+                        reply = await anyio.to_thread.run_sync(
+                            summaries.call, step.dropped, step.previous
+                        )
+                    if inspect.isawaitable(reply):
+                        reply = await reply
+            except Exception as exc:
+                failure = exc
 
     def _report(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> None:
         for state in states:

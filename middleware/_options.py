@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Literal, Optional, Protocol, Sequence, Union
 
 from ctx_compact._engine import (
     CountTokens,
@@ -26,6 +26,7 @@ from ctx_compact._engine import (
 )
 
 from ._callables import is_async_callable
+from ._store import SummaryStore, check_store
 
 OVERFLOW_CHOICES = ("call", "raise", "retry")
 VALIDATE_CHOICES = (None, "raise", "report")
@@ -33,7 +34,15 @@ VALIDATE_CHOICES = (None, "raise", "report")
 # The options' types as callers give them, for the explicit signatures of
 # budgeted, CompactingSession and CompactingSession.wrap (type checkers and
 # editors read those; tests/test_options.py checks they agree with the fields below).
-Summarize = Callable[[List[Any]], Any]
+
+
+class RollingSummarize(Protocol):
+    """A summarizer that takes the previous summary: ``(dropped, *, previous) -> str``."""
+
+    def __call__(self, dropped: List[Any], *, previous: Optional[str]) -> Any: ...
+
+
+Summarize = Union[Callable[[List[Any]], Any], RollingSummarize]
 OnOverflow = Literal["call", "raise", "retry"]
 Validate = Optional[Literal["raise", "report"]]
 Clearing = Union[bool, Mapping[str, Any], None]
@@ -60,7 +69,7 @@ class CompactionOptions:
     keep_head: int = 1
     keep_tail: int = 4
     count_tokens: Optional[CountTokens] = None
-    summarize: Optional[Callable[[List[Any]], Any]] = None
+    summarize: Optional[Summarize] = None
     summary_role: str = "user"
     messages_arg: str = "messages"
     on_overflow: str = "call"
@@ -68,6 +77,7 @@ class CompactionOptions:
     clear_tool_results: Optional[ResultClearing] = None
     clear_thinking: Optional[ThinkingClearing] = None
     target_tokens: Optional[float] = None
+    store: Optional[SummaryStore] = None
 
     @classmethod
     def build(cls, caller: str, max_tokens: object, options: Dict[str, Any]) -> CompactionOptions:
@@ -141,6 +151,7 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
     merged["clear_thinking"] = _clearing(
         "clear_thinking", merged["clear_thinking"], ThinkingClearing
     )
+    check_store(merged["store"])
     if merged["target_tokens"] is not None:
         merged["target_tokens"] = check_max_tokens_as("target_tokens", merged["target_tokens"])
     return merged

@@ -30,6 +30,7 @@ from ._options import (
 )
 from ._sdk import SDK_NAMES, SdkTarget, is_sdk_name, sdk_targets
 from ._state import DEFAULT_MAX_EVENTS, SessionState, SessionStats
+from ._store import SummaryStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -92,6 +93,8 @@ class CompactingSession:
         clear_tool_results: As for ``budgeted``.
         clear_thinking: As for ``budgeted``.
         target_tokens: As for ``budgeted``.
+        store: As for ``budgeted``; without one, each wrapped or intercepted
+            callable keeps its recent summaries in memory for this session.
         on_compact: A hook or hooks called with every event the session records.
             Async hooks are awaited for async calls; for sync calls they are
             skipped and the skip is logged.
@@ -132,6 +135,7 @@ class CompactingSession:
         clear_tool_results: Clearing = None,
         clear_thinking: Clearing = None,
         target_tokens: Optional[float] = None,
+        store: Optional[SummaryStore] = None,
         on_compact: Hooks = None,
         intercept: Union[Target, Sequence[Target]] = (),
         calibrate: bool = False,
@@ -243,6 +247,7 @@ class CompactingSession:
         clear_tool_results: Clearing = INHERIT,
         clear_thinking: Clearing = INHERIT,
         target_tokens: Optional[float] = INHERIT,
+        store: Optional[SummaryStore] = INHERIT,
     ) -> F:
         """Return ``fn`` with this session's options applied, for any kind of callable.
 
@@ -263,6 +268,7 @@ class CompactingSession:
             clear_tool_results: As for ``budgeted``; by default the session's.
             clear_thinking: As for ``budgeted``; by default the session's.
             target_tokens: As for ``budgeted``; by default the session's.
+            store: As for ``budgeted``; by default the session's.
 
         Returns:
             The wrapped callable, of the same kind as ``fn``.

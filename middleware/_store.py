@@ -1,0 +1,360 @@
+"""Where summaries outlive the process that wrote them: the store protocol and its stores.
+
+A summary is the one thing compaction cannot recompute: an LLM asked again writes
+other words, and other words change the prompt's prefix (and miss the provider's
+prompt cache). So summaries are kept in a store, under a key made from the
+content of the dropped prefix (see ``_summaries``), and every process that
+shares the store sends the same text for the same cut.
+
+``SummaryStore`` is the whole protocol: ``get`` and ``put`` of strings by
+string keys. ``put`` keeps the first value stored under a key and returns the
+value the key holds afterwards, so two workers that summarised the same cut at
+the same moment both send the one stored first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Union, runtime_checkable
+
+# Keys looked up in one SQL statement: far below SQLite's smallest limit on parameters (999).
+_CHUNK = 500
+# A read refreshes an entry's last use at most this often, so reads rarely write.
+_TOUCH_SECONDS = 60.0
+
+
+@runtime_checkable
+class SummaryStore(Protocol):
+    """What ``store=`` takes: strings by string keys, the first value stored winning.
+
+    ``SQLiteStore`` and ``RedisStore`` implement it; any object with these two
+    methods does. A store may forget entries (a bounded size, an expiry): a
+    forgotten summary is written again, once, by the next call that needs it.
+    A store may also offer ``get_many(keys) -> list`` (one value or ``None``
+    per key, in order), which the rolling lookup uses to ask for many keys in
+    one round trip. The methods are called from worker threads on async paths,
+    and from many threads at once.
+    """
+
+    def get(self, key: str) -> Optional[str]:
+        """The value stored under ``key``, or ``None``."""
+
+    def put(self, key: str, value: str) -> str:
+        """Store ``value`` under ``key`` unless the key holds one already.
+
+        Returns:
+            The value the key holds afterwards: ``value``, or the one another
+            writer stored first.
+        """
+
+
+def _positive(name: str, value: object, kinds: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise TypeError(f"{name!r} must be a positive number or None (got {value!r})")
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name!r} must be a positive number or None (got {value!r})")
+
+
+class MemoryStore:
+    """The default store: this interceptor's own recent summaries, least recently used forgotten.
+
+    Args:
+        size: How many summaries are kept.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._values: OrderedDict[str, str] = OrderedDict()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._values)
+
+    def get(self, key: str) -> Optional[str]:
+        """The value stored under ``key``, or ``None``."""
+        with self._lock:
+            value = self._values.get(key)
+            if value is not None:
+                self._values.move_to_end(key)
+            return value
+
+    def put(self, key: str, value: str) -> str:
+        """Store ``value`` under ``key`` unless it holds one; return what it holds."""
+        with self._lock:
+            stored = self._values.setdefault(key, value)
+            self._values.move_to_end(key)
+            while len(self._values) > self._size:
+                self._values.popitem(last=False)
+            return stored
+
+
+class SQLiteStore:
+    """Summaries in an SQLite file, shared by the processes of one machine.
+
+    The file is opened in WAL mode (readers never wait for the writer) with a
+    busy timeout, so several worker processes and threads can read and write
+    it at once; each thread of each process has its own connection, opened on
+    first use (also after a fork). A write that loses a race keeps the entry
+    written first. The file is bounded: past ``max_entries`` the least recently
+    used entries are deleted, and entries older than ``ttl`` are neither
+    returned nor kept. It pickles as its path and options, so a decorated
+    function can be shipped to worker processes.
+
+    Use a local file system: SQLite's locking is unreliable on network file
+    systems. For a fleet of machines, use ``RedisStore``.
+
+    Args:
+        path: The database file; created with its table if missing.
+        max_entries: How many summaries are kept at most; ``None`` for no limit.
+        ttl: Seconds a summary is kept after it was stored; ``None`` (the
+            default) keeps it until ``max_entries`` pushes it out.
+        timeout: Seconds a write waits for another process's write to finish.
+
+    Raises:
+        TypeError, ValueError: A bad option.
+    """
+
+    def __init__(
+        self,
+        path: Union[str, os.PathLike[str]],
+        *,
+        max_entries: Optional[int] = 10_000,
+        ttl: Optional[float] = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"'path' must be a str or a path (got {path!r})")
+        if max_entries is not None:
+            _positive("max_entries", max_entries, int)
+        if ttl is not None:
+            _positive("ttl", ttl, (int, float))
+        _positive("timeout", timeout, (int, float))
+        self.path = os.fspath(path)
+        self.max_entries = max_entries
+        self.ttl = ttl
+        self.timeout = float(timeout)
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r}, max_entries={self.max_entries}, ttl={self.ttl})"
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {name: getattr(self, name) for name in ("path", "max_entries", "ttl", "timeout")}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        local = self._local
+        connection: Optional[sqlite3.Connection] = getattr(local, "connection", None)
+        # A connection must not cross a fork: the child opens its own.
+        if connection is not None and local.pid == os.getpid():
+            return connection
+        connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        connection.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS summaries (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+            "stored REAL NOT NULL, used REAL NOT NULL)"
+        )
+        connection.execute("CREATE INDEX IF NOT EXISTS summaries_used ON summaries (used)")
+        connection.execute("CREATE INDEX IF NOT EXISTS summaries_stored ON summaries (stored)")
+        local.connection, local.pid = connection, os.getpid()
+        return connection
+
+    def close(self) -> None:
+        """Close the calling thread's connection (the next use opens another)."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            self._local.connection = None
+            connection.close()
+
+    def _oldest_kept(self, now: float) -> float:
+        return now - self.ttl if self.ttl is not None else -math.inf
+
+    def get(self, key: str) -> Optional[str]:
+        """The summary stored under ``key``, or ``None`` (also once it expired)."""
+        return self.get_many([key])[0]
+
+    def get_many(self, keys: Sequence[str]) -> List[Optional[str]]:
+        """The summaries stored under ``keys``, ``None`` for each missing one, in one query."""
+        connection = self._connection()
+        now = time.time()
+        found: Dict[str, str] = {}
+        stale: List[str] = []
+        for start in range(0, len(keys), _CHUNK):
+            chunk = list(keys[start : start + _CHUNK])
+            rows = connection.execute(
+                f"SELECT key, value, used FROM summaries WHERE key IN "
+                f"({', '.join('?' * len(chunk))}) AND stored >= ?",
+                [*chunk, self._oldest_kept(now)],
+            ).fetchall()
+            for key, value, used in rows:
+                found[key] = value
+                if used < now - _TOUCH_SECONDS:
+                    stale.append(key)
+        if stale:
+            # Best effort: the order of eviction is not worth failing a read for.
+            with contextlib.suppress(sqlite3.OperationalError):
+                connection.executemany(
+                    "UPDATE summaries SET used = ? WHERE key = ?", [(now, key) for key in stale]
+                )
+        return [found.get(key) for key in keys]
+
+    def put(self, key: str, value: str) -> str:
+        """Store ``value`` under ``key`` unless it holds one; return what it holds.
+
+        The insert, the read back and the trimming to ``max_entries`` are one
+        transaction, taken with the write lock at its start, so concurrent
+        writers of one key all return the first one's value.
+        """
+        connection = self._connection()
+        now = time.time()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            if self.ttl is not None:
+                connection.execute("DELETE FROM summaries WHERE stored < ?", (now - self.ttl,))
+            inserted = connection.execute(
+                "INSERT OR IGNORE INTO summaries (key, value, stored, used) VALUES (?, ?, ?, ?)",
+                (key, value, now, now),
+            ).rowcount
+            (stored,) = connection.execute(
+                "SELECT value FROM summaries WHERE key = ?", (key,)
+            ).fetchone()
+            if inserted and self.max_entries is not None:
+                (count,) = connection.execute("SELECT count(*) FROM summaries").fetchone()
+                if count > self.max_entries:
+                    connection.execute(
+                        "DELETE FROM summaries WHERE key IN "
+                        "(SELECT key FROM summaries ORDER BY used LIMIT ?)",
+                        (count - self.max_entries,),
+                    )
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        return str(stored)
+
+    def __len__(self) -> int:
+        (count,) = self._connection().execute("SELECT count(*) FROM summaries").fetchone()
+        return int(count)
+
+
+class RedisStore:
+    """Summaries in Redis, shared by a fleet.
+
+    Each summary is one Redis string under ``prefix`` plus its key, written
+    with ``SET ... NX`` (so the first writer wins) and an expiry of ``ttl``
+    seconds; Redis's own ``maxmemory`` policy may bound it further. redis-py is
+    imported when the store is built from a URL, so it is only needed by those
+    who use it (``pip install redis``).
+
+    Args:
+        url: A Redis URL (``"redis://host:6379/0"``, ``"rediss://..."``,
+            ``"unix:///path"``), or a ready client (``redis.Redis``, or any
+            object with redis-py's ``get``, ``set`` and ``mget``).
+        prefix: Put before every key, to share a database with other data.
+        ttl: Seconds a summary is kept after it was stored; ``None`` keeps it
+            until Redis evicts it. A week by default.
+        socket_timeout: Seconds to wait for Redis when built from a URL, so an
+            unreachable server fails a lookup (the call goes on) instead of
+            hanging it.
+
+    Raises:
+        TypeError, ValueError: A bad option.
+        ImportError: A URL was given and redis-py is not installed.
+    """
+
+    def __init__(
+        self,
+        url: Any = "redis://localhost:6379/0",
+        *,
+        prefix: str = "ctx-compact:summary:",
+        ttl: Optional[float] = 7 * 24 * 3600,
+        socket_timeout: Optional[float] = 5.0,
+    ) -> None:
+        if not isinstance(prefix, str):
+            raise TypeError(f"'prefix' must be a str (got {prefix!r})")
+        if ttl is not None:
+            _positive("ttl", ttl, (int, float))
+        if socket_timeout is not None:
+            _positive("socket_timeout", socket_timeout, (int, float))
+        self.prefix = prefix
+        self.ttl = ttl
+        self.socket_timeout = socket_timeout
+        self.url: Optional[str] = None
+        if isinstance(url, str):
+            try:
+                import redis
+            except ImportError:
+                raise ImportError(
+                    "RedisStore needs redis-py to reach Redis: pip install redis"
+                ) from None
+            self.url = url
+            self.client: Any = redis.Redis.from_url(url, socket_timeout=socket_timeout)
+        elif all(callable(getattr(url, name, None)) for name in ("get", "set", "mget")):
+            self.client = url
+        else:
+            raise TypeError(f"'url' must be a Redis URL or a redis client (got {url!r})")
+
+    def __repr__(self) -> str:
+        where = repr(self.url) if self.url is not None else repr(self.client)
+        return f"RedisStore({where}, prefix={self.prefix!r}, ttl={self.ttl})"
+
+    def __reduce__(self) -> Any:
+        if self.url is None:
+            raise TypeError(
+                "a RedisStore built from a client cannot be pickled (a client holds "
+                "connections); build it from a URL to ship it to other processes"
+            )
+        return _redis_store, (self.url, self.prefix, self.ttl, self.socket_timeout)
+
+    def get(self, key: str) -> Optional[str]:
+        """The summary stored under ``key``, or ``None``."""
+        return _text(self.client.get(self.prefix + key))
+
+    def get_many(self, keys: Sequence[str]) -> List[Optional[str]]:
+        """The summaries stored under ``keys``, ``None`` for each missing one, in one ``MGET``."""
+        if not keys:
+            return []
+        return [_text(value) for value in self.client.mget([self.prefix + k for k in keys])]
+
+    def put(self, key: str, value: str) -> str:
+        """Store ``value`` under ``key`` unless it holds one; return what it holds."""
+        name = self.prefix + key
+        ex = None if self.ttl is None else max(1, round(self.ttl))
+        if self.client.set(name, value.encode("utf-8", "surrogatepass"), nx=True, ex=ex):
+            return value
+        stored = _text(self.client.get(name))
+        # Expired between the two commands: nobody else's value stands, so ours does.
+        return value if stored is None else stored
+
+
+def _redis_store(
+    url: str, prefix: str, ttl: Optional[float], socket_timeout: Optional[float]
+) -> RedisStore:
+    return RedisStore(url, prefix=prefix, ttl=ttl, socket_timeout=socket_timeout)
+
+
+def _text(value: Any) -> Optional[str]:
+    if value is None or isinstance(value, str):
+        return value
+    return bytes(value).decode("utf-8", "surrogatepass")
+
+
+def check_store(store: object) -> None:
+    """Raise ``TypeError`` unless ``store`` is ``None`` or has ``get`` and ``put``."""
+    if store is not None and not isinstance(store, SummaryStore):
+        raise TypeError(
+            "'store' must have get(key) and put(key, value) methods (a SQLiteStore, a "
+            f"RedisStore or your own SummaryStore) (got {store!r})"
+        )

@@ -1,0 +1,217 @@
+"""Summaries that outlive the call: reused for the same cut, rolled on from the previous one.
+
+A summary is stored under a key made of the summarizer's identity (its module
+and qualified name), the summary role, where the kept head ends, and the digest
+of every message before the cut (``_prefix``'s digests: the messages as the
+estimator serialises them). The same cut of the same history is the same key in
+every process, so while a cut stands its summary is read back instead of
+written again, and every worker sharing a store sends the same text. A history
+holding a message that cannot be serialised gets a fresh summary every time,
+stored nowhere.
+
+A rolling summarizer (one taking a keyword argument ``previous``) is given the
+previous summary and only the messages dropped since it. The previous summary
+is the one stored for the longest earlier dropped prefix of this history: a
+history only grows at its end, so an earlier call that cut it at a group
+boundary ``b`` (between the head and today's cut) stored its summary under the
+digest of ``messages[:b]``, which today's messages still have. The digests of
+the prefixes ending at every group boundary up to the cut are computed in one
+pass, and looked up newest (longest) first, a batch at a time (one round trip
+per batch with a store's ``get_many``). Nothing else is stored: no pointer to
+go stale, and a forgotten entry only means an older previous summary, or none.
+
+The sequence is written once, as a generator of steps (look keys up, call the
+summarizer, store), that the interceptor's sync and async shells drive; they
+differ only in how they wait.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+from typing import Any, Callable, Generator, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from ctx_compact._engine import check_summary
+
+from ._callables import qualified_name
+from ._prefix import _digests
+from ._store import MemoryStore, SummaryStore
+
+logger = logging.getLogger("ctx_compact.middleware")
+
+# Boundaries looked up per round trip while searching for the previous summary.
+_BATCH = 64
+# Bumped when the key's recipe changes, so old entries are never read as new ones.
+_KEY_VERSION = b"ctx-compact summary 1"
+
+
+class Lookup(NamedTuple):
+    """Read ``keys`` from the store; the reply is one value or ``None`` per key."""
+
+    keys: Tuple[str, ...]
+
+
+class Summarize(NamedTuple):
+    """Call the summarizer; the reply is what it returned (awaited on async paths)."""
+
+    dropped: List[Any]
+    previous: Optional[str]
+
+
+class Keep(NamedTuple):
+    """Store ``summary`` under ``key``; the reply is the value the store holds afterwards."""
+
+    key: str
+    summary: str
+
+
+Step = Union[Lookup, Summarize, Keep]
+# The summary to insert (or None) and, when the summarizer failed, why.
+Outcome = Tuple[Optional[str], Optional[str]]
+Flow = Generator[Step, Any, Outcome]
+
+
+def takes_previous(summarize: Callable[..., Any]) -> bool:
+    """Whether ``summarize`` accepts a keyword argument named ``previous`` (read once)."""
+    target = getattr(summarize, "__func__", summarize)
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return False
+    param = signature.parameters.get("previous")
+    return param is not None and param.kind in (param.KEYWORD_ONLY, param.POSITIONAL_OR_KEYWORD)
+
+
+class Summaries:
+    """The summaries of one interceptor's calls: where they are kept and how they are made.
+
+    Args:
+        summarize: The summarizer, sync or async.
+        summary_role: The role of the inserted message (part of the key).
+        store: Where summaries are kept; by default this interceptor's own memory.
+    """
+
+    def __init__(
+        self, summarize: Callable[..., Any], summary_role: str, store: Optional[SummaryStore]
+    ) -> None:
+        self.summarize = summarize
+        self.rolling = takes_previous(summarize)
+        self.store: SummaryStore = store if store is not None else MemoryStore()
+        # The default store never blocks, so async calls need no worker thread for it.
+        self.blocking = store is not None
+        get_many = getattr(self.store, "get_many", None)
+        self._get_many: Callable[[Sequence[str]], List[Optional[str]]] = (
+            get_many if callable(get_many) else self._one_by_one
+        )
+        identity = f"{qualified_name(summarize)}\0{summary_role}\0{int(self.rolling)}"
+        self._identity = _KEY_VERSION + b"\0" + identity.encode("utf-8", "surrogatepass")
+
+    def _one_by_one(self, keys: Sequence[str]) -> List[Optional[str]]:
+        return [self.store.get(key) for key in keys]
+
+    def fetch(self, keys: Sequence[str]) -> List[Optional[str]]:
+        """The values of ``keys`` in the store."""
+        return self._get_many(keys)
+
+    def keep(self, key: str, summary: str) -> str:
+        """Store ``summary`` unless another writer stored one first; return the stored one."""
+        return self.store.put(key, summary)
+
+    def call(self, dropped: List[Any], previous: Optional[str]) -> Any:
+        """Call the summarizer, with ``previous`` when it takes it."""
+        if self.rolling:
+            return self.summarize(dropped, previous=previous)
+        return self.summarize(dropped)
+
+    def _key(self, head_end: int, digest: bytes) -> str:
+        material = b"%s\0%d\0%s" % (self._identity, head_end, digest)
+        return hashlib.blake2b(material, digest_size=20).hexdigest()
+
+    def flow(
+        self,
+        prefix: List[Any],
+        head_end: int,
+        boundaries: Sequence[int],
+        name: str,
+    ) -> Flow:
+        """The summary of the cut after ``prefix``: the stored one, else a new one, stored.
+
+        Args:
+            prefix: The caller's messages before the cut (the cut is ``len(prefix)``).
+            head_end: Where the kept head ends; ``prefix[head_end:]`` is dropped.
+            boundaries: The group boundaries strictly between ``head_end`` and
+                the cut, ascending: where earlier calls may have cut.
+            name: The called function, for log lines.
+
+        Yields:
+            The steps for the shell to carry out, each answered with its reply.
+
+        Returns:
+            The summary (or ``None``) and the summarizer's failure (or ``None``).
+
+        Raises:
+            InvalidMessageError: The summarizer returned something other than a string.
+        """
+        cut = len(prefix)
+        ends = [*boundaries, cut] if self.rolling else [cut]
+        digests = _digests(prefix, ends)
+        own = digests[-1]
+        key = self._key(head_end, own) if own is not None else None
+        if key is not None:
+            (stored,) = yield from self._read((key,), name)
+            if stored is not None:
+                return stored, None
+        previous: Optional[str] = None
+        since = head_end
+        if self.rolling and key is not None:
+            # Longest first: the newest summary covers the most of what is dropped now.
+            earlier = [(b, d) for b, d in zip(boundaries, digests) if d is not None][::-1]
+            for start in range(0, len(earlier), _BATCH):
+                batch = earlier[start : start + _BATCH]
+                keys = tuple(self._key(head_end, d) for _, d in batch)
+                values = yield from self._read(keys, name)
+                hit = next(((b, v) for (b, _), v in zip(batch, values) if v is not None), None)
+                if hit is not None:
+                    since, previous = hit
+                    break
+        try:
+            returned = yield Summarize(prefix[since:], previous)
+        except Exception as exc:
+            logger.warning(
+                "%s: summarize raised %s; the call goes on without a summary and the next "
+                "one tries again",
+                name,
+                type(exc).__name__,
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
+            return None, f"{type(exc).__name__}: {exc}"
+        summary = check_summary(returned)
+        if key is None:
+            return summary, None
+        try:
+            summary = yield Keep(key, summary)
+        except Exception as exc:
+            logger.warning(
+                "%s: storing the summary in %r failed (%s: %s); it is sent unstored",
+                name,
+                self.store,
+                type(exc).__name__,
+                exc,
+            )
+        return summary, None
+
+    def _read(self, keys: Tuple[str, ...], name: str) -> Generator[Step, Any, List[Optional[str]]]:
+        try:
+            values: List[Optional[str]] = yield Lookup(keys)
+        except Exception as exc:
+            # An unreachable store costs a summary, never the call.
+            logger.warning(
+                "%s: reading summaries from %r failed (%s: %s); summarising afresh",
+                name,
+                self.store,
+                type(exc).__name__,
+                exc,
+            )
+            return [None] * len(keys)
+        return list(values)

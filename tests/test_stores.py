@@ -1,0 +1,323 @@
+"""SQLiteStore, RedisStore and store=: summaries shared by processes, the first stored winning.
+
+Redis is a real ``redis-server`` started here on 127.0.0.1 (never a mock); without
+the binary these tests fail with the command that installs it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import shutil
+import socket
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+from summary_workers import chat, serve
+
+from middleware import (
+    CompactingSession,
+    CompactionEvent,
+    RedisStore,
+    SQLiteStore,
+    SummaryStore,
+    budgeted,
+)
+
+# Seconds a worker or the server may take before the test fails rather than hangs.
+DEADLINE = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of its own on a free port: its URL, for the module's tests."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail(
+            "the RedisStore tests need the redis-server binary: apt-get install redis-server",
+            pytrace=False,
+        )
+    import redis
+
+    port = _free_port()
+    workdir = tmp_path_factory.mktemp("redis")
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1.0)
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"redis-server did not answer PING on port {port}", pytrace=False)
+                time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        client.close()
+        process.kill()
+        process.wait(timeout=DEADLINE)
+
+
+@pytest.fixture
+def redis_url(redis_server: str) -> str:
+    """The module's server, emptied for each test."""
+    RedisStore(redis_server).client.flushdb()
+    return redis_server
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> SummaryStore:
+    if request.param == "sqlite":
+        return SQLiteStore(tmp_path / "summaries.db")
+    return RedisStore(request.getfixturevalue("redis_url"))
+
+
+# --- the protocol ----------------------------------------------------------------
+
+
+def test_the_first_value_stored_under_a_key_wins(store: SummaryStore) -> None:
+    assert store.get("k") is None
+    assert store.put("k", "first") == "first"
+    assert store.put("k", "second") == "first"
+    assert store.get("k") == "first"
+    assert store.put("other", "naïve \U0001f600") == "naïve \U0001f600"
+    assert store.get("other") == "naïve \U0001f600"
+
+
+def test_a_store_pickles_to_the_same_shared_place(store: SummaryStore) -> None:
+    store.put("k", "kept")
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy.get("k") == "kept"
+    assert copy.put("k", "other") == "kept"
+
+
+def test_get_many_answers_in_order_with_none_for_the_missing(store: SummaryStore) -> None:
+    store.put("a", "1")
+    store.put("c", "3")
+    get_many = getattr(store, "get_many")  # noqa: B009 - optional in the protocol
+    assert get_many(["a", "b", "c"]) == ["1", None, "3"]
+    assert get_many([]) == []
+
+
+def test_a_user_store_with_get_and_put_is_accepted() -> None:
+    class DictStore:
+        def __init__(self) -> None:
+            self.values: Dict[str, str] = {}
+
+        def get(self, key: str) -> Optional[str]:
+            return self.values.get(key)
+
+        def put(self, key: str, value: str) -> str:
+            return self.values.setdefault(key, value)
+
+    shared = DictStore()
+    calls: List[int] = []
+
+    def summarize(dropped: List[Any]) -> str:
+        calls.append(len(dropped))
+        return "gist"
+
+    for _ in range(2):  # two decorated functions: two processes, as far as the store knows
+        budgeted(max_tokens=600, summarize=summarize, store=shared)(lambda messages: None)(chat(20))
+    assert len(calls) == 1
+    assert list(shared.values.values()) == ["gist"]
+
+
+@pytest.mark.parametrize(
+    ("store", "error"),
+    [(object(), TypeError), ("path.db", TypeError)],
+    ids=["object", "str"],
+)
+def test_store_must_have_get_and_put(store: Any, error: type) -> None:
+    with pytest.raises(error, match=r"'store' must have get\(key\) and put\(key, value\)"):
+        budgeted(max_tokens=100, store=store)
+    with pytest.raises(error, match="'store' must have"):
+        CompactingSession(max_tokens=100, store=store)
+
+
+# --- SQLiteStore ---------------------------------------------------------------
+
+
+def test_sqlite_keeps_at_most_max_entries_the_least_recently_used_going_first(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "s.db", max_entries=3)
+    for key in "abc":
+        store.put(key, key.upper())
+    store.put("d", "D")
+    assert len(store) == 3
+    assert store.get("a") is None
+    assert [store.get(k) for k in "bcd"] == ["B", "C", "D"]
+
+
+def test_sqlite_forgets_entries_older_than_ttl(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db", ttl=0.2)
+    store.put("k", "old")
+    time.sleep(0.4)
+    assert store.get("k") is None
+    assert store.put("k", "new") == "new"
+    assert store.get("k") == "new"
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"max_entries": 0}, ValueError, "'max_entries' must be a positive number"),
+        ({"max_entries": 1.5}, TypeError, "'max_entries'"),
+        ({"ttl": -1}, ValueError, "'ttl'"),
+        ({"timeout": True}, TypeError, "'timeout'"),
+    ],
+)
+def test_sqlite_checks_its_options(
+    tmp_path: Path, options: Dict[str, Any], error: type, match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        SQLiteStore(tmp_path / "s.db", **options)
+
+
+def test_sqlite_opens_its_file_in_wal_mode(tmp_path: Path) -> None:
+    import sqlite3
+
+    SQLiteStore(tmp_path / "s.db").put("k", "v")
+    with sqlite3.connect(tmp_path / "s.db") as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+# --- RedisStore ----------------------------------------------------------------
+
+
+def test_redis_keys_carry_the_prefix_and_expire(redis_url: str) -> None:
+    store = RedisStore(redis_url, prefix="app:", ttl=100)
+    store.put("k", "v")
+    client = store.client
+    assert client.get("app:k") == b"v"
+    assert 0 < client.ttl("app:k") <= 100
+
+
+def test_redis_takes_a_ready_client(redis_url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    store = RedisStore(client, ttl=None)
+    assert store.put("k", "v") == "v"
+    assert client.ttl("ctx-compact:summary:k") == -1  # no expiry
+    with pytest.raises(TypeError, match="built from a client cannot be pickled"):
+        pickle.dumps(store)
+
+
+def test_redis_refuses_what_is_neither_a_url_nor_a_client() -> None:
+    with pytest.raises(TypeError, match="'url' must be a Redis URL or a redis client"):
+        RedisStore(42)
+
+
+def test_an_unreachable_redis_costs_the_summary_not_the_call() -> None:
+    store = RedisStore(f"redis://127.0.0.1:{_free_port()}/0", socket_timeout=1.0)
+    events: List[CompactionEvent] = []
+    sent: List[Any] = []
+    history = chat(20)
+
+    def send(messages: List[Any]) -> None:
+        sent.append(messages)
+
+    budgeted(max_tokens=600, summarize=lambda d: "gist", store=store, on_compact=events.append)(
+        send
+    )(history)
+    assert events[0].summary == "gist"
+    assert events[0].summary_error is None
+    assert sent[0][1] == {"role": "user", "content": "gist"}
+
+
+# --- shared by worker processes ----------------------------------------------------
+
+
+class Workers:
+    """Worker processes (summary_workers.serve) sharing one store, driven in turn."""
+
+    def __init__(self, store: SummaryStore, count: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.connections = []
+        self.processes = []
+        for index in range(count):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=serve, args=(theirs, store, f"w{index}"), daemon=True)
+            process.start()
+            self.connections.append(ours)
+            self.processes.append(process)
+
+    def send(self, index: int, history: List[Any]) -> Tuple[Optional[str], int, int, int]:
+        connection = self.connections[index]
+        connection.send(history)
+        if not connection.poll(DEADLINE):
+            raise AssertionError(f"worker {index} gave no answer within {DEADLINE} s")
+        return connection.recv()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        for connection in self.connections:
+            connection.send(None)
+        for process in self.processes:
+            process.join(DEADLINE)
+            if process.is_alive():
+                process.kill()
+                process.join(DEADLINE)
+
+
+@pytest.mark.slow
+def test_two_workers_send_the_same_summary_for_the_same_cut_paid_once(store: SummaryStore) -> None:
+    workers = Workers(store, 2)
+    try:
+        answers = []
+        for turns in range(1, 61):
+            history = chat(turns)
+            answers.append((workers.send(0, history), workers.send(1, history)))
+    finally:
+        workers.close()
+    summaries: Counter[str] = Counter()
+    calls = 0
+    for first, second in answers:
+        assert first[0] == second[0]  # the same text for the same cut
+        assert second[3] == 0  # the second worker only ever reads it
+        calls += first[3]
+        if first[0] is not None:
+            summaries[first[0]] += 1
+    assert len(summaries) >= 3  # the cut moved, and each cut's summary stood for many turns
+    assert calls == len(summaries)  # one summarizer call per cut, across both workers
+    assert all(text.startswith("w0's") for text in summaries)
+
+
+@pytest.mark.slow
+def test_round_robin_workers_feed_the_summarizer_each_dropped_message_about_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = SQLiteStore(tmp_path / "summaries.db")
+    workers = Workers(store, 2)
+    fed = calls = dropped = 0
+    try:
+        for turns in range(1, 301):
+            _, dropped, messages, made = workers.send(turns % 2, chat(turns))
+            fed += messages
+            calls += made
+    finally:
+        workers.close()
+    with capsys.disabled():
+        print(
+            f"\n300 turns over 2 workers sharing a SQLiteStore: {calls} summarizer calls fed "
+            f"{fed} messages; the last call dropped {dropped} ({fed / dropped:.2f}x)"
+        )
+    assert fed <= 1.5 * dropped
