@@ -137,3 +137,28 @@ def check_flag(value: object, name: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
+
+
+def check_target_tokens(target_tokens: object, max_tokens: float) -> Optional[float]:
+    """Return ``target_tokens`` if it is ``None`` or a finite positive number up to ``max_tokens``.
+
+    Raises:
+        TypeError: It is not ``None`` nor a finite positive number.
+        ValueError: It is more than ``max_tokens``.
+    """
+    if target_tokens is None:
+        return None
+    if isinstance(target_tokens, bool) or not isinstance(target_tokens, Real):
+        raise TypeError(f"target_tokens must be a finite positive number, got {target_tokens!r}")
+    try:
+        check_max_tokens(target_tokens)
+    except TypeError:
+        raise TypeError(
+            f"target_tokens must be a finite positive number, got {target_tokens!r}"
+        ) from None
+    if target_tokens > max_tokens:  # type: ignore[operator]  # Real declares no comparison
+        raise ValueError(
+            f"target_tokens ({target_tokens}) must not exceed max_tokens ({max_tokens}): it is "
+            "what a history over max_tokens is compacted down to"
+        )
+    return target_tokens  # type: ignore[return-value]

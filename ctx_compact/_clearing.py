@@ -46,10 +46,12 @@ from ._checks import (
     check_max_tokens,
     check_messages,
     check_placeholder,
+    check_target_tokens,
     check_tool_names,
 )
 from ._formats import CALL_OUTPUTS, OUTPUT_TYPES, call_ids, hashable, item_call_id
-from ._tokens import CountTokens, count_all, count_one
+from ._steps import reduction, step_began, step_size
+from ._tokens import CountTokens, count_all, count_one, prefix_sums
 from ._views import blocks, is_list, message_views
 
 # The defaults, said once: the public functions and the option objects use these.
@@ -394,6 +396,7 @@ class ResultClearing:
         *,
         max_tokens: float,
         count_tokens: Optional[CountTokens],
+        target_tokens: Optional[float] = None,
     ) -> Tuple[ClearResult[ClearedToolResult], List[int]]:
         """Clear the oldest results until the total fits, from already-computed counts.
 
@@ -404,6 +407,8 @@ class ResultClearing:
             max_tokens: The checked budget.
             count_tokens: The counter the counts came from (edited messages are
                 counted again with it).
+            target_tokens: The checked target, for clearing in steps (see
+                ``clear_tool_results``); ``None`` clears until the total fits.
 
         Returns:
             The result and the token count of each message of ``result.messages``.
@@ -414,10 +419,18 @@ class ResultClearing:
         cleared: List[ClearedToolResult] = []
         editor = _Editor(messages, views)
         results = _find_results(views, self.placeholder)  # validates, even when it fits
+        step = step_size(max_tokens, target_tokens)
         if total > max_tokens:
+            goal = max_tokens
+            if step:
+                # Whole steps, from the results of the history as it was when its
+                # step began: the same ones on every call until the next step.
+                goal = before - reduction(before - max_tokens, step)
+                began = step_began(prefix_sums(counts), max_tokens, step)
+                results = [r for r in results if r.index < began]
             older = results[: max(len(results) - self.keep, 0)]
             for result in older:
-                if total <= max_tokens:
+                if total <= goal:
                     break
                 call = result.call
                 if not result.clearable or (
@@ -463,6 +476,7 @@ def clear_tool_results(
     placeholder: str = PLACEHOLDER,
     clear_inputs: bool = False,
     count_tokens: Optional[CountTokens] = None,
+    target_tokens: Optional[float] = None,
 ) -> ClearResult[ClearedToolResult]:
     """Replace the content of the oldest tool results with ``placeholder`` until it fits.
 
@@ -490,6 +504,17 @@ def clear_tool_results(
     ``placeholder``. Built-in tools' calls (shell actions, patches, computer
     actions) are the call itself and stay.
 
+    With ``target_tokens``, clearing goes in steps, as ``compact``'s cut does, so
+    that it keeps the provider's prompt cache: a history over ``max_tokens`` is
+    cleared until it has lost the smallest multiple of ``max_tokens -
+    target_tokens`` tokens that gets it within ``max_tokens`` (down to about the
+    target, not one more result per call), and only results of the history as
+    it was when that step began are cleared (its ``keep`` most recent ones
+    kept), so the same results are cleared on every call, in every process,
+    until the history has grown by another step. What clearing could not take
+    off is left to ``compact`` (the command line passes it on, so that clearing
+    and dropping together take off whole steps).
+
     Args:
         messages: The message list. Never mutated.
         max_tokens: The budget: a finite positive number.
@@ -504,6 +529,8 @@ def clear_tool_results(
         clear_inputs: Also clear the arguments of the calls whose results are cleared.
         count_tokens: ``(message) -> int``; the default is the specification's
             estimator (see ``estimate_tokens``).
+        target_tokens: ``None`` (the default) to clear until the total fits; a
+            number up to ``max_tokens`` to clear in steps.
 
     Returns:
         A ``ClearResult`` whose ``cleared`` lists a ``ClearedToolResult`` per
@@ -516,11 +543,13 @@ def clear_tool_results(
             an int, ``exclude_tools`` is a string or holds a non-string,
             ``placeholder`` is not a string, ``clear_inputs`` is not a bool,
             ``count_tokens`` is not callable, or ``messages`` is not a sequence.
-        ValueError: ``keep`` is negative or ``placeholder`` is empty.
+        ValueError: ``keep`` is negative, ``placeholder`` is empty, or
+            ``target_tokens`` is more than ``max_tokens``.
         InvalidMessageError: A message is malformed or cannot be counted; the
             error names its index.
     """
     budget = check_max_tokens(max_tokens)
+    target = check_target_tokens(target_tokens, budget)
     check_callable(count_tokens, "count_tokens")
     options = ResultClearing.checked(
         keep=keep, exclude_tools=exclude_tools, placeholder=placeholder, clear_inputs=clear_inputs
@@ -528,7 +557,9 @@ def clear_tool_results(
     msgs = check_messages(messages)
     views = message_views(msgs)
     counts = count_all(views, count_tokens)
-    result, _ = options.apply(msgs, views, counts, max_tokens=budget, count_tokens=count_tokens)
+    result, _ = options.apply(
+        msgs, views, counts, max_tokens=budget, count_tokens=count_tokens, target_tokens=target
+    )
     return result
 
 

@@ -22,9 +22,11 @@ from ._checks import (
     check_messages,
     check_summary,
     check_summary_role,
+    check_target_tokens,
 )
 from ._errors import InvalidMessageError
 from ._grouping import group_bounds
+from ._steps import reduction, step_size
 from ._tokens import CountTokens, check_sums, count_all, count_one, finite, prefix_sums
 from ._views import message_views
 
@@ -110,6 +112,13 @@ class Compaction:
         pre: Prefix sums of the messages' token counts (``len(messages) + 1`` items).
         bounds: Group boundaries (see ``group_bounds``).
         max_tokens, keep_head, keep_tail, count_tokens: The checked options.
+        target_tokens: The checked target, for the step rule (see ``_steps``):
+            the reduction is rounded up to a multiple of ``max_tokens -
+            target_tokens``; ``None`` for the specification's rule.
+        saved: With ``target_tokens``, the tokens clearing in steps already took
+            off these messages: it counts towards the step's reduction, so that
+            clearing and dropping together take off whole steps of the history
+            as it was before clearing.
 
     Raises:
         InvalidMessageError: The counts add up to more than a float can hold.
@@ -123,6 +132,8 @@ class Compaction:
         "max_tokens",
         "messages",
         "pre",
+        "saved",
+        "step",
         "tail_start",
         "tokens_before",
     )
@@ -137,6 +148,8 @@ class Compaction:
         keep_head: int,
         keep_tail: int,
         count_tokens: Optional[CountTokens],
+        target_tokens: Optional[float] = None,
+        saved: int = 0,
     ) -> None:
         n = len(messages)
         check_sums(pre)
@@ -145,6 +158,8 @@ class Compaction:
         self.bounds = bounds
         self.max_tokens = max_tokens
         self.count_tokens = count_tokens
+        self.step = step_size(max_tokens, target_tokens)
+        self.saved = saved if self.step is not None else 0
         self.tokens_before = pre[n]
         # Head and tail are counted in messages and snapped outward to whole groups.
         self.head_end = bounds[bisect_left(bounds, min(keep_head, n))]
@@ -152,8 +167,14 @@ class Compaction:
             bounds[bisect_right(bounds, max(n - keep_tail, 0)) - 1], self.head_end
         )
         self.cut = _cut_after(
-            pre, bounds, self.head_end, self.tail_start, self.tokens_before - max_tokens
+            pre, bounds, self.head_end, self.tail_start, self._to_drop(self.tokens_before)
         )
+
+    def _to_drop(self, total: float) -> float:
+        """The tokens to drop from after the head when the kept messages would hold ``total``."""
+        if self.step is None:
+            return total - self.max_tokens
+        return reduction(total + self.saved - self.max_tokens, self.step) - self.saved
 
     def can_cut_at(self, cut: int) -> bool:
         """Whether ``cut`` is a group boundary between the kept head and the kept tail."""
@@ -239,16 +260,19 @@ class Compaction:
             )
         pre, head_end = self.pre, self.head_end
         note = {"role": summary_role, "content": summary}
-        after = (
-            self.tokens_before
-            - (pre[self.cut] - pre[head_end])
-            + _count_summary(note, self.count_tokens)
-        )
+        summary_tokens = _count_summary(note, self.count_tokens)
+        after = self.tokens_before - (pre[self.cut] - pre[head_end]) + summary_tokens
         if not finite(after):
             raise InvalidMessageError(
                 "the summary message: its token count makes the total more than a float can hold"
             )
-        cut = _cut_after(pre, self.bounds, self.cut, self.tail_start, after - self.max_tokens)
+        if self.step is None or after <= self.max_tokens:
+            cut = _cut_after(pre, self.bounds, self.cut, self.tail_start, after - self.max_tokens)
+        else:
+            # On the grid again, the summary counted: the same summary of the same
+            # cut makes the same further cut in every process.
+            more = self._to_drop(self.tokens_before + summary_tokens)
+            cut = max(_cut_after(pre, self.bounds, head_end, self.tail_start, more), self.cut)
         after -= pre[cut] - pre[self.cut]
         messages = self.messages[:head_end]
         messages.append(note)
@@ -337,9 +361,15 @@ def prepare(
     count_tokens: Optional[CountTokens],
     keep_head: object,
     keep_tail: object,
+    target_tokens: object = None,
+    saved: int = 0,
 ) -> Compaction:
-    """Check every argument, group and count the messages once, and decide what to drop."""
+    """Check every argument, group and count the messages once, and decide what to drop.
+
+    ``saved`` is what clearing in steps took off ``messages`` first (see ``Compaction``).
+    """
     budget = check_max_tokens(max_tokens)
+    target = check_target_tokens(target_tokens, budget)
     check_callable(count_tokens, "count_tokens")
     head = check_keep(keep_head, "keep_head")
     tail = check_keep(keep_tail, "keep_tail")
@@ -353,6 +383,8 @@ def prepare(
         keep_head=head,
         keep_tail=tail,
         count_tokens=count_tokens,
+        target_tokens=target,
+        saved=saved,
     )
 
 
@@ -363,6 +395,7 @@ def compact(
     count_tokens: Optional[CountTokens] = None,
     keep_head: int = 1,
     keep_tail: int = 4,
+    target_tokens: Optional[float] = None,
 ) -> CompactResult:
     """Drop whole groups from the middle of ``messages`` until it fits ``max_tokens``.
 
@@ -377,6 +410,17 @@ def compact(
     are dropped oldest first until the total fits or nothing droppable is left.
     An input that already fits is returned unchanged with nothing dropped.
 
+    With ``target_tokens``, the cut keeps the provider's prompt cache: a history
+    over ``max_tokens`` loses the smallest multiple of ``step = max_tokens -
+    target_tokens`` tokens that gets it within ``max_tokens``, counted from the
+    end of the head along the messages' running token count and widened to the
+    next group boundary. The cut is a function of the history alone (every
+    process makes the same one, with no memory between calls), and as a
+    conversation grows it moves only once per ``step`` tokens of growth; in
+    between, the prompt's prefix stays the same. What is kept is at most
+    ``max_tokens`` (when the tail allows) and more than ``target_tokens`` less
+    the group the cut widened into. See docs/prompt-cache.md.
+
     Args:
         messages: A list (or other sequence) of message mappings. Never mutated.
         max_tokens: The budget: a finite positive number.
@@ -384,6 +428,9 @@ def compact(
             estimator (see ``estimate_tokens``).
         keep_head: Leading messages always kept.
         keep_tail: Trailing messages always kept.
+        target_tokens: ``None`` (the default) for the specification's cut; a
+            number up to ``max_tokens`` for the cache-keeping cut above. Equal to
+            ``max_tokens``, it is the specification's cut.
 
     Returns:
         A ``CompactResult`` whose ``messages`` and ``dropped`` hold the caller's
@@ -392,8 +439,10 @@ def compact(
     Raises:
         TypeError: ``max_tokens`` is missing, a bool, not a number, not finite
             or not positive; ``messages`` is not a sequence; ``keep_head`` or
-            ``keep_tail`` is not an int; ``count_tokens`` is not callable.
-        ValueError: ``keep_head`` or ``keep_tail`` is negative.
+            ``keep_tail`` is not an int; ``count_tokens`` is not callable;
+            ``target_tokens`` is given and is not a finite positive number.
+        ValueError: ``keep_head`` or ``keep_tail`` is negative, or
+            ``target_tokens`` is more than ``max_tokens``.
         InvalidMessageError: A message is malformed or cannot be counted; the
             error names its index.
     """
@@ -403,6 +452,7 @@ def compact(
         count_tokens=count_tokens,
         keep_head=keep_head,
         keep_tail=keep_tail,
+        target_tokens=target_tokens,
     ).result()
 
 
@@ -415,6 +465,7 @@ def compact_with_summary(
     keep_tail: int = 4,
     summarize: Optional[Summarize] = None,
     summary_role: str = "user",
+    target_tokens: Optional[float] = None,
 ) -> CompactResultWithSummary:
     """``compact``, then splice a summary of what was dropped back in.
 
@@ -422,7 +473,9 @@ def compact_with_summary(
     called once and its string inserted as ``{"role": summary_role, "content":
     summary}`` right after the head-kept messages. The summary counts against
     the budget: if it no longer fits, further whole groups are dropped, oldest
-    first, and the summary is not regenerated.
+    first, and the summary is not regenerated. With ``target_tokens``, those
+    further groups are dropped on the same grid of steps as the cut (the summary
+    counted), so the same summary of the same history gives the same prompt.
 
     Args:
         messages: As for ``compact``.
@@ -434,6 +487,7 @@ def compact_with_summary(
             this behaves exactly like ``compact`` with ``summary=None``.
         summary_role: The inserted message's role; ``"user"`` by default because
             some providers reject a second ``system`` message.
+        target_tokens: As for ``compact``.
 
     Returns:
         A ``CompactResultWithSummary``.
@@ -451,6 +505,7 @@ def compact_with_summary(
         count_tokens=count_tokens,
         keep_head=keep_head,
         keep_tail=keep_tail,
+        target_tokens=target_tokens,
     )
     if summarize is None or plan.cut == plan.head_end:
         return plan.result_with_summary(None, role)
@@ -466,6 +521,7 @@ async def acompact_with_summary(
     keep_tail: int = 4,
     summarize: Optional[AsyncSummarize] = None,
     summary_role: str = "user",
+    target_tokens: Optional[float] = None,
 ) -> CompactResultWithSummary:
     """``compact_with_summary`` for async code: ``summarize`` may be async or plain.
 
@@ -480,6 +536,7 @@ async def acompact_with_summary(
         keep_tail: As for ``compact_with_summary``.
         summarize: ``(dropped: list) -> str | Awaitable[str]``.
         summary_role: As for ``compact_with_summary``.
+        target_tokens: As for ``compact_with_summary``.
 
     Returns:
         A ``CompactResultWithSummary``, the same as ``compact_with_summary`` would give.
@@ -495,6 +552,7 @@ async def acompact_with_summary(
         count_tokens=count_tokens,
         keep_head=keep_head,
         keep_tail=keep_tail,
+        target_tokens=target_tokens,
     )
     if summarize is None or plan.cut == plan.head_end:
         return plan.result_with_summary(None, role)

@@ -6,20 +6,25 @@ reaching into the layers above. The arrows point one way: nothing in the core
 imports from this module's users.
 
 - Checking options: ``check_max_tokens``, ``check_keep``, ``check_callable``,
-  ``check_summary_role``, ``check_summary``, ``check_messages``.
+  ``check_summary_role``, ``check_summary``, ``check_messages``,
+  ``check_target_tokens``.
 - Measuring messages: ``message_views``, ``group_bounds``, ``count_all`` (for
   the part of a list not seen before) and ``measure`` (a whole list from
   scratch), giving the prefix sums and group boundaries ``Compaction`` takes;
   ``regroup_from`` says where an incremental caller must group afresh;
-  ``sdk_dump``, the JSON an SDK object is seen as.
+  ``sdk_dump``, the JSON an SDK object is seen as; ``CALL_OUTPUTS``, the
+  Responses call item types (what the model writes) and their outputs' types.
 - Clearing before dropping: ``ResultClearing`` and ``ThinkingClearing`` (checked
   options, built once with ``.checked(...)``; ``.apply(messages, views, counts,
   max_tokens=..., count_tokens=...)`` clears from counts already made and returns
   the result with the output's per-message counts; clearing tool results keeps
   the group boundaries).
 - Deciding: ``Compaction`` (what to drop, from those arrays alone; ``cutting_at``
-  keeps an earlier call's cut) and ``prepare`` (check, measure and decide in one
-  step, as ``compact`` does). ``prefix_sums`` turns counts into what it takes;
+  keeps an earlier call's cut; ``target_tokens=`` and ``saved=`` for the step
+  rule) and ``prepare`` (check, measure and decide in one step, as ``compact``
+  does). ``step_size`` and ``step_of`` are the step rule's grid (``_steps``):
+  how many steps a history is reduced by, for a caller that reports whether a
+  cut stood. ``prefix_sums`` turns counts into what it takes;
   ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as);
   ``default_count_tokens`` is the estimator on any JSON value (a system prompt).
 - Checking pairing after compacting: ``pairing_problems`` is ``check_pairing``
@@ -39,11 +44,14 @@ from ._checks import (
     check_messages,
     check_summary,
     check_summary_role,
+    check_target_tokens,
 )
 from ._clearing import ResultClearing, ThinkingClearing
 from ._compact import Compaction, MessageRow, Summarize, measure, prepare
+from ._formats import CALL_OUTPUTS
 from ._grouping import group_bounds, regroup_from
 from ._pairing import pairing_problems
+from ._steps import step_of, step_size
 from ._tokens import (
     ENCODER,
     CountTokens,
@@ -55,6 +63,7 @@ from ._tokens import (
 from ._views import message_views, sdk_dump
 
 __all__ = [
+    "CALL_OUTPUTS",
     "ENCODER",
     "Compaction",
     "CountTokens",
@@ -68,6 +77,7 @@ __all__ = [
     "check_messages",
     "check_summary",
     "check_summary_role",
+    "check_target_tokens",
     "count_all",
     "default_count_tokens",
     "group_bounds",
@@ -78,5 +88,7 @@ __all__ = [
     "prepare",
     "regroup_from",
     "sdk_dump",
+    "step_of",
+    "step_size",
     "utf16_length",
 ]

@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
-from ._checks import check_callable, check_keep, check_max_tokens, check_messages
+from ._checks import (
+    check_callable,
+    check_keep,
+    check_max_tokens,
+    check_messages,
+    check_target_tokens,
+)
 from ._compact import Compaction, prepare
 from ._errors import InvalidMessageError
 from ._tokens import CountTokens
@@ -146,6 +152,7 @@ def compact_indices(
     count_tokens: Optional[CountTokens] = None,
     keep_head: int = 1,
     keep_tail: int = 4,
+    target_tokens: Optional[float] = None,
 ) -> KeptIndices:
     """``compact``, returning the kept index ranges instead of the messages.
 
@@ -161,6 +168,8 @@ def compact_indices(
             estimator (see ``estimate_tokens``).
         keep_head: Leading messages always kept.
         keep_tail: Trailing messages always kept.
+        target_tokens: As for ``compact``: the cut a live service using the
+            same target makes for the same history.
 
     Returns:
         A ``KeptIndices``.
@@ -175,6 +184,7 @@ def compact_indices(
             count_tokens=count_tokens,
             keep_head=keep_head,
             keep_tail=keep_tail,
+            target_tokens=target_tokens,
         )
     )
 
@@ -186,6 +196,7 @@ def compact_many(
     count_tokens: Optional[CountTokens] = None,
     keep_head: int = 1,
     keep_tail: int = 4,
+    target_tokens: Optional[float] = None,
 ) -> Iterator[CompactedConversation]:
     """Compact each conversation of ``conversations``, lazily and in order.
 
@@ -204,6 +215,7 @@ def compact_many(
         count_tokens: As for ``compact``, the same for every conversation.
         keep_head: As for ``compact``, the same for every conversation.
         keep_tail: As for ``compact``, the same for every conversation.
+        target_tokens: As for ``compact``, the same for every conversation.
 
     Returns:
         An iterator of ``CompactedConversation``, one per input conversation, in
@@ -214,14 +226,15 @@ def compact_many(
         TypeError: An option is invalid (as for ``compact``), or
             ``conversations`` is not an iterable of conversations; raised by
             the call itself.
-        ValueError: ``keep_head`` or ``keep_tail`` is negative; raised by the call.
+        ValueError: ``keep_head`` or ``keep_tail`` is negative, or
+            ``target_tokens`` is more than ``max_tokens``; raised by the call.
         InvalidConversationError: While iterating: a conversation is neither a
             sequence nor a mapping with a ``"messages"`` sequence, or one of its
             messages is malformed; the error names the conversation's position
             and the message's index. Iteration stops there (call
             ``compact_indices`` in your own loop to skip bad conversations).
     """
-    check_max_tokens(max_tokens)
+    check_target_tokens(target_tokens, check_max_tokens(max_tokens))
     check_callable(count_tokens, "count_tokens")
     check_keep(keep_head, "keep_head")
     check_keep(keep_tail, "keep_tail")
@@ -237,7 +250,7 @@ def compact_many(
             f"conversations must be an iterable of conversations, "
             f"not {type(conversations).__name__}"
         ) from None
-    return _compact_each(items, max_tokens, count_tokens, keep_head, keep_tail)
+    return _compact_each(items, max_tokens, count_tokens, keep_head, keep_tail, target_tokens)
 
 
 def _compact_each(
@@ -246,6 +259,7 @@ def _compact_each(
     count_tokens: Optional[CountTokens],
     keep_head: int,
     keep_tail: int,
+    target_tokens: Optional[float],
 ) -> Iterator[CompactedConversation]:
     for position, conversation in enumerate(items):
         messages, holder = _messages_of(conversation, position)
@@ -256,6 +270,7 @@ def _compact_each(
                 count_tokens=count_tokens,
                 keep_head=keep_head,
                 keep_tail=keep_tail,
+                target_tokens=target_tokens,
             )
         except InvalidMessageError as exc:
             raise InvalidConversationError(position, exc.reason, exc.index) from exc
