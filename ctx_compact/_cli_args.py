@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import __version__
 from ._cli_io import file_identity, reasons_path
-from ._cli_work import PROG, Budget
+from ._cli_work import PROG, Budget, number
 
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
 CHECK = "check"
@@ -104,6 +104,15 @@ def _build_parser() -> argparse.ArgumentParser:
         type=_budget,
         metavar="N",
         help="the token budget (required): a positive number",
+    )
+    parser.add_argument(
+        "--target-tokens",
+        type=_budget,
+        default=None,
+        metavar="N",
+        help="keep the provider's prompt cache: cut (and, with --clear-tool-results, clear)"
+        " in steps of max-tokens minus N, so a growing conversation is cut where a live"
+        " service with target_tokens=N cuts it; at most --max-tokens",
     )
     parser.add_argument(
         "--keep-head",
@@ -329,6 +338,12 @@ def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, boo
 
 def _conflict(args: argparse.Namespace, check: bool = False) -> Optional[str]:
     """What is wrong with this combination of options, if anything."""
+    target = None if check else args.target_tokens
+    if target is not None and target > args.max_tokens:
+        return (
+            f"--target-tokens ({number(target)}) must not exceed --max-tokens"
+            f" ({number(args.max_tokens)})"
+        )
     if not check and args.jsonl and args.indent is not None:
         return (
             "--indent cannot be used with --jsonl, whose output is one compact line per"

@@ -35,6 +35,7 @@ class Settings:
 
     check: bool = False
     max_tokens: Budget = 1
+    target_tokens: Optional[Budget] = None
     keep_head: int = 1
     keep_tail: int = 4
     indent: int = 0
@@ -165,6 +166,7 @@ def _decide(
 ) -> Tuple[CompactResult, Sequence[MessageRow], int]:
     """The result, the --explain rows, and the tokens the input held before anything."""
     before: Optional[int] = None
+    saved = 0
     if settings.clear_tool_results:
         cleared = clear_tool_results(
             messages,
@@ -172,20 +174,27 @@ def _decide(
             keep=settings.keep_results,
             exclude_tools=settings.exclude_tools,
             count_tokens=count,
+            target_tokens=settings.target_tokens,
         )
         messages, before = cleared.messages, cleared.tokens_before
+        # Clearing and dropping together take off whole steps, as the middleware's do.
+        if settings.target_tokens is not None:
+            saved = cleared.tokens_before - cleared.tokens_after
     options: Dict[str, Any] = {
         "max_tokens": settings.max_tokens,
+        "target_tokens": settings.target_tokens,
         "count_tokens": count,
         "keep_head": settings.keep_head,
         "keep_tail": settings.keep_tail,
     }
-    if settings.explain:
+    if settings.explain or saved:
         # One decision gives both the result and its rows, so they never disagree;
-        # Compaction.result() is what compact() returns.
-        plan = prepare(messages, **options)
+        # Compaction.result() is what compact() returns (given what clearing saved).
+        plan = prepare(messages, saved=saved, **options)
         result = plan.result()
-        rows: Sequence[MessageRow] = plan.rows(settings.keep_head, settings.keep_tail)
+        rows: Sequence[MessageRow] = (
+            plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
+        )
     else:
         result, rows = compact(messages, **options), ()
     return result, rows, result.tokens_before if before is None else before

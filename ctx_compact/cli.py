@@ -118,6 +118,7 @@ def _settings(args: argparse.Namespace, check: bool) -> Settings:
         return Settings(check=True)
     return Settings(
         max_tokens=args.max_tokens,
+        target_tokens=args.target_tokens,
         keep_head=args.keep_head,
         keep_tail=args.keep_tail,
         # --jsonl lines are always compact; the --indent check keeps the two apart.
