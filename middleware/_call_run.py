@@ -13,19 +13,23 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact import ClearedToolResult, check_pairing
 from ctx_compact._engine import (
+    CALL_OUTPUTS,
     Compaction,
     check_messages,
     group_bounds,
     measure,
     message_views,
     prefix_sums,
+    step_of,
 )
 
 from ._callables import Located
 from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError
 from ._options import CompactionOptions
-from ._prefix import Cut, CutMemory, steer
 from ._state import SessionState, calibration_factor
+
+# The roles of what the model wrote (Gemini's is "model"); a Responses call item has none.
+_MODEL_ROLES = frozenset(("assistant", "model"))
 
 
 def _cleared(
@@ -34,19 +38,27 @@ def _cleared(
     pre: List[int],
     bounds: List[int],
     budget: float,
-) -> Tuple[List[Any], List[int], List[int], Tuple[Any, ...], Tuple[Any, ...], Optional[List[int]]]:
+    target: Optional[float],
+) -> Tuple[
+    List[Any], List[int], List[int], Tuple[Any, ...], Tuple[Any, ...], Optional[List[int]], int
+]:
     """Clear old thinking, then old tool results, until the messages fit ``budget``.
 
+    With ``target`` (the budget's ``target_tokens``), tool results are cleared in
+    the core's steps, and dropping takes off the rest of the step.
+
     Returns the messages, prefix sums and bounds to compact, with what each step
-    cleared (indexing ``messages``, the caller's list), and where each returned
+    cleared (indexing ``messages``, the caller's list), where each returned
     message is in the caller's list when a removed reasoning item shifted them
-    (``None`` when they are where they were).
+    (``None`` when they are where they were), and the tokens clearing tool
+    results saved (what ``Compaction``'s ``saved`` takes).
     """
     thinking: Tuple[Any, ...] = ()
     results: Tuple[Any, ...] = ()
     origin: Optional[List[int]] = None
+    saved = 0
     if pre[-1] <= budget:
-        return messages, pre, bounds, thinking, results, origin
+        return messages, pre, bounds, thinking, results, origin, saved
     counts = [pre[i + 1] - pre[i] for i in range(len(messages))]
     views = message_views(messages)
     if options.clear_thinking is not None:
@@ -63,14 +75,20 @@ def _cleared(
             bounds = group_bounds(views)  # a removed reasoning item shifts what follows
     if options.clear_tool_results is not None and sum(counts) > budget:
         edited, counts = options.clear_tool_results.apply(
-            messages, views, counts, max_tokens=budget, count_tokens=options.count_tokens
+            messages,
+            views,
+            counts,
+            max_tokens=budget,
+            count_tokens=options.count_tokens,
+            target_tokens=target,
         )
+        saved = edited.tokens_before - edited.tokens_after
         if edited.cleared:
             results = tuple(edited.cleared)
             if origin is not None:
                 results = tuple(_moved(c, origin) for c in results)
             messages = edited.messages  # the same groups: results are edited, never removed
-    return messages, prefix_sums(counts), bounds, thinking, results, origin
+    return messages, prefix_sums(counts), bounds, thinking, results, origin, saved
 
 
 def _moved(cleared: ClearedToolResult, origin: List[int]) -> ClearedToolResult:
@@ -83,6 +101,31 @@ def _moved(cleared: ClearedToolResult, origin: List[int]) -> ClearedToolResult:
     )
 
 
+def _cut_stood(plan: Compaction) -> bool:
+    """Whether the previous call's history is cut (and cleared) the same way as this one.
+
+    The previous call's history is taken to be this one without the model's last
+    reply and what followed it (in a chat, the last answer and the new
+    question). It is cut the same way when both are reduced by the same number of
+    steps and the cut is not at the start of the kept tail (which moves as the
+    history grows).
+    """
+    if plan.step is None or not plan.head_end < plan.cut < plan.tail_start:
+        return False
+    pre = plan.pre
+    views = message_views(plan.messages)
+    previous = len(views) - 1
+    for i in range(len(views) - 1, plan.cut - 1, -1):
+        view = views[i]
+        role = view.get("role")
+        if role in _MODEL_ROLES or (role is None and view.get("type") in CALL_OUTPUTS):
+            previous = i
+            break
+    budget, step = plan.max_tokens, plan.step
+    now = step_of(pre[-1] + plan.saved - budget, step)
+    return now == step_of(pre[previous] + plan.saved - budget, step)
+
+
 class CallRun:
     """The compaction of one call's messages.
 
@@ -93,7 +136,6 @@ class CallRun:
         located: Where the call carries its messages (``Located``).
         states: The session states active for the call (``active_states()``):
             the innermost one's count cache and calibration are used.
-        memory: With ``target_tokens``, the conversations' cuts.
         budget: The whole prompt's budget in estimated tokens, when not
             ``max_tokens`` over the calibration (a retry after the provider
             refused the prompt's length passes a smaller one).
@@ -108,17 +150,16 @@ class CallRun:
         "calibration",
         "cleared_results",
         "cleared_thinking",
+        "cut_reused",
         "fixed",
         "function",
         "given",
         "located",
-        "memory",
         "messages_before",
         "options",
         "origin",
         "plan",
         "retried",
-        "reused",
         "started",
         "tokens_before",
     )
@@ -129,12 +170,10 @@ class CallRun:
         function: str,
         located: Located,
         states: Tuple[SessionState, ...],
-        memory: Optional[CutMemory] = None,
         budget: Optional[float] = None,
         retried: bool = False,
     ) -> None:
         self.started = time.perf_counter()
-        self.memory = memory
         self.options = options
         self.function = located.function or function
         self.located = located
@@ -171,25 +210,28 @@ class CallRun:
         # the edited one came from (None: where it was), for what is dropped.
         self.given: Optional[List[Any]] = None
         self.origin: Optional[List[int]] = None
+        # The core's step rule: the cut (and the clearing) is a function of the
+        # history alone, the same in every process, moving once per step of growth.
+        target: Optional[float] = None
+        if options.target_tokens is not None:
+            target = min(
+                max(options.target_tokens / self.calibration * scale - self.fixed, 0.0), budget
+            )
+        saved = 0
         if options.clear_thinking is not None or options.clear_tool_results is not None:
             given = messages
-            messages, pre, bounds, self.cleared_thinking, self.cleared_results, self.origin = (
-                _cleared(options, messages, pre, bounds, budget)
-            )
+            (
+                messages,
+                pre,
+                bounds,
+                self.cleared_thinking,
+                self.cleared_results,
+                self.origin,
+                saved,
+            ) = _cleared(options, messages, pre, bounds, budget, target)
             if messages is not given:
                 self.given = given
-        self.plan = self._decide(messages, pre, bounds, budget)
-        self.reused: Optional[Cut] = None
-        if memory is not None and options.target_tokens is not None:
-            target_budget = options.target_tokens / self.calibration * scale - self.fixed
-            target = self._decide(messages, pre, bounds, max(target_budget, 0.0))
-            self.plan, self.reused = steer(self.plan, target, memory)
-
-    def _decide(
-        self, messages: List[Any], pre: List[int], bounds: List[int], budget: float
-    ) -> Compaction:
-        options = self.options
-        return Compaction(
+        plan = self.plan = Compaction(
             messages,
             pre,
             bounds,
@@ -197,7 +239,10 @@ class CallRun:
             keep_head=options.keep_head,
             keep_tail=options.keep_tail,
             count_tokens=options.count_tokens,
+            target_tokens=target,
+            saved=saved,
         )
+        self.cut_reused = plan.step is not None and _cut_stood(plan)
 
     @property
     def dropped(self) -> List[Any]:
@@ -227,11 +272,7 @@ class CallRun:
     @property
     def needs_summary(self) -> bool:
         """Whether something was dropped and a summarizer waits for it."""
-        return (
-            self.options.summarize is not None
-            and self.reused is None
-            and self.plan.cut > self.plan.head_end
-        )
+        return self.options.summarize is not None and self.plan.cut > self.plan.head_end
 
     @property
     def summary_input(self) -> Tuple[List[Any], int, List[int]]:
@@ -249,8 +290,6 @@ class CallRun:
         """
         options = self.options
         plan = self.plan
-        if self.reused is not None:
-            summary = self.reused.summary  # the same text, so the prefix stays the same
         if summary is None:
             # The common cases, without building the core's result object first.
             kept, after = self._kept()
@@ -261,8 +300,6 @@ class CallRun:
             result = plan.result_with_summary(summary, options.summary_role)
             messages, dropped = tuple(result.messages), tuple(self._callers(len(result.dropped)))
             after, fits, summary = result.tokens_after, result.fits, result.summary
-        if self.memory is not None and self.reused is None and dropped:
-            self.memory.remember(plan, plan.head_end + len(dropped), summary)
         problems = tuple(check_pairing(messages)) if options.validate else ()
         return CompactionEvent._of(
             function=self.function,
@@ -280,7 +317,7 @@ class CallRun:
             calibration=self.calibration,
             cleared_results=self.cleared_results,
             cleared_thinking=self.cleared_thinking,
-            cut_reused=self.reused is not None,
+            cut_reused=self.cut_reused,
             retried=self.retried,
             summary_error=summary_error,
         )

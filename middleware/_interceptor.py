@@ -31,7 +31,6 @@ from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
 from ._observe import Pending, observe
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
-from ._prefix import CutMemory
 from ._state import SessionState, active_states
 from ._summaries import Flow, Keep, Lookup, Outcome, Step, Summaries
 from ._usage import with_response
@@ -184,8 +183,6 @@ class Interceptor:
         self.is_async = kind.is_async
         self.name = name
         self.exclusive = exclusive
-        # With target_tokens, the conversations' cuts outlive the call that made them.
-        self.memory = CutMemory() if options.target_tokens is not None else None
         # Summaries outlive the call too: kept by cut, in options.store or in memory.
         self.summaries = (
             Summaries(options.summarize, options.summary_role, options.store)
@@ -195,10 +192,9 @@ class Interceptor:
         self.site: Site = site if site is not None else ArgSpec.of(fn, options.messages_arg, name)
         # Whether a call outside any session makes an event nobody receives: no
         # hooks, and none of the options that act on the event (a retry, a
-        # summary, pairing checks, a remembered cut). Such a call skips the event.
+        # summary, pairing checks). Such a call skips the event.
         self.quiet = (
             not self.hooks
-            and self.memory is None
             and options.summarize is None
             and options.validate is None
             and options.on_overflow != "retry"
@@ -222,7 +218,7 @@ class Interceptor:
         located = self.site.locate(instance, args, kwargs)
         if located is None:
             return None
-        return CallRun(self.options, self.name, located, states, self.memory)
+        return CallRun(self.options, self.name, located, states)
 
     def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """Compact a sync call's messages, make the call, and report the event."""
@@ -349,7 +345,6 @@ class Interceptor:
             self.name,
             run.located,
             states,
-            self.memory,
             budget=budget,
             retried=True,
         )

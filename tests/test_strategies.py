@@ -282,10 +282,10 @@ def test_target_tokens_keeps_the_prefix_until_the_budget_is_met_again() -> None:
     assert all(hit for hit, was_reused in zip(hits, reused) if was_reused)
     assert sum(hits) >= 0.85 * len(hits)
     assert sum(hits) > sum(plain_hits)
-    # Recompaction goes down to the target, leaving room for the next calls.
+    # Recompaction goes down to about the target, leaving room for the next calls.
     recompacted = [e for e in events if e.dropped and not e.cut_reused]
     assert recompacted
-    assert all(e.tokens_after <= 600 for e in recompacted)
+    assert all(600 - 60 < e.tokens_after <= 600 + 60 for e in recompacted)
 
 
 def test_without_target_tokens_results_are_the_specifications() -> None:
@@ -298,19 +298,16 @@ def test_without_target_tokens_results_are_the_specifications() -> None:
     assert not any(event.cut_reused for event in events)
 
 
-def test_a_history_edited_before_the_cut_is_compacted_afresh() -> None:
-    send, _, events = recorder()
+def test_the_cut_is_the_cores_for_the_same_history_edited_or_not() -> None:
+    send, sent, events = recorder()
     fn = budgeted(max_tokens=1000, target_tokens=600, keep_tail=1, on_compact=events.append)(send)
     turns = chatbot_turns(30)
-    for history in turns[:25]:
-        fn(history)
-    assert events[-1].dropped
     edited = [dict(m) for m in turns[25]]
     edited[2]["content"] = "an edited answer"  # inside what was dropped
-    fn(edited)
-    assert not events[-1].cut_reused
-    fn(turns[26])  # the original conversation still has its own cut
-    assert events[-1].cut_reused
+    for history in [*turns[:25], edited, turns[26]]:
+        fn(history)
+        assert sent[-1] == compact(history, max_tokens=1000, keep_tail=1, target_tokens=600).messages
+    assert events[-1].dropped
 
 
 def test_a_rebuilt_history_is_recognised_by_its_content() -> None:
@@ -462,12 +459,10 @@ def test_target_tokens_takes_content_that_only_the_counter_understands() -> None
         fn(copy.deepcopy(history))  # new objects per request: recognised by their content
     assert sum(e.cut_reused for e in events) >= 10
     assert all(e.fits for e in events)
-    edited = copy.deepcopy(turns[35])
-    edited[1]["sent_at"] = edited[1]["sent_at"].replace(year=2025)  # inside what was dropped
-    fn(edited)
-    assert not events[-1].cut_reused
-    fn(copy.deepcopy(turns[36]))  # the original conversation still has its own cut
-    assert events[-1].cut_reused
+    expected = compact(
+        turns[34], max_tokens=1000, keep_tail=1, target_tokens=600, count_tokens=by_repr
+    )
+    assert list(events[-1].messages) == expected.messages
 
 
 def test_target_tokens_takes_content_that_cannot_be_serialised_at_all() -> None:
@@ -483,4 +478,4 @@ def test_target_tokens_takes_content_that_cannot_be_serialised_at_all() -> None:
         fn([history[0], {**history[1], "callback": lambda: None}, *history[2:]])
     assert all(e.fits for e in events)
     assert any(e.dropped for e in events)
-    assert not any(e.cut_reused for e in events)  # a history it cannot recognise is never reused
+    assert any(e.cut_reused for e in events)  # the cut depends on the counts alone
