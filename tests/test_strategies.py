@@ -306,7 +306,8 @@ def test_the_cut_is_the_cores_for_the_same_history_edited_or_not() -> None:
     edited[2]["content"] = "an edited answer"  # inside what was dropped
     for history in [*turns[:25], edited, turns[26]]:
         fn(history)
-        assert sent[-1] == compact(history, max_tokens=1000, keep_tail=1, target_tokens=600).messages
+        expected = compact(history, max_tokens=1000, keep_tail=1, target_tokens=600)
+        assert sent[-1] == expected.messages
     assert events[-1].dropped
 
 
