@@ -93,10 +93,12 @@ def budgeted(
             by a placeholder before anything is dropped (docs/prompt-cache.md).
         clear_thinking: ``True`` (or ``{"keep_turns": n}``): old thinking blocks
             and reasoning items are cleared first, likewise.
-        target_tokens: Reuse a conversation's cut while the history still fits
-            ``max_tokens``, so the prompt's prefix (and the provider's prompt
-            cache) stays the same; when it no longer fits, compact down to
-            ``target_tokens`` (at most ``max_tokens``).
+        target_tokens: Cut (and clear tool results) in steps of ``max_tokens -
+            target_tokens``, as ``ctx_compact.compact(..., target_tokens=...)``
+            does: down to about ``target_tokens``, then the same cut until the
+            history has grown by another step, so the prompt's prefix (and the
+            provider's prompt cache) stays the same. A function of the history
+            alone, the same in every process (at most ``max_tokens``).
         store: Where summaries are kept, keyed by the content of the dropped
             prefix and the summarizer: a ``SQLiteStore`` shared by the processes
             of a machine, a ``RedisStore`` shared by a fleet, or any

@@ -63,9 +63,10 @@ class CompactionEvent:
             indices are those of the caller's list).
         cleared_thinking: With ``clear_thinking=``, the thinking blocks and
             reasoning items removed first (``ctx_compact.ClearedThinking``).
-        cut_reused: With ``target_tokens=``, whether the messages dropped are
-            those dropped on the conversation's previous call, so the prompt's
-            prefix did not change.
+        cut_reused: With ``target_tokens=``, whether something was dropped and
+            the previous call's history (this one without the model's last
+            reply and what followed it) gets the same cut and clearing, so the
+            prompt's prefix did not change. Worked out from the history alone.
         retried: With ``on_overflow="retry"``, whether the provider refused the
             first request for its length and this event describes the retry,
             compacted again to the provider's own figures.
