@@ -9,7 +9,6 @@ between ``compact_with_summary`` and ``acompact_with_summary``.
 
 from __future__ import annotations
 
-import copy
 import inspect
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -176,31 +175,9 @@ class Compaction:
             return total - self.max_tokens
         return reduction(total + self.saved - self.max_tokens, self.step) - self.saved
 
-    def can_cut_at(self, cut: int) -> bool:
-        """Whether ``cut`` is a group boundary between the kept head and the kept tail."""
-        if not self.head_end <= cut <= self.tail_start:
-            return False
-        i = bisect_left(self.bounds, cut)
-        return i < len(self.bounds) and self.bounds[i] == cut
-
     def tokens_after_cut(self, cut: int) -> int:
         """The estimated tokens left when the groups in ``[head_end, cut)`` are dropped."""
         return self.tokens_before - (self.pre[cut] - self.pre[self.head_end])
-
-    def cutting_at(self, cut: int) -> Compaction:
-        """This decision with the dropped range ending at ``cut`` instead.
-
-        For a caller that keeps a cut from one call to the next (so that the
-        prompt's prefix stays the same), checked with ``can_cut_at``.
-
-        Raises:
-            ValueError: ``cut`` is not a group boundary between head and tail.
-        """
-        if not self.can_cut_at(cut):
-            raise ValueError(f"cannot cut at {cut}: not a group boundary between head and tail")
-        other = copy.copy(self)
-        other.cut = cut
-        return other
 
     def kept(self) -> List[Any]:
         """The messages kept (head and tail), in original order, as a new list."""

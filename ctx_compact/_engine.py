@@ -19,12 +19,12 @@ imports from this module's users.
   max_tokens=..., count_tokens=...)`` clears from counts already made and returns
   the result with the output's per-message counts; clearing tool results keeps
   the group boundaries).
-- Deciding: ``Compaction`` (what to drop, from those arrays alone; ``cutting_at``
-  keeps an earlier call's cut; ``target_tokens=`` and ``saved=`` for the step
-  rule) and ``prepare`` (check, measure and decide in one step, as ``compact``
-  does). ``step_size`` and ``step_of`` are the step rule's grid (``_steps``):
-  how many steps a history is reduced by, for a caller that reports whether a
-  cut stood. ``prefix_sums`` turns counts into what it takes;
+- Deciding: ``Compaction`` (what to drop, from those arrays alone;
+  ``target_tokens=`` and ``saved=`` for the step rule) and ``prepare`` (check,
+  measure and decide in one step, as ``compact`` does). ``step_size`` and
+  ``step_of`` are the step rule's grid (``_steps``): how many steps a history is
+  reduced by, for a caller that reports whether a cut stood. ``prefix_sums``
+  turns counts into what it takes;
   ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as);
   ``default_count_tokens`` is the estimator on any JSON value (a system prompt).
 - Checking pairing after compacting: ``pairing_problems`` is ``check_pairing``
