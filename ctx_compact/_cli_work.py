@@ -18,7 +18,7 @@ from ._clearing import clear_tool_results
 from ._cli_io import Failure, conversation, decode, dump, parse, with_messages
 from ._cli_json import Pieces, Unencodable, loads_fast
 from ._compact import CompactResult, compact
-from ._engine import MessageRow, message_views, pairing_problems, prepare
+from ._contract import MessageRow, message_views, pairing_problems, prepare
 from ._pairing import PairingProblem, check_pairing
 
 PROG = "ctx-compact"

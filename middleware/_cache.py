@@ -65,7 +65,7 @@ from collections.abc import Mapping
 from itertools import accumulate
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ctx_compact._engine import (
+from ctx_compact._contract import (
     CountTokens,
     count_all,
     group_bounds,

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact import ClearedToolResult, check_pairing
-from ctx_compact._engine import (
+from ctx_compact._contract import (
     CALL_OUTPUTS,
     Compaction,
     check_messages,

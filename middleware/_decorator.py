@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, TypeVar
 
-from ctx_compact._engine import CountTokens
+from ctx_compact._contract import CountTokens
 
 from ._events import Hooks, check_hooks
 from ._interceptor import wrap_callable

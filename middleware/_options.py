@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Literal, Optional, Protocol, Sequence, Union
 
-from ctx_compact._engine import (
+from ctx_compact._contract import (
     CountTokens,
     ResultClearing,
     ThinkingClearing,

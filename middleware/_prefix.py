@@ -14,7 +14,7 @@ import io
 import pickle
 from typing import Any, List, Optional, Sequence
 
-from ctx_compact._engine import ENCODER, message_views
+from ctx_compact._contract import ENCODER, message_views
 
 # Fixed, not pickle.DEFAULT_PROTOCOL, so that a digest does not change with the Python version.
 _PICKLE_PROTOCOL = 4

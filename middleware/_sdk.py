@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from ctx_compact._engine import CountTokens, default_count_tokens
+from ctx_compact._contract import CountTokens, default_count_tokens
 
 from ._callables import ArgSpec, Arguments, Located
 

@@ -11,7 +11,7 @@ import dataclasses
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union
 
-from ctx_compact._engine import CountTokens
+from ctx_compact._contract import CountTokens
 
 from ._callables import kind_of, qualified_name
 from ._events import CompactionEvent, Hooks, check_hooks

@@ -19,7 +19,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
-from ctx_compact._engine import CountTokens
+from ctx_compact._contract import CountTokens
 
 from ._cache import CountCache
 from ._events import CompactionEvent, Hook, logger

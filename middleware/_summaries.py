@@ -32,7 +32,7 @@ import inspect
 import logging
 from typing import Any, Callable, Generator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from ctx_compact._engine import check_summary
+from ctx_compact._contract import check_summary
 
 from ._callables import qualified_name
 from ._prefix import _digests

@@ -43,7 +43,7 @@ from ctx_compact import (
     compact_with_summary,
     estimate_tokens,
 )
-from ctx_compact._engine import group_bounds, message_views, pairing_problems, regroup_from
+from ctx_compact._contract import group_bounds, message_views, pairing_problems, regroup_from
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

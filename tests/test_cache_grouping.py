@@ -12,7 +12,7 @@ from typing import Any, List
 from hypothesis import given
 from test_agreement import PROPERTY, edit_sequences, histories
 
-from ctx_compact._engine import measure
+from ctx_compact._contract import measure
 from middleware._cache import CountCache
 
 

@@ -39,7 +39,7 @@ from ctx_compact import (
     clear_tool_results,
     estimate_tokens,
 )
-from ctx_compact._engine import ResultClearing, count_all, group_bounds, message_views
+from ctx_compact._contract import ResultClearing, count_all, group_bounds, message_views
 
 Message = Dict[str, Any]
 BIG = "x" * 400  # a tool output worth ~100 tokens

@@ -347,7 +347,7 @@ def test_explain_when_the_input_already_fits(capsys: pytest.CaptureFixture[str])
 
 
 def test_explain_rows_come_from_the_engine_decision():
-    from ctx_compact._engine import MessageRow, prepare
+    from ctx_compact._contract import MessageRow, prepare
 
     plan = prepare(MESSAGES, max_tokens=150, count_tokens=None, keep_head=1, keep_tail=2)
     rows = plan.rows(1, 2)

@@ -15,7 +15,7 @@ from typing import Any, List, Mapping
 import pytest
 
 from ctx_compact import check_pairing
-from ctx_compact._engine import group_bounds
+from ctx_compact._contract import group_bounds
 from ctx_compact._frameworks import framework_view
 from ctx_compact.testing import FakeProvider
 

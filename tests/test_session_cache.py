@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctx_compact import InvalidMessageError, compact, estimate_tokens
-from ctx_compact._engine import measure
+from ctx_compact._contract import measure
 from middleware import CompactingSession, budgeted
 from middleware._cache import CountCache
 

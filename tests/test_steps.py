@@ -20,7 +20,7 @@ from ctx_compact import (
     compact_with_summary,
     estimate_tokens,
 )
-from ctx_compact._engine import prepare
+from ctx_compact._contract import prepare
 from ctx_compact.batch import compact_indices, compact_many
 from ctx_compact.cli import main
 from middleware import CompactionEvent, budgeted

@@ -1,13 +1,13 @@
 """The core's contract with the layers above it: the middleware and the command line.
 
-Everything they use from the core that is not public API is named here, and
+Everything they use from the core that is not public API is named here (and
+nothing more, nor any public name: those have one path, ``ctx_compact``), and
 they import it from here only, so the core's modules can change shape without
 reaching into the layers above. The arrows point one way: nothing in the core
 imports from this module's users.
 
 - Checking options: ``check_max_tokens``, ``check_keep``, ``check_callable``,
-  ``check_summary_role``, ``check_summary``, ``check_messages``,
-  ``check_target_tokens``.
+  ``check_summary_role``, ``check_summary``, ``check_messages``.
 - Measuring messages: ``message_views``, ``group_bounds``, ``count_all`` (for
   the part of a list not seen before) and ``measure`` (a whole list from
   scratch), giving the prefix sums and group boundaries ``Compaction`` takes;
@@ -21,9 +21,9 @@ imports from this module's users.
   the group boundaries).
 - Deciding: ``Compaction`` (what to drop, from those arrays alone;
   ``target_tokens=`` and ``saved=`` for the step rule) and ``prepare`` (check,
-  measure and decide in one step, as ``compact`` does). ``step_size`` and
-  ``step_of`` are the step rule's grid (``_steps``): how many steps a history is
-  reduced by, for a caller that reports whether a cut stood. ``prefix_sums``
+  measure and decide in one step, as ``compact`` does). ``step_of`` is the step
+  rule's grid (``_steps``): how many steps a history is reduced by, for a caller
+  that reports whether a cut stood. ``prefix_sums``
   turns counts into what it takes;
   ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as);
   ``default_count_tokens`` is the estimator on any JSON value (a system prompt).
@@ -44,14 +44,13 @@ from ._checks import (
     check_messages,
     check_summary,
     check_summary_role,
-    check_target_tokens,
 )
 from ._clearing import ResultClearing, ThinkingClearing
-from ._compact import Compaction, MessageRow, Summarize, measure, prepare
+from ._compact import Compaction, MessageRow, measure, prepare
 from ._formats import CALL_OUTPUTS
 from ._grouping import group_bounds, regroup_from
 from ._pairing import pairing_problems
-from ._steps import step_of, step_size
+from ._steps import step_of
 from ._tokens import (
     ENCODER,
     CountTokens,
@@ -69,7 +68,6 @@ __all__ = [
     "CountTokens",
     "MessageRow",
     "ResultClearing",
-    "Summarize",
     "ThinkingClearing",
     "check_callable",
     "check_keep",
@@ -77,7 +75,6 @@ __all__ = [
     "check_messages",
     "check_summary",
     "check_summary_role",
-    "check_target_tokens",
     "count_all",
     "default_count_tokens",
     "group_bounds",
@@ -89,6 +86,5 @@ __all__ = [
     "regroup_from",
     "sdk_dump",
     "step_of",
-    "step_size",
     "utf16_length",
 ]
