@@ -246,7 +246,6 @@ def worker(strategy: str, store_path: str, connection: Any) -> None:
                     "summary": event.summary,
                     # The event field of failing summarizers, where the middleware has it.
                     "summary_error": getattr(event, "summary_error", None) is not None,
-                    "pid": os.getpid(),
                 },
             )
         )
@@ -487,9 +486,10 @@ def main() -> None:
         running += estimate_tokens(message)
         if first_over is None and running > MAX_TOKENS:
             first_over = next(i for i, end in enumerate(calls) if end > number)
+    over = "never" if first_over is None else f"from call {first_over}"
     print(
         f"agent: {len(calls)} calls, {calls[-1]} messages and {running:,} tokens at the last "
-        f"call, over max_tokens ({MAX_TOKENS:,}) from call {first_over}; target_tokens "
+        f"call, over max_tokens ({MAX_TOKENS:,}) {over}; target_tokens "
         f"{MAX_TOKENS * TARGET_SHARE:,.0f}; W = {', '.join(map(str, fleets))} "
         f"({args.start_method})"
     )
