@@ -29,7 +29,7 @@ SLOW_MODULES = (
     "test_docs",
     "test_engines",
     "test_examples",
-    "test_sdk_examples",
+    "sdks.test_examples",
     "test_import_isolation",
     "test_fw_",
     "test_frameworks",

@@ -2,7 +2,7 @@
 
 ``instructor.from_openai``/``from_anthropic`` store the client's bound ``create``
 when they are called, so patching ``create`` afterwards misses them; the base
-client's ``request`` (see test_sdk_request_point.py) does not. instructor pins an
+client's ``request`` (see test_request_point.py) does not. instructor pins an
 older openai than the rest of the suite, so this module runs in an environment
 of its own and is skipped elsewhere.
 """

@@ -22,11 +22,12 @@ litellm = pytest.importorskip("litellm")
 dispatch = pytest.importorskip("litellm.chat_completions.dispatch")
 
 from litellm import acompletion, completion  # noqa: E402
-from test_sdk_openai import BUDGET, openai_history  # noqa: E402
 
 from ctx_compact import estimate_tokens  # noqa: E402
 from ctx_compact.testing import FakeProvider  # noqa: E402
 from middleware import CompactingSession  # noqa: E402
+
+from .test_openai import BUDGET, openai_history  # noqa: E402
 
 Message = Dict[str, Any]
 

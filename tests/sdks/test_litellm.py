@@ -2,7 +2,7 @@
 
 LiteLLM is large and not a test dependency: this module runs only where it is
 installed (``python -m pip install litellm``, then
-``python -m pytest tests/test_sdk_litellm.py``). It talks to the local server's
+``python -m pytest tests/sdks/test_litellm.py``). It talks to the local server's
 OpenAI endpoint as ``openai/<model>`` with ``api_base``; the conversations and
 the checks of what the server received are the OpenAI tests' own.
 """
@@ -20,11 +20,11 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm")
 
-from test_sdk_openai import BUDGET, ORPHAN_TOOL, naive_trim, openai_history  # noqa: E402
-
 from ctx_compact import check_pairing, estimate_tokens  # noqa: E402
 from ctx_compact.testing import FakeProvider  # noqa: E402
 from middleware import CompactingSession, CompactionEvent, budgeted  # noqa: E402
+
+from .test_openai import BUDGET, ORPHAN_TOOL, naive_trim, openai_history  # noqa: E402
 
 Message = Dict[str, Any]
 

@@ -1,7 +1,7 @@
 """``CompactingSession(intercept="openai"/"anthropic")``: every request an SDK sends, every route.
 
 The real ``openai`` and ``anthropic`` clients talk to the local provider
-(tests/fake_provider.py), which counts tokens exactly as the default estimator
+(ctx_compact.testing), which counts tokens exactly as the default estimator
 does and rejects broken tool pairing with each provider's own 400. Each route a
 framework may take (create, parse, the stream helpers, ``stream=True``, the
 Responses API, Anthropic's ``beta`` namespace, ``with_raw_response`` and
@@ -30,12 +30,12 @@ anthropic_base = pytest.importorskip("anthropic._base_client")
 openai_models = pytest.importorskip("openai._models")
 anthropic_models = pytest.importorskip("anthropic._models")
 
-from test_sdk_anthropic import anthropic_history  # noqa: E402
-from test_sdk_openai import TRIO_STREAM_WARNING, openai_history  # noqa: E402
-
 from ctx_compact import check_pairing, estimate_tokens  # noqa: E402
 from ctx_compact.testing import FakeProvider  # noqa: E402
 from middleware import CompactingSession, CompactionEvent, budgeted  # noqa: E402
+
+from .test_anthropic import anthropic_history  # noqa: E402
+from .test_openai import TRIO_STREAM_WARNING, openai_history  # noqa: E402
 
 Message = Dict[str, Any]
 

@@ -16,7 +16,7 @@ from typing import Tuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 BUDGET = re.compile(r"^budget ([\d,]+) tokens, keep_tail=\d+, (\d+) turns, the local test server$")
 CALL = re.compile(
