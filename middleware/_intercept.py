@@ -20,8 +20,9 @@ import wrapt
 from ._callables import Kind, kind_of, qualified_name
 from ._interceptor import Interceptor, Site, inside_exclusive_call
 from ._options import CompactionOptions, check_awaitables
-from ._sdk import ROUTES, RequestSite, SdkTarget
+from ._requests import RequestSite
 from ._state import SessionState, active_states
+from .sdks import SdkTarget
 
 Target = Union[str, Tuple[Any, str]]
 
@@ -158,11 +159,10 @@ def intercept(
                 return
             check_awaitables(patch.kind.is_async, patch.kind.value, patch.name, None, state.hooks)
             site: Optional[Site] = None
-            if sdk in ROUTES:
+            if sdk is not None and sdk.routes:
                 site = RequestSite(sdk, patch.descriptor, options.count_tokens)
-            elif sdk is not None:
-                # LiteLLM's completion functions take OpenAI-format `messages`.
-                options = dataclasses.replace(options, messages_arg="messages")
+            elif sdk is not None and sdk.messages_arg is not None:
+                options = dataclasses.replace(options, messages_arg=sdk.messages_arg)
             name = target.name if isinstance(target, SdkTarget) else patch.name
             patch.interceptors[state] = Interceptor(
                 options, (), patch.descriptor, patch.kind, name, exclusive=True, site=site

@@ -24,13 +24,19 @@ import wrapt
 
 from ._events import CompactionEvent
 from ._usage import provider_prompt_tokens
+from .sdks import (
+    ALL_STREAMS,
+    ASYNC_STREAMS,
+    EITHER_STREAMS,
+    RAW_RESPONSES,
+    USAGE_HOLDERS,
+    sdk_of_class,
+)
 
 Report = Callable[[CompactionEvent], None]
 AReport = Callable[[CompactionEvent], Awaitable[None]]
 
-_SDKS = ("openai", "anthropic", "litellm")
-_STREAMS = frozenset({"Stream", "AsyncStream", "CustomStreamWrapper"})
-_RAW = frozenset({"LegacyAPIResponse", "APIResponse", "AsyncAPIResponse"})
+_OBSERVED = ALL_STREAMS | RAW_RESPONSES
 
 
 # The SDK class names of each result class seen, decided once per class (kept small).
@@ -41,7 +47,7 @@ def _sdk_class_names(obj: Any) -> FrozenSet[str]:
     kind = type(obj)
     names = _CLASS_NAMES.get(kind)
     if names is None:
-        if str(getattr(kind, "__module__", "")).split(".")[0] not in _SDKS:
+        if not sdk_of_class(kind):
             names = frozenset()
         else:
             names = frozenset(cls.__name__ for cls in kind.__mro__)
@@ -56,7 +62,7 @@ def _chunk_tokens(item: Any) -> Optional[int]:
     found = provider_prompt_tokens(item)  # a Chat Completions chunk, a LiteLLM chunk
     if found is not None:
         return found
-    for holder in ("response", "message"):  # response.completed; message_start
+    for holder in USAGE_HOLDERS:  # the Responses API's response.completed; message_start
         inner = getattr(item, holder, None)
         if inner is not None:
             found = provider_prompt_tokens(inner)
@@ -208,11 +214,9 @@ class AsyncObservedRaw(_Observed):
 
 def _parsed(parsed: Any, pending: Pending, is_async: bool) -> Any:
     names = _sdk_class_names(parsed)
-    if names & _STREAMS:
+    if names & ALL_STREAMS:
         # A streamed raw response parses to the stream: its end reports.
-        if "AsyncStream" in names or (is_async and "CustomStreamWrapper" in names):
-            return AsyncObservedStream(parsed, pending)
-        return ObservedStream(parsed, pending)
+        return _stream(parsed, names, pending, is_async)
     pending.seen(parsed)
     pending.finish()
     return parsed
@@ -227,16 +231,20 @@ def observe(result: Any, pending: Callable[[], Pending], is_async: bool) -> Opti
         is_async: Whether the call was async (LiteLLM's stream serves both ways).
     """
     names = _sdk_class_names(result)
-    if not names or not names & (_STREAMS | _RAW):
+    if not names or not names & _OBSERVED:
         return None
     return _proxy(result, names, pending(), is_async)
 
 
 def _proxy(result: Any, names: FrozenSet[str], pending: Pending, is_async: bool) -> Any:
-    if names & _STREAMS:
-        if "AsyncStream" in names or (is_async and "CustomStreamWrapper" in names):
-            return AsyncObservedStream(result, pending)
-        return ObservedStream(result, pending)
+    if names & ALL_STREAMS:
+        return _stream(result, names, pending, is_async)
     if inspect.iscoroutinefunction(getattr(type(result), "parse", None)):
         return AsyncObservedRaw(result, pending)
     return ObservedRaw(result, pending)
+
+
+def _stream(stream: Any, names: FrozenSet[str], pending: Pending, is_async: bool) -> Any:
+    if names & ASYNC_STREAMS or (is_async and names & EITHER_STREAMS):
+        return AsyncObservedStream(stream, pending)
+    return ObservedStream(stream, pending)

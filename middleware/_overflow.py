@@ -1,7 +1,8 @@
 """Recognising a provider's refusal of a prompt for its length, and reading its figures.
 
 For ``on_overflow="retry"``. The errors are recognised by their class's name
-and module, their HTTP status and their text, so no SDK is imported: OpenAI's
+and module, their HTTP status and their text, so no SDK is imported; what each
+SDK's errors look like is in its module (``sdks.Sdk.overflow_*``): OpenAI's
 ``context_length_exceeded`` (Chat Completions names both figures, the Responses
 API neither), Anthropic's ``prompt is too long: N tokens > M maximum``, and
 LiteLLM's ``ContextWindowExceededError``, whose text embeds the provider's.
@@ -9,9 +10,10 @@ LiteLLM's ``ContextWindowExceededError``, whose text embeds the provider's.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
+
+from .sdks import OVERFLOW_CLASSES, OVERFLOW_CODES, OVERFLOW_FIGURES, sdk_of_class
 
 # What the retry's budget is multiplied by when the error names no figures (the
 # Responses API): a quarter off the estimate of the refused prompt.
@@ -19,12 +21,6 @@ SHRINK_WITHOUT_FIGURES = 0.75
 # Kept under the provider's own limit, because its count of a different cut of
 # the history is not exactly the refused prompt's ratio.
 RETRY_MARGIN = 0.05
-
-_SDKS = ("openai", "anthropic", "litellm")
-_OPENAI = re.compile(
-    r"maximum context length is (\d+) tokens\. However, your messages resulted in (\d+) tokens"
-)
-_ANTHROPIC = re.compile(r"prompt is too long: (\d+) tokens > (\d+) maximum")
 
 
 @dataclass(frozen=True)
@@ -52,12 +48,12 @@ class Overflow:
 
 
 def _figures(text: str) -> Overflow:
-    found = _OPENAI.search(text)
-    if found:
-        return Overflow(tokens=int(found.group(2)), limit=int(found.group(1)))
-    found = _ANTHROPIC.search(text)
-    if found:
-        return Overflow(tokens=int(found.group(1)), limit=int(found.group(2)))
+    for figures in OVERFLOW_FIGURES:
+        found = figures.pattern.search(text)
+        if found:
+            return Overflow(
+                tokens=int(found.group(figures.tokens)), limit=int(found.group(figures.limit))
+            )
     return Overflow()
 
 
@@ -77,16 +73,16 @@ def overflow_of(err: BaseException) -> Optional[Overflow]:
     if not isinstance(err, Exception):
         return None
     kind = type(err)
-    if kind.__module__.split(".")[0] not in _SDKS:
+    if not sdk_of_class(kind):
         return None
     names = {cls.__name__ for cls in kind.__mro__}
     text = _text(err)
-    if "ContextWindowExceededError" in names:
+    if not names.isdisjoint(OVERFLOW_CLASSES):
         return _figures(text)
     if getattr(err, "status_code", None) != 400:
         return None
     code = getattr(err, "code", None)
-    if code == "context_length_exceeded" or "context_length_exceeded" in text:
+    if code in OVERFLOW_CODES or any(known in text for known in OVERFLOW_CODES):
         return _figures(text)
     figures = _figures(text)
     if figures.tokens is not None:

@@ -28,9 +28,9 @@ from ._options import (
     check_options,
     given_options,
 )
-from ._sdk import SDK_NAMES, SdkTarget, is_sdk_name, sdk_targets
 from ._state import DEFAULT_MAX_EVENTS, SessionState, SessionStats
 from ._store import SummaryStore
+from .sdks import SDK_NAMES, SdkTarget, is_sdk_name, sdk_targets
 
 F = TypeVar("F", bound=Callable[..., Any])
 

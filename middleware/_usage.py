@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ._events import CompactionEvent
+from .sdks import USAGE_FIELDS
 
 # Results that never carry usage: answered without a lookup.
 _NO_USAGE = frozenset({type(None), bool, int, float, str, bytes, list, tuple})
@@ -21,10 +22,11 @@ def _field(obj: Any, name: str) -> Any:
 def provider_prompt_tokens(response: Any) -> Optional[int]:
     """The prompt size a provider reported in ``response.usage``, or ``None``.
 
-    Reads OpenAI's ``usage.prompt_tokens`` (Chat Completions, LiteLLM) and
-    ``usage.input_tokens`` (the Responses API; Anthropic, where the cached
-    parts ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` are
-    counted separately and added back), on SDK objects and on plain dicts.
+    Reads each SDK's usage fields (``sdks.Sdk.usage``): OpenAI's
+    ``usage.prompt_tokens`` (Chat Completions, LiteLLM) and ``usage.input_tokens``
+    (the Responses API; Anthropic, where the cached parts
+    ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` are counted
+    separately and added back), on SDK objects and on plain dicts.
     """
     if type(response) in _NO_USAGE:
         return None
@@ -32,17 +34,16 @@ def provider_prompt_tokens(response: Any) -> Optional[int]:
         usage = _field(response, "usage")
         if usage is None:
             return None
-        prompt = _field(usage, "prompt_tokens")
-        if type(prompt) is int:
-            return prompt
-        total = _field(usage, "input_tokens")
-        if type(total) is not int:
-            return None
-        for cached in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-            extra = _field(usage, cached)
-            if type(extra) is int:
-                total += extra
-        return total
+        for name, extras in USAGE_FIELDS:
+            total = _field(usage, name)
+            if type(total) is not int:
+                continue
+            for cached in extras:
+                extra = _field(usage, cached)
+                if type(extra) is int:
+                    total += extra
+            return total
+        return None
     except Exception:  # a response object whose attributes misbehave: no figure
         return None
 

@@ -1,0 +1,202 @@
+"""The SDKs that ``intercept=`` names as a whole: the interface each one's module fills in.
+
+Everything about one SDK lives in its module here (``openai``, ``anthropic``,
+``litellm``) as one ``Sdk`` value: its interception points, the routes of its
+requests and where their messages are, its "not given" sentinels, its stream
+and raw-response classes, its usage fields and its context-length errors. The
+rest of the middleware reads them through ``SDKS`` and the merged tables below
+and names no SDK. Adding one means one module here, its line in ``SDKS``, its
+tests and a page.
+
+Nothing here imports an SDK: a module only describes one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, List, Optional, Pattern, Tuple
+
+
+@dataclass(frozen=True)
+class Route:
+    """One API an SDK request may go to, and where its messages are in the body.
+
+    Attributes:
+        path: The end of the request's path (``/chat/completions``).
+        key: The body's key holding the messages.
+        counted: Keys sent beside them, counted against the budget, never dropped.
+    """
+
+    path: str
+    key: str
+    counted: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Point:
+    """One interception point: ``module``, the attribute path in it, and its name in events."""
+
+    module: str
+    attr: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Figures:
+    """An error text naming both figures; ``tokens`` and ``limit`` are its group numbers."""
+
+    pattern: Pattern[str]
+    tokens: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class Sdk:
+    """Everything the middleware knows about one SDK.
+
+    Attributes:
+        name: What ``intercept=`` takes, and the SDK's top-level package.
+        points: Where its calls pass.
+        routes: For points that take a request (``request(options)``), the routes
+            whose body holds messages; empty when the points take the messages.
+        messages_arg: For points that take the messages themselves, their argument.
+        sentinels: The module and class names of its "not given" values, which a
+            request body holds for keys the caller left out.
+        streams: Its stream classes iterated synchronously.
+        async_streams: Its stream classes iterated with ``async for``.
+        either_streams: Its stream classes that serve both ways (async when the call is).
+        raw_responses: Its raw-response classes, whose usage is read once parsed.
+        usage: The usage fields holding the prompt size, each with the fields
+            counted separately and added back (cached parts).
+        usage_holders: Attributes of a stream event that hold a response with usage.
+        overflow_classes: Error class names that always mean a refusal for length.
+        overflow_codes: Error codes that mean one (with HTTP status 400).
+        overflow_figures: Error texts naming the refused prompt's size and the limit.
+    """
+
+    name: str
+    points: Tuple[Point, ...]
+    routes: Tuple[Route, ...] = ()
+    messages_arg: Optional[str] = None
+    sentinels: Optional[Tuple[str, Tuple[str, ...]]] = None
+    streams: FrozenSet[str] = frozenset()
+    async_streams: FrozenSet[str] = frozenset()
+    either_streams: FrozenSet[str] = frozenset()
+    raw_responses: FrozenSet[str] = frozenset()
+    usage: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    usage_holders: Tuple[str, ...] = ()
+    overflow_classes: FrozenSet[str] = frozenset()
+    overflow_codes: FrozenSet[str] = frozenset()
+    overflow_figures: Tuple[Figures, ...] = ()
+
+    def sentinel_types(self) -> Tuple[type, ...]:
+        """The classes of the "not given" sentinels that the installed release defines."""
+        if self.sentinels is None:
+            return ()
+        module_name, names = self.sentinels
+        module = importlib.import_module(module_name)
+        found = (getattr(module, name, None) for name in names)
+        return tuple(kind for kind in found if isinstance(kind, type))
+
+
+def figures(pattern: str, tokens: int, limit: int) -> Figures:
+    """A ``Figures`` from the text of its pattern."""
+    return Figures(re.compile(pattern), tokens, limit)
+
+
+@dataclass(frozen=True)
+class SdkTarget:
+    """One interception point of an SDK named in ``intercept=``."""
+
+    sdk: Sdk
+    point: Point
+
+    @property
+    def name(self) -> str:
+        """The name of the point's calls in events."""
+        return self.point.name
+
+    @property
+    def path(self) -> str:
+        """The point as ``intercept`` takes it: ``"module.attr"``."""
+        return f"{self.point.module}.{self.point.attr}"
+
+
+def _registry() -> Dict[str, Sdk]:
+    from . import anthropic, litellm, openai
+
+    return {sdk.name: sdk for sdk in (openai.SDK, anthropic.SDK, litellm.SDK)}
+
+
+# Every SDK, in the order their rules are tried (OpenAI's usage field first).
+SDKS: Dict[str, Sdk] = _registry()
+SDK_NAMES: Tuple[str, ...] = tuple(SDKS)
+
+# The SDKs' rules merged, for the code that reads any SDK's results and errors.
+STREAMS: FrozenSet[str] = frozenset().union(*(s.streams for s in SDKS.values()))
+ASYNC_STREAMS: FrozenSet[str] = frozenset().union(*(s.async_streams for s in SDKS.values()))
+EITHER_STREAMS: FrozenSet[str] = frozenset().union(*(s.either_streams for s in SDKS.values()))
+ALL_STREAMS: FrozenSet[str] = STREAMS | ASYNC_STREAMS | EITHER_STREAMS
+RAW_RESPONSES: FrozenSet[str] = frozenset().union(*(s.raw_responses for s in SDKS.values()))
+OVERFLOW_CLASSES: FrozenSet[str] = frozenset().union(*(s.overflow_classes for s in SDKS.values()))
+OVERFLOW_CODES: FrozenSet[str] = frozenset().union(*(s.overflow_codes for s in SDKS.values()))
+OVERFLOW_FIGURES: Tuple[Figures, ...] = tuple(f for s in SDKS.values() for f in s.overflow_figures)
+USAGE_HOLDERS: Tuple[str, ...] = tuple(
+    dict.fromkeys(h for s in SDKS.values() for h in s.usage_holders)
+)
+
+
+def _usage_fields() -> Tuple[Tuple[str, Tuple[str, ...]], ...]:
+    # One entry per field, in first-seen order, with every SDK's added-back parts.
+    merged: Dict[str, List[str]] = {}
+    for sdk in SDKS.values():
+        for field, extras in sdk.usage:
+            parts = merged.setdefault(field, [])
+            parts.extend(e for e in extras if e not in parts)
+    return tuple((field, tuple(parts)) for field, parts in merged.items())
+
+
+USAGE_FIELDS: Tuple[Tuple[str, Tuple[str, ...]], ...] = _usage_fields()
+
+
+def sdk_of_class(kind: type) -> bool:
+    """Whether ``kind`` is defined in one of the SDKs' packages."""
+    return str(getattr(kind, "__module__", "")).split(".")[0] in SDKS
+
+
+def is_sdk_name(target: object) -> bool:
+    """Whether ``target`` names a whole SDK (``"openai"``, ``"anthropic"``, ``"litellm"``)."""
+    return isinstance(target, str) and target in SDKS
+
+
+def sdk_targets(name: str) -> List[SdkTarget]:
+    """The interception points of the SDK ``name``."""
+    sdk = SDKS[name]
+    return [SdkTarget(sdk, point) for point in sdk.points]
+
+
+__all__ = [
+    "ALL_STREAMS",
+    "ASYNC_STREAMS",
+    "EITHER_STREAMS",
+    "OVERFLOW_CLASSES",
+    "OVERFLOW_CODES",
+    "OVERFLOW_FIGURES",
+    "RAW_RESPONSES",
+    "SDKS",
+    "SDK_NAMES",
+    "STREAMS",
+    "USAGE_FIELDS",
+    "USAGE_HOLDERS",
+    "Figures",
+    "Point",
+    "Route",
+    "Sdk",
+    "SdkTarget",
+    "figures",
+    "is_sdk_name",
+    "sdk_of_class",
+    "sdk_targets",
+]
