@@ -27,6 +27,6 @@ Standard library only; the SDK clients are the caller's own.
 
 from __future__ import annotations
 
-from ._provider import FakeProvider, RecordedRequest, count_tokens, main
+from ._server import FakeProvider, RecordedRequest, count_tokens, main
 
 __all__ = ["FakeProvider", "RecordedRequest", "count_tokens", "main"]

@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
-from ._provider import FakeProvider
+from ._server import FakeProvider
 
 SKIP_WITHOUT_SDK = "skip_without_sdk"
 

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ctx_compact.testing._provider import (
+from ctx_compact.testing._server import (
     CHAT_COMPLETIONS_PATH,
     MESSAGES_PATH,
     RESPONSES_PATH,
