@@ -24,7 +24,7 @@ from ctx_compact._contract import (
 )
 
 from ._callables import Located
-from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError
+from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError, new_event
 from ._options import CompactionOptions
 from ._state import SessionState, calibration_factor
 
@@ -301,7 +301,7 @@ class CallRun:
             messages, dropped = tuple(result.messages), tuple(self._callers(len(result.dropped)))
             after, fits, summary = result.tokens_after, result.fits, result.summary
         problems = tuple(check_pairing(messages)) if options.validate else ()
-        return CompactionEvent._of(
+        return new_event(
             function=self.function,
             max_tokens=options.max_tokens,
             tokens_before=self.tokens_before,

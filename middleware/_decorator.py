@@ -6,8 +6,8 @@ from typing import Any, Callable, Optional, TypeVar
 
 from ctx_compact._contract import CountTokens
 
+from ._calls import wrap_callable
 from ._events import Hooks, check_hooks
-from ._interceptor import wrap_callable
 from ._options import (
     Clearing,
     CompactionOptions,

@@ -14,9 +14,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Type, TypeVar,
 from ctx_compact._contract import CountTokens
 
 from ._callables import kind_of, qualified_name
+from ._calls import wrap_callable
 from ._events import CompactionEvent, Hooks, check_hooks
-from ._intercept import Target, intercept, is_target, release
-from ._interceptor import wrap_callable
 from ._options import (
     INHERIT,
     Clearing,
@@ -28,6 +27,7 @@ from ._options import (
     check_options,
     given_options,
 )
+from ._patching import Target, intercept, is_target, release
 from ._state import DEFAULT_MAX_EVENTS, SessionState, SessionStats
 from ._store import SummaryStore
 from .sdks import SDK_NAMES, SdkTarget, is_sdk_name, sdk_targets

@@ -5,7 +5,8 @@ activation, the events and figures it records, its count caches, its
 calibration and the interceptions it holds. The call path reaches the active
 states through ``active_states()``, a context variable, so that tasks started
 inside a session and worker threads started through anyio (which copy the
-context) see it, and other tasks and threads do not.
+context) see it, and other tasks and threads do not. A second context variable
+says whether an intercepted callee is running (``inside_exclusive_call``).
 """
 
 from __future__ import annotations
@@ -308,3 +309,26 @@ def calibration_factor(states: Tuple[SessionState, ...]) -> float:
         if state.calibrate:
             return state.calibration
     return 1.0
+
+
+# Set while an exclusive (intercepted) call runs its callee, so that a patched
+# method reached again inside it, such as a subclass's patch calling its base
+# class's, passes through: one call is one compaction and one event.
+_exclusive_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "ctx_compact_exclusive_call", default=False
+)
+
+
+def inside_exclusive_call() -> bool:
+    """Whether the current context is inside an exclusive interceptor's callee."""
+    return _exclusive_call.get()
+
+
+def enter_exclusive_call() -> contextvars.Token[bool]:
+    """Mark the current context as inside an exclusive callee, until ``leave_exclusive_call``."""
+    return _exclusive_call.set(True)
+
+
+def leave_exclusive_call(token: contextvars.Token[bool]) -> None:
+    """End what ``enter_exclusive_call`` returned ``token`` for."""
+    _exclusive_call.reset(token)

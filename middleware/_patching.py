@@ -18,10 +18,10 @@ from typing import Any, Dict, Optional, Tuple, Union
 import wrapt
 
 from ._callables import Kind, kind_of, qualified_name
-from ._interceptor import Interceptor, Site, inside_exclusive_call
+from ._calls import Interceptor, Site
 from ._options import CompactionOptions, check_awaitables
 from ._requests import RequestSite
-from ._state import SessionState, active_states
+from ._state import SessionState, active_states, inside_exclusive_call
 from .sdks import SdkTarget
 
 Target = Union[str, Tuple[Any, str]]

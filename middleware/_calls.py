@@ -1,4 +1,4 @@
-"""The interceptor: compaction options bound to one callable, in the callable's own shape.
+"""Running intercepted calls: compaction options bound to one callable, in its own shape.
 
 ``Interceptor.wrap`` decides the wrapper's shape once (plain, coroutine,
 generator, async generator); each call then finds its messages, compacts them
@@ -8,7 +8,6 @@ every active session.
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 import sys
 from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, TypeVar, cast
@@ -31,7 +30,7 @@ from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
 from ._observe import Pending, observe
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
-from ._state import SessionState, active_states
+from ._state import SessionState, active_states, enter_exclusive_call, leave_exclusive_call
 from ._summaries import Flow, Keep, Lookup, Outcome, Step, Summaries
 from ._usage import with_response
 
@@ -45,19 +44,6 @@ class Site(Protocol):
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Optional[Located]:
         """The call's messages and how to replace them, or ``None`` when it carries none."""
-
-
-# Set while an exclusive (intercepted) call runs its callee, so that a patched
-# method reached again inside it, such as a subclass's patch calling its base
-# class's, passes through: one call is one compaction and one event.
-_exclusive_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "ctx_compact_exclusive_call", default=False
-)
-
-
-def inside_exclusive_call() -> bool:
-    """Whether the current context is inside an exclusive interceptor's callee."""
-    return _exclusive_call.get()
 
 
 def wrap_callable(fn: F, options: CompactionOptions, hooks: Sequence[Hook]) -> F:
@@ -157,7 +143,7 @@ class Interceptor:
         kind: Its kind, decided once.
         name: Its qualified name, for events.
         exclusive: Whether other exclusive interceptors reached inside the
-            call pass through (see ``inside_exclusive_call``).
+            call pass through (see ``_state.inside_exclusive_call``).
         site: Where a call carries its messages, when not in ``fn``'s
             ``messages_arg`` argument (an SDK request's body).
 
@@ -296,21 +282,21 @@ class Interceptor:
         args, kwargs = arguments
         if not self.exclusive:
             return wrapped(*args, **kwargs)
-        token = _exclusive_call.set(True)
+        token = enter_exclusive_call()
         try:
             return wrapped(*args, **kwargs)
         finally:
-            _exclusive_call.reset(token)
+            leave_exclusive_call(token)
 
     async def _ainvoke(self, wrapped: Any, arguments: Arguments) -> Any:
         args, kwargs = arguments
         if not self.exclusive:
             return await wrapped(*args, **kwargs)
-        token = _exclusive_call.set(True)
+        token = enter_exclusive_call()
         try:
             return await wrapped(*args, **kwargs)
         finally:
-            _exclusive_call.reset(token)
+            leave_exclusive_call(token)
 
     def _retry(
         self,
