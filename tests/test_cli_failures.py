@@ -21,8 +21,8 @@ from typing import Any, Callable, Iterator, List
 
 import pytest
 
-from ctx_compact import _cli_work
 from ctx_compact.cli import main
+from ctx_compact.cli import work as cli_work
 
 ROOT = Path(__file__).resolve().parent.parent
 WEATHER = ROOT / "examples" / "weather.json"
@@ -398,14 +398,14 @@ def test_a_gzip_bomb_past_the_memory_limit_is_one_line_and_status_2(mode: str, t
 def test_a_line_too_large_to_compact_in_memory_can_be_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
-    run_line = _cli_work.run_line
+    run_line = cli_work.run_line
 
     def short_of_memory(settings: Any, name: str, lineno: int, raw: bytes) -> Any:
         if lineno == 2:
             raise MemoryError
         return run_line(settings, name, lineno, raw)
 
-    monkeypatch.setattr(_cli_work, "run_line", short_of_memory)
+    monkeypatch.setattr(cli_work, "run_line", short_of_memory)
     data = tmp_path / "data.jsonl"
     data.write_bytes(jsonl(MESSAGES, MESSAGES, MESSAGES))
     assert main(["--jsonl", *EXAMPLE, str(data)]) == 2

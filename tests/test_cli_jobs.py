@@ -16,9 +16,9 @@ from typing import Any, Iterator, List, Tuple
 
 import pytest
 
-from ctx_compact import _cli_jobs
-from ctx_compact._cli_io import Failure, open_input, read_spans
-from ctx_compact._cli_work import Settings
+from ctx_compact.cli import jobs as cli_jobs
+from ctx_compact.cli.io import Failure, open_input, read_spans
+from ctx_compact.cli.work import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 WEATHER = ROOT / "examples" / "weather.json"
@@ -109,7 +109,7 @@ def test_jobs_in_process_and_bad_line_stops_the_run(
 
 
 def test_at_most_a_window_of_chunks_is_in_flight(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(_cli_jobs, "CHUNK_LINES", 3)
+    monkeypatch.setattr(cli_jobs, "CHUNK_LINES", 3)
     read = 0
     line = json.dumps(MESSAGES).encode()
 
@@ -119,10 +119,10 @@ def test_at_most_a_window_of_chunks_is_in_flight(monkeypatch: pytest.MonkeyPatch
             read += 1
             yield n, line
 
-    window = _cli_jobs.WINDOW_PER_JOB * 2
+    window = cli_jobs.WINDOW_PER_JOB * 2
     seen = []
-    with _cli_jobs.Workers(Settings(max_tokens=150), "x", 2) as workers:
-        for lineno, _ in workers.run(_cli_jobs._chunks(lines())):
+    with cli_jobs.Workers(Settings(max_tokens=150), "x", 2) as workers:
+        for lineno, _ in workers.run(cli_jobs._chunks(lines())):
             seen.append(lineno)
             # Lines read but not yet handed back never exceed the window of chunks.
             assert read - len(seen) <= window * 3
@@ -177,12 +177,12 @@ def test_workers_beside_another_thread_are_spawned_and_agree(tmp_path: Path):
     data = tmp_path / "data.jsonl"
     data.write_bytes(line * 20)
     settings = Settings(max_tokens=150, keep_tail=2)
-    expected = list(_cli_jobs.serial(settings, "x", enumerate([line] * 20, 1)))
+    expected = list(cli_jobs.serial(settings, "x", enumerate([line] * 20, 1)))
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        with open_input(str(data)) as source, _cli_jobs.Workers(settings, "x", 2) as workers:
+        with open_input(str(data)) as source, cli_jobs.Workers(settings, "x", 2) as workers:
             chunks = list(workers.chunks(source))
             assert all(isinstance(chunk, list) for chunk in chunks)
             assert list(workers.run(chunks)) == expected
@@ -195,17 +195,17 @@ def test_workers_beside_another_thread_are_spawned_and_agree(tmp_path: Path):
 # always (a server thread another test left): these run in a fresh interpreter.
 SPANS = """
 import sys
-from ctx_compact import _cli_jobs
-from ctx_compact._cli_io import Failure, open_input, read_jsonl
-from ctx_compact._cli_work import Settings
+from ctx_compact.cli import jobs as cli_jobs
+from ctx_compact.cli.io import Failure, open_input, read_jsonl
+from ctx_compact.cli.work import Settings
 
 path, cut = sys.argv[1], int(sys.argv[2])
 settings = Settings(max_tokens=150, keep_tail=2)
 with open_input(path) as source:
-    expected = list(_cli_jobs.serial(settings, path, read_jsonl(source.stream, path)))
-with open_input(path) as source, _cli_jobs.Workers(settings, path, 2) as workers:
+    expected = list(cli_jobs.serial(settings, path, read_jsonl(source.stream, path)))
+with open_input(path) as source, cli_jobs.Workers(settings, path, 2) as workers:
     chunks = list(workers.chunks(source))
-    print(len(chunks), all(isinstance(chunk, _cli_jobs.Span) for chunk in chunks))
+    print(len(chunks), all(isinstance(chunk, cli_jobs.Span) for chunk in chunks))
     if cut:
         with open(path, "r+b") as data:
             data.truncate(cut)
@@ -245,13 +245,13 @@ def test_a_span_read_in_short_preads_gives_its_lines(
     data = tmp_path / "data.jsonl"
     data.write_bytes(b"skipped\nfirst\n\nthird line\nlast")
     real = os.pread
-    monkeypatch.setattr(_cli_jobs.os, "pread", lambda fd, n, at: real(fd, min(n, 3), at))
+    monkeypatch.setattr(cli_jobs.os, "pread", lambda fd, n, at: real(fd, min(n, 3), at))
     with data.open("rb") as stream:
-        span = _cli_jobs.Span(stream.fileno(), 2, 8, data.stat().st_size - 8)
-        lines = list(_cli_jobs._lines(span, "x"))
+        span = cli_jobs.Span(stream.fileno(), 2, 8, data.stat().st_size - 8)
+        lines = list(cli_jobs._lines(span, "x"))
         assert lines == [(2, b"first\n"), (3, b"\n"), (4, b"third line\n"), (5, b"last")]
         with pytest.raises(Failure, match=r"^x: the file was cut short while it was being read$"):
-            list(_cli_jobs._lines(span._replace(length=span.length + 1), "x"))
+            list(cli_jobs._lines(span._replace(length=span.length + 1), "x"))
 
 
 @pytest.mark.parametrize("size", [1, 7, 64, 1 << 20])

@@ -15,9 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctx_compact import _cli_json, _cli_progress, compact, estimate_tokens
-from ctx_compact._cli_work import Outcome, Settings, do_line
+from ctx_compact import compact, estimate_tokens
+from ctx_compact.cli import json as cli_json
 from ctx_compact.cli import main
+from ctx_compact.cli import progress as cli_progress
+from ctx_compact.cli.work import Outcome, Settings, do_line
 
 ROOT = Path(__file__).resolve().parent.parent
 WEATHER = ROOT / "examples" / "weather.json"
@@ -52,7 +54,7 @@ def test_progress_on_a_terminal_is_redrawn_then_cleared(
     data.write_bytes(jsonl(MESSAGES, MESSAGES, MESSAGES))
     stderr = _Terminal()
     monkeypatch.setattr(sys, "stderr", stderr)
-    monkeypatch.setattr(_cli_progress, "TERMINAL_INTERVAL", -1)
+    monkeypatch.setattr(cli_progress, "TERMINAL_INTERVAL", -1)
     assert main(["--jsonl", *EXAMPLE, "--stats", str(data)]) == 0
     shown = stderr.getvalue()
     redraws = shown.split("\r")
@@ -70,7 +72,7 @@ def test_progress_on_a_terminal_is_redrawn_then_cleared(
 
 
 def test_progress_forced_for_logs_is_plain_lines(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(_cli_progress, "PLAIN_INTERVAL", -1)
+    monkeypatch.setattr(cli_progress, "PLAIN_INTERVAL", -1)
     done = subprocess.run(
         [sys.executable, "-m", "ctx_compact", "--jsonl", *EXAMPLE, "--progress", "-"],
         input=jsonl(MESSAGES, MESSAGES),
@@ -90,7 +92,7 @@ def test_plain_progress_lines_in_process(
 ):
     data = tmp_path / "data.jsonl"
     data.write_bytes(jsonl(MESSAGES, MESSAGES))
-    monkeypatch.setattr(_cli_progress, "PLAIN_INTERVAL", -1)
+    monkeypatch.setattr(cli_progress, "PLAIN_INTERVAL", -1)
     assert main(["--jsonl", *EXAMPLE, "--progress", str(data)]) == 0
     out, err = capsys.readouterr()
     assert out == KEPT_LINE.decode() * 2
@@ -106,7 +108,7 @@ def test_plain_progress_lines_in_process(
 def test_progress_from_a_pipe_has_no_share_or_eta(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
-    monkeypatch.setattr(_cli_progress, "PLAIN_INTERVAL", -1)
+    monkeypatch.setattr(cli_progress, "PLAIN_INTERVAL", -1)
     feed_stdin(monkeypatch, jsonl(MESSAGES))
     assert main(["--jsonl", *EXAMPLE, "--progress"]) == 0
     lines = capsys.readouterr().err.splitlines()
@@ -145,7 +147,7 @@ def test_progress_for_a_log_has_a_first_and_a_last_line_on_a_short_run(tmp_path:
 def test_no_progress_turns_it_off_on_a_terminal(monkeypatch: pytest.MonkeyPatch):
     stderr = _Terminal()
     monkeypatch.setattr(sys, "stderr", stderr)
-    monkeypatch.setattr(_cli_progress, "TERMINAL_INTERVAL", -1)
+    monkeypatch.setattr(cli_progress, "TERMINAL_INTERVAL", -1)
     feed_stdin(monkeypatch, jsonl(MESSAGES))
     assert main(["--jsonl", *EXAMPLE, "--no-progress"]) == 0
     assert stderr.getvalue() == ""
@@ -154,7 +156,7 @@ def test_no_progress_turns_it_off_on_a_terminal(monkeypatch: pytest.MonkeyPatch)
 def test_no_progress_when_standard_error_is_not_a_terminal(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
-    monkeypatch.setattr(_cli_progress, "TERMINAL_INTERVAL", -1)
+    monkeypatch.setattr(cli_progress, "TERMINAL_INTERVAL", -1)
     feed_stdin(monkeypatch, jsonl(MESSAGES, MESSAGES))
     assert main(["--jsonl", *EXAMPLE]) == 0
     assert capsys.readouterr().err == ""
@@ -164,7 +166,7 @@ def test_no_redrawn_progress_when_the_output_is_the_terminal(monkeypatch: pytest
     stderr, stdout = _Terminal(), _Terminal()
     monkeypatch.setattr(sys, "stderr", stderr)
     monkeypatch.setattr(sys, "stdout", stdout)
-    monkeypatch.setattr(_cli_progress, "TERMINAL_INTERVAL", -1)
+    monkeypatch.setattr(cli_progress, "TERMINAL_INTERVAL", -1)
     feed_stdin(monkeypatch, jsonl(MESSAGES))
     assert main(["--jsonl", *EXAMPLE]) == 0
     assert stderr.getvalue() == ""
@@ -174,7 +176,7 @@ def test_no_redrawn_progress_when_the_output_is_the_terminal(monkeypatch: pytest
 def test_array_mode_shows_no_progress_even_on_a_terminal(monkeypatch: pytest.MonkeyPatch):
     stderr = _Terminal()
     monkeypatch.setattr(sys, "stderr", stderr)
-    monkeypatch.setattr(_cli_progress, "TERMINAL_INTERVAL", -1)
+    monkeypatch.setattr(cli_progress, "TERMINAL_INTERVAL", -1)
     assert main([str(WEATHER), *EXAMPLE]) == 0
     assert stderr.getvalue() == ""
 
@@ -185,11 +187,11 @@ def test_progress_needs_jsonl(capsys: pytest.CaptureFixture[str]):
 
 
 def test_progress_text_has_share_rate_and_eta():
-    progress = _cli_progress.Progress("plain", 2_000_000, lambda: 500_000)
+    progress = cli_progress.Progress("plain", 2_000_000, lambda: 500_000)
     assert progress.text(100, 10.0) == (
         "ctx-compact: 100 conversations, 25% of 2.0 MB, 10/s, ETA 0:30"
     )
-    slow = _cli_progress.Progress("plain", 10**9, lambda: 10**8)
+    slow = cli_progress.Progress("plain", 10**9, lambda: 10**8)
     assert slow.text(1, 600.0).endswith("10% of 1.0 GB, 0/s, ETA 1:30:00")
 
 
@@ -256,9 +258,9 @@ def test_unreadable_gzip_is_status_2(
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "orjson":
         orjson = pytest.importorskip("orjson")
-        monkeypatch.setattr(_cli_json, "orjson", orjson)
+        monkeypatch.setattr(cli_json, "orjson", orjson)
     else:
-        monkeypatch.setattr(_cli_json, "orjson", None)
+        monkeypatch.setattr(cli_json, "orjson", None)
     return str(request.param)
 
 
@@ -334,14 +336,14 @@ def test_orjson_and_stdlib_agree_on_any_json(messages: List[Any], budget: int):
     value = {"id": 0, "messages": messages}
     raw = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
     chosen = Settings(max_tokens=budget, keep_head=1, keep_tail=1)
-    saved = _cli_json.orjson
+    saved = cli_json.orjson
     try:
-        _cli_json.orjson = None
+        cli_json.orjson = None
         plain = do_line(chosen, "x", 1, raw)
-        _cli_json.orjson = orjson
+        cli_json.orjson = orjson
         fast = do_line(chosen, "x", 1, raw)
     finally:
-        _cli_json.orjson = saved
+        cli_json.orjson = saved
     assert fast == plain
     if isinstance(plain, Outcome):
         assert plain.output == reference_line(json.loads(raw), budget, 1) + b"\n"

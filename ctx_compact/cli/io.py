@@ -21,7 +21,7 @@ import zlib
 from dataclasses import dataclass
 from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Type, Union
 
-from ._cli_json import utf8_line
+from .json import utf8_line
 
 STDIN_NAME = "<stdin>"
 STDOUT_NAME = "<stdout>"

@@ -1,12 +1,12 @@
-"""The ``ctx-compact`` command line: trim one conversation, or a JSONL dataset of them.
+"""The run: trim one conversation, or a JSONL dataset of them, and the status it ends with.
 
 ``ctx-compact check`` instead reports the tool-pairing problems of each
 conversation, through the public ``check_pairing``, and changes nothing.
 
-This module is the shell: it takes the arguments ``_cli_args`` has checked,
-reads conversations (``_cli_io``), hands each to ``_cli_work`` (which calls the
-public ``compact`` or ``check_pairing``), in this process or in ``--jobs``
-workers (``_cli_jobs``), and writes what comes back. Both modes run through
+This module is the loop: it takes the arguments ``args`` has checked, reads
+conversations (``io``), hands each to ``work`` (which calls the public
+``compact`` or ``check_pairing``), in this process or in ``--jobs`` workers
+(``jobs``), and writes what comes back. Both modes run through
 one guarded runner, ``_run``, which turns every way a run can end into an exit
 status.
 
@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, List, Optional, Sequence
 
-from ._cli_args import (
+from .args import (
     EXIT_DOES_NOT_FIT,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -40,7 +40,7 @@ from ._cli_args import (
     SHOWN_SKIPPED,
     parse_arguments,
 )
-from ._cli_io import (
+from .io import (
     Failure,
     Source,
     UnwritableStdout,
@@ -50,8 +50,8 @@ from ._cli_io import (
     read_jsonl,
     reasons_path,
 )
-from ._cli_progress import Progress
-from ._cli_work import (
+from .progress import Progress
+from .work import (
     PROG,
     Outcome,
     Rejected,
@@ -212,7 +212,7 @@ class _Runner:
             jobs = getattr(args, "jobs", 1) or os.cpu_count() or 1
             if jobs > 1:
                 # multiprocessing is a fifth of the start-up time; only --jobs needs it.
-                from ._cli_jobs import Workers
+                from .jobs import Workers
 
                 workers = files.enter_context(Workers(self.settings, source.name, jobs))
                 done = workers.run(workers.chunks(source), source)

@@ -13,9 +13,9 @@ import signal
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from . import __version__
-from ._cli_io import file_identity, reasons_path
-from ._cli_work import PROG, Budget, number
+from .. import __version__
+from .io import file_identity, reasons_path
+from .work import PROG, Budget, number
 
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
 CHECK = "check"

@@ -26,7 +26,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Union
 
-from ._contract import utf16_length
+from .._contract import utf16_length
 
 orjson: Any
 try:

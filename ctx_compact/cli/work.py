@@ -14,12 +14,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-from ._clearing import clear_tool_results
-from ._cli_io import Failure, conversation, decode, dump, parse, with_messages
-from ._cli_json import Pieces, Unencodable, loads_fast
-from ._compact import CompactResult, compact
-from ._contract import MessageRow, message_views, pairing_problems, prepare
-from ._pairing import PairingProblem, check_pairing
+from .._clearing import clear_tool_results
+from .._compact import CompactResult, compact
+from .._contract import MessageRow, message_views, pairing_problems, prepare
+from .._pairing import PairingProblem, check_pairing
+from .io import Failure, conversation, decode, dump, parse, with_messages
+from .json import Pieces, Unencodable, loads_fast
 
 PROG = "ctx-compact"
 

@@ -39,8 +39,8 @@ from typing import (
     Union,
 )
 
-from ._cli_io import Failure, Source, read_jsonl, read_spans
-from ._cli_work import Done, Settings, serial
+from .io import Failure, Source, read_jsonl, read_spans
+from .work import Done, Settings, serial
 
 Lines = Iterable[Tuple[int, bytes]]
 # Numbered lines read by the main process and sent on.
