@@ -1,6 +1,6 @@
 """The scenario every framework test runs, and the table it adds a row to.
 
-A local provider (``tests/fake_provider.py``) enforces a context limit of
+A local provider (``ctx_compact.testing``) enforces a context limit of
 ``LIMIT`` tokens and the providers' pairing rules, and plays a model that calls
 the first tool offered once after each user prompt. A framework holds a
 conversation of ``TURNS`` tool-using turns with it (two requests a turn) inside
@@ -21,18 +21,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ctx_compact.testing._server import (
-    CHAT_COMPLETIONS_PATH,
-    MESSAGES_PATH,
-    RESPONSES_PATH,
-    FakeProvider,
-    RecordedRequest,
-    RequestRejected,
-    count_tokens,
-    validate_chat_completions,
-    validate_messages,
-    validate_responses,
-)
+from ctx_compact.testing import FakeProvider, RecordedRequest, count_tokens
+from ctx_compact.testing._api import RequestRejected
+from ctx_compact.testing.anthropic import PATH as MESSAGES_PATH
+from ctx_compact.testing.anthropic import validate_messages
+from ctx_compact.testing.openai_chat import PATH as CHAT_COMPLETIONS_PATH
+from ctx_compact.testing.openai_chat import validate_chat_completions
+from ctx_compact.testing.responses import PATH as RESPONSES_PATH
+from ctx_compact.testing.responses import validate_responses
 from middleware import CompactingSession
 
 LIMIT = 1500

@@ -1,0 +1,153 @@
+"""What a provider's module gives the server, and the pieces every such module uses.
+
+A provider API in the kit is one module (``openai_chat``, ``responses``,
+``anthropic``) that offers a ``Route``: the path it serves, the ``Envelope`` its
+errors go out in, and ``serve``, which checks a request body as the provider
+does and returns the reply (a JSON object, or a stream's server-sent events).
+The server only frames, routes and records; it knows no provider's rules.
+
+Standard library only, and independent of ctx-compact's own rules on purpose:
+the kit is a second, separate reading of what each provider accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Union
+
+Json = Dict[str, Any]
+
+
+def count_tokens(value: Any) -> int:
+    """Return the fake provider's token count for one JSON value.
+
+    Args:
+        value: A message, a system prompt or a reply text, as decoded JSON.
+
+    Returns:
+        ``ceil(utf16_len(json.dumps(value, separators=(",", ":"), ensure_ascii=False)) / 4)``.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # surrogatepass: a lone surrogate decoded from a \\uD83D escape counts as one unit.
+    units = len(text.encode("utf-16-le", "surrogatepass")) // 2
+    return -(-units // 4)
+
+
+class RequestRejected(Exception):
+    """A request the provider answers with an error status and a JSON body."""
+
+    def __init__(self, status: int, body: Json) -> None:
+        super().__init__(f"{status}: {json.dumps(body)}")
+        self.status = status
+        self.body = body
+
+
+def json_type(value: Any) -> str:
+    """How the providers' validation messages name a JSON value's type."""
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "null"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call to one of the request's tools, which the reply makes instead of text."""
+
+    call_id: str
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it; Anthropic gets it decoded
+
+
+Reply = Union[str, ToolCall]
+
+
+def output_tokens(reply: Reply) -> int:
+    """A text reply costs ``count_tokens(text)``, a tool call ``count_tokens(arguments)``."""
+    return count_tokens(reply.arguments if isinstance(reply, ToolCall) else reply)
+
+
+def pieces(text: str) -> List[str]:
+    """Split a reply into the word-sized deltas a stream sends."""
+    return re.findall(r"\s*\S+|\s+\Z", text)
+
+
+def sse(data: Any, event: Optional[str] = None) -> bytes:
+    """One server-sent event: an optional ``event:`` line and compact JSON ``data:``."""
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    prefix = f"event: {event}\n" if event else ""
+    return f"{prefix}data: {payload}\n\n".encode()
+
+
+class Envelope(Protocol):
+    """How one provider frames its errors and names the request id it returns."""
+
+    #: The response header that carries the request id.
+    request_id_header: str
+    #: A request header that marks this provider's SDK, for requests no route claims.
+    sdk_header: Optional[str]
+
+    def framing_error(self, message: str, status: int) -> RequestRejected:
+        """The error for a body the server will not read: framing broken (400), too large (413)."""
+
+    def not_found(self, method: str, path: str) -> RequestRejected:
+        """The 404 for a path or method the provider does not serve."""
+
+    def unparseable(self) -> RequestRejected:
+        """The 400 for a body that is not JSON."""
+
+    def failed(self, message: str) -> RequestRejected:
+        """The 500 for a request the kit itself failed on."""
+
+    def identified(self, body: Json, request_id: str) -> Json:
+        """``body`` as sent, with the request id where this provider puts it in a body."""
+
+
+class Model(Protocol):
+    """The model behind every route, for one request (see ``_scripted.ScriptedModel``)."""
+
+    @property
+    def context_limit(self) -> Optional[int]:
+        """The most input tokens a request may hold, or ``None``."""
+
+    def new_id(self, prefix: str) -> str:
+        """A fresh id for a completion, a message or a call: ``prefix`` and a counter."""
+
+    def answer(
+        self, messages: List[Json], tool: Optional[Tool], results: int, call_prefix: str
+    ) -> Reply:
+        """A call to ``tool`` while ``results`` is under ``tool_calls``; text otherwise."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """The first function tool a request offers: its name and its parameters' JSON schema."""
+
+    name: str
+    schema: Any
+
+
+#: What a route returns: a JSON body (sent with 200) or a stream's events.
+Answer = Union[Json, Iterator[bytes]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One POST path of a provider API: its error envelope and what answers it.
+
+    ``serve(body, model)`` gets the decoded JSON body and returns the reply, or
+    raises ``RequestRejected`` with the provider's own status and body.
+    """
+
+    path: str
+    envelope: Envelope
+    serve: Callable[[Any, Model], Answer]
