@@ -13,7 +13,7 @@ must be edited is replaced by its edited JSON view (``model_dump(mode="json",
 exclude_unset=True)``, the mapping the SDK sends), since a pydantic model cannot
 be copied with one field changed without knowing its type.
 
-The work is split as in ``_compact``: ``ResultClearing`` and ``ThinkingClearing``
+The work is split as in ``_compact``: ``ToolResultClearing`` and ``ThinkingClearing``
 hold checked options and decide from the messages' views and per-message counts
 alone (``apply``), so a caller that already has counts (the middleware's session
 cache) does not count twice; ``clear_tool_results`` and ``clear_thinking`` check,
@@ -49,10 +49,13 @@ from ._checks import (
     check_target_tokens,
     check_tool_names,
 )
-from ._formats import CALL_OUTPUTS, OUTPUT_TYPES, call_ids, hashable, item_call_id
 from ._steps import reduction, step_began, step_size
 from ._tokens import CountTokens, count_all, count_one, prefix_sums
-from ._views import blocks, is_list, message_views
+from ._views import message_views
+from .formats import ToolCall, recognise
+from .formats._shapes import blocks, hashable, is_block, is_list
+from .formats.anthropic import THINKING_BLOCKS
+from .formats.responses import CALL_OUTPUTS, OUTPUT_TYPES
 
 # The defaults, said once: the public functions and the option objects use these.
 KEEP = 3
@@ -64,20 +67,6 @@ KEEP_TURNS = 1
 # an object; every provider (and every SDK or proxy that parses arguments back)
 # accepts an empty object where a tool's arguments go.
 EMPTY_ARGUMENTS = "{}"
-
-# Responses output items whose output can be replaced by the placeholder, with the
-# field that holds it. Not here: ``computer_call_output`` (its output must be a
-# screenshot object) and ``tool_search_output`` (its output is the tool list the
-# model may use).
-_RESPONSES_OUTPUT_FIELDS = {
-    "function_call_output": "output",
-    "custom_tool_call_output": "output",
-    "local_shell_call_output": "output",
-    "shell_call_output": "output",
-    "apply_patch_call_output": "output",
-    "program_output": "result",
-}
-_THINKING_BLOCKS = ("thinking", "redacted_thinking")
 
 E = TypeVar("E")
 
@@ -146,25 +135,13 @@ class ClearResult(Generic[E]):
 
 
 @dataclass(frozen=True)
-class _Call:
-    index: int
-    where: str  # "tool_calls" (Chat), "content" (an Anthropic block) or "item" (Responses)
-    position: int  # in tool_calls or content; 0 for an item
-    name: Optional[str]
-
-
-@dataclass(frozen=True)
 class _Result:
     index: int
     block: Optional[int]  # position in an Anthropic user message's content
     field: str  # the key holding the result's content
     call_id: Any
-    call: Optional[_Call]
+    call: Optional[ToolCall]
     clearable: bool  # has content, other than the placeholder, that may be replaced
-
-
-def _name(value: object) -> Optional[str]:
-    return value if isinstance(value, str) else None
 
 
 def _has_content(value: object, placeholder: str) -> bool:
@@ -191,70 +168,40 @@ def _shell_clearable(output: object, placeholder: str) -> bool:
 
 
 def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[_Result]:
-    """Every tool result in order, each with the call it answers (the latest one with its id)."""
-    calls: Dict[Any, _Call] = {}
+    """Every tool result in order, each with the call it answers (the latest one with its id).
+
+    Each message is read by the format that recognises it (``formats.recognise``,
+    which refuses what none does, as grouping does).
+    """
+    calls: Dict[Any, ToolCall] = {}
     results: List[_Result] = []
     for i, view in enumerate(views):
-        role = view.get("role")
-        if role == "assistant":
-            if call_ids(view, i):  # validates tool_calls
-                for j, call in enumerate(view["tool_calls"]):
-                    key = hashable(call.get("id"))
-                    function = call.get("function")
-                    name = function.get("name") if isinstance(function, Mapping) else None
-                    if key is not None:
-                        calls[key] = _Call(i, "tool_calls", j, _name(name))
-            for k, block in enumerate(blocks(view)):
-                if isinstance(block, Mapping) and block.get("type") == "tool_use":
-                    key = hashable(block.get("id"))
-                    if key is not None:
-                        calls[key] = _Call(i, "content", k, _name(block.get("name")))
-        elif role == "tool":
-            call_id = view.get("tool_call_id")
+        fmt = recognise(view, i)
+        if fmt is None:
+            continue
+        for call in fmt.tool_calls(view, i):
+            own, *others = call.ids
+            own = hashable(own)
+            if own is not None:
+                calls[own] = call
+            for other in others:  # another id it may be answered by
+                calls.setdefault(hashable(other), call)
+        for result in fmt.tool_results(view, i):
+            value = result.value
+            if result.chunks:
+                clearable = _shell_clearable(value, placeholder)
+            else:
+                clearable = _has_content(value, placeholder)
             results.append(
                 _Result(
                     i,
-                    None,
-                    "content",
-                    call_id,
-                    calls.get(hashable(call_id)),
-                    _has_content(view.get("content"), placeholder),
+                    result.block,
+                    result.field,
+                    result.call_id,
+                    calls.get(hashable(result.call_id)),
+                    clearable,
                 )
             )
-        elif role == "user":
-            for k, block in enumerate(blocks(view)):
-                if isinstance(block, Mapping) and block.get("type") == "tool_result":
-                    call_id = block.get("tool_use_id")
-                    results.append(
-                        _Result(
-                            i,
-                            k,
-                            "content",
-                            call_id,
-                            calls.get(hashable(call_id)),
-                            _has_content(block.get("content"), placeholder),
-                        )
-                    )
-        elif role is None:
-            kind = view.get("type")
-            if kind in CALL_OUTPUTS:
-                call = _Call(i, "item", 0, _name(view.get("name")) or kind)
-                key = hashable(item_call_id(view))
-                if key is not None:
-                    calls[key] = call
-                if kind == "local_shell_call":  # its output may answer by either id
-                    calls.setdefault(hashable(view.get("id")), call)
-            field = _RESPONSES_OUTPUT_FIELDS.get(kind) if isinstance(kind, str) else None
-            if field is not None:
-                call_id = item_call_id(view)
-                value = view.get(field)
-                if kind == "shell_call_output":
-                    clearable = _shell_clearable(value, placeholder)
-                else:
-                    clearable = _has_content(value, placeholder)
-                results.append(
-                    _Result(i, None, field, call_id, calls.get(hashable(call_id)), clearable)
-                )
     return results
 
 
@@ -317,7 +264,7 @@ def _clear_result(editor: _Editor, result: _Result, placeholder: str) -> None:
         message[result.field] = placeholder
 
 
-def _clear_input(editor: _Editor, call: _Call, placeholder: str) -> bool:
+def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
     """Clear a call's arguments where the format has a free-form place for them."""
     view = editor.views[call.index]
     if call.where == "item":
@@ -352,10 +299,10 @@ def _output(messages: Sequence[Any], edited: Mapping[int, Any]) -> List[Any]:
 
 
 @dataclass(frozen=True)
-class ResultClearing:
+class ToolResultClearing:
     """The checked options of ``clear_tool_results``, and the clearing itself.
 
-    Build it with ``ResultClearing.checked(...)`` to validate user-given options
+    Build it with ``ToolResultClearing.checked(...)`` to validate user-given options
     once (for example when a decorator is applied), then call ``apply`` per call.
     """
 
@@ -372,7 +319,7 @@ class ResultClearing:
         exclude_tools: object = (),
         placeholder: object = PLACEHOLDER,
         clear_inputs: object = False,
-    ) -> ResultClearing:
+    ) -> ToolResultClearing:
         """Validate the options; errors name the option.
 
         Raises:
@@ -551,7 +498,7 @@ def clear_tool_results(
     budget = check_max_tokens(max_tokens)
     target = check_target_tokens(target_tokens, budget)
     check_callable(count_tokens, "count_tokens")
-    options = ResultClearing.checked(
+    options = ToolResultClearing.checked(
         keep=keep, exclude_tools=exclude_tools, placeholder=placeholder, clear_inputs=clear_inputs
     )
     msgs = check_messages(messages)
@@ -570,16 +517,14 @@ def _starts_turn(view: Mapping[str, Any]) -> bool:
     """A user's own message: a user message that does not carry tool results."""
     if view.get("role") != "user":
         return False
-    return not any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in blocks(view))
+    return not any(is_block(b, "tool_result") for b in blocks(view))
 
 
 def _is_call(view: Mapping[str, Any]) -> bool:
     if view.get("role") is None:
         kind = view.get("type")
         return kind in CALL_OUTPUTS or kind in OUTPUT_TYPES
-    return bool(view.get("tool_calls")) or any(
-        isinstance(b, Mapping) and b.get("type") == "tool_use" for b in blocks(view)
-    )
+    return bool(view.get("tool_calls")) or any(is_block(b, "tool_use") for b in blocks(view))
 
 
 def _loop_in_progress(views: Sequence[Mapping[str, Any]], turn_start: int) -> bool:
@@ -630,7 +575,7 @@ def _find_thinking(views: Sequence[Mapping[str, Any]], keep_turns: int) -> List[
             thinking = tuple(
                 (k, b["type"])
                 for k, b in enumerate(content)
-                if isinstance(b, Mapping) and b.get("type") in _THINKING_BLOCKS
+                if isinstance(b, Mapping) and b.get("type") in THINKING_BLOCKS
             )
             if thinking:
                 with_thinking.append(turn)
@@ -671,7 +616,7 @@ class ThinkingClearing:
         """Clear the thinking of earlier turns, from already-computed counts.
 
         Args:
-            messages, views, counts, count_tokens: As for ``ResultClearing.apply``.
+            messages, views, counts, count_tokens: As for ``ToolResultClearing.apply``.
             max_tokens: Stop once the total fits; ``None`` clears all that may be.
 
         Returns:

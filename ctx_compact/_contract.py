@@ -14,7 +14,7 @@ imports from this module's users.
   ``regroup_from`` says where an incremental caller must group afresh;
   ``sdk_dump``, the JSON an SDK object is seen as; ``CALL_OUTPUTS``, the
   Responses call item types (what the model writes) and their outputs' types.
-- Clearing before dropping: ``ResultClearing`` and ``ThinkingClearing`` (checked
+- Clearing before dropping: ``ToolResultClearing`` and ``ThinkingClearing`` (checked
   options, built once with ``.checked(...)``; ``.apply(messages, views, counts,
   max_tokens=..., count_tokens=...)`` clears from counts already made and returns
   the result with the output's per-message counts; clearing tool results keeps
@@ -45,9 +45,8 @@ from ._checks import (
     check_summary,
     check_summary_role,
 )
-from ._clearing import ResultClearing, ThinkingClearing
+from ._clearing import ThinkingClearing, ToolResultClearing
 from ._compact import Compaction, MessageRow, measure, prepare
-from ._formats import CALL_OUTPUTS
 from ._grouping import group_bounds, regroup_from
 from ._pairing import pairing_problems
 from ._steps import step_of
@@ -59,7 +58,12 @@ from ._tokens import (
     prefix_sums,
     utf16_length,
 )
-from ._views import message_views, sdk_dump
+from ._views import message_views
+from .formats._shapes import sdk_dump
+from .formats.responses import CALL_OUTPUTS
+
+# The 0.2.0 name, until middleware/_options.py imports ToolResultClearing: not in __all__.
+ResultClearing = ToolResultClearing
 
 __all__ = [
     "CALL_OUTPUTS",
@@ -67,8 +71,8 @@ __all__ = [
     "Compaction",
     "CountTokens",
     "MessageRow",
-    "ResultClearing",
     "ThinkingClearing",
+    "ToolResultClearing",
     "check_callable",
     "check_keep",
     "check_max_tokens",

@@ -3,24 +3,10 @@
 A group is the smallest contiguous run of messages that closes every call
 opened in it and every answer given in it, whatever the format, so dropping
 whole groups can never separate a call from its answer. One list may mix
-formats; what links two messages:
-
-- OpenAI Chat Completions: a ``tool`` message answering one of the ``tool_calls``
-  ids of the assistant message whose run of ``tool`` messages it is in (the
-  provider wants the answers right after the call). A ``tool`` message answering
-  none of them joins nothing, but does not end the run, as it does not for the
-  provider.
-- Legacy Chat Completions: an assistant's ``function_call`` and the ``function``
-  message right after it.
-- Anthropic Messages: a user message starting with ``tool_result`` blocks and
-  the assistant message right before it, when one of those blocks answers one of
-  its ``tool_use`` ids (``thinking`` blocks live in the same message as the
-  ``tool_use``).
-- OpenAI Responses input items: a ``*_call`` item (``function_call``,
-  ``custom_tool_call``, ``computer_call``, ...) and its ``*_call_output``,
-  however far apart, matched by ``call_id`` (see ``Matcher``); an
-  ``mcp_approval_request`` and its ``mcp_approval_response``.
-- A ``reasoning`` item and the message right after it, whatever that message is.
+formats. What links two messages is each format's own rule (``formats``:
+``chat``, ``anthropic``, ``responses``); the rule here is generic: each message
+is read by the format that recognises it, which says the earliest message it
+must stay with, and the message joins that message's group.
 
 Broken input stays droppable in small pieces: a call that is never answered and
 an answer whose call is absent (or not where the provider wants it) link to
@@ -36,24 +22,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping
-from typing import Any, FrozenSet, List, Optional, Sequence
+from typing import Any, List, Sequence
 
-from ._formats import (
-    CALL_OUTPUTS,
-    OUTPUT_TYPES,
-    Matcher,
-    call_ids,
-    call_keys,
-    item_type,
-    key,
-    leading_results,
-    output_key,
-    result_ids,
-    tool_use_ids,
-)
-from ._views import blocks, message_view
-
-_NO_IDS: FrozenSet[Any] = frozenset()
+from ._views import message_view, message_views
+from .formats import FOLLOWED, Links, recognise
+from .formats.responses import answers_earlier
 
 
 def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int]:
@@ -70,76 +43,24 @@ def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int
         The start index of each group from ``start`` on, then ``len(views)``.
 
     Raises:
-        InvalidMessageError: A message's ``tool_calls`` is malformed, or an id or
-            a ``type`` is not hashable. The error names the index.
+        InvalidMessageError: A message's ``tool_calls`` is malformed, an id or a
+            ``type`` is not hashable, or it carries tool structure no format
+            recognises (see ``formats``). The error names the index.
     """
     n = len(views)
     bounds: List[int] = []
-    calls = Matcher()  # Responses calls and their outputs
-    approvals = Matcher()  # MCP approval requests and their responses
-    run_at = -1  # the assistant whose tool_calls the current run of tool messages answers
-    run_ids: Optional[FrozenSet[Any]] = None
-    # What the previous message leaves open for this one:
-    uses: Optional[List[Any]] = None  # an assistant's tool_use ids
-    function_call = False  # a legacy function_call
-    reasoning = False  # a reasoning item: it stays with whatever follows
+    links = Links()
     for i in range(start, n):
-        message = views[i]
-        role = message.get("role")
-        # The earliest message this one must stay with; every partner is before it.
-        linked = i - 1 if reasoning else -1
-        reasoning = False
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            try:
-                if call_id in (run_ids or _NO_IDS):  # checks every id is hashable
-                    linked = run_at
-            except TypeError:
-                key(call_id, i, "tool_call_id")  # raises, naming the field
-            uses, function_call = None, False
-        elif role == "assistant":
-            run_ids = None
-            if message.get("tool_calls"):
-                ids = call_ids(message, i)
-                if ids:
-                    run_at, run_ids = i, ids
-            content = message.get("content")
-            uses = (
-                tool_use_ids(blocks(message, i), i)
-                if content and type(content) is not str
-                else None
-            )
-            function_call = bool(message.get("function_call"))
-        elif role is None:  # Responses API items carry a type, not a role
-            kind = message.get("type")
-            if type(kind) is not str:
-                kind = item_type(message, i)
-            if kind in CALL_OUTPUTS:
-                calls.open(call_keys(message, i), i)
-            elif kind in OUTPUT_TYPES:
-                found = calls.answer(output_key(message, i))
-                if found is not None:
-                    linked = found
-            elif kind == "reasoning":
-                reasoning = True
-            elif kind == "mcp_approval_request":
-                approvals.open([key(message.get("id"), i, "an approval request's id")], i)
-            elif kind == "mcp_approval_response":
-                request = key(message.get("approval_request_id"), i, "approval_request_id")
-                found = approvals.answer(request)
-                if found is not None:
-                    linked = found
-            run_ids, uses, function_call = None, None, False
+        view = views[i]
+        followed = links.left is FOLLOWED
+        fmt = recognise(view, i)
+        if fmt is None:  # plain text: it answers nothing and leaves nothing open
+            links.left = None
+            linked = -1
         else:
-            run_ids = None
-            if role == "function":
-                if function_call:
-                    linked = i - 1
-            elif role == "user" and uses:
-                answers = result_ids(leading_results(blocks(message, i)), i)
-                if any(u in uses for u in answers):
-                    linked = i - 1
-            uses, function_call = None, False
+            linked = fmt.link(view, i, links)
+        if linked < 0 and followed:
+            linked = i - 1
         if linked < 0:
             bounds.append(i)
         else:
@@ -188,40 +109,11 @@ def regroup_from(messages: Sequence[Any], bounds: Sequence[int], keep: int) -> i
     if i >= 0 and i < earliest and _view(messages, i).get("role") == "assistant":
         earliest = i
     position = bisect_right(bounds, earliest) - 1
-    if _answers_before(messages, bounds[position], keep):
+    start = bounds[position]
+    if answers_earlier(message_views(messages, start), start, keep):
         return 0
     return position
 
 
 def _view(messages: Sequence[Any], index: int) -> Mapping[str, Any]:
     return message_view(messages[index], index)
-
-
-def _answers_before(messages: Sequence[Any], start: int, keep: int) -> bool:
-    """Whether an item from ``keep`` on answers no call from ``start`` on.
-
-    Such an output answers an earlier call, or none at all; either way grouping
-    from ``start`` could not see it. Malformed items are left for ``group_bounds``
-    to report.
-    """
-    calls, approvals = Matcher(), Matcher()
-    for i in range(start, len(messages)):
-        item = _view(messages, i)
-        if item.get("role") is not None:
-            continue
-        try:
-            kind = item_type(item, i)
-            if kind in CALL_OUTPUTS:
-                calls.open(call_keys(item, i), i)
-            elif kind == "mcp_approval_request":
-                approvals.open([key(item.get("id"), i, "an approval request's id")], i)
-            elif kind in OUTPUT_TYPES:
-                if calls.answer(output_key(item, i)) is None and i >= keep:
-                    return True
-            elif kind == "mcp_approval_response":
-                request = key(item.get("approval_request_id"), i, "approval_request_id")
-                if approvals.answer(request) is None and i >= keep:
-                    return True
-        except (TypeError, ValueError):
-            return True
-    return False

@@ -22,19 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Dict, List, Optional
 
 from ._errors import InvalidMessageError
-from ._frameworks import framework_view
-
-
-def sdk_dump(value: Any) -> Any:
-    """The JSON an SDK sends for one of its pydantic objects, or ``None`` if it is not one."""
-    dump = getattr(value, "model_dump", None)
-    if dump is None or not callable(dump) or isinstance(value, type):
-        return None
-    return dump(mode="json", exclude_unset=True)
-
-
-def _dump_failed(value: Any, exc: Exception) -> str:
-    return f"{type(value).__name__}.model_dump() failed ({exc}); pass plain dicts"
+from .formats._shapes import dump_failed, sdk_dump
+from .formats.frameworks import framework_view
 
 
 def _dataclass_fields(value: Any) -> Optional[Dict[str, Any]]:
@@ -61,7 +50,7 @@ def to_json_compatible(value: object) -> object:
     try:
         dumped = sdk_dump(value)
     except Exception as exc:  # the estimator reports a TypeError with the message's index
-        raise TypeError(_dump_failed(value, exc)) from exc
+        raise TypeError(dump_failed(value, exc)) from exc
     if dumped is not None:
         return dumped
     fields = _dataclass_fields(value)
@@ -142,7 +131,7 @@ def plain(value: Any, index: Optional[int] = None) -> Any:
     try:
         dumped = sdk_dump(value)
     except Exception as exc:
-        raise InvalidMessageError(_dump_failed(value, exc), index) from exc
+        raise InvalidMessageError(dump_failed(value, exc), index) from exc
     if dumped is not None:
         return plain(dumped, index)  # a custom model_dump may still hold objects
     fields = _dataclass_fields(value)
@@ -181,7 +170,7 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
         try:
             view = sdk_dump(message)
         except Exception as exc:
-            raise InvalidMessageError(_dump_failed(message, exc), index) from exc
+            raise InvalidMessageError(dump_failed(message, exc), index) from exc
         if isinstance(view, Mapping):
             mapping: Mapping[str, Any] = view
             if holds_objects(mapping):  # a custom model_dump
@@ -217,37 +206,3 @@ def message_views(messages: Sequence[Any], start: int = 0) -> Sequence[Mapping[s
             views = list(messages)
         views[i] = message_view(message, i)
     return messages if views is None else views
-
-
-def is_list(value: object) -> bool:
-    """Whether ``value`` is a JSON array: a sequence other than a string."""
-    kind = type(value)
-    if kind is list or kind is tuple:  # the usual cases, without the ABC machinery
-        return True
-    if kind is str or value is None:  # string content, or none at all
-        return False
-    return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))
-
-
-def blocks(message: Mapping[str, Any], index: Optional[int] = None) -> Sequence[Any]:
-    """An Anthropic-style content block list, or ``()`` for string or missing content.
-
-    SDK block objects (``{"role": "assistant", "content": response.content}``, as
-    users append a reply) are seen as the mappings the SDK sends for them.
-
-    Raises:
-        InvalidMessageError: A block's ``model_dump`` fails; the error names ``index``.
-    """
-    content: Sequence[Any] = message.get("content") or ()
-    if not is_list(content):
-        return ()
-    if all(type(b) is dict for b in content):
-        return content
-    return [b if isinstance(b, Mapping) else _block_view(b, index) for b in content]
-
-
-def _block_view(block: Any, index: Optional[int]) -> Any:
-    try:
-        return sdk_dump(block) or block
-    except Exception as exc:
-        raise InvalidMessageError(_dump_failed(block, exc), index) from exc

@@ -39,7 +39,7 @@ from ctx_compact import (
     clear_tool_results,
     estimate_tokens,
 )
-from ctx_compact._contract import ResultClearing, count_all, group_bounds, message_views
+from ctx_compact._contract import ToolResultClearing, count_all, group_bounds, message_views
 
 Message = Dict[str, Any]
 BIG = "x" * 400  # a tool output worth ~100 tokens
@@ -631,11 +631,11 @@ def test_bad_options_name_the_option(options: Dict[str, Any], error: type, name:
 
 
 def test_options_object_validates_once() -> None:
-    assert ResultClearing.checked(exclude_tools=["a"]) == ResultClearing(
+    assert ToolResultClearing.checked(exclude_tools=["a"]) == ToolResultClearing(
         exclude_tools=frozenset({"a"})
     )
     with pytest.raises(ValueError, match="keep"):
-        ResultClearing.checked(keep=-2)
+        ToolResultClearing.checked(keep=-2)
 
 
 @pytest.mark.parametrize(
@@ -815,7 +815,7 @@ def test_engine_apply_reuses_counts() -> None:
     messages = anthropic_history(4)
     views = message_views(messages)
     counts = count_all(views, None)
-    options = ResultClearing.checked(keep=1)
+    options = ToolResultClearing.checked(keep=1)
     result, new_counts = options.apply(messages, views, counts, max_tokens=1, count_tokens=None)
     assert new_counts == count_all(message_views(result.messages), None)
     assert counts == count_all(views, None)  # the caller's counts are not changed

@@ -16,7 +16,7 @@ import pytest
 
 from ctx_compact import check_pairing
 from ctx_compact._contract import group_bounds
-from ctx_compact._frameworks import framework_view
+from ctx_compact.formats.frameworks import framework_view
 from ctx_compact.testing import FakeProvider
 
 

@@ -1,0 +1,40 @@
+"""One reason a provider would reject a request: what every format's pairing check reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence, Tuple
+
+
+@dataclass(frozen=True)
+class PairingProblem:
+    """One reason a provider would reject the request.
+
+    Attributes:
+        index: The position of the offending message or item.
+        code: A stable identifier of the kind of problem: ``"orphan_tool_result"``,
+            ``"unknown_tool_call_id"``, ``"missing_tool_results"``,
+            ``"orphan_function_result"`` (OpenAI Chat),
+            ``"missing_tool_result_blocks"``, ``"tool_result_not_at_start"``,
+            ``"unexpected_tool_result"`` (Anthropic), ``"missing_call_output"``,
+            ``"orphan_call_output"``, ``"reasoning_without_following_item"``
+            (OpenAI Responses).
+        ids: The tool call, tool use or item ids concerned (for a legacy
+            ``function`` message, which has no id, its function's name).
+        provider: ``"openai"``, ``"anthropic"`` or ``"openai-responses"``.
+        message: The provider's own wording for the rejection.
+    """
+
+    index: int
+    code: str
+    ids: Tuple[str, ...]
+    provider: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"message {self.index}: {self.message}"
+
+
+def names(ids: Sequence[Any]) -> Tuple[str, ...]:
+    """Ids as the strings a ``PairingProblem`` reports them by."""
+    return tuple(str(i) for i in ids)

@@ -1,0 +1,147 @@
+"""The wire formats: one module each, all behind one small interface.
+
+Every format the core reads is a ``Format`` object in ``FORMATS``; grouping
+(``_grouping``), the pairing check (``_pairing``) and clearing (``_clearing``)
+are one generic rule each over this interface, and name no format. A format:
+
+- ``carries(view)``: the tool structure of the format a message holds (the
+  keys, roles, block or item types, as they are named in an error), ``()`` if
+  none; ``check(view, index, structure)`` refuses it where the format does not
+  allow it;
+- ``link(view, index, links)``: the earliest message the message must stay
+  with (what it answers), ``-1`` for none, and what it leaves open for the
+  next message in ``links`` (what it opens);
+- ``problems(views)``: its pairing problems, in the provider's own words;
+- ``tool_calls(view, index)`` and ``tool_results(view, index)``: its tool
+  calls and results, for clearing.
+
+Where a conversation may resume after a cut: every format read today accepts
+any group boundary, so nothing here says otherwise yet. Thinking (Anthropic's
+blocks, Responses' reasoning items) is read by ``_clearing`` from the names the
+formats export (``anthropic.THINKING_BLOCKS``).
+
+Which format reads a message (``recognise``): the one whose tool structure it
+carries; a message carrying none is plain text, read by the format owning its
+role (``tool``/``function``: Chat Completions; no role: Responses) or by none.
+
+Tool structure no format recognises is refused with an ``InvalidMessageError``
+naming the index and the keys, never grouped as plain text:
+
+- the structure of two formats in one message (``tool_calls`` or
+  ``function_call`` with ``tool_use``/``tool_result`` blocks, with a Responses
+  call, output or reasoning ``type``, or on a ``tool``/``function`` message);
+- ``tool_calls`` or ``function_call`` on anything but an assistant message
+  (an item without a role included);
+- a ``tool_use`` block outside an assistant message;
+- a role-less item whose type ends in ``_call`` or ``_call_output`` and that is
+  neither a call this library pairs, its output, nor a call the provider runs
+  itself (``web_search_call``, ``file_search_call``, ``image_generation_call``,
+  ``code_interpreter_call``, ``mcp_call``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Dict, Iterator, Optional, Protocol, Sequence, Tuple
+
+from .._problems import PairingProblem
+from ._base import FOLLOWED, Links, ToolCall, ToolResult, unrecognised
+from .anthropic import ANTHROPIC
+from .chat import CHAT
+from .responses import RESPONSES
+
+
+class Format(Protocol):
+    """What the generic rules need to know of one wire format."""
+
+    provider: str
+    where: str  # where its tool structure lives: "keys", "content" (blocks) or "items"
+    keys: Tuple[str, ...]  # for "keys": the top-level keys holding it
+
+    def carries(self, view: Mapping[str, Any]) -> bool: ...
+
+    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]: ...
+
+    def check(self, view: Mapping[str, Any], index: int) -> None: ...
+
+    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int: ...
+
+    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]: ...
+
+    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]: ...
+
+    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]: ...
+
+
+FORMATS: Tuple[Format, ...] = (CHAT, ANTHROPIC, RESPONSES)
+
+# The format reading a message that carries no tool structure, by role.
+OWNERS: Dict[Any, Format] = {**dict.fromkeys(CHAT.roles, CHAT), None: RESPONSES}
+
+# Which formats may claim a message: every format that keeps tool structure in
+# top-level keys; with list content, those keeping it in blocks; without a role,
+# those whose items are typed.
+_KEYED = tuple(f for f in FORMATS if f.where == "keys")
+_TEXT = _KEYED
+_BLOCKS = _KEYED + tuple(f for f in FORMATS if f.where == "content")
+_ITEMS = tuple(f for f in FORMATS if f.where == "items") + _KEYED
+# With string content and none of these keys set, a message is read by its role's
+# owner: the usual case, decided without asking the formats.
+_TEXT_KEYS = tuple(k for f in _KEYED for k in f.keys)
+
+
+def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
+    """The format reading ``view``, or ``None`` for plain text no format reads.
+
+    Raises:
+        InvalidMessageError: ``view`` carries tool structure no format recognises
+            (see the module's docstring); the error names the index and the keys.
+    """
+    role = view.get("role")
+    if role is None:
+        candidates = _ITEMS
+    else:
+        content = view.get("content")
+        if content is None or type(content) is str:
+            for k in _TEXT_KEYS:
+                if view.get(k):
+                    break
+            else:
+                return _owner(role)
+            candidates = _TEXT
+        else:
+            candidates = _BLOCKS
+    found: Optional[Format] = None
+    for fmt in candidates:
+        if fmt.carries(view):
+            if found is not None:
+                raise unrecognised(
+                    view,
+                    index,
+                    found.structure(view) + fmt.structure(view),
+                    f"{found.provider} and {fmt.provider} structure in one message",
+                )
+            found = fmt
+    if found is None:
+        return _owner(role)
+    found.check(view, index)
+    return found
+
+
+def _owner(role: Any) -> Optional[Format]:
+    try:
+        return OWNERS.get(role)
+    except TypeError:  # an unhashable role is no format's
+        return None
+
+
+__all__ = [
+    "FOLLOWED",
+    "FORMATS",
+    "OWNERS",
+    "Format",
+    "Links",
+    "ToolCall",
+    "ToolResult",
+    "recognise",
+]

@@ -1,0 +1,107 @@
+"""The JSON shapes every wire format reads: arrays, content blocks, ids, SDK dumps.
+
+Below the formats and the views both: nothing here knows a provider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, FrozenSet, Iterable, Optional
+
+from .._errors import InvalidMessageError
+
+
+def sdk_dump(value: Any) -> Any:
+    """The JSON an SDK sends for one of its pydantic objects, or ``None`` if it is not one."""
+    dump = getattr(value, "model_dump", None)
+    if dump is None or not callable(dump) or isinstance(value, type):
+        return None
+    return dump(mode="json", exclude_unset=True)
+
+
+def dump_failed(value: Any, exc: Exception) -> str:
+    """The reason given when an SDK object's ``model_dump`` raises."""
+    return f"{type(value).__name__}.model_dump() failed ({exc}); pass plain dicts"
+
+
+def is_list(value: object) -> bool:
+    """Whether ``value`` is a JSON array: a sequence other than a string."""
+    kind = type(value)
+    if kind is list or kind is tuple:  # the usual cases, without the ABC machinery
+        return True
+    if kind is str or value is None:  # string content, or none at all
+        return False
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))
+
+
+def is_block(block: Any, kind: str) -> bool:
+    """Whether ``block`` is a content block of type ``kind``."""
+    return isinstance(block, Mapping) and block.get("type") == kind
+
+
+def blocks(message: Mapping[str, Any], index: Optional[int] = None) -> Sequence[Any]:
+    """A content block list, or ``()`` for string or missing content.
+
+    SDK block objects (``{"role": "assistant", "content": response.content}``, as
+    users append a reply) are seen as the mappings the SDK sends for them.
+
+    Raises:
+        InvalidMessageError: A block's ``model_dump`` fails; the error names ``index``.
+    """
+    content: Sequence[Any] = message.get("content") or ()
+    if not is_list(content):
+        return ()
+    if all(type(b) is dict for b in content):
+        return content
+    return [b if isinstance(b, Mapping) else _block_view(b, index) for b in content]
+
+
+def _block_view(block: Any, index: Optional[int]) -> Any:
+    try:
+        return sdk_dump(block) or block
+    except Exception as exc:
+        raise InvalidMessageError(dump_failed(block, exc), index) from exc
+
+
+def key(value: Any, index: int, where: str) -> Any:
+    """``value``, checked to be usable as an id (hashable); an error naming ``where`` if not."""
+    try:
+        hash(value)
+    except TypeError:
+        raise InvalidMessageError(
+            f"{where} must be a string, not {type(value).__name__}", index
+        ) from None
+    return value
+
+
+def id_set(values: Iterable[Any], index: int, where: str) -> FrozenSet[Any]:
+    """The non-``None`` ids among ``values``; an unhashable one is an error naming ``where``."""
+    ids = [value for value in values if value is not None]
+    try:
+        return frozenset(ids)
+    except TypeError:
+        for value in ids:
+            key(value, index, where)  # raises for the first unhashable one
+        raise
+
+
+def hashable(value: Any) -> Any:
+    """``value`` if it can be a set member or dict key, else ``None``."""
+    try:
+        hash(value)
+    except TypeError:
+        return None
+    return value
+
+
+def item_type(item: Mapping[str, Any], index: int) -> Any:
+    """A message's ``type``, checked to be usable as a key."""
+    kind = item.get("type")
+    if type(kind) is str or kind is None:
+        return kind
+    return key(kind, index, "a message's 'type'")
+
+
+def text_name(value: object) -> Optional[str]:
+    """``value`` if it is a string (a tool's name as read from a call), else ``None``."""
+    return value if isinstance(value, str) else None

@@ -1,0 +1,302 @@
+"""OpenAI Responses input items: ``*_call`` items answered by their outputs, by ``call_id``.
+
+Items carry a ``type`` and no ``role``. Grouping: a call item (``function_call``,
+``custom_tool_call``, ``computer_call``, ...) stays with its output however far
+apart, matched by ``call_id`` (see ``Matcher``); an ``mcp_approval_request``
+with its ``mcp_approval_response``; a ``reasoning`` item with the message right
+after it, whatever that message is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+from .._problems import PairingProblem, names
+from ._base import FOLLOWED, Links, ToolCall, ToolResult, unrecognised
+from ._shapes import item_type, key, text_name
+
+PROVIDER = "openai-responses"
+
+# Items that call a tool and the item types that answer them.
+CALL_OUTPUTS = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "computer_call": "computer_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "shell_call": "shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "tool_search_call": "tool_search_output",
+    "program": "program_output",
+}
+OUTPUT_TYPES = frozenset(CALL_OUTPUTS.values())
+# Calls the provider runs itself: the item holds the call and its result, nothing answers it.
+SERVER_CALLS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "image_generation_call",
+        "code_interpreter_call",
+        "mcp_call",
+    }
+)
+# Outputs whose content clearing may replace, with the field holding it. Not here:
+# ``computer_call_output`` (its output must be a screenshot object) and
+# ``tool_search_output`` (its output is the tool list the model may use).
+OUTPUT_FIELDS = {
+    "function_call_output": "output",
+    "custom_tool_call_output": "output",
+    "local_shell_call_output": "output",
+    "shell_call_output": "output",
+    "apply_patch_call_output": "output",
+    "program_output": "result",
+}
+
+_NO_OUTPUT = "No tool output found for {what} {id}."
+_NO_CALL = "No tool call found for {what} output with call_id {id}."
+_REASONING = "Item '{id}' of type 'reasoning' was provided without its required following item."
+
+
+def is_unknown_call(kind: Any) -> bool:
+    """Whether an item type names a tool call or output that this format does not know."""
+    if type(kind) is not str or not (kind.endswith("_call") or kind.endswith("_call_output")):
+        return False
+    return kind not in CALL_OUTPUTS and kind not in OUTPUT_TYPES and kind not in SERVER_CALLS
+
+
+def item_call_id(item: Mapping[str, Any]) -> Any:
+    """The id an output item pairs by (unchecked: see ``key``).
+
+    ``local_shell_call_output`` carries the call's id in its ``id`` field.
+    """
+    call_id = item.get("call_id")
+    if call_id is None and item.get("type") == "local_shell_call_output":
+        return item.get("id")
+    return call_id
+
+
+def output_key(item: Mapping[str, Any], index: int) -> Any:
+    """``item_call_id``, checked to be usable as an id."""
+    return key(item_call_id(item), index, "an output item's call_id")
+
+
+def call_keys(item: Mapping[str, Any], index: int) -> List[Any]:
+    """The ids an output may name to answer a call item.
+
+    A ``local_shell_call`` may be answered through its ``call_id`` or its ``id``
+    (its output names the call in an ``id`` field); every other call through
+    its ``call_id``.
+    """
+    keys = [key(item.get("call_id"), index, "a call item's call_id")]
+    if item.get("type") == "local_shell_call":
+        keys.append(key(item.get("id"), index, "a call item's id"))
+    return keys
+
+
+class Matcher:
+    """Answers matched to calls by id, as the provider pairs Responses items.
+
+    An answer goes to the most recent call that named its id and is not answered
+    yet; a call is answered once. The grouping and the pairing check both match
+    through this one class, so what the check accepts is what the grouping keeps
+    together.
+    """
+
+    __slots__ = ("_answered", "_calls", "_opened")
+
+    def __init__(self) -> None:
+        self._calls: Dict[Any, List[int]] = {}  # id -> indices of the calls naming it
+        self._answered: Set[int] = set()
+        self._opened: Dict[int, Any] = {}  # call index -> the id it is reported under
+
+    def open(self, keys: Sequence[Any], index: int) -> None:
+        """Record the call at ``index``, answerable through any of ``keys``."""
+        self._opened[index] = keys[0]
+        for k in dict.fromkeys(keys):
+            self._calls.setdefault(k, []).append(index)
+
+    def answer(self, call_id: Any) -> Optional[int]:
+        """The index of the call an answer naming ``call_id`` closes, or ``None``."""
+        stack = self._calls.get(call_id)
+        if not stack:
+            return None
+        answered = self._answered
+        while stack and stack[-1] in answered:
+            stack.pop()  # answered through its other id
+        if not stack:
+            return None
+        index = stack.pop()
+        answered.add(index)
+        return index
+
+    def unanswered(self) -> Iterator[Tuple[int, Any]]:
+        """``(index, id)`` of every call not answered, in order."""
+        for index, call_id in self._opened.items():
+            if index not in self._answered:
+                yield index, call_id
+
+
+def answers_earlier(views: Sequence[Mapping[str, Any]], start: int, keep: int) -> bool:
+    """Whether an item from ``keep`` on answers no call from ``start`` on.
+
+    Such an output answers an earlier call, or none at all; either way grouping
+    from ``start`` could not see it. Malformed items are left for grouping to report.
+    """
+    calls, approvals = Matcher(), Matcher()
+    for i in range(start, len(views)):
+        item = views[i]
+        if item.get("role") is not None:
+            continue
+        try:
+            kind = item_type(item, i)
+            if kind in CALL_OUTPUTS:
+                calls.open(call_keys(item, i), i)
+            elif kind == "mcp_approval_request":
+                approvals.open([key(item.get("id"), i, "an approval request's id")], i)
+            elif kind in OUTPUT_TYPES:
+                if calls.answer(output_key(item, i)) is None and i >= keep:
+                    return True
+            elif kind == "mcp_approval_response":
+                request = key(item.get("approval_request_id"), i, "approval_request_id")
+                if approvals.answer(request) is None and i >= keep:
+                    return True
+        except (TypeError, ValueError):
+            return True
+    return False
+
+
+def _what(kind: str) -> str:
+    return kind.replace("_", " ")
+
+
+class ResponsesFormat:
+    """OpenAI Responses input items (role-less, typed)."""
+
+    provider = PROVIDER
+    where = "items"
+    keys: Tuple[str, ...] = ()
+
+    def carries(self, view: Mapping[str, Any]) -> bool:
+        """Whether ``view`` is a role-less tool call, output, reasoning or approval item."""
+        if view.get("role") is not None:
+            return False
+        kind = view.get("type")
+        return type(kind) is str and (
+            kind in CALL_OUTPUTS
+            or kind in OUTPUT_TYPES
+            or kind == "reasoning"
+            or kind.startswith("mcp_approval_")
+            or is_unknown_call(kind)
+        )
+
+    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+        """The item's type, as an error names it."""
+        return (f"type {view.get('type')!r}",)
+
+    def check(self, view: Mapping[str, Any], index: int) -> None:
+        """Refuse a call or output item of a type this format does not know."""
+        if is_unknown_call(view.get("type")):
+            raise unrecognised(
+                view,
+                index,
+                self.structure(view),
+                "not a Responses call or output item type this library knows",
+            )
+
+    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+        """The earliest item ``view`` must stay with, or ``-1``; sets what it leaves open."""
+        links.left = None
+        kind = view.get("type")
+        if type(kind) is not str:
+            kind = item_type(view, index)
+        if kind in CALL_OUTPUTS:
+            _matchers(links)[0].open(call_keys(view, index), index)
+        elif kind in OUTPUT_TYPES:
+            found = _matchers(links)[0].answer(output_key(view, index))
+            if found is not None:
+                return found
+        elif kind == "reasoning":
+            links.left = FOLLOWED
+        elif kind == "mcp_approval_request":
+            request = key(view.get("id"), index, "an approval request's id")
+            _matchers(links)[1].open([request], index)
+        elif kind == "mcp_approval_response":
+            request = key(view.get("approval_request_id"), index, "approval_request_id")
+            found = _matchers(links)[1].answer(request)
+            if found is not None:
+                return found
+        return -1
+
+    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+        """What OpenAI rejects: a call without its output, an output without its call,
+        a reasoning item without its following item."""
+        calls = Matcher()  # the grouping matches outputs to calls through the same class
+        n = len(views)
+        for i, item in enumerate(views):
+            if item.get("role") is not None:
+                continue
+            kind = item_type(item, i)
+            if kind in CALL_OUTPUTS:
+                calls.open(call_keys(item, i), i)
+            elif kind in OUTPUT_TYPES:
+                call_id = output_key(item, i)
+                if calls.answer(call_id) is None:
+                    what = _what(kind[: -len("_output")])
+                    yield PairingProblem(
+                        i,
+                        "orphan_call_output",
+                        names([call_id]),
+                        PROVIDER,
+                        _NO_CALL.format(what=what, id=call_id),
+                    )
+            elif kind == "reasoning":
+                following = views[i + 1] if i + 1 < n else None
+                if (
+                    following is None
+                    or item_type(following, i + 1) in OUTPUT_TYPES
+                    or (following.get("role") in ("user", "system", "developer"))
+                ):
+                    item_id = item.get("id")
+                    yield PairingProblem(
+                        i,
+                        "reasoning_without_following_item",
+                        names([item_id]),
+                        PROVIDER,
+                        _REASONING.format(id=item_id),
+                    )
+        for index, call_id in calls.unanswered():
+            yield PairingProblem(
+                index,
+                "missing_call_output",
+                names([call_id]),
+                PROVIDER,
+                _NO_OUTPUT.format(what=_what(views[index]["type"]), id=call_id),
+            )
+
+    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+        """A call item, answerable by its ``call_id`` (a ``local_shell_call`` also by its id)."""
+        kind = view.get("type")
+        if view.get("role") is None and kind in CALL_OUTPUTS:
+            ids: Tuple[Any, ...] = (item_call_id(view),)
+            if kind == "local_shell_call":
+                ids += (view.get("id"),)
+            yield ToolCall(index, "item", 0, text_name(view.get("name")) or kind, ids)
+
+    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+        """An output item whose content may be cleared."""
+        kind = view.get("type")
+        field = OUTPUT_FIELDS.get(kind) if isinstance(kind, str) else None
+        if field is not None and view.get("role") is None:
+            chunks = kind == "shell_call_output"
+            yield ToolResult(index, None, field, item_call_id(view), view.get(field), chunks)
+
+
+def _matchers(links: Links) -> Tuple[Matcher, Matcher]:
+    """The calls and the MCP approval requests seen so far, matched to their answers."""
+    found: Optional[Tuple[Matcher, Matcher]] = links.memory.get(PROVIDER)
+    if found is None:
+        found = links.memory[PROVIDER] = (Matcher(), Matcher())
+    return found
+
+
+RESPONSES = ResponsesFormat()
