@@ -1,16 +1,34 @@
 """Running intercepted calls: compaction options bound to one callable, in its own shape.
 
-``Interceptor.wrap`` decides the wrapper's shape once (plain, coroutine,
-generator, async generator); each call then finds its messages, compacts them
-through a ``CallRun``, makes the call and reports the event to the hooks and to
-every active session.
+``Interceptor`` decides the wrapper's shape once (plain, coroutine, generator,
+async generator). A call's sequence is written once, in ``Interceptor.sequence``:
+compact (a ``CallRun``), the summary's steps (``_summaries``), the call, the
+report to the hooks and every active session (or a proxy that reports once an
+SDK stream's usage is known), and one retry after a refusal for length. It is a
+generator of the steps that may wait; the sync shell (``call``) and the async
+one (``acall``, also before an async generator's body) carry them out and
+differ only in how they wait, as tenacity's ``iter()`` and httpx's
+``auth_flow`` do. ``BudgetedFunction`` is what ``budgeted`` returns.
 """
 
 from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, TypeVar, cast
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Generator,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+    cast,
+)
 
 import anyio
 import anyio.to_thread
@@ -31,7 +49,7 @@ from ._observe import Pending, observe
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
 from ._state import SessionState, active_states, enter_exclusive_call, leave_exclusive_call
-from ._summaries import Flow, Keep, Lookup, Outcome, Step, Summaries
+from ._summaries import Keep, Lookup, Step, Summaries
 from ._usage import with_response
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,6 +62,26 @@ class Site(Protocol):
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Optional[Located]:
         """The call's messages and how to replace them, or ``None`` when it carries none."""
+
+
+class Invoke(NamedTuple):
+    """Make the call with ``arguments``; the reply is what it returned (awaited on async paths)."""
+
+    arguments: Arguments
+
+
+class Report(NamedTuple):
+    """Record ``event`` in ``states`` and hand it to the hooks; ``shield``: even if cancelled."""
+
+    event: CompactionEvent
+    states: Tuple[SessionState, ...]
+    shield: bool = False
+
+
+CallStep = Union[Step, Invoke, Report]
+# A call's sequence: the steps that may wait, each answered with its reply; it
+# returns what the call returns.
+CallFlow = Generator[CallStep, Any, Any]
 
 
 def wrap_callable(fn: F, options: CompactionOptions, hooks: Sequence[Hook]) -> F:
@@ -176,6 +214,9 @@ class Interceptor:
             else None
         )
         self.site: Site = site if site is not None else ArgSpec.of(fn, options.messages_arg, name)
+        self.summarize_is_async = options.summarize is not None and is_async_callable(
+            options.summarize
+        )
         # Whether a call outside any session makes an event nobody receives: no
         # hooks, and none of the options that act on the event (a retry, a
         # summary, pairing checks). Such a call skips the event.
@@ -189,114 +230,79 @@ class Interceptor:
         self.handle = {
             Kind.SYNC: self.call,
             Kind.ASYNC: self.acall,
-            Kind.GENERATOR: self.generator,
+            Kind.GENERATOR: self.call,
             Kind.ASYNC_GENERATOR: self.agenerator,
         }[kind]
 
-    def start(
-        self,
-        instance: Any,
-        args: Tuple[Any, ...],
-        kwargs: Dict[str, Any],
-        states: Tuple[SessionState, ...],
-    ) -> Optional[CallRun]:
-        """Start the work for one call, or ``None`` when it carries no messages."""
+    def begin(
+        self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> Union[Arguments, CallFlow, None]:
+        """How one call goes on: ``None`` when it carries no messages (it passes through),
+        its compacted arguments when nobody receives its event, else its ``sequence``."""
+        states = active_states()
         located = self.site.locate(instance, args, kwargs)
         if located is None:
             return None
-        return CallRun(self.options, self.name, located, states)
-
-    def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """Compact a sync call's messages, make the call, and report the event."""
-        states = active_states()
-        run = self.start(instance, args, kwargs, states)
-        if run is None:
-            return wrapped(*args, **kwargs)
+        run = CallRun(self.options, self.name, located, states)
         if self.quiet and not states:
             arguments = run.quiet_arguments()
             if arguments is not None:
-                return self._invoke(wrapped, arguments)
-        event = self._event(run, states)
+                return arguments
+        return self.sequence(run, states)
+
+    def sequence(self, run: CallRun, states: Tuple[SessionState, ...]) -> CallFlow:
+        """One call, written once for every shell: summary, call, report, one retry.
+
+        ``run`` has compacted the messages. The flow yields the steps that may
+        wait (the summaries' ``Lookup``/``Summarize``/``Keep``, ``Invoke``,
+        ``Report``); a shell carries each out and sends back its reply, or
+        throws in what it raised. It returns what the call returns (an SDK
+        stream or raw response behind a proxy that reports once usage is known).
+        """
+        event = yield from self._event(run, states)
         try:
-            result = self._invoke(wrapped, run.arguments(event))
+            result = yield Invoke(run.arguments(event))
         except Exception as err:
             retry = self._retry(run, event, err, states)
             if retry is None:
-                self._report(event, states)
+                yield Report(event, states, shield=True)
                 raise
             # The retry's event stands for the request: one request, one event.
-            event = self._event(retry, states)
+            event = yield from self._event(retry, states)
             try:
-                result = self._invoke(wrapped, retry.arguments(event))
+                result = yield Invoke(retry.arguments(event))
             except BaseException:
-                self._report(event, states)
+                yield Report(event, states, shield=True)
                 raise
         except BaseException:
-            self._report(event, states)
-            raise
-        observed = observe(result, lambda: self._pending(event, states), self.is_async)
-        if observed is not None:
-            return observed
-        self._report(with_response(event, result), states)
-        return result
-
-    async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """Compact an async call's messages, await the call, and report the event."""
-        states = active_states()
-        run = self.start(instance, args, kwargs, states)
-        if run is None:
-            return await wrapped(*args, **kwargs)
-        if self.quiet and not states:
-            arguments = run.quiet_arguments()
-            if arguments is not None:
-                return await self._ainvoke(wrapped, arguments)
-        event = await self._aevent(run, states)
-        try:
-            result = await self._ainvoke(wrapped, run.arguments(event))
-        except Exception as err:
-            retry = self._retry(run, event, err, states)
-            if retry is None:
-                with anyio.CancelScope(shield=True):
-                    await self._areport(event, states)
-                raise
-            event = await self._aevent(retry, states)
-            try:
-                result = await self._ainvoke(wrapped, retry.arguments(event))
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await self._areport(event, states)
-                raise
-        except BaseException:
-            # Report even when the call was cancelled: hooks are quick, and the
+            # Reported even when the call was cancelled: hooks are quick, and the
             # sessions' figures must not lose the call.
-            with anyio.CancelScope(shield=True):
-                await self._areport(event, states)
+            yield Report(event, states, shield=True)
             raise
         observed = observe(result, lambda: self._pending(event, states), self.is_async)
         if observed is not None:
             return observed
-        await self._areport(with_response(event, result), states)
+        yield Report(with_response(event, result), states)
         return result
 
-    def _invoke(self, wrapped: Any, arguments: Arguments) -> Any:
-        args, kwargs = arguments
-        if not self.exclusive:
-            return wrapped(*args, **kwargs)
-        token = enter_exclusive_call()
-        try:
-            return wrapped(*args, **kwargs)
-        finally:
-            leave_exclusive_call(token)
+    def _event(
+        self, run: CallRun, states: Tuple[SessionState, ...]
+    ) -> Generator[CallStep, Any, CompactionEvent]:
+        """The call's event with its summary; a summarizer's wrong result is reported, then raised.
 
-    async def _ainvoke(self, wrapped: Any, arguments: Arguments) -> Any:
-        args, kwargs = arguments
-        if not self.exclusive:
-            return await wrapped(*args, **kwargs)
-        token = enter_exclusive_call()
+        A summarizer that raises is not: the summaries' flow turns it into ``summary_error``.
+        """
+        if not run.needs_summary:
+            return run.event(None)
+        summaries = self.summaries
+        assert summaries is not None
+        prefix, head_end, boundaries = run.summary_input
         try:
-            return await wrapped(*args, **kwargs)
-        finally:
-            leave_exclusive_call(token)
+            summary, error = yield from summaries.flow(prefix, head_end, boundaries, run.function)
+        except BaseException:
+            yield Report(run.event(None), states, shield=True)
+            raise
+        return run.event(summary, error)
 
     def _retry(
         self,
@@ -342,96 +348,118 @@ class Interceptor:
             lambda done: self._areport(done, states),
         )
 
-    def _event(self, run: CallRun, states: Tuple[SessionState, ...]) -> CompactionEvent:
-        """The call's event with its summary; a summarizer's wrong result is reported, then raised.
+    # -- the shells: each carries out the sequence's steps, differing only in how it waits --
 
-        A summarizer that raises is not: the flow turns it into ``summary_error``.
-        """
-        if not run.needs_summary:
-            return run.event(None)
-        try:
-            summary, error = self._summary(run)
-        except BaseException:
-            self._report(run.event(None), states)
-            raise
-        return run.event(summary, error)
+    def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """A sync call (or a generator function's): its sequence, each step carried out here."""
+        begun = self.begin(instance, args, kwargs)
+        if begun is None:
+            return wrapped(*args, **kwargs)
+        if isinstance(begun, tuple):
+            return self._invoke(wrapped, begun)
+        reply: Any = None
+        failure: Optional[BaseException] = None
+        while True:
+            try:
+                step = begun.send(reply) if failure is None else begun.throw(failure)
+            except StopIteration as done:
+                return done.value
+            reply = failure = None
+            try:
+                if isinstance(step, Invoke):
+                    reply = self._invoke(wrapped, step.arguments)
+                elif isinstance(step, Report):
+                    self._report(step.event, step.states)
+                else:
+                    reply = self._summary_step(step)
+            except BaseException as exc:
+                failure = exc
 
-    def _flow(self, run: CallRun) -> Tuple[Summaries, Flow]:
+    def _summary_step(self, step: Step) -> Any:
         summaries = self.summaries
         assert summaries is not None
-        prefix, head_end, boundaries = run.summary_input
-        return summaries, summaries.flow(prefix, head_end, boundaries, run.function)
+        if isinstance(step, Lookup):
+            return summaries.fetch(step.keys)
+        if isinstance(step, Keep):
+            return summaries.keep(step.key, step.summary)
+        return summaries.call(step.dropped, step.previous)
 
-    def _summary(self, run: CallRun) -> Outcome:
-        summaries, flow = self._flow(run)
+    async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        """An async call: its sequence, each step awaited here."""
+        begun = self.begin(instance, args, kwargs)
+        if begun is None:
+            return await wrapped(*args, **kwargs)
+        if isinstance(begun, tuple):
+            return await self._ainvoke(wrapped, begun)
+        return await self._adrive(begun, wrapped, True)
+
+    async def _adrive(self, flow: CallFlow, wrapped: Any, awaited: bool) -> Any:
+        """Carry out ``flow``'s steps on an async path; ``awaited``: the callee's result is."""
         reply: Any = None
-        failure: Optional[Exception] = None
+        failure: Optional[BaseException] = None
         while True:
             try:
-                step: Step = flow.throw(failure) if failure is not None else flow.send(reply)
+                step = flow.send(reply) if failure is None else flow.throw(failure)
             except StopIteration as done:
-                return cast(Outcome, done.value)
-            failure = None
+                return done.value
+            reply = failure = None
             try:
-                if isinstance(step, Lookup):
-                    reply = summaries.fetch(step.keys)
-                elif isinstance(step, Keep):
-                    reply = summaries.keep(step.key, step.summary)
-                else:
-                    reply = summaries.call(step.dropped, step.previous)
-            except Exception as exc:
-                failure = exc
-
-    async def _aevent(self, run: CallRun, states: Tuple[SessionState, ...]) -> CompactionEvent:
-        """The async ``_event``: the same flow, awaiting where the sync one blocks."""
-        if not run.needs_summary:
-            return run.event(None)
-        try:
-            summary, error = await self._asummary(run)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self._areport(run.event(None), states)
-            raise
-        return run.event(summary, error)
-
-    async def _asummary(self, run: CallRun) -> Outcome:
-        summaries, flow = self._flow(run)
-        # Only the waiting differs from _summary: a slow store or summarizer (often an
-        # LLM call) runs on a worker thread, an async summarizer is awaited.
-        blocking = summaries.blocking
-        is_async = is_async_callable(summaries.summarize)
-        reply: Any = None
-        failure: Optional[Exception] = None
-        while True:
-            try:
-                step: Step = flow.throw(failure) if failure is not None else flow.send(reply)
-            except StopIteration as done:
-                return cast(Outcome, done.value)
-            failure = None
-            try:
-                if isinstance(step, Lookup):
-                    reply = (
-                        await anyio.to_thread.run_sync(summaries.fetch, step.keys)
-                        if blocking
-                        else summaries.fetch(step.keys)
-                    )
-                elif isinstance(step, Keep):
-                    reply = (
-                        await anyio.to_thread.run_sync(summaries.keep, step.key, step.summary)
-                        if blocking
-                        else summaries.keep(step.key, step.summary)
-                    )
-                else:
-                    if is_async:
-                        reply = summaries.call(step.dropped, step.previous)
+                if isinstance(step, Invoke):
+                    if awaited:
+                        reply = await self._ainvoke(wrapped, step.arguments)
                     else:
-                        reply = await anyio.to_thread.run_sync(
-                            summaries.call, step.dropped, step.previous
-                        )
-                    if inspect.isawaitable(reply):
-                        reply = await reply
-            except Exception as exc:
+                        reply = self._invoke(wrapped, step.arguments)
+                elif isinstance(step, Report):
+                    if step.shield:
+                        with anyio.CancelScope(shield=True):
+                            await self._areport(step.event, step.states)
+                    else:
+                        await self._areport(step.event, step.states)
+                else:
+                    reply = await self._asummary_step(step)
+            except BaseException as exc:
                 failure = exc
+
+    async def _asummary_step(self, step: Step) -> Any:
+        # A slow store or summarizer (often an LLM call) runs on a worker thread, an
+        # async summarizer is awaited; the default store never blocks.
+        summaries = self.summaries
+        assert summaries is not None
+        if isinstance(step, Lookup):
+            if summaries.blocking:
+                return await anyio.to_thread.run_sync(summaries.fetch, step.keys)
+            return summaries.fetch(step.keys)
+        if isinstance(step, Keep):
+            if summaries.blocking:
+                return await anyio.to_thread.run_sync(summaries.keep, step.key, step.summary)
+            return summaries.keep(step.key, step.summary)
+        if self.summarize_is_async:
+            reply = summaries.call(step.dropped, step.previous)
+        else:
+            reply = await anyio.to_thread.run_sync(summaries.call, step.dropped, step.previous)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return reply
+
+    def _invoke(self, wrapped: Any, arguments: Arguments) -> Any:
+        args, kwargs = arguments
+        if not self.exclusive:
+            return wrapped(*args, **kwargs)
+        token = enter_exclusive_call()
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            leave_exclusive_call(token)
+
+    async def _ainvoke(self, wrapped: Any, arguments: Arguments) -> Any:
+        args, kwargs = arguments
+        if not self.exclusive:
+            return await wrapped(*args, **kwargs)
+        token = enter_exclusive_call()
+        try:
+            return await wrapped(*args, **kwargs)
+        finally:
+            leave_exclusive_call(token)
 
     def _report(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> None:
         for state in states:
@@ -447,25 +475,20 @@ class Interceptor:
         for state in states:
             await adispatch(state.hooks, event)
 
-    def generator(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """A generator function: compact when the call is made, return its generator."""
-        return self.call(wrapped, instance, args, kwargs)
-
     async def agenerator(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        """An async generator function: compact before its body starts, then delegate.
+        """An async generator function: its sequence before its body starts, then delegate.
 
         The wrapped body would not start before the first iteration either, so
-        compaction (which may await an async summarizer) happens then.
+        compaction (which may await an async summarizer) happens then. Calling
+        the function only makes the generator: that call is the sequence's ``Invoke``.
         """
-        states = active_states()
-        run = self.start(instance, args, kwargs, states)
-        if run is not None:
-            event = await self._aevent(run, states)
-            try:
-                args, kwargs = run.arguments(event)
-            finally:
-                await self._areport(event, states)
-        inner = wrapped(*args, **kwargs)
+        begun = self.begin(instance, args, kwargs)
+        if begun is None:
+            inner = wrapped(*args, **kwargs)
+        elif isinstance(begun, tuple):
+            inner = self._invoke(wrapped, begun)
+        else:
+            inner = await self._adrive(begun, wrapped, False)
         try:
             sent: Any = None
             thrown: Optional[BaseException] = None
