@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
+import threading
 from itertools import accumulate, islice
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ._checks import check_callable, check_count
 from ._errors import InvalidMessageError
@@ -13,10 +15,74 @@ from ._views import message_view, to_json_compatible
 
 CountTokens = Callable[[Any], int]
 
-# Built once: json.dumps() with non-default options constructs a new encoder on
-# every call. The output is byte-identical to
-# json.dumps(message, separators=(",", ":"), ensure_ascii=False).
+# The estimator's text, as a JSONEncoder: byte-identical to json.dumps(message,
+# separators=(",", ":"), ensure_ascii=False, default=to_json_compatible). Used
+# where the C encoder below is missing or already busy on this thread.
 ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=to_json_compatible)
+
+# JSONEncoder.encode builds a new C encoder (and a markers dict) on every call,
+# which costs as much as serialising a short message. The same C encoder, with
+# the arguments JSONEncoder.iterencode gives it for ENCODER's settings, is built
+# once per thread instead. None when the C accelerator is missing, as json
+# itself then falls back to its Python encoder.
+_MAKE_ENCODER: Optional[Callable[..., Any]] = getattr(json.encoder, "c_make_encoder", None)
+
+
+def _encoder_chunks(value: Any, _indent: int) -> Sequence[str]:
+    """``ENCODER`` in the C encoder's calling convention, where that one cannot be used."""
+    return (ENCODER.encode(value),)
+
+
+class _ThreadEncoder(threading.local):
+    """This thread's C encoder and its ``markers`` (the ids of the containers being encoded).
+
+    Per thread because the markers are state: two threads sharing them would see
+    each other's containers as cycles, and clear each other's after an error.
+    """
+
+    def __init__(self) -> None:
+        self.markers: Dict[int, Any] = {}
+        # While it encodes: a default= hook that counts tokens itself re-enters
+        # here, and must neither share nor clear the outer call's markers.
+        self.busy = False
+        self.chunks: Callable[[Any, int], Sequence[str]] = _encoder_chunks
+        if _MAKE_ENCODER is not None:
+            self.chunks = _MAKE_ENCODER(
+                self.markers,  # check_circular=True
+                to_json_compatible,
+                json.encoder.encode_basestring,  # ensure_ascii=False
+                None,  # indent
+                ENCODER.key_separator,
+                ENCODER.item_separator,
+                False,  # sort_keys
+                False,  # skipkeys
+                True,  # allow_nan
+            )
+
+
+_THREAD = _ThreadEncoder()
+
+
+def compact_json(value: Any) -> str:
+    """The estimator's text for ``value``: ``ENCODER.encode(value)``, from an encoder built once.
+
+    Raises:
+        TypeError: ``value`` holds something JSON cannot serialise.
+        ValueError: ``value`` holds a circular reference.
+        RecursionError: ``value`` is nested too deeply.
+    """
+    state = _THREAD
+    if state.busy:
+        return ENCODER.encode(value)
+    state.busy = True
+    try:
+        return "".join(state.chunks(value, 0))
+    except BaseException:
+        # The C encoder leaves behind the markers of the containers it was inside.
+        state.markers.clear()
+        raise
+    finally:
+        state.busy = False
 
 
 def utf16_length(text: str) -> int:
@@ -40,7 +106,7 @@ def default_count_tokens(message: Any) -> int:
         TypeError: The message holds something JSON cannot serialise.
         ValueError: The message holds a circular reference.
     """
-    return -(-utf16_length(ENCODER.encode(message)) // 4)
+    return -(-utf16_length(compact_json(message)) // 4)
 
 
 def count_one(message: Any, count_tokens: Optional[CountTokens], index: Optional[int]) -> int:
@@ -63,17 +129,31 @@ def count_all(
     """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
     if count_tokens is not None:
         return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
-    encode = ENCODER.encode
+    state = _THREAD
+    own = not state.busy  # else re-entered from a default= hook: leave its markers alone
+    chunks = state.chunks if own else _encoder_chunks
+    state.busy = True
+    join = "".join
     counts: List[int] = []
     try:
         for m in islice(messages, start, None):
-            text = encode(m)
+            text = join(chunks(m, 0))
             counts.append(-(-(len(text) if text.isascii() else utf16_length(text)) // 4))
     except (TypeError, ValueError, RecursionError):
+        if own:
+            state.markers.clear()  # what the C encoder left behind
+            state.busy = False
         # Count the failing message again through the checked path for a clear error.
         index = start + len(counts)
         count_one(messages[index], None, index)
         raise
+    except BaseException:
+        if own:
+            state.markers.clear()
+        raise
+    finally:
+        if own:
+            state.busy = False
     return counts
 
 

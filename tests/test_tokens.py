@@ -7,9 +7,15 @@ so a user message whose content is ``k`` UTF-16 units long is ``28 + k`` units.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import enum
 import json
 import math
+import threading
+import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any
 
@@ -18,7 +24,9 @@ from helpers import contents, exchange, texts, tool_call, user
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctx_compact import InvalidMessageError, compact, compact_with_summary, estimate_tokens
+from ctx_compact import InvalidMessageError, _tokens, compact, compact_with_summary, estimate_tokens
+from ctx_compact._tokens import compact_json, count_all
+from ctx_compact._views import to_json_compatible
 
 
 def utf16_units(text: str) -> int:
@@ -268,3 +276,279 @@ def test_large_int_counts_within_a_float_are_summed_exactly():
     assert result.tokens_before == 3 * big
     assert result.tokens_after == big
     assert result.fits
+
+
+# --- the encoder built once -----------------------------------------------------
+#
+# The estimator serialises through one C encoder per thread instead of a new one
+# per message: its text must be json.dumps' text, byte for byte, and its state
+# (the markers of the containers it is inside) must not outlive an error.
+
+
+def reference_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=to_json_compatible)
+
+
+any_text = st.text(st.one_of(st.characters(), st.characters(categories=["Cs"])), max_size=12)
+json_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(10**40), max_value=10**40),
+    st.floats(),  # nan and the infinities included: allow_nan, as in json.dumps
+    any_text,
+)
+json_keys = st.one_of(any_text, st.integers(), st.floats(), st.booleans(), st.none())
+json_values = st.recursive(
+    json_leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(json_keys, inner, max_size=4),
+        st.dictionaries(any_text, inner, max_size=3).map(MappingProxyType),
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_the_encoder_writes_what_json_dumps_writes(value):
+    assert compact_json(value) == reference_json(value)
+
+
+class FloatSub(float):
+    def __repr__(self) -> str:
+        return "not used"
+
+
+class IntSub(int):
+    def __repr__(self) -> str:
+        return "not used"
+
+
+class StrSub(str):
+    def __str__(self) -> str:
+        return "not used"
+
+
+class DictSub(dict):  # type: ignore[type-arg]
+    pass
+
+
+class ItemsSub(dict):  # type: ignore[type-arg]
+    def items(self):  # type: ignore[no-untyped-def]
+        return [("overridden", True)]
+
+
+class ListSub(list):  # type: ignore[type-arg]
+    pass
+
+
+class Colour(enum.IntEnum):
+    RED = 1
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: ListSub
+
+
+TRICKY = [
+    math.nan,
+    math.inf,
+    -math.inf,
+    -0.0,
+    1e300,
+    5e-324,
+    0.1 + 0.2,
+    2**70,
+    -(2**64),
+    True,
+    None,
+    "",
+    "\ud83c lone \udfff",
+    '"\\/\b\f\n\r\t\x00\x1f\x7f\u2028\u2029',
+    "café 🎉 東京 👩\u200d💻",
+    [],
+    {},
+    (),
+    {"a": [{"b": ({"c": [None]},)}]},
+    {1: "int", 1.5: "float", None: "null", -0.0: "zero"},
+    {True: "bool", False: "bool"},
+    {math.nan: 1, math.inf: 2},
+    FloatSub(1.25),
+    FloatSub(math.nan),
+    IntSub(7),
+    Colour.RED,
+    {Colour.RED: Colour.RED},
+    StrSub("sub"),
+    {StrSub("key"): StrSub("value")},
+    DictSub(role="user", content="hi"),
+    ItemsSub(role="user"),
+    ListSub([1, ListSub([2])]),
+    OrderedDict([("z", 1), ("a", 2)]),
+    MappingProxyType({"role": "user", "content": MappingProxyType({"x": 1})}),
+    Point(1, ListSub([2.5])),
+    {"role": "user", "content": [Point(0, [])]},
+]
+
+
+@pytest.mark.parametrize("value", TRICKY, ids=repr)
+def test_the_encoder_writes_what_json_dumps_writes_for_tricky_values(value):
+    assert compact_json(value) == reference_json(value)
+
+
+def test_the_encoder_refuses_what_json_dumps_refuses():
+    for value in ({"a": object()}, {("tuple", "key"): 1}, {b"bytes": 1}, b"bytes"):
+        with pytest.raises(TypeError) as expected:
+            reference_json(value)
+        with pytest.raises(TypeError) as got:
+            compact_json(value)
+        assert str(got.value) == str(expected.value)
+
+
+def test_a_cycle_still_raises_and_the_encoder_works_after_it():
+    loop: list = []
+    loop.append(loop)
+    message = {"role": "user", "content": loop}
+
+    with pytest.raises(ValueError, match="Circular reference"):
+        compact_json(message)
+    with pytest.raises(InvalidMessageError, match="Circular reference") as caught:
+        compact([user("a"), message, user("b")], max_tokens=100)
+
+    assert caught.value.index == 1
+    loop[0] = "no longer a cycle"
+    assert compact_json(message) == reference_json(message)
+    assert compact([user("a"), message, user("b")], max_tokens=100).fits
+
+
+def test_an_error_in_default_leaves_the_encoder_usable():
+    # The C encoder was inside the message, its content and the object when
+    # default= refused it: had it kept their markers, encoding the same objects
+    # again would be taken for a cycle.
+    content = ["text", object()]
+    message = {"role": "user", "content": content}
+    messages = [user("a"), message]
+
+    with pytest.raises(InvalidMessageError, match="not JSON serializable") as caught:
+        compact(messages, max_tokens=100)
+    assert caught.value.index == 1
+    with pytest.raises(InvalidMessageError, match="not JSON serializable"):
+        estimate_tokens(message)
+
+    content[1] = "now text too"
+    assert estimate_tokens(message) == spec_estimate(message)
+    assert compact(messages, max_tokens=100).tokens_before == sum(map(spec_estimate, messages))
+
+
+class Broken:
+    def model_dump(self, **options: Any) -> Any:
+        raise RuntimeError("the SDK object is broken")
+
+
+def test_a_failing_model_dump_leaves_the_encoder_usable():
+    parts = [Broken()]
+    message = {"role": "user", "content": [{"type": "text", "text": "x", "extra": parts}]}
+
+    with pytest.raises(InvalidMessageError, match="the SDK object is broken"):
+        estimate_tokens(message)
+
+    parts[0] = "plain"  # type: ignore[call-overload]
+    assert estimate_tokens(message) == spec_estimate(message)
+
+
+class CountsWhileDumped:
+    """An SDK object whose model_dump counts tokens itself: the estimator re-entered."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.counted: list = []
+
+    def model_dump(self, **options: Any) -> Any:
+        try:
+            self.counted.append(estimate_tokens(self.inner))
+        except InvalidMessageError as exc:
+            self.counted.append(exc.reason)
+        return {"dumped": True}
+
+
+def test_the_estimator_re_entered_from_default_counts_both_messages():
+    loop: list = []
+    loop.append(loop)
+    good = CountsWhileDumped(user("inner"))
+    bad = CountsWhileDumped({"role": "user", "content": loop})  # fails inside the outer call
+    outer = [{"role": "user", "content": [{"type": "text", "text": "x", "raw": [good, bad]}]}]
+
+    result = compact([*outer, user("after")], max_tokens=1000)
+
+    dumped_block = {"type": "text", "text": "x", "raw": [{"dumped": True}] * 2}
+    plain = {"role": "user", "content": [dumped_block]}
+    assert result.tokens_before == spec_estimate(plain) + spec_estimate(user("after"))
+    assert good.counted == [spec_estimate(user("inner"))]
+    assert "Circular reference" in bad.counted[0]
+
+
+class Slow:
+    """An SDK object that yields the GIL while it is dumped, so that threads interleave."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        self.barrier = barrier
+
+    def model_dump(self, **options: Any) -> Any:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            self.barrier.wait(timeout=5)
+        time.sleep(0.001)
+        return {"dumped": "yes"}
+
+
+def test_threads_encoding_the_same_objects_at_once_do_not_disturb_each_other():
+    # One shared set of markers would see the other thread's containers, the
+    # very objects being encoded here, as cycles, and clear them after an error.
+    workers = 4
+    barrier = threading.Barrier(workers)
+    shared_block = {"type": "text", "text": "é", "raw": [Slow(barrier)]}
+    messages = [user("a"), {"role": "user", "content": [shared_block]}, user("🎉")]
+    broken = [user("a"), {"role": "user", "content": [shared_block, object()]}]
+    dumped_block = {"type": "text", "text": "é", "raw": [{"dumped": "yes"}]}
+    expected = [
+        spec_estimate(m)
+        for m in (user("a"), {"role": "user", "content": [dumped_block]}, user("🎉"))
+    ]
+
+    def work(k: int) -> Any:
+        outcomes = []
+        for _ in range(5):
+            if k == 0:
+                try:
+                    compact(broken, max_tokens=100)
+                except InvalidMessageError as exc:
+                    outcomes.append(exc.index)
+            else:
+                outcomes.append(count_all(messages, None))
+        return outcomes
+
+    with ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(work, range(workers)))
+
+    assert results[0] == [1] * 5
+    assert all(outcome == [expected] * 5 for outcome in results[1:])
+
+
+def test_without_the_c_accelerator_the_encoder_falls_back(monkeypatch):
+    monkeypatch.setattr(_tokens, "_MAKE_ENCODER", None)  # what a fresh thread then builds
+    values = [v for v in TRICKY if not isinstance(v, float) or not math.isnan(v)]
+
+    def in_a_new_thread() -> Any:
+        loop: list = []
+        loop.append(loop)
+        with pytest.raises(ValueError, match="Circular reference"):
+            compact_json(loop)
+        return [compact_json(v) for v in values], count_all([user("é"), user("🎉")], None)
+
+    with ThreadPoolExecutor(1) as pool:
+        texts, counts = pool.submit(in_a_new_thread).result()
+
+    assert texts == [reference_json(v) for v in values]
+    assert counts == [spec_estimate(user("é")), spec_estimate(user("🎉"))]
