@@ -1,36 +1,26 @@
 """The ``ctx-compact`` command's arguments: its two parsers, their help, and what they refuse.
 
-Every option, default and exit status the command documents is defined here
-once; ``parse_arguments`` gives the runner in ``cli`` checked arguments or the
-status to exit with.
+Every option the command documents is defined here once (its defaults are the
+public functions' own, from ``defaults``; its exit statuses are ``status``'s);
+``parse_arguments`` gives the runner in ``run`` checked arguments or the status
+to exit with.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import signal
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import __version__
+from . import status
+from .defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
 from .io import file_identity, reasons_path
-from .work import PROG, Budget, number
+from .words import PROG, SHOWN_SKIPPED, Budget, number
 
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
 CHECK = "check"
-
-EXIT_OK = 0
-EXIT_PIPE_CLOSED = 1
-EXIT_USAGE = 2
-EXIT_DOES_NOT_FIT = 3
-EXIT_SKIPPED = 4  # --skip-invalid skipped at least one line; the rest was written
-# Skipped lines reported one by one on standard error; the closing line counts them all.
-SHOWN_SKIPPED = 20
-EXIT_PAIRING_PROBLEMS = 1  # check mode; a closed stdout there also means problems were found
-# What a shell reports for a command ended by the signal: 128 + its number.
-EXIT_INTERRUPTED = 128 + signal.SIGINT
-EXIT_TERMINATED = 128 + signal.SIGTERM
 
 
 def _budget(text: str) -> Budget:
@@ -73,20 +63,7 @@ def _build_parser() -> argparse.ArgumentParser:
             "  lines are skipped. Input is read as UTF-8. A FILE ending in .gz is read\n"
             "  gunzipped; an --output, --report or --rejects FILE ending in .gz is\n"
             "  written gzipped.\n"
-            "\n"
-            "exit status:\n"
-            "  0  the result fits within --max-tokens\n"
-            "  1  standard output was closed before everything was written\n"
-            "  2  usage error, input that cannot be read, parsed or compacted, or an\n"
-            "     output that cannot be written (--output is left untouched; with\n"
-            "     --jsonl, standard output has the lines before the bad one)\n"
-            "  3  the result does not fit, even with everything droppable dropped\n"
-            "     (the best result is still written; with --jsonl, any conversation)\n"
-            "  4  --skip-invalid skipped at least one bad line (the rest is written);\n"
-            "     it outranks 3, and the last line on standard error says both\n"
-            "  130, 143  interrupted by Ctrl-C or SIGTERM (--output is left untouched)\n"
-            "  128+N  a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)\n"
-            "\n"
+            "\n" + status.help_section(check=False) + "\n"
             "examples:\n"
             "  ctx-compact --max-tokens 150 --keep-tail 2 --stats examples/weather.json\n"
             "  ctx-compact --jsonl --max-tokens 4000 -o trimmed.jsonl train.jsonl\n"
@@ -117,16 +94,16 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--keep-head",
         type=_count,
-        default=1,
+        default=KEEP_HEAD,
         metavar="N",
-        help="leading messages always kept, widened to whole groups (default: 1)",
+        help=f"leading messages always kept, widened to whole groups (default: {KEEP_HEAD})",
     )
     parser.add_argument(
         "--keep-tail",
         type=_count,
-        default=4,
+        default=KEEP_TAIL,
         metavar="N",
-        help="trailing messages always kept, widened to whole groups (default: 4)",
+        help=f"trailing messages always kept, widened to whole groups (default: {KEEP_TAIL})",
     )
     parser.add_argument(
         "--jsonl",
@@ -170,9 +147,10 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--keep-results",
         type=_count,
-        default=3,
+        default=KEEP_RESULTS,
         metavar="N",
-        help="with --clear-tool-results, the most recent tool results never cleared (default: 3)",
+        help="with --clear-tool-results, the most recent tool results never cleared"
+        f" (default: {KEEP_RESULTS})",
     )
     parser.add_argument(
         "--exclude-tool",
@@ -227,7 +205,7 @@ def _add_dataset_options(parser: argparse.ArgumentParser) -> argparse._ArgumentG
     batch.add_argument(
         "--skip-invalid",
         action="store_true",
-        help=f"skip a line that cannot be used and go on (exit status {EXIT_SKIPPED}); the"
+        help=f"skip a line that cannot be used and go on (exit status {status.SKIPPED}); the"
         f" first {SHOWN_SKIPPED} are reported on standard error, --rejects keeps them all",
     )
     batch.add_argument(
@@ -275,15 +253,7 @@ def _build_check_parser() -> argparse.ArgumentParser:
             "  One line per problem on standard output, in message order:\n"
             "    FILE: message N [PROVIDER CODE] IDS: the provider's own wording\n"
             "  (FILE:LINE with --jsonl), then a summary line on standard error.\n"
-            "\n"
-            "exit status:\n"
-            "  0  no pairing problems\n"
-            "  1  at least one pairing problem\n"
-            "  2  usage error, input that cannot be read or parsed, or standard output\n"
-            "     that cannot be written (no problem lines are written)\n"
-            "  4  --skip-invalid skipped at least one bad line; it outranks 1, and the\n"
-            "     summary line on standard error says both\n"
-            "\n"
+            "\n" + status.help_section(check=True) + "\n"
             "examples:\n"
             "  ctx-compact check examples/broken.json\n"
             "  ctx-compact check --jsonl train.jsonl\n"
@@ -308,15 +278,15 @@ def _parse_args(
         return parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and usage errors
         if exc.code is None or isinstance(exc.code, int):
-            return exc.code or EXIT_OK
-        return EXIT_USAGE
+            return exc.code or status.OK
+        return status.USAGE
 
 
 def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
     parser.print_usage(sys.stderr)
     sys.stderr.write(f"{parser.prog}: error: {message}\n")
     sys.stderr.flush()
-    return EXIT_USAGE
+    return status.USAGE
 
 
 def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, bool], int]:

@@ -21,12 +21,11 @@ comparisons).
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .._contract import utf16_length
+from .._contract import ENCODER, utf16_length
 
 orjson: Any
 try:
@@ -42,9 +41,6 @@ if os.environ.get("CTX_COMPACT_JSON") == "stdlib":
 _EXACT_FLOATS = (1e-4, 1e16)
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-# The estimator's serialisation, but refusing NaN and infinities as the output must.
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 class Unencodable(Exception):
@@ -97,52 +93,72 @@ def utf8_line(text: str) -> bytes:
         return escaped.encode("utf-8")
 
 
+def tokens(length: int) -> int:
+    """The estimator's tokens for a JSON text of ``length`` UTF-16 code units (a quarter, up)."""
+    return -(-length // 4)
+
+
 class Pieces:
     """Counts messages as the default estimator does, keeping each one's JSON for the output.
 
-    ``count`` is passed to ``compact`` as ``count_tokens``: it returns exactly
-    what the default estimator returns for a message parsed from JSON (compact
-    separators, no ASCII escaping, UTF-16 length divided by 4, rounded up).
+    ``count_all`` returns exactly what the default estimator returns for messages
+    parsed from JSON (compact separators, no ASCII escaping, UTF-16 length
+    divided by 4, rounded up); ``line`` writes the kept ones from their JSON.
     """
 
     __slots__ = ("_fast", "_json")
 
     def __init__(self, fast: bool) -> None:
         self._fast = fast
-        self._json: Dict[int, Union[bytes, str]] = {}
+        self._json: List[Any] = []
 
-    def count(self, message: Any) -> int:
+    def count_all(self, messages: List[Any]) -> List[int]:
+        """Each message's tokens, in order.
+
+        Raises:
+            Unencodable: A message this serialisation refuses (NaN, an infinity, deep nesting).
+        """
         if self._fast:
+            dumps = orjson.dumps
             try:
-                packed: bytes = orjson.dumps(message)
+                packed: List[bytes] = [dumps(m) for m in messages]
             except orjson.JSONEncodeError:
                 raise Unencodable from None
-            self._json[id(message)] = packed
-            length = len(packed) if packed.isascii() else utf16_length(packed.decode("utf-8"))
-        else:
-            try:
-                text = _ENCODER.encode(message)
-            except (TypeError, ValueError, RecursionError):
-                raise Unencodable from None
-            self._json[id(message)] = text
-            length = len(text) if text.isascii() else utf16_length(text)
-        return -(-length // 4)
+            self._json = packed
+            return [
+                tokens(len(b) if b.isascii() else utf16_length(b.decode("utf-8"))) for b in packed
+            ]
+        encode = ENCODER.encode  # the estimator's own text
+        try:
+            texts: List[str] = [encode(m) for m in messages]
+        except (TypeError, ValueError, RecursionError):
+            raise Unencodable from None
+        self._json = texts
+        return [tokens(len(t) if t.isascii() else utf16_length(t)) for t in texts]
 
-    def line(self, holder: Optional[Dict[str, Any]], messages: List[Any]) -> bytes:
-        """The output line: ``messages`` (all counted) in ``holder``'s place, or alone."""
+    def line(self, holder: Optional[Dict[str, Any]], kept: Sequence[Tuple[int, int]]) -> bytes:
+        """The output line: the counted messages in the ``kept`` ranges, in ``holder``'s place.
+
+        Raises:
+            Unencodable: A value of ``holder`` this serialisation refuses.
+        """
         pieces = self._json
         if self._fast:
-            body = b"[" + b",".join([pieces[id(m)] for m in messages]) + b"]"  # type: ignore[misc]
+            body = b"[" + b",".join([p for a, b in kept for p in pieces[a:b]]) + b"]"
             if holder is None:
                 return body + b"\n"
             dumps = orjson.dumps
-            fields = [
-                dumps(k) + b":" + (body if k == "messages" else dumps(v)) for k, v in holder.items()
-            ]
+            try:
+                fields = [
+                    dumps(k) + b":" + (body if k == "messages" else dumps(v))
+                    for k, v in holder.items()
+                ]
+            except orjson.JSONEncodeError:
+                raise Unencodable from None
             return b"{" + b",".join(fields) + b"}\n"
-        text = "[" + ",".join([pieces[id(m)] for m in messages]) + "]"  # type: ignore[misc]
+        text = "[" + ",".join([p for a, b in kept for p in pieces[a:b]]) + "]"
         if holder is not None:
-            encode = _ENCODER.encode
+            encode = ENCODER.encode
             try:
                 parts = [
                     encode(k) + ":" + (text if k == "messages" else encode(v))
@@ -151,4 +167,9 @@ class Pieces:
             except (TypeError, ValueError, RecursionError):
                 raise Unencodable from None
             text = "{" + ",".join(parts) + "}"
+        # The estimator's encoder writes (and counts) an infinity from 1e400, which JSON
+        # cannot hold: such a line is written the plain way, which refuses it. The same
+        # word in a string is a false alarm, which only costs speed.
+        if "Infinity" in text or "NaN" in text:
+            raise Unencodable
         return utf8_line(text)

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Callable, Optional
 
-PROG = "ctx-compact"
+from .words import PROG
 
 # Seconds between redraws on a terminal; redrawing per line would cost more than the work.
 TERMINAL_INTERVAL = 0.1

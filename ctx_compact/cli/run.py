@@ -28,18 +28,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, List, Optional, Sequence
 
-from .args import (
-    EXIT_DOES_NOT_FIT,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_PAIRING_PROBLEMS,
-    EXIT_PIPE_CLOSED,
-    EXIT_SKIPPED,
-    EXIT_TERMINATED,
-    EXIT_USAGE,
-    SHOWN_SKIPPED,
-    parse_arguments,
-)
+from . import status
+from .args import parse_arguments
 from .io import (
     Failure,
     Source,
@@ -51,17 +41,8 @@ from .io import (
     reasons_path,
 )
 from .progress import Progress
-from .work import (
-    PROG,
-    Outcome,
-    Rejected,
-    Settings,
-    figures,
-    number,
-    plural,
-    run_one,
-    serial,
-)
+from .words import PROG, SHOWN_SKIPPED, figures, number, plural
+from .work import Outcome, Rejected, Settings, run_one, serial
 
 # Conversations named in the closing "do not fit" note; the count covers the rest.
 _NAMED = 10
@@ -343,7 +324,7 @@ def _compaction_ending(
                 f"{PROG}: {totals.named_not_fitting[0]}: does not fit: {totals.tokens_after}"
                 f" tokens with every droppable message dropped, budget {budget}\n"
             )
-        return EXIT_DOES_NOT_FIT if misfits else EXIT_OK
+        return status.DOES_NOT_FIT if misfits else status.OK
     if misfits:
         say(
             f"{PROG}: {misfits} of {totals.conversations} conversations do not fit "
@@ -354,36 +335,36 @@ def _compaction_ending(
         # output then lacks conversations; the last line says both.
         also = (
             f"; {misfits} of {totals.conversations} conversations do not fit within {budget}"
-            f" (status {EXIT_SKIPPED} outranks {EXIT_DOES_NOT_FIT})"
+            f" (status {status.SKIPPED} outranks {status.DOES_NOT_FIT})"
             if misfits
             else ""
         )
         say(f"{PROG}: {_skipped(args, totals)}{also}\n")
-        return EXIT_SKIPPED
-    return EXIT_DOES_NOT_FIT if misfits else EXIT_OK
+        return status.SKIPPED
+    return status.DOES_NOT_FIT if misfits else status.OK
 
 
 def _check_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
     if not totals.problems:
         found = f"no pairing problems in {plural(totals.conversations, 'conversation')}"
-        status = EXIT_OK
+        code = status.OK
     else:
         found = (
             f"{plural(totals.problems, 'problem')} in {totals.broken} of "
             f"{totals.conversations} conversations"
         )
-        status = EXIT_PAIRING_PROBLEMS
+        code = status.CLOSED_OR_PROBLEMS
     if not totals.skipped:
         say(f"{PROG}: {found}\n")
-        return status
-    outranks = f" (status {EXIT_SKIPPED} outranks {status})" if status else ""
+        return code
+    outranks = f" (status {status.SKIPPED} outranks {code})" if code else ""
     say(f"{PROG}: {found}; {_skipped(args, totals)}{outranks}\n")
-    return EXIT_SKIPPED
+    return status.SKIPPED
 
 
 def _stdout_closed() -> int:
     _discard_stdout()
-    return EXIT_PIPE_CLOSED
+    return status.CLOSED_OR_PROBLEMS
 
 
 def _discard_stdout() -> None:
@@ -443,18 +424,18 @@ def _run(args: argparse.Namespace, check: bool) -> int:
         if isinstance(exc, UnwritableStdout):
             _discard_stdout()  # what it still buffers would fail again at exit (status 120)
         say(f"{PROG}: {exc}\n")
-        return EXIT_USAGE if exc.status is None else exc.status
+        return status.USAGE if exc.status is None else exc.status
     except MemoryError:
         # A value past the memory limit where no line could be named (in array mode).
         say(f"{PROG}: out of memory: the input holds a value too large to compact\n")
-        return EXIT_USAGE
+        return status.USAGE
     except BrokenPipeError:
         # In check mode only problem lines are ever written, so this is still status 1.
         return _stdout_closed()
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return status.INTERRUPTED
     except _Terminated:
-        return EXIT_TERMINATED
+        return status.TERMINATED
     finally:
         runner.progress.clear()
 
@@ -480,7 +461,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:  # before the run started: still no traceback
-        return EXIT_INTERRUPTED
+        return status.INTERRUPTED
 
 
 def _main(arguments: List[str]) -> int:

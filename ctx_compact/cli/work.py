@@ -1,32 +1,30 @@
-"""What the command line does to one conversation, and how it describes the result.
+"""What the command line does to one conversation: an ``Outcome`` to write and report.
 
-``run_one`` compacts (or checks) one conversation through the public
-``compact`` and ``check_pairing`` and returns an ``Outcome``: the bytes to
-write and the figures to report. It does no I/O, so it runs the same in the
-main process and in a ``--jobs`` worker; the formatters here are the only place
-the command's figures and tables are worded.
+``run_one`` compacts (or checks) one conversation and returns an ``Outcome``:
+the bytes to write and the figures to report (worded by ``words``). It does no
+I/O, so it runs the same in the main process and in a ``--jobs`` worker.
+
+Checking goes through the public ``check_pairing``; compacting through the
+public ``compact`` and ``clear_tool_results``, or, for a line written as compact
+JSON, through the contract's measuring steps (``group_bounds``, ``prefix_sums``,
+``Compaction``) with counts that keep each message's JSON (``json.Pieces``), so
+every message is serialised once, not twice. A conversation parsed from JSON is
+its own message views (it holds no SDK objects), so it is grouped and its
+pairing checked as it is, without building views twice.
 """
 
 from __future__ import annotations
 
-import json
-import re
+import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-from .._clearing import clear_tool_results
-from .._compact import CompactResult, compact
-from .._contract import MessageRow, message_views, pairing_problems, prepare
-from .._pairing import PairingProblem, check_pairing
+from .. import CompactResult, check_pairing, clear_tool_results, compact
+from .._contract import Compaction, MessageRow, group_bounds, pairing_problems, prefix_sums, prepare
+from .defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
 from .io import Failure, conversation, decode, dump, parse, with_messages
 from .json import Pieces, Unencodable, loads_fast
-
-PROG = "ctx-compact"
-
-Budget = Union[int, float]
-
-# What would break a problem's single line or its UTF-8 encoding.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+from .words import Budget, explain_table, figures, number, plural, problem_text
 
 
 @dataclass(frozen=True)
@@ -36,13 +34,13 @@ class Settings:
     check: bool = False
     max_tokens: Budget = 1
     target_tokens: Optional[Budget] = None
-    keep_head: int = 1
-    keep_tail: int = 4
+    keep_head: int = KEEP_HEAD
+    keep_tail: int = KEEP_TAIL
     indent: int = 0
     explain: bool = False
     strict: bool = False
     clear_tool_results: bool = False
-    keep_results: int = 3
+    keep_results: int = KEEP_RESULTS
     exclude_tools: Tuple[str, ...] = ()
 
 
@@ -82,89 +80,50 @@ class Rejected:
 Done = Tuple[int, Union[Outcome, Rejected]]
 
 
-def number(value: Budget) -> str:
-    """A budget as the user wrote it: ``150`` rather than ``150.0``."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def figures(
-    messages_before: int, messages_after: int, tokens_before: int, tokens_after: int
-) -> str:
-    """The figures every summary shares: ``messages 10 -> 7, tokens 195 -> 124, dropped 3``."""
-    return (
-        f"messages {messages_before} -> {messages_after}, "
-        f"tokens {tokens_before} -> {tokens_after}, "
-        f"dropped {messages_before - messages_after}"
-    )
-
-
-def _one_line(text: str) -> str:
-    # Ids come from the input: a newline or a lone surrogate in one must not split the
-    # problem's line or make the output invalid UTF-8, so they are written JSON-escaped.
-    return _UNPRINTABLE.sub(lambda m: json.dumps(m.group())[1:-1], text)
-
-
-def problem_text(problem: PairingProblem) -> str:
-    """``message N [PROVIDER CODE] IDS: wording``, on one printable line."""
-    ids = f" {', '.join(problem.ids)}" if problem.ids else ""
-    return _one_line(
-        f"message {problem.index} [{problem.provider} {problem.code}]{ids}: {problem.message}"
-    )
-
-
-def _role(value: Any) -> str:
-    # The role comes from the input: an escape sequence in it must not reach the terminal.
-    return _one_line(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-
-
-def explain_table(header: str, rows: Sequence[MessageRow]) -> str:
-    """``header``, then the ``--explain`` table of ``rows``, each line indented."""
-    cells = [("#", "role", "tokens", "group", "status")]
-    for row in rows:
-        first, last = row.group_first, row.group_last
-        cells.append(
-            (
-                str(row.index),
-                _role(row.role),
-                str(row.tokens),
-                str(first) if first == last else f"{first}-{last}",
-                f"{row.status}: {row.reason}",
-            )
-        )
-    widths = [max(len(cell[col]) for cell in cells) for col in range(4)]
-    lines = [header]
-    for index, role, tokens, span, status in cells:
-        lines.append(
-            f"    {index:>{widths[0]}}  {role:<{widths[1]}}  "
-            f"{tokens:>{widths[2]}}  {span:<{widths[3]}}  {status}"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _checked(messages: List[Any], where: str) -> List[PairingProblem]:
+def _check(messages: List[Any], where: str) -> Outcome:
     try:
-        return check_pairing(messages)
+        found = check_pairing(messages)
     except (TypeError, ValueError) as exc:  # InvalidMessageError is both
         raise Failure(f"{where}: {exc}") from None
-
-
-def _check(messages: List[Any], where: str) -> Outcome:
-    problems = tuple(problem_text(p) for p in _checked(messages, where))
+    problems = tuple(problem_text(p) for p in found)
     output = "".join(f"{where}: {text}\n" for text in problems).encode("utf-8")
     n = len(messages)
     return Outcome(where, output, n, n, 0, 0, True, problems)
 
 
-def _decide(
-    settings: Settings, messages: List[Any], count: Optional[Callable[[Any], int]]
-) -> Tuple[CompactResult, Sequence[MessageRow], int]:
-    """The result, the --explain rows, and the tokens the input held before anything."""
+# The result, the --explain rows, the tokens the input held before anything, and the
+# output line when it was written from the counted pieces.
+Decision = Tuple[CompactResult, Sequence[MessageRow], int, Optional[bytes]]
+
+
+def _from_pieces(
+    settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], fast: bool
+) -> Decision:
+    """The decision made from counts that keep each message's JSON, and the line written from it.
+
+    Raises:
+        Unencodable: A message the pieces cannot serialise; the plain way gives its count
+            or its error.
+    """
+    bounds = group_bounds(messages)  # validates every message, as compact's grouping does
+    pieces = Pieces(fast)
+    plan = Compaction(
+        messages,
+        prefix_sums(pieces.count_all(messages)),
+        bounds,
+        max_tokens=settings.max_tokens,
+        keep_head=settings.keep_head,
+        keep_tail=settings.keep_tail,
+        count_tokens=None,
+        target_tokens=settings.target_tokens,
+    )
+    result = plan.result()
+    rows = plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
+    return result, rows, result.tokens_before, pieces.line(holder, plan.kept_ranges())
+
+
+def _plain(settings: Settings, messages: List[Any]) -> Decision:
+    """The decision through the public functions and the default estimator (output dumped)."""
     before: Optional[int] = None
     saved = 0
     if settings.clear_tool_results:
@@ -173,7 +132,6 @@ def _decide(
             max_tokens=settings.max_tokens,
             keep=settings.keep_results,
             exclude_tools=settings.exclude_tools,
-            count_tokens=count,
             target_tokens=settings.target_tokens,
         )
         messages, before = cleared.messages, cleared.tokens_before
@@ -183,21 +141,20 @@ def _decide(
     options: Dict[str, Any] = {
         "max_tokens": settings.max_tokens,
         "target_tokens": settings.target_tokens,
-        "count_tokens": count,
         "keep_head": settings.keep_head,
         "keep_tail": settings.keep_tail,
     }
     if settings.explain or saved:
         # One decision gives both the result and its rows, so they never disagree;
         # Compaction.result() is what compact() returns (given what clearing saved).
-        plan = prepare(messages, saved=saved, **options)
+        plan = prepare(messages, saved=saved, count_tokens=None, **options)
         result = plan.result()
         rows: Sequence[MessageRow] = (
             plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
         )
     else:
         result, rows = compact(messages, **options), ()
-    return result, rows, result.tokens_before if before is None else before
+    return result, rows, result.tokens_before if before is None else before, None
 
 
 def _compact(
@@ -207,24 +164,18 @@ def _compact(
     where: str,
     fast: bool,
 ) -> Outcome:
-    output: Optional[bytes] = None
     try:
-        if settings.indent:
-            result, rows, before = _decide(settings, messages, None)
-        else:
-            # Counting keeps each message's JSON, so the line is written without a second dump.
-            pieces = Pieces(fast)
-            try:
-                result, rows, before = _decide(settings, messages, pieces.count)
-                output = pieces.line(holder, result.messages)
-            except Unencodable:
-                # NaN or an infinity (from 1e400) or very deep nesting: the default
-                # estimator and the plain dump give the usual count or error.
-                result, rows, before = _decide(settings, messages, None)
+        decision: Optional[Decision] = None
+        if not settings.indent and not settings.clear_tool_results:
+            # NaN or an infinity (from 1e400) or very deep nesting are Unencodable: the
+            # default estimator and the plain dump give the usual count or error.
+            with contextlib.suppress(Unencodable):
+                decision = _from_pieces(settings, messages, holder, fast)
+        result, rows, before, output = decision or _plain(settings, messages)
         # Compaction cannot repair a pairing the input already breaks; it is reported
         # (or, with --strict, the conversation refused) in check's own wording. The
         # compaction's grouping validated every message: the check does not again.
-        problems = tuple(problem_text(p) for p in pairing_problems(message_views(messages)))
+        problems = tuple(problem_text(p) for p in pairing_problems(messages))
     except (TypeError, ValueError) as exc:  # InvalidMessageError is both
         raise Failure(f"{where}: {exc}") from None
     if problems and settings.strict:

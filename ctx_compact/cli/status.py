@@ -1,0 +1,80 @@
+"""The command's exit statuses: one constant per documented status, and the one table of them.
+
+docs/command-line-reference.md documents the same table; both ``--help`` texts
+are written from it. Status 1 has one cause in each mode: compaction's standard
+output closed before everything was written (``| head``); ``check``'s pairing
+problems. They can share it because ``check`` writes only problem lines, so its
+standard output can only close early when there are problems.
+"""
+
+from __future__ import annotations
+
+import signal
+import textwrap
+from typing import Optional, Tuple
+
+OK = 0
+CLOSED_OR_PROBLEMS = 1
+USAGE = 2
+DOES_NOT_FIT = 3
+SKIPPED = 4
+# What a shell reports for a command ended by the signal: 128 + its number.
+INTERRUPTED = 128 + signal.SIGINT
+TERMINATED = 128 + signal.SIGTERM
+# A --jobs worker killed by signal N gives 128 + N, as if the command had been.
+KILLED = "128+N"
+
+# (status, what it means when compacting, what it means for check; None: not used there).
+TABLE: Tuple[Tuple[str, str, Optional[str]], ...] = (
+    (str(OK), "the result fits within --max-tokens", "no pairing problems"),
+    (
+        str(CLOSED_OR_PROBLEMS),
+        "standard output was closed before everything was written",
+        "at least one pairing problem",
+    ),
+    (
+        str(USAGE),
+        "usage error, input that cannot be read, parsed or compacted, or an output that"
+        " cannot be written (--output is left untouched; with --jsonl, standard output has"
+        " the lines before the bad one)",
+        "usage error, input that cannot be read or parsed, or standard output that cannot"
+        " be written (no problem lines are written)",
+    ),
+    (
+        str(DOES_NOT_FIT),
+        "the result does not fit, even with everything droppable dropped (the best result"
+        " is still written; with --jsonl, any conversation)",
+        None,
+    ),
+    (
+        str(SKIPPED),
+        f"--skip-invalid skipped at least one bad line (the rest is written); it outranks"
+        f" {DOES_NOT_FIT}, and the last line on standard error says both",
+        f"--skip-invalid skipped at least one bad line; it outranks {CLOSED_OR_PROBLEMS},"
+        " and the summary line on standard error says both",
+    ),
+    (
+        f"{INTERRUPTED}, {TERMINATED}",
+        "interrupted by Ctrl-C or SIGTERM (--output is left untouched)",
+        "interrupted by Ctrl-C or SIGTERM",
+    ),
+    (
+        KILLED,
+        "a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)",
+        "a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)",
+    ),
+)
+
+
+def help_section(check: bool) -> str:
+    """The ``exit status:`` section of one mode's ``--help``, from ``TABLE``."""
+    lines = ["exit status:"]
+    for status, compacting, checking in TABLE:
+        meaning = checking if check else compacting
+        if meaning is None:
+            continue
+        lead = f"  {status}  "
+        lines += textwrap.wrap(
+            meaning, 78, initial_indent=lead, subsequent_indent=" " * 5, break_on_hyphens=False
+        )
+    return "\n".join(lines) + "\n"
