@@ -49,6 +49,7 @@ from ._checks import (
     check_target_tokens,
     check_tool_names,
 )
+from ._defaults import KEEP_RESULTS, KEEP_TURNS, PLACEHOLDER
 from ._steps import reduction, step_began, step_size
 from ._tokens import CountTokens, count_all, count_one, prefix_sums
 from ._views import message_views
@@ -56,11 +57,6 @@ from .formats import ToolCall, recognise
 from .formats._shapes import blocks, hashable, is_block, is_list
 from .formats.anthropic import THINKING_BLOCKS
 from .formats.responses import CALL_OUTPUTS, OUTPUT_TYPES
-
-# The defaults, said once: the public functions and the option objects use these.
-KEEP = 3
-PLACEHOLDER = "[cleared]"
-KEEP_TURNS = 1
 
 # The arguments a cleared call is given (``clear_inputs``): an empty JSON object.
 # Chat Completions and Responses carry arguments as a JSON string and Anthropic as
@@ -306,7 +302,7 @@ class ToolResultClearing:
     once (for example when a decorator is applied), then call ``apply`` per call.
     """
 
-    keep: int = KEEP
+    keep: int = KEEP_RESULTS
     exclude_tools: FrozenSet[str] = frozenset()
     placeholder: str = PLACEHOLDER
     clear_inputs: bool = False
@@ -315,7 +311,7 @@ class ToolResultClearing:
     def checked(
         cls,
         *,
-        keep: object = KEEP,
+        keep: object = KEEP_RESULTS,
         exclude_tools: object = (),
         placeholder: object = PLACEHOLDER,
         clear_inputs: object = False,
@@ -418,7 +414,7 @@ def clear_tool_results(
     messages: Sequence[Any],
     *,
     max_tokens: float,
-    keep: int = KEEP,
+    keep: int = KEEP_RESULTS,
     exclude_tools: Iterable[str] = (),
     placeholder: str = PLACEHOLDER,
     clear_inputs: bool = False,

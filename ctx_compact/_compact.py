@@ -23,6 +23,7 @@ from ._checks import (
     check_summary_role,
     check_target_tokens,
 )
+from ._defaults import KEEP_HEAD, KEEP_TAIL
 from ._errors import InvalidMessageError
 from ._grouping import group_bounds
 from ._steps import reduction, step_size
@@ -370,8 +371,8 @@ def compact(
     *,
     max_tokens: float,
     count_tokens: Optional[CountTokens] = None,
-    keep_head: int = 1,
-    keep_tail: int = 4,
+    keep_head: int = KEEP_HEAD,
+    keep_tail: int = KEEP_TAIL,
     target_tokens: Optional[float] = None,
 ) -> CompactResult:
     """Drop whole groups from the middle of ``messages`` until it fits ``max_tokens``.
@@ -438,8 +439,8 @@ def compact_with_summary(
     *,
     max_tokens: float,
     count_tokens: Optional[CountTokens] = None,
-    keep_head: int = 1,
-    keep_tail: int = 4,
+    keep_head: int = KEEP_HEAD,
+    keep_tail: int = KEEP_TAIL,
     summarize: Optional[Summarize] = None,
     summary_role: str = "user",
     target_tokens: Optional[float] = None,
@@ -494,8 +495,8 @@ async def acompact_with_summary(
     *,
     max_tokens: float,
     count_tokens: Optional[CountTokens] = None,
-    keep_head: int = 1,
-    keep_tail: int = 4,
+    keep_head: int = KEEP_HEAD,
+    keep_tail: int = KEEP_TAIL,
     summarize: Optional[AsyncSummarize] = None,
     summary_role: str = "user",
     target_tokens: Optional[float] = None,

@@ -19,6 +19,9 @@ imports from this module's users.
   max_tokens=..., count_tokens=...)`` clears from counts already made and returns
   the result with the output's per-message counts; clearing tool results keeps
   the group boundaries).
+- Defaults: ``KEEP_HEAD``, ``KEEP_TAIL`` (``compact*``) and ``KEEP_RESULTS``
+  (``clear_tool_results``' ``keep``), for the CLI's and the middleware's own
+  signatures.
 - Deciding: ``Compaction`` (what to drop, from those arrays alone;
   ``target_tokens=`` and ``saved=`` for the step rule) and ``prepare`` (check,
   measure and decide in one step, as ``compact`` does). ``step_of`` is the step
@@ -47,6 +50,7 @@ from ._checks import (
 )
 from ._clearing import ThinkingClearing, ToolResultClearing
 from ._compact import Compaction, MessageRow, measure, prepare
+from ._defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
 from ._grouping import group_bounds, regroup_from
 from ._pairing import pairing_problems
 from ._steps import step_of
@@ -68,6 +72,9 @@ ResultClearing = ToolResultClearing
 __all__ = [
     "CALL_OUTPUTS",
     "ENCODER",
+    "KEEP_HEAD",
+    "KEEP_RESULTS",
+    "KEEP_TAIL",
     "Compaction",
     "CountTokens",
     "MessageRow",

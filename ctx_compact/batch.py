@@ -23,6 +23,7 @@ from ._checks import (
     check_target_tokens,
 )
 from ._compact import Compaction, prepare
+from ._defaults import KEEP_HEAD, KEEP_TAIL
 from ._errors import InvalidMessageError
 from ._tokens import CountTokens
 
@@ -41,7 +42,8 @@ class KeptIndices:
         kept: The kept messages as ``(start, stop)`` ranges of input indices,
             in order and without empty ranges: the head and the tail when
             something was dropped, one range when nothing was, none for an
-            empty conversation.
+            empty conversation. ``ranges`` is the same tuple under the name that
+            says what it holds; ``kept`` stays for compatibility (and pickles).
         messages_before: The number of messages in the input.
         tokens_before: Summed estimated tokens of the input.
         tokens_after: Summed estimated tokens of the kept messages.
@@ -53,6 +55,11 @@ class KeptIndices:
     tokens_before: int
     tokens_after: int
     fits: bool
+
+    @property
+    def ranges(self) -> Tuple[Tuple[int, int], ...]:
+        """The kept messages as ``(start, stop)`` ranges of input indices (``kept``)."""
+        return self.kept
 
     @property
     def messages_after(self) -> int:
@@ -150,8 +157,8 @@ def compact_indices(
     *,
     max_tokens: float,
     count_tokens: Optional[CountTokens] = None,
-    keep_head: int = 1,
-    keep_tail: int = 4,
+    keep_head: int = KEEP_HEAD,
+    keep_tail: int = KEEP_TAIL,
     target_tokens: Optional[float] = None,
 ) -> KeptIndices:
     """``compact``, returning the kept index ranges instead of the messages.
@@ -194,8 +201,8 @@ def compact_many(
     *,
     max_tokens: float,
     count_tokens: Optional[CountTokens] = None,
-    keep_head: int = 1,
-    keep_tail: int = 4,
+    keep_head: int = KEEP_HEAD,
+    keep_tail: int = KEEP_TAIL,
     target_tokens: Optional[float] = None,
 ) -> Iterator[CompactedConversation]:
     """Compact each conversation of ``conversations``, lazily and in order.

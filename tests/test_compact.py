@@ -11,7 +11,7 @@ from typing import Any, List
 import pytest
 from helpers import assistant, calling, exchange, system, ten_each, tool, tool_call, user
 
-from ctx_compact import CompactResult, compact
+from ctx_compact import CompactResult, InvalidMessageError, compact
 
 
 def assert_same_objects(actual: List[Any], expected: List[Any]) -> None:
@@ -110,10 +110,13 @@ def test_assistant_with_empty_tool_calls_is_its_own_group():
     assert_same_objects(dropped_with_budget(messages, 20), messages[:1])
 
 
-def test_tool_calls_on_a_non_assistant_message_form_no_group():
+def test_tool_calls_on_a_non_assistant_message_are_refused():
+    # No format has a user message call tools: grouping it as text could keep the
+    # result without its call, so it is refused, naming the index and the key.
     messages = [{**user(), "tool_calls": [tool_call("c1")]}, tool("c1"), user()]
 
-    assert_same_objects(dropped_with_budget(messages, 20), messages[:1])
+    with pytest.raises(InvalidMessageError, match=r"message 0: 'tool_calls' on a 'user' message"):
+        compact(messages, max_tokens=20)
 
 
 def test_user_message_interrupts_a_group():

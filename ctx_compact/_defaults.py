@@ -1,0 +1,10 @@
+"""The core's option defaults, said once: the functions, the option objects, the CLI and the
+middleware all take them from here."""
+
+from __future__ import annotations
+
+KEEP_HEAD = 1  # compact*: leading messages always kept
+KEEP_TAIL = 4  # compact*: trailing messages always kept
+KEEP_RESULTS = 3  # clear_tool_results: the most recent results never cleared
+PLACEHOLDER = "[cleared]"  # clear_tool_results: what a cleared result says
+KEEP_TURNS = 1  # clear_thinking: the most recent turns whose thinking is kept
