@@ -12,7 +12,7 @@ CI always runs everything with the default profile.
 from __future__ import annotations
 
 import os
-from typing import Iterator, List
+from typing import List
 
 import pytest
 from helpers import Message, weather_messages
@@ -49,10 +49,13 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    """The local provider with its defaults; modules that need other settings define their own."""
-    with FakeProvider() as running:
-        yield running
+def provider(fake_provider: FakeProvider) -> FakeProvider:
+    """The testing kit's own ``fake_provider`` (its pytest plugin), under the suite's name.
+
+    A test sets ``provider.context_limit`` or ``provider.tool_calls`` as it needs; a folder
+    whose tests all need other settings overrides this fixture on top of it (tests/frameworks).
+    """
+    return fake_provider
 
 
 @pytest.fixture

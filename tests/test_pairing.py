@@ -10,7 +10,7 @@ import copy
 import json
 import urllib.error
 import urllib.request
-from typing import Any, Iterator, List, Tuple
+from typing import Any, List, Tuple
 
 import pytest
 from helpers import (
@@ -530,12 +530,6 @@ def test_an_unhashable_id_is_an_invalid_message_naming_the_index():
 
 
 # --- the fake provider agrees -----------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as running:
-        yield running
 
 
 def post(provider: FakeProvider, path: str, body: Any) -> Tuple[int, Any]:

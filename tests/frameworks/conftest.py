@@ -23,13 +23,15 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    """The local provider at the scenario's limit, answering each turn with one tool call.
+def provider(fake_provider: FakeProvider) -> FakeProvider:
+    """The kit's provider at the scenario's limit, answering each turn with one tool call.
 
-    A module whose framework needs another reply (instructor) defines its own.
+    A module whose framework needs another reply (instructor) defines its own: the reply is
+    set when a ``FakeProvider`` is made.
     """
-    with FakeProvider(tool_calls=1, context_limit=LIMIT) as running:
-        yield running
+    fake_provider.tool_calls = 1
+    fake_provider.context_limit = LIMIT
+    return fake_provider
 
 
 @pytest.fixture(autouse=True)

@@ -32,6 +32,7 @@ class City(pydantic.BaseModel):
 
 @pytest.fixture
 def provider() -> Iterator[FakeProvider]:
+    # Not the suite's `provider`: a reply is set when a FakeProvider is made.
     with FakeProvider(reply=lambda messages: json.dumps({"name": "Paris"})) as running:
         yield running
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -71,12 +71,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+@pytest.fixture(autouse=True)
+def _no_litellm_banner(monkeypatch: pytest.MonkeyPatch) -> None:
     # LiteLLM prints a "Give Feedback / Get Help" banner on every error otherwise.
     monkeypatch.setattr(litellm, "suppress_debug_info", True)
-    with FakeProvider() as running:
-        yield running
 
 
 def test_a_decorated_completion_sends_the_history_compacted(provider: FakeProvider) -> None:

@@ -48,12 +48,6 @@ ROUTES = {"openai/gpt-4o": "/v1", "anthropic/claude-sonnet-4-6": ""}
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as running:
-        yield running
-
-
-@pytest.fixture
 def calls() -> Iterator[List[Dict[str, Any]]]:
     """Patch the dispatch globals; the recorder cuts the messages to the last one."""
     records: List[Dict[str, Any]] = []

@@ -38,12 +38,6 @@ Seen = List[Tuple[str, Dict[str, Any]]]
 
 
 @pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with FakeProvider() as running:
-        yield running
-
-
-@pytest.fixture
 def clients(provider: FakeProvider) -> Iterator[Tuple[Any, Any]]:
     oc = openai.OpenAI(base_url=provider.base_url + "/v1", api_key="t", max_retries=0)
     ac = anthropic.Anthropic(base_url=provider.base_url, api_key="t", max_retries=0)
