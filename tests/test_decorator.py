@@ -18,7 +18,7 @@ from helpers import system, ten_each, user, weather_messages
 import ctx_compact
 import middleware
 from ctx_compact import compact, compact_with_summary
-from middleware import BudgetExceededError, CompactionEvent, budgeted
+from middleware import BudgetExceededError, CompactingSession, CompactionEvent, budgeted
 
 SPEC: Dict[str, Any] = {"max_tokens": 150, "keep_head": 1, "keep_tail": 2}
 
@@ -761,3 +761,95 @@ async def test_concurrent_calls_without_summary_match_compact():
     for i, messages in enumerate(conversations):
         expected = compact(messages, max_tokens=45, keep_head=1, keep_tail=2, count_tokens=ten_each)
         assert_same_objects(results[i], expected.messages)
+
+
+# --- a summarizer that raises ---------------------------------------------------------------
+
+
+def test_a_summarizer_that_raises_does_not_fail_the_call() -> None:
+    def broken(dropped: List[Any]) -> str:
+        raise RuntimeError("summarizer down")
+
+    calls: List[Any] = []
+    fn = budgeted(**SPEC, summarize=broken)(lambda messages: calls.append(messages))
+    with CompactingSession() as session:
+        fn(weather_messages())
+    (event,) = session.events
+    assert calls == [list(event.messages)]  # made without a summary, dropping as compact does
+    assert (event.summary, len(event.dropped), event.tokens_after) == (None, 3, 124)
+    assert event.summary_error == "RuntimeError: summarizer down"
+
+
+@pytest.mark.anyio
+async def test_an_async_summarizer_that_raises_does_not_fail_the_call_either() -> None:
+    async def broken(dropped: List[Any]) -> str:
+        raise RuntimeError("summarizer down")
+
+    sent: List[Any] = []
+
+    @budgeted(**SPEC, summarize=broken)
+    async def fn(messages: List[Any]) -> None:
+        sent.append(messages)
+
+    with CompactingSession() as session:
+        await fn(weather_messages())
+    (event,) = session.events
+    assert sent == [list(event.messages)]
+    assert event.summary_error == "RuntimeError: summarizer down"
+
+
+# --- a retry after a context-length refusal, from a generator of messages -------------------
+
+
+def length_refusal() -> Exception:
+    """The OpenAI SDK's refusal for context length, as its class and figures look."""
+    cls = type("BadRequestError", (Exception,), {"__module__": "openai"})
+    err = cls(
+        "This model's maximum context length is 100 tokens. However, your messages resulted "
+        "in 200 tokens."
+    )
+    err.status_code = 400  # type: ignore[attr-defined]
+    err.code = "context_length_exceeded"  # type: ignore[attr-defined]
+    return err
+
+
+def test_a_retry_sends_the_messages_of_a_generator_again() -> None:
+    sent: List[List[Any]] = []
+    events: List[CompactionEvent] = []
+
+    @budgeted(max_tokens=10_000, keep_tail=2, on_overflow="retry", on_compact=events.append)
+    def send(messages: List[Any]) -> int:
+        sent.append(messages)
+        if len(sent) == 1:
+            raise length_refusal()
+        return len(messages)
+
+    history = weather_messages()
+    assert send(m for m in history) == len(sent[1]) > 0
+    assert sent[0] == history
+    assert all(any(m is h for h in history) for m in sent[1])  # the caller's own messages
+    (event,) = events
+    assert event.retried
+    assert event.messages_before == len(history)
+    assert event.tokens_after > 0
+
+
+@pytest.mark.anyio
+async def test_an_async_retry_sends_the_messages_of_a_generator_again() -> None:
+    sent: List[List[Any]] = []
+    events: List[CompactionEvent] = []
+
+    @budgeted(max_tokens=10_000, keep_tail=2, on_overflow="retry", on_compact=events.append)
+    async def send(messages: List[Any]) -> int:
+        await anyio.sleep(0)
+        sent.append(messages)
+        if len(sent) == 1:
+            raise length_refusal()
+        return len(messages)
+
+    history = weather_messages()
+    assert await send(m for m in history) == len(sent[1]) > 0
+    assert sent[0] == history
+    (event,) = events
+    assert event.retried
+    assert event.messages_before == len(history)

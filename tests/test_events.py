@@ -13,8 +13,15 @@ from typing import Any, Dict, Iterator, List
 
 import anyio
 import pytest
+from helpers import weather_messages
 
-from middleware import BudgetExceededError, CompactionEvent, budgeted, log_compaction
+from middleware import (
+    BudgetExceededError,
+    CompactingSession,
+    CompactionEvent,
+    budgeted,
+    log_compaction,
+)
 
 SPEC: Dict[str, Any] = {"max_tokens": 150, "keep_head": 1, "keep_tail": 2}
 LOGGER = "ctx_compact.middleware"
@@ -624,3 +631,20 @@ def test_content_strings_finds_the_content():
     )
 
     assert texts == ["Denver?", "{}"]
+
+
+# --- hooks see the event, not the session's state -------------------------------------------
+
+
+def test_a_hook_cannot_change_what_the_session_keeps() -> None:
+    def meddle(event: CompactionEvent) -> None:
+        with pytest.raises((TypeError, AttributeError)):
+            event.messages.append("x")  # type: ignore[attr-defined]
+        with pytest.raises((TypeError, AttributeError)):
+            event.dropped.clear()  # type: ignore[attr-defined]
+
+    fn = budgeted(**SPEC, on_compact=meddle)(lambda messages: messages)
+    with CompactingSession() as session:
+        fn(weather_messages())
+    (event,) = session.events
+    assert (len(event.messages), len(event.dropped)) == (7, 3)

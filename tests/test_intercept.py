@@ -416,3 +416,44 @@ def test_an_async_hook_cannot_meet_a_sync_intercepted_method() -> None:
     with pytest.raises(TypeError, match="async on_compact hook"):
         CompactingSession(**WEATHER, intercept=SYNC_TARGET, on_compact=hook).__enter__()
     assert_untouched()
+
+
+# --- an instance, and a base class with its subclass ----------------------------------------
+
+
+class Service:
+    def create(self, messages: List[Any], model: str = "m") -> List[Any]:
+        return messages
+
+
+class BaseService:
+    def create(self, messages: List[Any]) -> List[Any]:
+        return messages
+
+
+class SubService(BaseService):
+    pass
+
+
+def test_intercepting_an_instance_method_compacts_that_instance_only() -> None:
+    client, other = Service(), Service()
+    with CompactingSession(**WEATHER, intercept=[(client, "create")]) as session:
+        sent = client.create(weather_messages(), model="x")
+        untouched = other.create(weather_messages())
+    assert len(sent) == 7
+    assert len(untouched) == 10
+    assert len(session.events) == 1
+    assert "create" not in vars(client)  # put back exactly: the instance holds nothing
+    assert client.create.__func__ is Service.create
+
+
+@pytest.mark.parametrize("order", [(BaseService, SubService), (SubService, BaseService)])
+def test_a_base_class_and_its_subclass_compact_one_call_once(order: Any) -> None:
+    targets = [(cls, "create") for cls in order]
+    with CompactingSession(**WEATHER, intercept=targets) as session:
+        assert len(SubService().create(weather_messages())) == 7
+        assert len(BaseService().create(weather_messages())) == 7
+    assert [event.tokens_before for event in session.events] == [195, 195]
+    assert session.stats.calls == 2
+    assert "create" not in vars(SubService)
+    assert BaseService.__dict__["create"].__name__ == "create"

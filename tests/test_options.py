@@ -92,3 +92,60 @@ def test_wrap_checks_its_overrides_and_needs_a_budget_from_somewhere() -> None:
         with pytest.raises(TypeError, match="max_tokens is required"):
             observer.wrap(send, keep_tail=2)
         assert observer.wrap(send, max_tokens=50, keep_tail=2) is not None
+
+
+# --- bad options fail at construction, naming the option ------------------------------------
+
+
+def test_budgeted_without_max_tokens_names_it() -> None:
+    with pytest.raises(TypeError, match="max_tokens"):
+        budgeted()
+
+
+def test_an_unknown_option_is_named() -> None:
+    with pytest.raises(TypeError, match="'keep_tial'"):
+        budgeted(max_tokens=10, keep_tial=2)
+    with pytest.raises(TypeError, match="'keep_tial'"):
+        CompactingSession(keep_tial=2)
+
+
+async def _acount(message: Any) -> int:
+    return 1
+
+
+def test_an_async_count_tokens_is_refused_at_decoration() -> None:
+    with pytest.raises(TypeError, match=r"count_tokens .* is async"):
+        budgeted(max_tokens=10, count_tokens=_acount)
+    with pytest.raises(TypeError, match=r"count_tokens .* is async"):
+        CompactingSession(max_tokens=10, count_tokens=_acount)
+
+
+@pytest.mark.parametrize("max_events", [1.5, "10", True])
+def test_a_max_events_of_the_wrong_type_is_a_type_error(max_events: Any) -> None:
+    with pytest.raises(TypeError, match="max_events"):
+        CompactingSession(max_events=max_events)
+
+
+def test_a_negative_max_events_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="max_events"):
+        CompactingSession(max_events=-1)
+
+
+def test_messages_arg_is_a_type_error_unless_a_string_and_a_value_error_unless_a_name() -> None:
+    with pytest.raises(TypeError, match="messages_arg"):
+        budgeted(max_tokens=10, messages_arg=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="messages_arg"):
+        budgeted(max_tokens=10, messages_arg="not a name")
+    with pytest.raises(ValueError, match="messages_arg"):
+        CompactingSession(max_tokens=10, messages_arg="")
+
+
+def test_the_signatures_show_every_option_with_its_default() -> None:
+    params = inspect.signature(budgeted).parameters
+    assert params["keep_tail"].default == 4
+    assert params["summary_role"].default == "user"
+    assert params["max_tokens"].default is inspect.Parameter.empty
+    session_params = inspect.signature(CompactingSession).parameters
+    assert session_params["keep_tail"].default == 4
+    assert session_params["max_tokens"].default is None
+    assert session_params["max_events"].default == 10_000

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any, Dict, List
 
 import pytest
+from helpers import weather_messages
 
 from ctx_compact import PairingError, check_pairing, compact
 from middleware import (
@@ -230,3 +232,47 @@ def test_a_string_input_passes_through_untouched() -> None:
     create(model="m", input="Tell me a story.")
     assert seen == ["Tell me a story."]
     assert events == []
+
+
+# --- calibration: implausible or outlying figures -------------------------------------------
+
+
+class Usage:
+    def __init__(self, prompt_tokens: Any) -> None:
+        self.usage = {"prompt_tokens": prompt_tokens}
+
+
+def reporting(prompt_tokens: List[Any]) -> Any:
+    figures = iter(prompt_tokens)
+    return budgeted(max_tokens=10_000)(lambda messages: Usage(next(figures)))
+
+
+@pytest.mark.parametrize("figure", [10**400, -5, 0, 10**6])
+def test_an_implausible_usage_figure_is_ignored_and_logged(
+    figure: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    call = reporting([figure, 200])
+    caplog.set_level(logging.WARNING, logger="ctx_compact.middleware")
+    with CompactingSession(calibrate=True) as session:
+        call(weather_messages())  # 195 estimated tokens
+        assert session.calibration == 1.0
+        call(weather_messages())
+    assert session.calibration == pytest.approx(200 / 195)
+    assert "not a plausible count" in caplog.text
+    assert session.stats.calls == 2
+
+
+def test_one_outlier_cannot_move_the_calibration_much() -> None:
+    call = reporting([200, 205, 210, 1500, 200])
+    with CompactingSession(calibrate=True) as session:
+        for _ in range(5):
+            call(weather_messages())
+    assert session.calibration == pytest.approx(210 / 195)
+
+
+def test_the_calibration_follows_the_recent_worst_case() -> None:
+    call = reporting([195, 195, 195, 230, 230, 230])
+    with CompactingSession(calibrate=True) as session:
+        for _ in range(6):
+            call(weather_messages())
+    assert session.calibration == pytest.approx(230 / 195)

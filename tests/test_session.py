@@ -617,3 +617,137 @@ def test_each_counter_gets_its_own_figures_inside_one_session(weather: List[Any]
         by_ten(weather)
         by_default(weather)
     assert [e.tokens_before for e in session.events] == [100, 195, 100, 195, 110, 195 + 13]
+
+
+# --- re-entrancy: counters, summarizers and hooks may make budgeted calls -------------------
+
+
+def _run_with_deadline(fn: Any, seconds: float = 30.0) -> Any:
+    """Run ``fn`` on a thread; a deadlock fails the test instead of hanging the suite."""
+    outcome: List[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append(("ok", fn()))
+        except BaseException as exc:  # reported below
+            outcome.append(("error", exc))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "deadlocked"
+    kind, value = outcome[0]
+    if kind == "error":
+        raise value
+    return value
+
+
+def test_a_counter_that_makes_a_budgeted_call_does_not_deadlock() -> None:
+    history = weather_messages()
+    depth = threading.local()
+
+    def counter(message: Any) -> int:
+        if not getattr(depth, "inside", False):
+            depth.inside = True
+            try:
+                inner(history)  # the same conversation, through the same counter
+            finally:
+                depth.inside = False
+        return len(str(message)) // 4
+
+    inner = budgeted(max_tokens=100, count_tokens=counter)(lambda messages: messages)
+    outer = budgeted(max_tokens=100, count_tokens=counter)(lambda messages: messages)
+
+    def run() -> int:
+        with CompactingSession() as session:
+            outer(history)
+            outer(history)
+        return session.stats.calls
+
+    assert _run_with_deadline(run) >= 2
+
+
+def test_a_summarizer_and_a_hook_that_make_budgeted_calls_do_not_deadlock() -> None:
+    def summarize(dropped: List[Any]) -> str:
+        return f"{len(ask(weather_messages()))} kept"
+
+    def hook(event: CompactionEvent) -> None:
+        ask(weather_messages())
+
+    summarizing = budgeted(**WEATHER, summarize=summarize, on_compact=hook)(
+        lambda messages: messages
+    )
+
+    def run() -> List[Any]:
+        with CompactingSession():
+            return summarizing(weather_messages())  # type: ignore[no-any-return]
+
+    assert _run_with_deadline(run)[1]["content"] == "7 kept"
+
+
+# --- memory: a bounded number of events, exact stats ----------------------------------------
+
+
+def test_max_events_keeps_the_most_recent_and_stats_stay_exact() -> None:
+    with CompactingSession(max_events=3) as session:
+        for i in range(10):
+            ask([system(), user(f"question {i}")])
+    assert len(session.events) == 3
+    assert session.events[-1].messages[-1]["content"] == "question 9"
+    assert session.stats.calls == 10
+
+
+def test_max_events_zero_keeps_none() -> None:
+    with CompactingSession(max_events=0) as session:
+        ask(weather_messages())
+    assert session.events == []
+    assert session.stats.messages_dropped == 3
+
+
+# --- sessions entered and exited out of order, in other tasks, many times -------------------
+
+
+def test_nested_sessions_exited_out_of_order_stay_as_they_say() -> None:
+    outer, inner = CompactingSession(), CompactingSession()
+    outer.__enter__()
+    inner.__enter__()
+    outer.__exit__(None, None, None)
+    assert not outer.active
+    assert inner.active
+    ask(weather_messages())
+    assert (outer.stats.calls, inner.stats.calls) == (0, 1)
+    inner.__exit__(None, None, None)
+    ask(weather_messages())
+    assert inner.stats.calls == 1
+
+
+@pytest.mark.anyio
+async def test_a_session_exited_in_another_task_stops_everywhere() -> None:
+    session = CompactingSession(max_tokens=150, keep_tail=2)
+    entered = anyio.Event()
+    exited = anyio.Event()
+    counts: List[int] = []
+
+    async def owner() -> None:
+        session.__enter__()
+        entered.set()
+        await exited.wait()
+        assert not session.active
+        ask(weather_messages())  # the entering task no longer records
+        counts.append(session.stats.calls)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(owner)
+        await entered.wait()
+        session.__exit__(None, None, None)  # no contextvars ValueError
+        exited.set()
+    assert counts == [0]
+
+
+def test_many_sequential_sessions_leave_no_entries_behind() -> None:
+    for _ in range(200):
+        with CompactingSession():
+            ask(weather_messages())
+    with CompactingSession() as session:
+        ask(weather_messages())
+    assert session.stats.calls == 1

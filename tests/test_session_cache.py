@@ -31,6 +31,7 @@ from helpers import (
     tool,
     tool_call,
     user,
+    weather_messages,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -927,3 +928,75 @@ def test_a_growing_history_extends_its_line_in_place_and_a_branch_copies_it():
     # An earlier state of either conversation is still served exactly.
     for talk in (first[:25], second[:40], first, second):
         assert cache.arrays(talk) == measure(talk, None)
+
+
+# --- what a session and its caches keep hold of after it ------------------------------------
+
+
+def test_counters_built_per_request_are_released_with_their_caches() -> None:
+    import gc
+    import weakref
+
+    from middleware._cache import CountCache
+
+    def live_caches() -> int:
+        gc.collect()
+        return sum(isinstance(o, CountCache) for o in gc.get_objects())
+
+    before = live_caches()
+    refs = []
+    with CompactingSession():
+        for _ in range(50):
+
+            def counter(message: Any) -> int:
+                return 5
+
+            refs.append(weakref.ref(counter))
+            fn = budgeted(max_tokens=100, count_tokens=counter)(lambda messages: messages)
+            fn(weather_messages())
+            del fn, counter
+        gc.collect()
+        assert all(ref() is None for ref in refs)
+        assert live_caches() - before <= 1
+    assert live_caches() == before
+
+
+def test_a_session_per_request_with_a_module_level_counter_keeps_nothing_after_it() -> None:
+    import gc
+    import tracemalloc
+
+    from helpers import ten_each
+
+    from middleware._cache import CountCache
+    from middleware._state import SessionState
+
+    # A counter that lives as long as the module, as a tokenizer-backed one built at import does.
+    fn = budgeted(max_tokens=10_000, count_tokens=ten_each)(lambda messages: len(messages))
+
+    def request(number: int) -> None:
+        history = [user(f"request {number}, turn {turn}: " + "x" * 200) for turn in range(20)]
+        with CompactingSession() as session:
+            fn(history)
+        assert session.stats.calls == 1
+
+    def live() -> Any:
+        gc.collect()
+        objects = gc.get_objects()
+        return (
+            sum(isinstance(o, SessionState) for o in objects),
+            sum(isinstance(o, CountCache) for o in objects),
+        )
+
+    request(-1)  # whatever the first call sets up once
+    before = live()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for number in range(300):
+            request(number)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert live() == before  # no session state nor count cache outlives its session
+    assert grown < 150_000  # 300 requests of 20 messages: leaked, about 6 MB
