@@ -37,18 +37,21 @@ from middleware import (  # noqa: E402
     budgeted,
 )
 
-Message = Dict[str, Any]
+from ._conversations import (  # noqa: E402
+    ANTHROPIC_BUDGET,
+    Message,
+    anthropic_history,
+    naive_trim,
+)
 
 # Older models (claude-sonnet-4-5, ...) raise a DeprecationWarning in the SDK.
 MODEL = "claude-sonnet-4-6"
 REPLY_TOKENS = 64
-BUDGET = 1700  # the history below is 4,870 estimated tokens in 81 messages
+BUDGET = ANTHROPIC_BUDGET
 SYSTEM = "You are a travel assistant. Use get_weather for forecasts. Réponds brièvement."
 SYNC_TARGET = "anthropic.resources.messages.Messages.create"
 ASYNC_TARGET = "anthropic.resources.messages.AsyncMessages.create"
 HOWS = ("decorated", "bound", "intercepted")
-
-CITIES = ("Denver", "Zürich", "São Paulo", "Kraków", "東京", "Austin", "Reykjavík", "Nairobi")
 
 
 def unexpected_result(index: int, block: int, tool_use_id: str) -> str:
@@ -61,71 +64,6 @@ def unexpected_result(index: int, block: int, tool_use_id: str) -> str:
 
 
 # --- the conversation -------------------------------------------------------------
-
-
-def forecast(city: str, day: int) -> str:
-    code = sum(map(ord, city)) + day
-    return json.dumps(
-        {
-            "city": city,
-            "day": day,
-            "tempC": code % 35,
-            "rain": code % 100 / 100,
-            "summary": f"Mild in {city}, light wind from the west, clouds by evening.",
-        },
-        ensure_ascii=False,
-    )
-
-
-def anthropic_history(turns: int = 20) -> List[Message]:
-    """81 messages: each turn asks for 1 to 3 cities, answered by parallel ``tool_use``.
-
-    Each calling assistant turn opens with a ``thinking`` block (and on odd turns
-    a text block) before its ``tool_use`` blocks; the next user turn opens with
-    the ``tool_result`` blocks (out of order on odd turns), sometimes followed by
-    the user's text. Replies are a string or a text block; some text is non-ASCII.
-    """
-    messages: List[Message] = []
-    n = 0
-    for turn in range(turns):
-        cities = [CITIES[(turn + k * 3) % len(CITIES)] for k in range(1 + turn % 3)]
-        messages.append(
-            {"role": "user", "content": f"Turn {turn}: the weather in {' and '.join(cities)}?"}
-        )
-        ids = []
-        for _ in cities:
-            n += 1
-            ids.append(f"toolu_{n:03d}")
-        content: List[Message] = [
-            {
-                "type": "thinking",
-                "thinking": f"The user wants {len(cities)} forecasts; call the tool for each.",
-                "signature": f"sig-{turn:03d}-" + "x" * 24,
-            }
-        ]
-        if turn % 2:
-            content.append({"type": "text", "text": "Let me check."})
-        content += [
-            {"type": "tool_use", "id": i, "name": "get_weather", "input": {"city": c, "day": turn}}
-            for i, c in zip(ids, cities)
-        ]
-        messages.append({"role": "assistant", "content": content})
-        results: List[Message] = [
-            {"type": "tool_result", "tool_use_id": i, "content": forecast(c, turn)}
-            for i, c in zip(ids, cities)
-        ]
-        if turn % 2:
-            results.reverse()
-        if turn % 3 == 2:
-            results.append({"type": "text", "text": "Thanks! Summarise, please. 🙏"})
-        messages.append({"role": "user", "content": results})
-        summary = f"Forecasts for {', '.join(cities)}."
-        if turn % 2:
-            messages.append({"role": "assistant", "content": summary + " ☀️"})
-        else:
-            messages.append({"role": "assistant", "content": [{"type": "text", "text": summary}]})
-    messages.append({"role": "user", "content": "Which city should I visit first? 🙂"})
-    return messages
 
 
 def reply_content(blocks: List[Message]) -> List[Any]:
@@ -179,15 +117,6 @@ def tool_ids(message: Message) -> List[str]:
     return (
         [b["id"] for b in content if b["type"] == "tool_use"] if isinstance(content, list) else []
     )
-
-
-def naive_trim(messages: List[Any], max_tokens: int) -> List[Any]:
-    """The hand-rolled trim: keep the first message, drop the oldest N after it until it fits."""
-    for n in range(len(messages)):
-        kept = [messages[0], *messages[1 + n :]]
-        if sum(map(estimate_tokens, kept)) <= max_tokens:
-            return kept
-    raise AssertionError("nothing fits")
 
 
 def wire(message: Message) -> Message:

@@ -34,10 +34,12 @@ from ctx_compact import check_pairing, estimate_tokens  # noqa: E402
 from ctx_compact.testing import FakeProvider  # noqa: E402
 from middleware import CompactingSession, CompactionEvent, budgeted  # noqa: E402
 
-from .test_anthropic import anthropic_history  # noqa: E402
-from .test_openai import TRIO_STREAM_WARNING, openai_history  # noqa: E402
-
-Message = Dict[str, Any]
+from ._conversations import (  # noqa: E402
+    TRIO_STREAM_WARNING,
+    Message,
+    anthropic_history,
+    openai_history,
+)
 
 BUDGET = 1200
 MODEL = "gpt-4o"

@@ -10,23 +10,23 @@ the checks of what the server received are the OpenAI tests' own.
 from __future__ import annotations
 
 import copy
-import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, List, Tuple
 
 import pytest
 
-# LiteLLM fetches its model price list from the network on import unless told
-# to use the copy it ships; there is no network here.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm")
 
 from ctx_compact import check_pairing, estimate_tokens  # noqa: E402
 from ctx_compact.testing import FakeProvider  # noqa: E402
 from middleware import CompactingSession, CompactionEvent, budgeted  # noqa: E402
 
-from .test_openai import BUDGET, ORPHAN_TOOL, naive_trim, openai_history  # noqa: E402
-
-Message = Dict[str, Any]
+from ._conversations import OPENAI_BUDGET as BUDGET  # noqa: E402
+from ._conversations import (  # noqa: E402
+    ORPHAN_TOOL,
+    Message,
+    naive_trim,
+    openai_history,
+)
 
 MODEL = "openai/gpt-4o"
 

@@ -12,12 +12,10 @@ calibration are for). LiteLLM runs on asyncio only, so its async test does too.
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any, Dict, List
 
 import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm")
 dispatch = pytest.importorskip("litellm.chat_completions.dispatch")
 
@@ -27,9 +25,8 @@ from ctx_compact import estimate_tokens  # noqa: E402
 from ctx_compact.testing import FakeProvider  # noqa: E402
 from middleware import CompactingSession  # noqa: E402
 
-from .test_openai import BUDGET, openai_history  # noqa: E402
-
-Message = Dict[str, Any]
+from ._conversations import OPENAI_BUDGET as BUDGET  # noqa: E402
+from ._conversations import Message, openai_history  # noqa: E402
 
 pytestmark = [
     pytest.mark.filterwarnings(

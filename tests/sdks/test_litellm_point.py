@@ -13,12 +13,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
-import os
 from typing import Any, Dict, Iterator, List
 
 import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm")
 dispatch = pytest.importorskip(
     "litellm.chat_completions.dispatch", reason="this LiteLLM has no dispatch module"

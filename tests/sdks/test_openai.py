@@ -37,82 +37,23 @@ from middleware import (  # noqa: E402
     budgeted,
 )
 
-Message = Dict[str, Any]
+from ._conversations import (  # noqa: E402
+    OPENAI_BUDGET,
+    ORPHAN_TOOL,
+    TRIO_STREAM_WARNING,
+    Message,
+    naive_trim,
+    openai_history,
+)
 
 MODEL = "gpt-4o"
-BUDGET = 1200  # the history below is 3,297 estimated tokens in 81 messages
+BUDGET = OPENAI_BUDGET
 SYNC_TARGET = "openai.resources.chat.completions.Completions.create"
 ASYNC_TARGET = "openai.resources.chat.completions.AsyncCompletions.create"
 HOWS = ("decorated", "bound", "intercepted")
 
-# OpenAI's wording, its own misspelling ("preceeding") included.
-ORPHAN_TOOL = (
-    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
-    "with 'tool_calls'."
-)
-
-# openai's AsyncStream stops reading at `data: [DONE]` with `break`, leaving its
-# inner async generators (and httpx2's) unexhausted. asyncio closes them quietly;
-# trio closes them too but warns (ResourceWarning) as they are collected.
-TRIO_STREAM_WARNING = r"ignore:Async generator '(openai|httpx2?|httpcore2?)\.:ResourceWarning"
-
-CITIES = ("Denver", "Zürich", "São Paulo", "Kraków", "東京", "Austin", "Reykjavík", "Nairobi")
-
 
 # --- the conversation -------------------------------------------------------------
-
-
-def forecast(city: str, day: int) -> str:
-    code = sum(map(ord, city)) + day
-    return json.dumps(
-        {
-            "city": city,
-            "day": day,
-            "tempC": code % 35,
-            "rain": code % 100 / 100,
-            "summary": f"Mild in {city}, light wind from the west, clouds by evening.",
-        },
-        ensure_ascii=False,
-    )
-
-
-def openai_history(turns: int = 16) -> List[Message]:
-    """81 messages: each turn asks for 1 to 3 cities, answered by parallel tool calls.
-
-    Every other turn's results come back out of order; city names and replies
-    hold non-ASCII text. The conversation is well formed.
-    """
-    messages: List[Message] = [
-        {"role": "system", "content": "You are a travel assistant. Use get_weather for forecasts."}
-    ]
-    n = 0
-    for turn in range(turns):
-        cities = [CITIES[(turn + k * 3) % len(CITIES)] for k in range(1 + turn % 3)]
-        messages.append(
-            {"role": "user", "content": f"Turn {turn}: the weather in {' and '.join(cities)}?"}
-        )
-        calls = []
-        for city in cities:
-            n += 1
-            arguments = json.dumps({"city": city, "day": turn}, ensure_ascii=False)
-            calls.append(
-                {
-                    "id": f"call_{n:03d}",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": arguments},
-                }
-            )
-        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
-        results = [
-            {"role": "tool", "tool_call_id": call["id"], "content": forecast(city, turn)}
-            for call, city in zip(calls, cities)
-        ]
-        if turn % 2:
-            results.reverse()
-        messages.extend(results)
-        messages.append({"role": "assistant", "content": f"Forecasts for {', '.join(cities)}. ☀️"})
-    messages.append({"role": "user", "content": "Which city should I visit first? 🙂"})
-    return messages
 
 
 def sdk_history() -> List[Any]:
@@ -135,15 +76,6 @@ def broken_history() -> List[Message]:
     history = openai_history()
     del history[max(i for i, m in enumerate(history) if m.get("tool_calls"))]
     return history
-
-
-def naive_trim(messages: List[Any], max_tokens: int) -> List[Any]:
-    """The hand-rolled trim: keep the first message, drop the oldest N after it until it fits."""
-    for n in range(len(messages)):
-        kept = [messages[0], *messages[1 + n :]]
-        if sum(map(estimate_tokens, kept)) <= max_tokens:
-            return kept
-    raise AssertionError("nothing fits")
 
 
 def wire(message: Any) -> Any:
