@@ -20,7 +20,6 @@ from typing import (
     Callable,
     Dict,
     Generator,
-    NamedTuple,
     Optional,
     Protocol,
     Sequence,
@@ -64,18 +63,27 @@ class Site(Protocol):
         """The call's messages and how to replace them, or ``None`` when it carries none."""
 
 
-class Invoke(NamedTuple):
+# Two steps per call: plain slotted classes, cheaper to make than named tuples.
+class Invoke:
     """Make the call with ``arguments``; the reply is what it returned (awaited on async paths)."""
 
-    arguments: Arguments
+    __slots__ = ("arguments",)
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
 
 
-class Report(NamedTuple):
+class Report:
     """Record ``event`` in ``states`` and hand it to the hooks; ``shield``: even if cancelled."""
 
-    event: CompactionEvent
-    states: Tuple[SessionState, ...]
-    shield: bool = False
+    __slots__ = ("event", "shield", "states")
+
+    def __init__(
+        self, event: CompactionEvent, states: Tuple[SessionState, ...], shield: bool = False
+    ) -> None:
+        self.event = event
+        self.states = states
+        self.shield = shield
 
 
 CallStep = Union[Step, Invoke, Report]
@@ -259,7 +267,8 @@ class Interceptor:
         throws in what it raised. It returns what the call returns (an SDK
         stream or raw response behind a proxy that reports once usage is known).
         """
-        event = yield from self._event(run, states)
+        # Without a summary to make, no sub-flow: most calls, and the cheapest path.
+        event = (yield from self._event(run, states)) if run.needs_summary else run.event(None)
         try:
             result = yield Invoke(run.arguments(event))
         except Exception as err:
@@ -268,7 +277,11 @@ class Interceptor:
                 yield Report(event, states, shield=True)
                 raise
             # The retry's event stands for the request: one request, one event.
-            event = yield from self._event(retry, states)
+            event = (
+                (yield from self._event(retry, states))
+                if retry.needs_summary
+                else retry.event(None)
+            )
             try:
                 result = yield Invoke(retry.arguments(event))
             except BaseException:
@@ -288,12 +301,11 @@ class Interceptor:
     def _event(
         self, run: CallRun, states: Tuple[SessionState, ...]
     ) -> Generator[CallStep, Any, CompactionEvent]:
-        """The call's event with its summary; a summarizer's wrong result is reported, then raised.
+        """The event of a call that needs a summary; a summarizer's wrong result is reported,
+        then raised.
 
         A summarizer that raises is not: the summaries' flow turns it into ``summary_error``.
         """
-        if not run.needs_summary:
-            return run.event(None)
         summaries = self.summaries
         assert summaries is not None
         prefix, head_end, boundaries = run.summary_input
