@@ -118,9 +118,10 @@ class ArgSpec:
 
     @classmethod
     def of(cls, fn: Any, name: str, function_name: str) -> ArgSpec:
-        """Bind ``name`` against ``fn``'s signature, failing if ``fn`` cannot accept it."""
-        if not isinstance(name, str) or not name.isidentifier():
-            raise TypeError(f"messages_arg must be an argument name, got {name!r}")
+        """Bind ``name`` against ``fn``'s signature, failing if ``fn`` cannot accept it.
+
+        ``name`` is an identifier already: ``check_options`` checked ``messages_arg``.
+        """
         target = fn.__func__ if isinstance(fn, (classmethod, staticmethod)) else fn
         binds_first = not isinstance(fn, staticmethod) and not inspect.ismethod(target)
         binds_first = binds_first and (isinstance(fn, classmethod) or inspect.isfunction(target))

@@ -118,8 +118,8 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
     Raises:
         TypeError: An unknown option, or one of the wrong type (an async
             ``count_tokens`` among them: counting is always synchronous).
-        ValueError: A negative ``keep_*``, or an ``on_overflow``/``validate``
-            outside its choices.
+        ValueError: A negative ``keep_*``, a ``messages_arg`` that is no
+            identifier, or an ``on_overflow``/``validate`` outside its choices.
     """
     for name in options:
         if name not in OPTION_NAMES:
@@ -137,8 +137,10 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
     check_callable(merged["summarize"], "summarize")
     check_summary_role(merged["summary_role"])
     messages_arg = merged["messages_arg"]
-    if not isinstance(messages_arg, str) or not messages_arg.isidentifier():
+    if not isinstance(messages_arg, str):
         raise TypeError(f"messages_arg must be an argument name, got {messages_arg!r}")
+    if not messages_arg.isidentifier():
+        raise ValueError(f"messages_arg must be an argument name, got {messages_arg!r}")
     if merged["on_overflow"] not in OVERFLOW_CHOICES:
         raise ValueError(
             f"on_overflow must be 'call', 'raise' or 'retry', got {merged['on_overflow']!r}"

@@ -11,7 +11,7 @@ import dataclasses
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union
 
-from ctx_compact._contract import CountTokens
+from ctx_compact._contract import CountTokens, check_keep
 
 from ._callables import kind_of, qualified_name
 from ._calls import wrap_callable
@@ -150,10 +150,8 @@ class CompactingSession:
             self._options = CompactionOptions.build("CompactingSession", max_tokens, options)
         if not isinstance(calibrate, bool):
             raise TypeError(f"calibrate must be True or False, got {calibrate!r}")
-        if max_events is not None and (
-            isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 0
-        ):
-            raise TypeError(f"max_events must be a non-negative int or None, got {max_events!r}")
+        if max_events is not None:
+            check_keep(max_events, "max_events")
         self._targets = _targets(intercept)
         self._state = SessionState(hooks, calibrate, max_events)
 

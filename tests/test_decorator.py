@@ -333,7 +333,7 @@ BAD_OPTIONS = [
     pytest.param({"summarize": 3}, TypeError, "summarize", id="summarize"),
     pytest.param({"count_tokens": "len"}, TypeError, "count_tokens", id="count_tokens"),
     pytest.param({"summary_role": 3}, TypeError, "summary_role", id="summary_role"),
-    pytest.param({"messages_arg": "two words"}, TypeError, "messages_arg", id="messages_arg"),
+    pytest.param({"messages_arg": "two words"}, ValueError, "messages_arg", id="messages_arg"),
     pytest.param({"messages_arg": 3}, TypeError, "messages_arg", id="messages_arg-int"),
 ]
 

@@ -426,7 +426,7 @@ def test_an_observing_session_needs_no_budget_but_cannot_wrap(weather: List[Any]
         ({"on_overflow": "drop"}, ValueError),
         ({"on_compact": 42}, TypeError),
         ({"count_tokens": "len"}, TypeError),
-        ({"messages_arg": "not an identifier"}, TypeError),
+        ({"messages_arg": "not an identifier"}, ValueError),
     ],
 )
 def test_bad_session_options_fail_at_construction(
