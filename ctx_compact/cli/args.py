@@ -1,7 +1,7 @@
 """The ``ctx-compact`` command's arguments: its two parsers, their help, and what they refuse.
 
 Every option the command documents is defined here once (its defaults are the
-public functions' own, from ``defaults``; its exit statuses are ``status``'s);
+core's own, from the contract; its exit statuses are ``status``'s);
 ``parse_arguments`` gives the runner in ``run`` checked arguments or the status
 to exit with.
 """
@@ -14,8 +14,8 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import __version__
+from .._contract import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
 from . import status
-from .defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
 from .io import file_identity, reasons_path
 from .words import PROG, SHOWN_SKIPPED, Budget, number
 

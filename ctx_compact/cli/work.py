@@ -20,8 +20,17 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .. import CompactResult, check_pairing, clear_tool_results, compact
-from .._contract import Compaction, MessageRow, group_bounds, pairing_problems, prefix_sums, prepare
-from .defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
+from .._contract import (
+    KEEP_HEAD,
+    KEEP_RESULTS,
+    KEEP_TAIL,
+    Compaction,
+    MessageRow,
+    group_bounds,
+    pairing_problems,
+    prefix_sums,
+    prepare,
+)
 from .io import Failure, conversation, decode, dump, parse, with_messages
 from .json import Pieces, Unencodable, loads_fast
 from .words import Budget, explain_table, figures, number, plural, problem_text
