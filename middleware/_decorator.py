@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, TypeVar
 
-from ctx_compact._contract import CountTokens
+from ctx_compact._contract import KEEP_HEAD, KEEP_TAIL, CountTokens
 
 from ._calls import wrap_callable
 from ._events import Hooks, check_hooks
@@ -24,8 +24,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 def budgeted(
     max_tokens: float,
     *,
-    keep_head: int = 1,
-    keep_tail: int = 4,
+    keep_head: int = KEEP_HEAD,
+    keep_tail: int = KEEP_TAIL,
     count_tokens: Optional[CountTokens] = None,
     summarize: Optional[Summarize] = None,
     summary_role: str = "user",

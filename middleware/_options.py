@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Literal, Optional, Protocol, Sequence, Union
 
 from ctx_compact._contract import (
+    KEEP_HEAD,
+    KEEP_TAIL,
     CountTokens,
-    ResultClearing,
     ThinkingClearing,
+    ToolResultClearing,
     check_callable,
     check_keep,
     check_max_tokens,
@@ -66,15 +68,15 @@ class CompactionOptions:
     """
 
     max_tokens: float
-    keep_head: int = 1
-    keep_tail: int = 4
+    keep_head: int = KEEP_HEAD
+    keep_tail: int = KEEP_TAIL
     count_tokens: Optional[CountTokens] = None
     summarize: Optional[Summarize] = None
     summary_role: str = "user"
     messages_arg: str = "messages"
     on_overflow: str = "call"
     validate: Optional[str] = None
-    clear_tool_results: Optional[ResultClearing] = None
+    clear_tool_results: Optional[ToolResultClearing] = None
     clear_thinking: Optional[ThinkingClearing] = None
     target_tokens: Optional[float] = None
     store: Optional[SummaryStore] = None
@@ -148,7 +150,7 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
     if merged["validate"] not in VALIDATE_CHOICES:
         raise ValueError(f"validate must be None, 'raise' or 'report', got {merged['validate']!r}")
     merged["clear_tool_results"] = _clearing(
-        "clear_tool_results", merged["clear_tool_results"], ResultClearing
+        "clear_tool_results", merged["clear_tool_results"], ToolResultClearing
     )
     merged["clear_thinking"] = _clearing(
         "clear_thinking", merged["clear_thinking"], ThinkingClearing

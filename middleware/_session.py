@@ -11,7 +11,7 @@ import dataclasses
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union
 
-from ctx_compact._contract import CountTokens, check_keep
+from ctx_compact._contract import KEEP_HEAD, KEEP_TAIL, CountTokens, check_keep
 
 from ._callables import kind_of, qualified_name
 from ._calls import wrap_callable
@@ -124,8 +124,8 @@ class CompactingSession:
         self,
         *,
         max_tokens: Optional[float] = None,
-        keep_head: int = 1,
-        keep_tail: int = 4,
+        keep_head: int = KEEP_HEAD,
+        keep_tail: int = KEEP_TAIL,
         count_tokens: Optional[CountTokens] = None,
         summarize: Optional[Summarize] = None,
         summary_role: str = "user",
