@@ -6,7 +6,6 @@ from typing import Any, Callable, Optional, TypeVar
 
 from ctx_compact._contract import KEEP_HEAD, KEEP_TAIL, CountTokens
 
-from ._calls import wrap_callable
 from ._events import Hooks, check_hooks
 from ._options import (
     Clearing,
@@ -17,6 +16,7 @@ from ._options import (
     given_options,
 )
 from ._store import SummaryStore
+from ._wrapped import wrap_callable
 
 F = TypeVar("F", bound=Callable[..., Any])
 

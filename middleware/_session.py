@@ -14,7 +14,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Type, TypeVar,
 from ctx_compact._contract import KEEP_HEAD, KEEP_TAIL, CountTokens, check_keep
 
 from ._callables import kind_of, qualified_name
-from ._calls import wrap_callable
 from ._events import CompactionEvent, Hooks, check_hooks
 from ._options import (
     INHERIT,
@@ -30,6 +29,7 @@ from ._options import (
 from ._patching import Target, intercept, is_target, release
 from ._state import DEFAULT_MAX_EVENTS, SessionState, SessionStats
 from ._store import SummaryStore
+from ._wrapped import wrap_callable
 from .sdks import SDK_NAMES, SdkTarget, is_sdk_name, sdk_targets
 
 F = TypeVar("F", bound=Callable[..., Any])
