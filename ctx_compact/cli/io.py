@@ -143,9 +143,12 @@ def conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, 
             f'{where}: expected an array of messages or an object with a "messages" array,'
             f" got {json_type(value)}"
         )
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise Failure(f"{where}: message {index}: expected an object, got {json_type(message)}")
+    if not all(type(message) is dict for message in messages):  # parsed JSON: only dicts
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise Failure(
+                    f"{where}: message {index}: expected an object, got {json_type(message)}"
+                )
     return messages, holder
 
 
