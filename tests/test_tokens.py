@@ -7,7 +7,6 @@ so a user message whose content is ``k`` UTF-16 units long is ``28 + k`` units.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
 import json
@@ -491,15 +490,10 @@ def test_the_estimator_re_entered_from_default_counts_both_messages():
 
 
 class Slow:
-    """An SDK object that yields the GIL while it is dumped, so that threads interleave."""
-
-    def __init__(self, barrier: threading.Barrier) -> None:
-        self.barrier = barrier
+    """An SDK object that sleeps while it is dumped, so that threads encode it at once."""
 
     def model_dump(self, **options: Any) -> Any:
-        with contextlib.suppress(threading.BrokenBarrierError):
-            self.barrier.wait(timeout=5)
-        time.sleep(0.001)
+        time.sleep(0.002)  # lets the other threads run, inside their own encoding
         return {"dumped": "yes"}
 
 
@@ -507,8 +501,8 @@ def test_threads_encoding_the_same_objects_at_once_do_not_disturb_each_other():
     # One shared set of markers would see the other thread's containers, the
     # very objects being encoded here, as cycles, and clear them after an error.
     workers = 4
-    barrier = threading.Barrier(workers)
-    shared_block = {"type": "text", "text": "é", "raw": [Slow(barrier)]}
+    start = threading.Barrier(workers)
+    shared_block = {"type": "text", "text": "é", "raw": [Slow()]}
     messages = [user("a"), {"role": "user", "content": [shared_block]}, user("🎉")]
     broken = [user("a"), {"role": "user", "content": [shared_block, object()]}]
     dumped_block = {"type": "text", "text": "é", "raw": [{"dumped": "yes"}]}
@@ -519,6 +513,7 @@ def test_threads_encoding_the_same_objects_at_once_do_not_disturb_each_other():
 
     def work(k: int) -> Any:
         outcomes = []
+        start.wait(timeout=10)
         for _ in range(5):
             if k == 0:
                 try:
