@@ -8,33 +8,19 @@ SDK stream's usage is known), and one retry after a refusal for length. It is a
 generator of the steps that may wait; the sync shell (``call``) and the async
 one (``acall``, also before an async generator's body) carry them out and
 differ only in how they wait, as tenacity's ``iter()`` and httpx's
-``auth_flow`` do."""
+``auth_flow`` do.
+"""
 
 from __future__ import annotations
 
 import inspect
-from typing import (
-    Any,
-    Dict,
-    Generator,
-    Optional,
-    Protocol,
-    Sequence,
-    Tuple,
-    Union,
-)
+from typing import Any, Dict, Generator, Optional, Protocol, Sequence, Tuple, Union
 
 import anyio
 import anyio.to_thread
 
 from ._call_run import CallRun
-from ._callables import (
-    ArgSpec,
-    Arguments,
-    Kind,
-    Located,
-    is_async_callable,
-)
+from ._callables import ArgSpec, Arguments, Kind, Located, is_async_callable
 from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
 from ._observe import Pending, observe
 from ._options import CompactionOptions, check_awaitables
