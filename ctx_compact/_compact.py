@@ -219,12 +219,15 @@ class Compaction:
         )
 
     def result_with_summary(
-        self, summary: Optional[str], summary_role: str
+        self, summary: Optional[str], summary_role: str, at_least: int = 0
     ) -> CompactResultWithSummary:
         """The ``compact_with_summary`` result, with ``summary`` inserted after the head.
 
         The summary message counts against the budget; when it no longer fits,
         further whole groups are dropped, oldest first, without re-summarising.
+        ``at_least`` is a cut the result drops up to whatever the summary's
+        size (a group boundary, at most the tail's start): that of the messages
+        ``summary`` was made from, so it never describes a message still sent.
         """
         if summary is None:
             after = self.tokens_after
@@ -251,6 +254,7 @@ class Compaction:
             # cut makes the same further cut in every process.
             more = self._to_drop(self.tokens_before + summary_tokens)
             cut = max(_cut_after(pre, self.bounds, head_end, self.tail_start, more), self.cut)
+        cut = max(cut, at_least)
         after -= pre[cut] - pre[self.cut]
         messages = self.messages[:head_end]
         messages.append(note)

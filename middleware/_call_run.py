@@ -274,19 +274,30 @@ class CallRun:
         """Whether something was dropped and a summarizer waits for it."""
         return self.options.summarize is not None and self.plan.cut > self.plan.head_end
 
-    @property
-    def summary_input(self) -> Tuple[List[Any], int, List[int]]:
-        """What a summary is made from: the caller's messages before the cut, the head's
-        end, and the group boundaries between the two (where earlier calls may have cut)."""
-        plan = self.plan
-        head_end, cut = plan.head_end, plan.cut
-        boundaries = [b for b in plan.bounds if head_end < b < cut]
+    def summary_input(self, cut: int) -> Tuple[List[Any], int, List[int]]:
+        """What the summary of ``cut`` is made from: the caller's messages before it, the
+        head's end, and the group boundaries between the two (where earlier calls may have
+        cut)."""
+        head_end = self.plan.head_end
+        boundaries = [b for b in self.plan.bounds if head_end < b < cut]
         return self.originals(0, cut), head_end, boundaries
 
-    def event(self, summary: Optional[str], summary_error: Optional[str] = None) -> CompactionEvent:
+    def summary_cut(self, summary: str, covered: int) -> int:
+        """Where the call cuts with ``summary`` (made of the messages before ``covered``) in.
+
+        Beyond ``covered`` when the summary's own tokens push the kept messages over
+        budget: the summary to send is then that of the further cut.
+        """
+        result = self.plan.result_with_summary(summary, self.options.summary_role, covered)
+        return self.plan.head_end + len(result.dropped)
+
+    def event(
+        self, summary: Optional[str], summary_error: Optional[str] = None, covered: int = 0
+    ) -> CompactionEvent:
         """The call's event, with ``summary`` (or none) inserted.
 
-        ``summary_error`` says why the summarizer failed, when it did.
+        ``summary_error`` says why the summarizer failed, when it did; ``covered`` is
+        the cut ``summary`` was made for, which the call drops up to at least.
         """
         options = self.options
         plan = self.plan
@@ -297,7 +308,7 @@ class CallRun:
             dropped = () if kept is plan.messages else tuple(self.dropped)
             fits = after <= plan.max_tokens
         else:
-            result = plan.result_with_summary(summary, options.summary_role)
+            result = plan.result_with_summary(summary, options.summary_role, covered)
             messages, dropped = tuple(result.messages), tuple(self._callers(len(result.dropped)))
             after, fits, summary = result.tokens_after, result.fits, result.summary
         problems = tuple(check_pairing(messages)) if options.validate else ()

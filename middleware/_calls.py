@@ -198,13 +198,26 @@ class Interceptor:
         """
         summaries = self.summaries
         assert summaries is not None
-        prefix, head_end, boundaries = run.summary_input
+        covered = run.plan.cut
         try:
-            summary, error = yield from summaries.flow(prefix, head_end, boundaries, run.function)
+            while True:
+                prefix, head_end, boundaries = run.summary_input(covered)
+                summary, error = yield from summaries.flow(
+                    prefix, head_end, boundaries, run.function
+                )
+                if summary is None:
+                    break
+                # The summary's own tokens may push the cut further: then the summary
+                # sent is that of the further cut (rolled on from this one), so a cut
+                # always goes out with its own summary, the same in every process.
+                cut = run.summary_cut(summary, covered)
+                if cut <= covered:
+                    break
+                covered = cut
         except BaseException:
             yield Report(run.event(None), states, shield=True)
             raise
-        return run.event(summary, error)
+        return run.event(summary, error, covered)
 
     def _retry(
         self,

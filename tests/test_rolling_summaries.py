@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import anyio
 import pytest
@@ -207,3 +207,44 @@ def test_a_summarizer_returning_a_non_string_still_fails_the_call() -> None:
     decorated = budgeted(max_tokens=2000, summarize=lambda dropped: 42)(echo)
     with pytest.raises(ctx_compact.InvalidMessageError, match="string"):
         decorated(chat(60))
+
+
+class Wordy(Rolling):
+    """A rolling summarizer whose summaries are big enough to push the cut a group further.
+
+    ``covered`` maps each summary it made to the messages it stands for: those it
+    was given, after those its ``previous`` stood for.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.covered: Dict[str, List[Any]] = {}
+
+    def __call__(self, dropped: List[Any], *, previous: Optional[str] = None) -> str:
+        super().__call__(dropped, previous=previous)
+        text = f"summary {len(self.calls)}: " + "all that was said before, " * 40
+        self.covered[text] = [*(self.covered[previous] if previous else []), *dropped]
+        return text
+
+
+@pytest.mark.parametrize("target", [1200, None], ids=["target_tokens", "no target"])
+def test_a_cut_always_goes_out_with_the_summary_of_that_cut(target: Optional[int]) -> None:
+    summarize = Wordy()
+    events: List[CompactionEvent] = []
+    send = budgeted(
+        max_tokens=2000, target_tokens=target, summarize=summarize, on_compact=events.append
+    )(echo)
+    run_turns(send, 80)
+
+    summarized = [e for e in events if e.summary is not None]
+    assert len(summarized) > 20
+    texts: Dict[int, Set[str]] = {}
+    for event in summarized:
+        assert event.summary is not None
+        # The summary sent stands for exactly what the call drops: the summary's own
+        # tokens may push the cut further, and then the further cut's summary is sent.
+        assert summarize.covered[event.summary] == list(event.dropped)
+        assert event.tokens_after <= 2000
+        texts.setdefault(len(event.dropped), set()).add(event.summary)
+    # One text per cut: a cut that stands is sent with the same summary on every call.
+    assert all(len(sent) == 1 for sent in texts.values())
