@@ -22,7 +22,8 @@ from ._compact import (
     compact_with_summary,
 )
 from ._errors import InvalidMessageError
-from ._pairing import PairingError, PairingProblem, check_pairing
+from ._pairing import PairingError, check_pairing
+from ._problems import PairingProblem
 from ._tokens import estimate_tokens
 from .batch import (
     CompactedConversation,
