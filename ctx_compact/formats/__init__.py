@@ -103,11 +103,8 @@ def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
     else:
         content = view.get("content")
         if content is None or type(content) is str:
-            for k in _TEXT_KEYS:
-                if view.get(k):
-                    break
-            else:
-                return _owner(role)
+            if not any(map(view.get, _TEXT_KEYS)):  # in C: the usual case, per message
+                return OWNERS.get(role) if type(role) is str else _owner(role)
             candidates = _TEXT
         else:
             candidates = _BLOCKS

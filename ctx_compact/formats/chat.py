@@ -52,6 +52,13 @@ def call_ids(message: Mapping[str, Any], index: int) -> Optional[FrozenSet[Any]]
     tool_calls = message.get("tool_calls")
     if not tool_calls:
         return None
+    if type(tool_calls) is list and len(tool_calls) == 1:
+        # One call with a string id: most calling messages, without the general checks.
+        call = tool_calls[0]
+        if type(call) is dict:
+            call_id = call.get("id")
+            if type(call_id) is str:
+                return frozenset((call_id,))
     if not is_list(tool_calls):
         raise InvalidMessageError(
             f"tool_calls must be a list of mappings, not {type(tool_calls).__name__}", index
