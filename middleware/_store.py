@@ -20,8 +20,9 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, Union, runtime_checkable
 
 # Keys looked up in one SQL statement: far below SQLite's smallest limit on parameters (999).
 _CHUNK = 500
@@ -95,6 +96,29 @@ class MemoryStore:
             return stored
 
 
+# Connections a forked child inherited from its parent: never closed in the child (that
+# could disturb the parent's locks), never collected either (an unclosed sqlite3
+# connection collected is a ResourceWarning from Python 3.13 on).
+_INHERITED: List[sqlite3.Connection] = []
+
+
+def _close_all(opened: List[Tuple[int, sqlite3.Connection]], lock: threading.Lock) -> None:
+    """Close the connections a store opened in this process (its finalizer).
+
+    A finalizer rather than ``__del__``: when a store dies in a reference cycle, the
+    garbage collector runs weak-reference callbacks before any object's finalizer,
+    so the connections are closed before sqlite3 could warn about them.
+    """
+    with lock:
+        connections, opened[:] = list(opened), []
+    for pid, connection in connections:
+        if pid != os.getpid():
+            _INHERITED.append(connection)
+            continue
+        with contextlib.suppress(Exception):  # at interpreter exit, say
+            connection.close()
+
+
 class SQLiteStore:
     """Summaries in an SQLite file, shared by the processes of one machine.
 
@@ -140,7 +164,14 @@ class SQLiteStore:
         self.max_entries = max_entries
         self.ttl = ttl
         self.timeout = float(timeout)
+        self._start()
+
+    def _start(self) -> None:
+        # Every connection this store opens, in any thread, closed by its finalizer.
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._opened: List[Tuple[int, sqlite3.Connection]] = []
+        weakref.finalize(self, _close_all, self._opened, self._lock)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r}, max_entries={self.max_entries}, ttl={self.ttl})"
@@ -150,15 +181,18 @@ class SQLiteStore:
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._local = threading.local()
+        self._start()
 
     def _connection(self) -> sqlite3.Connection:
         local = self._local
-        connection: Optional[sqlite3.Connection] = getattr(local, "connection", None)
+        pid = os.getpid()
         # A connection must not cross a fork: the child opens its own.
-        if connection is not None and local.pid == os.getpid():
-            return connection
-        connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        if getattr(local, "pid", None) == pid and local.connection is not None:
+            return local.connection  # type: ignore[no-any-return]
+        # Used by its own thread only; closed by the store's finalizer, in any thread.
+        connection = sqlite3.connect(
+            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+        )
         connection.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
@@ -168,14 +202,22 @@ class SQLiteStore:
         )
         connection.execute("CREATE INDEX IF NOT EXISTS summaries_used ON summaries (used)")
         connection.execute("CREATE INDEX IF NOT EXISTS summaries_stored ON summaries (stored)")
-        local.connection, local.pid = connection, os.getpid()
+        local.connection, local.pid = connection, pid
+        with self._lock:
+            self._opened.append((pid, connection))
         return connection
 
     def close(self) -> None:
-        """Close the calling thread's connection (the next use opens another)."""
+        """Close the calling thread's connection (the next use opens another).
+
+        Every connection the store opened is closed when the store is collected,
+        or at the interpreter's exit.
+        """
         connection = getattr(self._local, "connection", None)
-        if connection is not None:
+        if connection is not None and getattr(self._local, "pid", None) == os.getpid():
             self._local.connection = None
+            with self._lock:
+                self._opened[:] = [(p, c) for p, c in self._opened if c is not connection]
             connection.close()
 
     def _oldest_kept(self, now: float) -> float:

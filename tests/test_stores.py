@@ -193,11 +193,34 @@ def test_sqlite_checks_its_options(
 
 
 def test_sqlite_opens_its_file_in_wal_mode(tmp_path: Path) -> None:
+    import contextlib
     import sqlite3
 
     SQLiteStore(tmp_path / "s.db").put("k", "v")
-    with sqlite3.connect(tmp_path / "s.db") as connection:
+    # closing(): a connection's own context manager commits but does not close it.
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_a_store_closes_every_connection_it_opened_when_it_goes(tmp_path: Path) -> None:
+    import gc
+    import sqlite3
+    import threading
+
+    store = SQLiteStore(tmp_path / "s.db")
+    store.put("k", "v")
+    worker = threading.Thread(target=store.get, args=("k",))
+    worker.start()
+    worker.join(timeout=30)
+    opened = [connection for _, connection in store._opened]
+    assert len(opened) == 2  # the main thread's and the worker's
+    cycle: List[Any] = [store]
+    cycle.append(cycle)  # a store that dies in a reference cycle, as in a decorated function
+    del store, cycle
+    gc.collect()
+    for connection in opened:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            connection.execute("SELECT 1")
 
 
 # --- RedisStore ----------------------------------------------------------------
