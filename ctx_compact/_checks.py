@@ -22,17 +22,36 @@ def check_messages(messages: object) -> Sequence[Any]:
     return messages
 
 
-def check_max_tokens(max_tokens: object) -> float:
-    """Return ``max_tokens`` if it is a finite positive number, else raise ``TypeError``."""
-    problem = f"max_tokens must be a finite positive number, got {max_tokens!r}"
+class BudgetValueError(TypeError, ValueError):
+    """A budget of the right type with a wrong value (``0``, ``-5``, ``inf``, ``nan``).
+
+    The specification has ``max_tokens`` raise ``TypeError`` when it is "not a
+    positive number"; every other right-typed, wrong value raises ``ValueError``.
+    This is both, so code catching either keeps working.
+    """
+
+
+def check_max_tokens(max_tokens: object, name: str = "max_tokens") -> float:
+    """Return ``max_tokens`` if it is a finite positive number.
+
+    Args:
+        max_tokens: The value to check.
+        name: The option it was given as, for the error (``target_tokens`` too).
+
+    Raises:
+        TypeError: It is not a real number (a bool is not one).
+        BudgetValueError: A ``TypeError`` and a ``ValueError``: it is a number,
+            but not a finite positive one a float can hold.
+    """
+    problem = f"{name} must be a finite positive number, got {max_tokens!r}"
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, Real):
         raise TypeError(problem)
     try:
         as_float = float(max_tokens)
     except OverflowError:  # an int beyond any float: no budget means anything there
-        raise TypeError(problem) from None
+        raise BudgetValueError(problem) from None
     if not math.isfinite(as_float) or as_float <= 0:
-        raise TypeError(problem)
+        raise BudgetValueError(problem)
     return max_tokens  # type: ignore[return-value]
 
 
@@ -143,19 +162,13 @@ def check_target_tokens(target_tokens: object, max_tokens: float) -> Optional[fl
     """Return ``target_tokens`` if it is ``None`` or a finite positive number up to ``max_tokens``.
 
     Raises:
-        TypeError: It is not ``None`` nor a finite positive number.
+        TypeError: It is not ``None`` nor a number.
+        BudgetValueError: It is a number, but not a finite positive one.
         ValueError: It is more than ``max_tokens``.
     """
     if target_tokens is None:
         return None
-    if isinstance(target_tokens, bool) or not isinstance(target_tokens, Real):
-        raise TypeError(f"target_tokens must be a finite positive number, got {target_tokens!r}")
-    try:
-        check_max_tokens(target_tokens)
-    except TypeError:
-        raise TypeError(
-            f"target_tokens must be a finite positive number, got {target_tokens!r}"
-        ) from None
+    check_max_tokens(target_tokens, "target_tokens")
     if target_tokens > max_tokens:  # type: ignore[operator]  # Real declares no comparison
         raise ValueError(
             f"target_tokens ({target_tokens}) must not exceed max_tokens ({max_tokens}): it is "

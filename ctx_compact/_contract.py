@@ -6,7 +6,8 @@ they import it from here only, so the core's modules can change shape without
 reaching into the layers above. The arrows point one way: nothing in the core
 imports from this module's users.
 
-- Checking options: ``check_max_tokens``, ``check_keep``, ``check_callable``,
+- Checking options: ``check_max_tokens`` (also for another budget-like option,
+  by name), ``check_keep``, ``check_flag``, ``check_callable``,
   ``check_summary_role``, ``check_summary``, ``check_messages``.
 - Measuring messages: ``message_views``, ``group_bounds``, ``count_all`` (for
   the part of a list not seen before) and ``measure`` (a whole list from
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 from ._checks import (
     check_callable,
+    check_flag,
     check_keep,
     check_max_tokens,
     check_messages,
@@ -66,9 +68,6 @@ from ._views import message_views
 from .formats._shapes import sdk_dump
 from .formats.responses import CALL_OUTPUTS
 
-# The 0.2.0 name, until middleware/_options.py imports ToolResultClearing: not in __all__.
-ResultClearing = ToolResultClearing
-
 __all__ = [
     "CALL_OUTPUTS",
     "ENCODER",
@@ -81,6 +80,7 @@ __all__ = [
     "ThinkingClearing",
     "ToolResultClearing",
     "check_callable",
+    "check_flag",
     "check_keep",
     "check_max_tokens",
     "check_messages",

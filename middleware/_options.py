@@ -157,16 +157,8 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
     )
     check_store(merged["store"])
     if merged["target_tokens"] is not None:
-        merged["target_tokens"] = check_max_tokens_as("target_tokens", merged["target_tokens"])
+        merged["target_tokens"] = check_max_tokens(merged["target_tokens"], "target_tokens")
     return merged
-
-
-def check_max_tokens_as(name: str, value: object) -> float:
-    """``check_max_tokens`` for another option, naming it in the error."""
-    try:
-        return check_max_tokens(value)
-    except TypeError as exc:
-        raise TypeError(str(exc).replace("max_tokens", name, 1)) from None
 
 
 def _clearing(name: str, value: Any, kind: Any) -> Any:

@@ -11,7 +11,7 @@ import dataclasses
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union
 
-from ctx_compact._contract import KEEP_HEAD, KEEP_TAIL, CountTokens, check_keep
+from ctx_compact._contract import KEEP_HEAD, KEEP_TAIL, CountTokens, check_flag, check_keep
 
 from ._callables import kind_of, qualified_name
 from ._events import CompactionEvent, Hooks, check_hooks
@@ -148,8 +148,7 @@ class CompactingSession:
             check_options("CompactingSession", options)
         else:
             self._options = CompactionOptions.build("CompactingSession", max_tokens, options)
-        if not isinstance(calibrate, bool):
-            raise TypeError(f"calibrate must be True or False, got {calibrate!r}")
+        check_flag(calibrate, "calibrate")
         if max_events is not None:
             check_keep(max_events, "max_events")
         self._targets = _targets(intercept)

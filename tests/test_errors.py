@@ -567,3 +567,33 @@ def test_a_model_with_neither_role_nor_type_is_refused_not_guessed() -> None:
     assert raised.value.index == 1
     with pytest.raises(InvalidMessageError, match="neither 'role' nor 'type'"):
         check_pairing([Note(text="x")])
+
+
+# --- a budget of the right type with a wrong value -----------------------------------
+
+
+@pytest.mark.parametrize("bad", [0, -5, -0.5, math.inf, math.nan, 10**400], ids=count_id)
+def test_a_wrong_budget_value_is_a_value_error_and_the_specifications_type_error(bad):
+    # The specification: TypeError for max_tokens "not a positive number"; the rule
+    # everywhere else: ValueError for a right type with a wrong value. Both catch it.
+    for catch in (TypeError, ValueError):
+        with pytest.raises(catch, match="max_tokens must be a finite positive number"):
+            compact(three(), max_tokens=bad)
+    with pytest.raises(ValueError, match="target_tokens must be a finite positive number"):
+        compact(three(), max_tokens=100, target_tokens=bad)
+
+
+@pytest.mark.parametrize("bad", ["100", None, True, [100]], ids=repr)
+def test_a_budget_of_the_wrong_type_is_a_type_error_only(bad):
+    with pytest.raises(TypeError, match="max_tokens must be a finite positive number") as info:
+        compact(three(), max_tokens=bad)
+    assert not isinstance(info.value, ValueError)
+
+
+def test_the_middleware_names_target_tokens_in_its_own_words():
+    from middleware import budgeted
+
+    with pytest.raises(ValueError, match="^target_tokens must be a finite positive number"):
+        budgeted(max_tokens=100, target_tokens=-1)
+    with pytest.raises(ValueError, match="^max_tokens must be a finite positive number"):
+        budgeted(max_tokens=-1)
