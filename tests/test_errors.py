@@ -593,7 +593,7 @@ def test_a_budget_of_the_wrong_type_is_a_type_error_only(bad):
 def test_the_middleware_names_target_tokens_in_its_own_words():
     from middleware import budgeted
 
-    with pytest.raises(ValueError, match="^target_tokens must be a finite positive number"):
+    with pytest.raises(ValueError, match=r"^target_tokens must be a finite positive number"):
         budgeted(max_tokens=100, target_tokens=-1)
-    with pytest.raises(ValueError, match="^max_tokens must be a finite positive number"):
+    with pytest.raises(ValueError, match=r"^max_tokens must be a finite positive number"):
         budgeted(max_tokens=-1)
