@@ -1,4 +1,12 @@
-"""Argument checks at the core's boundary: each raises naming the argument and the value."""
+"""Argument checks at the core's boundary: each raises naming the argument and the value.
+
+Every check, in the core and in the middleware, words its error one way,
+``'name' must be <what it must be> (got <the value>)``, and raises ``TypeError``
+for a value of the wrong type and ``ValueError`` for a value of the right type
+that is wrong (``must`` builds both). ``BudgetValueError`` is the one value
+error that is also a ``TypeError``, as the specification has it for
+``max_tokens``.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +19,38 @@ from typing import Any, FrozenSet, Optional
 
 from ._errors import InvalidMessageError
 
+_SHOWN = 80  # a longer repr is shown as its type: an error message is read in one line
+
+
+def must(name: str, expected: str, value: object, error: type[Exception] = TypeError) -> Exception:
+    """The error of an argument check: ``'name' must be expected (got value)``.
+
+    Args:
+        name: The argument or option, as the caller wrote it.
+        expected: What it must be, as a phrase (``"a non-negative int"``).
+        value: What it was given.
+        error: ``TypeError`` (the default) for a value of the wrong type,
+            ``ValueError`` for a right-typed value that is wrong.
+    """
+    return error(f"{name!r} must be {expected} (got {got(value)})")
+
+
+def got(value: object) -> str:
+    """``value`` as an error shows it: its repr, or its type when the repr is long."""
+    try:
+        shown = _shown(value)
+    except Exception:  # a repr that fails is shown by its type
+        shown = ""
+    if 0 < len(shown) <= _SHOWN:
+        return shown
+    kind = type(value).__name__
+    return f"{'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}"
+
 
 def check_messages(messages: object) -> Sequence[Any]:
     """Return ``messages`` if it is a sequence (not a string), else raise ``TypeError``."""
     if isinstance(messages, (str, bytes, bytearray, Mapping)) or not isinstance(messages, Sequence):
-        raise TypeError(
-            f"messages must be a list (or other sequence) of message mappings, "
-            f"not {type(messages).__name__}"
-        )
+        raise must("messages", "a list (or other sequence) of message mappings", messages)
     return messages
 
 
@@ -43,38 +75,38 @@ def check_max_tokens(max_tokens: object, name: str = "max_tokens") -> float:
         BudgetValueError: A ``TypeError`` and a ``ValueError``: it is a number,
             but not a finite positive one a float can hold.
     """
-    problem = f"{name} must be a finite positive number, got {max_tokens!r}"
+    expected = "a finite positive number"
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, Real):
-        raise TypeError(problem)
+        raise must(name, expected, max_tokens)
     try:
         as_float = float(max_tokens)
     except OverflowError:  # an int beyond any float: no budget means anything there
-        raise BudgetValueError(problem) from None
+        raise must(name, expected, max_tokens, BudgetValueError) from None
     if not math.isfinite(as_float) or as_float <= 0:
-        raise BudgetValueError(problem)
+        raise must(name, expected, max_tokens, BudgetValueError)
     return max_tokens  # type: ignore[return-value]
 
 
 def check_keep(value: object, name: str) -> int:
     """Return ``value`` if it is a non-negative int; ``TypeError``/``ValueError`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a non-negative int, got {value!r}")
+        raise must(name, "a non-negative int", value)
     if value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+        raise must(name, "a non-negative int", value, ValueError)
     return value
 
 
 def check_summary_role(summary_role: object) -> str:
     """Return ``summary_role`` if it is a string, else raise ``TypeError``."""
     if not isinstance(summary_role, str):
-        raise TypeError(f"summary_role must be a string, got {summary_role!r}")
+        raise must("summary_role", "a string", summary_role)
     return summary_role
 
 
 def check_callable(value: object, name: str) -> None:
     """Raise ``TypeError`` unless ``value`` is ``None`` or callable."""
     if value is not None and not callable(value):
-        raise TypeError(f"{name} must be a callable or None, not {type(value).__name__}")
+        raise must(name, "a callable or None", value)
 
 
 _LARGEST = int(sys.float_info.max)  # counts are compared with float budgets
@@ -130,31 +162,29 @@ def check_summary(summary: object) -> str:
 def check_placeholder(value: object) -> str:
     """Return ``value`` if it is a non-empty string; ``TypeError``/``ValueError`` otherwise."""
     if not isinstance(value, str):
-        raise TypeError(f"placeholder must be a string, got {value!r}")
+        raise must("placeholder", "a non-empty string", value)
     if not value:
         # An empty result could not be told from a cleared one, and providers
         # reject empty text.
-        raise ValueError("placeholder must be a non-empty string")
+        raise must("placeholder", "a non-empty string", value, ValueError)
     return value
 
 
 def check_tool_names(value: object) -> FrozenSet[str]:
     """``exclude_tools`` as a frozenset of names; ``TypeError`` for a string or non-string."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        raise TypeError(
-            f"exclude_tools must be a collection of tool names such as ('search',), got {value!r}"
-        )
+        raise must("exclude_tools", "a collection of tool names such as ('search',)", value)
     names = list(value)
     for name in names:
         if not isinstance(name, str):
-            raise TypeError(f"exclude_tools must hold tool names (strings), got {name!r}")
+            raise must("exclude_tools", "a collection of tool names (strings)", name)
     return frozenset(names)
 
 
 def check_flag(value: object, name: str) -> bool:
     """Return ``value`` if it is a bool, else raise ``TypeError`` naming the option."""
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+        raise must(name, "True or False", value)
     return value
 
 
@@ -170,8 +200,11 @@ def check_target_tokens(target_tokens: object, max_tokens: float) -> Optional[fl
         return None
     check_max_tokens(target_tokens, "target_tokens")
     if target_tokens > max_tokens:  # type: ignore[operator]  # Real declares no comparison
-        raise ValueError(
-            f"target_tokens ({target_tokens}) must not exceed max_tokens ({max_tokens}): it is "
-            "what a history over max_tokens is compacted down to"
+        raise must(
+            "target_tokens",
+            f"at most max_tokens ({max_tokens}): it is what a history over max_tokens is "
+            "compacted down to",
+            target_tokens,
+            ValueError,
         )
     return target_tokens  # type: ignore[return-value]

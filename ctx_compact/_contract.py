@@ -7,8 +7,11 @@ reaching into the layers above. The arrows point one way: nothing in the core
 imports from this module's users.
 
 - Checking options: ``check_max_tokens`` (also for another budget-like option,
-  by name), ``check_keep``, ``check_flag``, ``check_callable``,
-  ``check_summary_role``, ``check_summary``, ``check_messages``.
+  by name), ``check_target_tokens``, ``check_keep``, ``check_flag``,
+  ``check_callable``, ``check_summary_role``, ``check_summary``,
+  ``check_messages``; ``must`` builds any other check's error in the same
+  words (``'name' must be ... (got ...)``, ``TypeError`` for a wrong type,
+  ``ValueError`` for a wrong value of the right type).
 - Measuring messages: ``message_views``, ``group_bounds``, ``count_all`` (for
   the part of a list not seen before) and ``measure`` (a whole list from
   scratch), giving the prefix sums and group boundaries ``Compaction`` takes;
@@ -49,6 +52,8 @@ from ._checks import (
     check_messages,
     check_summary,
     check_summary_role,
+    check_target_tokens,
+    must,
 )
 from ._clearing import ThinkingClearing, ToolResultClearing
 from ._compact import Compaction, MessageRow, measure, prepare
@@ -86,11 +91,13 @@ __all__ = [
     "check_messages",
     "check_summary",
     "check_summary_role",
+    "check_target_tokens",
     "count_all",
     "default_count_tokens",
     "group_bounds",
     "measure",
     "message_views",
+    "must",
     "pairing_problems",
     "prefix_sums",
     "prepare",

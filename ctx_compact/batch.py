@@ -21,6 +21,7 @@ from ._checks import (
     check_max_tokens,
     check_messages,
     check_target_tokens,
+    must,
 )
 from ._compact import Compaction, prepare
 from ._defaults import KEEP_HEAD, KEEP_TAIL
@@ -246,17 +247,11 @@ def compact_many(
     check_keep(keep_head, "keep_head")
     check_keep(keep_tail, "keep_tail")
     if isinstance(conversations, (str, bytes, bytearray, Mapping)):
-        raise TypeError(
-            f"conversations must be an iterable of conversations, "
-            f"not {type(conversations).__name__}"
-        )
+        raise must("conversations", "an iterable of conversations", conversations)
     try:
         items = iter(conversations)
     except TypeError:
-        raise TypeError(
-            f"conversations must be an iterable of conversations, "
-            f"not {type(conversations).__name__}"
-        ) from None
+        raise must("conversations", "an iterable of conversations", conversations) from None
     return _compact_each(items, max_tokens, count_tokens, keep_head, keep_tail, target_tokens)
 
 

@@ -16,6 +16,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
+from ._checks import must
 from ._tokens import ENCODER
 from ._views import message_view
 
@@ -149,9 +150,10 @@ def openai_chat_counter(
         encoding = _resolve(encoding)
     encode = getattr(encoding, "encode", None)
     if not callable(encode):
-        raise TypeError(
-            "encoding must be an encoding name such as 'o200k_base' or an object with a "
-            f"callable encode(str) method, not {type(encoding).__name__}"
+        raise must(
+            "encoding",
+            "an encoding name such as 'o200k_base' or an object with a callable encode(str) method",
+            encoding,
         )
     encode_text = _text_encoder(encoding, encode)
 
@@ -242,9 +244,9 @@ def openai_chat_counter(
 
 def _check_overhead(name: str, value: object) -> None:
     if type(value) is not int:
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        raise must(name, "a non-negative int", value)
     if value < 0:
-        raise ValueError(f"{name} must be non-negative, got {value}")
+        raise must(name, "a non-negative int", value, ValueError)
 
 
 def _image_pricer(tokens_per_image: Optional[ImageTokens]) -> Callable[[Mapping[str, Any]], int]:

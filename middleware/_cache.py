@@ -71,6 +71,7 @@ from ctx_compact._contract import (
     group_bounds,
     measure,
     message_views,
+    must,
     regroup_from,
     sdk_dump,
 )
@@ -424,9 +425,9 @@ class CountCache:
 
     def __init__(self, count_tokens: Optional[CountTokens], conversations: int = 8) -> None:
         if type(conversations) is not int:
-            raise TypeError(f"conversations must be an int, not {type(conversations).__name__}")
+            raise must("conversations", "an int of at least 1", conversations)
         if conversations < 1:
-            raise ValueError(f"conversations must be at least 1, got {conversations}")
+            raise must("conversations", "an int of at least 1", conversations, ValueError)
         self._counter = _hold(count_tokens)
         self._conversations = conversations
         self._lines: OrderedDict[int, _Line] = OrderedDict()  # by id, least recent first

@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 from anyio import to_thread
 
 from ctx_compact import PairingError, PairingProblem
+from ctx_compact._contract import must
 
 from ._callables import is_async_callable
 
@@ -163,10 +164,10 @@ def check_hooks(hooks: Hooks, name: str = "on_compact") -> Tuple[Hook, ...]:
         return ()
     items: Sequence[Any] = (hooks,) if callable(hooks) else hooks
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
-        raise TypeError(f"{name} must be a callable or a list of callables, got {hooks!r}")
+        raise must(name, "a callable or a list of callables", hooks)
     for hook in items:
         if not callable(hook):
-            raise TypeError(f"{name} holds {hook!r}, which is not callable")
+            raise must(name, "a callable or a list of callables", hook)
     return tuple(items)
 
 

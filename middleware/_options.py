@@ -25,6 +25,8 @@ from ctx_compact._contract import (
     check_keep,
     check_max_tokens,
     check_summary_role,
+    check_target_tokens,
+    must,
 )
 
 from ._callables import is_async_callable
@@ -95,12 +97,7 @@ class CompactionOptions:
         """
         budget = check_max_tokens(max_tokens)
         checked = check_options(caller, options)
-        target = checked["target_tokens"]
-        if target is not None and target > budget:
-            raise ValueError(
-                f"target_tokens ({target}) must not exceed max_tokens ({budget}): it is "
-                "what a history over max_tokens is compacted down to"
-            )
+        check_target_tokens(checked["target_tokens"], budget)
         return cls(max_tokens=budget, **checked)
 
 
@@ -132,23 +129,21 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
     check_keep(merged["keep_tail"], "keep_tail")
     check_callable(merged["count_tokens"], "count_tokens")
     if merged["count_tokens"] is not None and is_async_callable(merged["count_tokens"]):
-        raise TypeError(
-            f"count_tokens {merged['count_tokens']!r} is async, but tokens are counted "
-            "synchronously; pass a plain function (cache an async tokenizer's figures)"
+        raise must(
+            "count_tokens",
+            "a plain (not async) function: tokens are counted synchronously (cache an async "
+            "tokenizer's figures)",
+            merged["count_tokens"],
         )
     check_callable(merged["summarize"], "summarize")
     check_summary_role(merged["summary_role"])
     messages_arg = merged["messages_arg"]
     if not isinstance(messages_arg, str):
-        raise TypeError(f"messages_arg must be an argument name, got {messages_arg!r}")
+        raise must("messages_arg", "an argument name", messages_arg)
     if not messages_arg.isidentifier():
-        raise ValueError(f"messages_arg must be an argument name, got {messages_arg!r}")
-    if merged["on_overflow"] not in OVERFLOW_CHOICES:
-        raise ValueError(
-            f"on_overflow must be 'call', 'raise' or 'retry', got {merged['on_overflow']!r}"
-        )
-    if merged["validate"] not in VALIDATE_CHOICES:
-        raise ValueError(f"validate must be None, 'raise' or 'report', got {merged['validate']!r}")
+        raise must("messages_arg", "an argument name", messages_arg, ValueError)
+    _choice("on_overflow", merged["on_overflow"], OVERFLOW_CHOICES)
+    _choice("validate", merged["validate"], VALIDATE_CHOICES)
     merged["clear_tool_results"] = _clearing(
         "clear_tool_results", merged["clear_tool_results"], ToolResultClearing
     )
@@ -173,8 +168,21 @@ def _clearing(name: str, value: Any, kind: Any) -> Any:
         try:
             return kind.checked(**value)
         except TypeError as exc:
-            raise TypeError(f"{name}: {exc}") from None
-    raise TypeError(f"{name} must be True, False or a dict of its options, got {value!r}")
+            raise TypeError(f"{name!r}: {exc}") from None
+    raise must(name, "True, False or a dict of its options", value)
+
+
+def _choice(name: str, value: Any, choices: Sequence[Any]) -> None:
+    """Refuse ``value`` unless it is one of ``choices`` (``ValueError``, or ``TypeError`` for
+    a value no choice could equal, such as a list)."""
+    try:
+        if value in choices:
+            return
+    except TypeError:  # unhashable: compared against a set of choices
+        pass
+    expected = ", ".join(map(repr, choices[:-1])) + f" or {choices[-1]!r}"
+    right_type = any(type(value) is type(choice) for choice in choices)
+    raise must(name, expected, value, ValueError if right_type else TypeError)
 
 
 def check_awaitables(

@@ -11,7 +11,7 @@ import dataclasses
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union
 
-from ctx_compact._contract import KEEP_HEAD, KEEP_TAIL, CountTokens, check_flag, check_keep
+from ctx_compact._contract import KEEP_HEAD, KEEP_TAIL, CountTokens, check_flag, check_keep, must
 
 from ._callables import kind_of, qualified_name
 from ._events import CompactionEvent, Hooks, check_hooks
@@ -35,6 +35,13 @@ from .sdks import SDK_NAMES, SdkTarget, is_sdk_name, sdk_targets
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# What intercept takes, as its errors word it.
+_INTERCEPTABLE = (
+    f"an SDK ({', '.join(map(repr, SDK_NAMES))}), a target "
+    "('package.module.Class.method' or (Class, 'method'))"
+)
+
+
 def _targets(intercept: Union[Target, Sequence[Target]]) -> List[Union[Target, SdkTarget]]:
     # One target, or a list of them; each checked now rather than at entry.
     if is_sdk_name(intercept):
@@ -42,11 +49,7 @@ def _targets(intercept: Union[Target, Sequence[Target]]) -> List[Union[Target, S
     if is_target(intercept):
         return [intercept]  # type: ignore[list-item]
     if isinstance(intercept, (str, bytes)) or not isinstance(intercept, (list, tuple)):
-        raise TypeError(
-            f"intercept must be an SDK ({', '.join(map(repr, SDK_NAMES))}), a target "
-            "('package.module.Class.method' or (Class, 'method')) or a list of them, "
-            f"got {intercept!r}"
-        )
+        raise must("intercept", _INTERCEPTABLE + " or a list of them", intercept)
     targets: List[Union[Target, SdkTarget]] = []
     for target in intercept:
         if is_sdk_name(target):
@@ -54,11 +57,7 @@ def _targets(intercept: Union[Target, Sequence[Target]]) -> List[Union[Target, S
         elif is_target(target):
             targets.append(target)
         else:
-            raise TypeError(
-                "intercept holds "
-                f"{target!r}, which is neither an SDK ({', '.join(map(repr, SDK_NAMES))}) "
-                "nor a target: write 'package.module.Class.method' or (Class, 'method')"
-            )
+            raise must("intercept", "a list of " + _INTERCEPTABLE.replace("an SDK", "SDKs"), target)
     return targets
 
 

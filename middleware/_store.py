@@ -24,6 +24,8 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, Union, runtime_checkable
 
+from ctx_compact._contract import must
+
 # Keys looked up in one SQL statement: far below SQLite's smallest limit on parameters (999).
 _CHUNK = 500
 # A read refreshes an entry's last use at most this often, so reads rarely write.
@@ -57,9 +59,9 @@ class SummaryStore(Protocol):
 
 def _positive(name: str, value: object, kinds: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, kinds):
-        raise TypeError(f"{name!r} must be a positive number or None (got {value!r})")
+        raise must(name, "a positive number or None", value)
     if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"{name!r} must be a positive number or None (got {value!r})")
+        raise must(name, "a positive number or None", value, ValueError)
 
 
 class MemoryStore:
@@ -154,7 +156,7 @@ class SQLiteStore:
         timeout: float = 30.0,
     ) -> None:
         if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"'path' must be a str or a path (got {path!r})")
+            raise must("path", "a str or a path", path)
         if max_entries is not None:
             _positive("max_entries", max_entries, int)
         if ttl is not None:
@@ -325,7 +327,7 @@ class RedisStore:
         socket_timeout: Optional[float] = 5.0,
     ) -> None:
         if not isinstance(prefix, str):
-            raise TypeError(f"'prefix' must be a str (got {prefix!r})")
+            raise must("prefix", "a str", prefix)
         if ttl is not None:
             _positive("ttl", ttl, (int, float))
         if socket_timeout is not None:
@@ -346,7 +348,7 @@ class RedisStore:
         elif all(callable(getattr(url, name, None)) for name in ("get", "set", "mget")):
             self.client = url
         else:
-            raise TypeError(f"'url' must be a Redis URL or a redis client (got {url!r})")
+            raise must("url", "a Redis URL or a redis client", url)
 
     def __repr__(self) -> str:
         where = repr(self.url) if self.url is not None else repr(self.client)
@@ -396,7 +398,9 @@ def _text(value: Any) -> Optional[str]:
 def check_store(store: object) -> None:
     """Raise ``TypeError`` unless ``store`` is ``None`` or has ``get`` and ``put``."""
     if store is not None and not isinstance(store, SummaryStore):
-        raise TypeError(
-            "'store' must have get(key) and put(key, value) methods (a SQLiteStore, a "
-            f"RedisStore or your own SummaryStore) (got {store!r})"
+        raise must(
+            "store",
+            "None or an object with get(key) and put(key, value) methods (a SQLiteStore, "
+            "a RedisStore or your own SummaryStore)",
+            store,
         )

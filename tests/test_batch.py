@@ -270,7 +270,7 @@ def test_a_bad_conversation_names_its_position(conversation: Any, words: str) ->
 
 @pytest.mark.parametrize("not_conversations", ["text", b"bytes", {"messages": []}, 7])
 def test_conversations_must_be_an_iterable_of_conversations(not_conversations: Any) -> None:
-    with pytest.raises(TypeError, match="conversations must be an iterable of conversations"):
+    with pytest.raises(TypeError, match="'conversations' must be an iterable of conversations"):
         compact_many(not_conversations, max_tokens=10)
 
 

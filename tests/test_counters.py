@@ -217,7 +217,7 @@ def test_counter_result_is_an_int(count):
 
 @pytest.mark.parametrize("encoding", [42, None, b"o200k_base", types.SimpleNamespace(encode="x")])
 def test_encoding_without_callable_encode_is_a_type_error(encoding):
-    with pytest.raises(TypeError, match="encoding must be"):
+    with pytest.raises(TypeError, match="'encoding' must be"):
         openai_chat_counter(encoding)
 
 

@@ -146,7 +146,7 @@ async def test_async_keep_checked(name, value, error):
     ids=["dict", "str", "bytes", "int", "None", "generator", "set"],
 )
 def test_messages_not_a_sequence(func, messages):
-    with pytest.raises(TypeError, match="messages must be"):
+    with pytest.raises(TypeError, match="'messages' must be"):
         func(messages, max_tokens=10)
 
 
@@ -577,15 +577,15 @@ def test_a_wrong_budget_value_is_a_value_error_and_the_specifications_type_error
     # The specification: TypeError for max_tokens "not a positive number"; the rule
     # everywhere else: ValueError for a right type with a wrong value. Both catch it.
     for catch in (TypeError, ValueError):
-        with pytest.raises(catch, match="max_tokens must be a finite positive number"):
+        with pytest.raises(catch, match="'max_tokens' must be a finite positive number"):
             compact(three(), max_tokens=bad)
-    with pytest.raises(ValueError, match="target_tokens must be a finite positive number"):
+    with pytest.raises(ValueError, match="'target_tokens' must be a finite positive number"):
         compact(three(), max_tokens=100, target_tokens=bad)
 
 
 @pytest.mark.parametrize("bad", ["100", None, True, [100]], ids=repr)
 def test_a_budget_of_the_wrong_type_is_a_type_error_only(bad):
-    with pytest.raises(TypeError, match="max_tokens must be a finite positive number") as info:
+    with pytest.raises(TypeError, match="'max_tokens' must be a finite positive number") as info:
         compact(three(), max_tokens=bad)
     assert not isinstance(info.value, ValueError)
 
@@ -593,7 +593,7 @@ def test_a_budget_of_the_wrong_type_is_a_type_error_only(bad):
 def test_the_middleware_names_target_tokens_in_its_own_words():
     from middleware import budgeted
 
-    with pytest.raises(ValueError, match=r"^target_tokens must be a finite positive number"):
+    with pytest.raises(ValueError, match=r"^'target_tokens' must be a finite positive number"):
         budgeted(max_tokens=100, target_tokens=-1)
-    with pytest.raises(ValueError, match=r"^max_tokens must be a finite positive number"):
+    with pytest.raises(ValueError, match=r"^'max_tokens' must be a finite positive number"):
         budgeted(max_tokens=-1)

@@ -503,7 +503,7 @@ def test_check_pairing_never_mutates_its_input():
 
 @pytest.mark.parametrize("messages", ["hello", b"bytes", {"role": "user"}, None, 42])
 def test_not_a_sequence_is_a_type_error(messages):
-    with pytest.raises(TypeError, match="messages must be a list"):
+    with pytest.raises(TypeError, match="'messages' must be a list"):
         check_pairing(messages)
 
 

@@ -214,9 +214,12 @@ def test_validate_is_off_by_default() -> None:
     assert events[0].problems == ()
 
 
-@pytest.mark.parametrize("bad", ["yes", True, "RAISE"])
-def test_a_bad_validate_option_fails_at_decoration(bad: Any) -> None:
-    with pytest.raises(ValueError, match="validate"):
+@pytest.mark.parametrize(
+    ("bad", "error"), [("yes", ValueError), ("RAISE", ValueError), (True, TypeError)]
+)
+def test_a_bad_validate_option_fails_at_decoration(bad: Any, error: type) -> None:
+    # A string that is no choice is a wrong value; a bool is a wrong type.
+    with pytest.raises(error, match=r"^'validate' must be None, 'raise'"):
         budgeted(max_tokens=100, validate=bad)
 
 

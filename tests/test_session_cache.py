@@ -744,9 +744,9 @@ def test_conversations_beyond_the_limit_are_forgotten_least_recent_first() -> No
     assert counter.take() == 3  # forgotten for the first, the least recently used
     cache.clear()
     assert len(cache) == 0
-    with pytest.raises(ValueError, match="conversations must be at least 1"):
+    with pytest.raises(ValueError, match=r"'conversations' must be an int of at least 1 \(got 0\)"):
         CountCache(None, conversations=0)
-    with pytest.raises(TypeError, match="conversations must be an int"):
+    with pytest.raises(TypeError, match="'conversations' must be an int"):
         CountCache(None, conversations=2.0)  # type: ignore[arg-type]
 
 

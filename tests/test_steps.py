@@ -214,9 +214,9 @@ def test_a_tail_bigger_than_the_budget_is_kept_as_the_specification_keeps_it() -
 
 
 def test_a_target_over_max_tokens_or_not_a_number_is_refused() -> None:
-    with pytest.raises(ValueError, match="must not exceed max_tokens"):
+    with pytest.raises(ValueError, match=r"'target_tokens' must be at most max_tokens"):
         compact([], max_tokens=100, target_tokens=200)
-    with pytest.raises(TypeError, match="target_tokens must be a finite positive number"):
+    with pytest.raises(TypeError, match="'target_tokens' must be a finite positive number"):
         compact([], max_tokens=100, target_tokens="50")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="target_tokens"):
         list(compact_many([], max_tokens=100, target_tokens=0))
