@@ -1,0 +1,250 @@
+"""What every framework integration shares: ``budgeted``'s options, the call sequence, the events.
+
+An integration module (one per framework, ``middleware/integrations/<name>.py``)
+turns its framework's hook into one call of a ``Compactor``, and nothing more:
+
+1. Import the framework at the top of the module, inside ``try``/``except
+   ImportError as exc: raise missing("<name>", "<pip line>") from exc``, so
+   that importing the module without the framework names the pip line, and
+   nothing else (not the package) ever imports it.
+2. Take ``(max_tokens, **options: Unpack[HookOptions])`` (``Unpack`` from
+   ``typing_extensions`` under ``TYPE_CHECKING``: nothing needs it at run
+   time) and build one
+   ``Compactor(caller, function, max_tokens, options, wraps_call=...)`` when the
+   hook is made: the options are checked there, as ``budgeted`` checks them,
+   naming the bad one; ``function`` is what the events' ``function`` says
+   (``"langchain wrap_model_call"``).
+3. In the hook, count what the framework sends beside the messages and cannot
+   drop (a system prompt, the tools' schemas) with ``fixed_tokens``, and hand
+   the messages to the compactor:
+
+   - a hook that makes the model call (LangChain's ``wrap_model_call``) passes
+     ``send``, which makes it with the compacted list: ``compactor.run(messages,
+     fixed, send)`` or ``await compactor.arun(messages, fixed, asend)``. The
+     event then carries the provider's prompt size when the response has
+     ``usage``, and ``on_overflow="retry"`` works (``wraps_call=True``);
+   - a hook that only prepares the model's input (LangGraph's
+     ``pre_model_hook``, pydantic-ai's history processors, openai-agents'
+     ``call_model_input_filter``) takes ``compactor.compacted(messages, fixed)``
+     or ``await compactor.acompacted(...)``: the compacted list
+     (``wraps_call=False`` refuses ``on_overflow="retry"``, which needs the call).
+
+4. Turn what comes back into the framework's own message objects: the
+   compacted list holds the caller's objects, plus a summary as a
+   ``{"role": summary_role, "content": text}`` dict and, with clearing,
+   edited copies in the wire form the core reads the framework's messages in
+   (``ctx_compact.formats.frameworks``), which the module converts back.
+
+The compactor reports one ``CompactionEvent`` per model call, with the same
+fields as ``@budgeted``'s, to its ``on_compact`` hooks and to every active
+``CompactingSession`` (whose ``events`` and ``stats`` then include it), through
+the same ``Interceptor`` sequence as ``budgeted``: summaries (kept in ``store``),
+``validate``, ``on_overflow`` and ``calibrate`` behave exactly as there.
+"""
+
+from __future__ import annotations
+
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    TypedDict,
+)
+
+from ctx_compact._contract import CountTokens, default_count_tokens, measure
+
+from .._callables import Arguments, Kind, Located, is_async_callable
+from .._calls import Interceptor
+from .._events import Hooks, check_hooks
+from .._options import Clearing, CompactionOptions, OnOverflow, Summarize, Validate
+from .._store import SummaryStore
+
+__all__ = ["Compactor", "HookOptions", "missing"]
+
+
+class HookOptions(TypedDict, total=False):
+    """``budgeted``'s options as an integration takes them: ``**options: Unpack[HookOptions]``.
+
+    Every field of ``CompactionOptions`` (where the options are declared, with
+    their defaults and checks) but ``messages_arg``, since the framework hands
+    an integration its messages, and ``on_compact``; each means what it means
+    for ``budgeted``. Type checkers and editors read the names and types here;
+    the values are checked by ``CompactionOptions.build`` as ``budgeted``'s are.
+    tests/test_integrations.py keeps this list and ``budgeted``'s signature equal.
+    """
+
+    keep_head: int
+    keep_tail: int
+    count_tokens: Optional[CountTokens]
+    summarize: Optional[Summarize]
+    summary_role: str
+    on_overflow: OnOverflow
+    validate: Validate
+    clear_tool_results: Clearing
+    clear_thinking: Clearing
+    target_tokens: Optional[float]
+    store: Optional[SummaryStore]
+    on_compact: Hooks
+
+
+def missing(integration: str, pip: str) -> ImportError:
+    """The error an integration module raises when its framework cannot be imported.
+
+    Args:
+        integration: The module's name, ``"langchain"``.
+        pip: What to install, ``"langchain>=1"``.
+    """
+    return ImportError(
+        f"middleware.integrations.{integration} needs its framework, which cannot be "
+        f"imported; install it with: pip install '{pip}'"
+    )
+
+
+def _rebuild(messages: List[Any]) -> Arguments:
+    return (messages,), {}
+
+
+class _HookSite:
+    """Where a framework hook's messages are: the first argument of the compactor's call."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+
+    def locate(
+        self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> Optional[Located]:
+        messages, fixed = args
+        return Located(messages, _rebuild, fixed, self.function)
+
+
+def _same(messages: List[Any]) -> List[Any]:
+    return messages
+
+
+async def _asame(messages: List[Any]) -> List[Any]:
+    return messages
+
+
+class Compactor:
+    """``budgeted``'s options bound to one framework hook, compacting what it is handed.
+
+    Args:
+        caller: The integration's public name, for errors
+            (``"CompactionMiddleware"``).
+        function: The events' ``function`` (``"langchain wrap_model_call"``).
+        max_tokens: The budget for everything the model call sends: the
+            messages and the ``fixed_tokens`` beside them.
+        options: ``HookOptions`` by keyword (``on_compact`` among them).
+        wraps_call: Whether the hook makes the model call (``run``/``arun``);
+            without it ``on_overflow="retry"`` is refused.
+
+    Raises:
+        TypeError, ValueError: A bad or unknown option, as ``budgeted`` raises.
+    """
+
+    def __init__(
+        self,
+        caller: str,
+        function: str,
+        max_tokens: object,
+        options: Mapping[str, Any],
+        *,
+        wraps_call: bool,
+    ) -> None:
+        given = dict(options)
+        if "messages_arg" in given:
+            raise TypeError(
+                f"{caller}() got an unexpected keyword argument 'messages_arg': the "
+                "framework hands it the messages"
+            )
+        hooks = check_hooks(given.pop("on_compact", None))
+        self.caller = caller
+        self.options = CompactionOptions.build(caller, max_tokens, given)
+        if not wraps_call and self.options.on_overflow == "retry":
+            raise ValueError(
+                f"{caller} prepares the model's input but does not make the call, so it "
+                "cannot retry a call the provider refuses for length: on_overflow must be "
+                "'call' or 'raise' here (got 'retry')"
+            )
+        # Built as async: the sync paths check for async helpers themselves (below),
+        # because a framework hook serves both a sync and an async agent.
+        self._interceptor = Interceptor(
+            self.options,
+            hooks,
+            None,
+            Kind.ASYNC,
+            function,
+            exclusive=True,
+            site=_HookSite(function),
+        )
+        awaited: List[Any] = [*hooks]
+        if self.options.summarize is not None:
+            awaited.insert(0, self.options.summarize)
+        self._async_helpers = [helper for helper in awaited if is_async_callable(helper)]
+
+    def fixed_tokens(self, messages: Sequence[Any] = (), parts: Sequence[Any] = ()) -> int:
+        """Tokens sent beside the compacted messages, counted with the options' counter.
+
+        Args:
+            messages: Messages that are sent but never dropped (a system
+                message), counted as messages are.
+            parts: Other JSON values (a tool's schema), counted as the
+                estimator counts any value, or by a custom ``count_tokens`` as
+                the content of a system message.
+        """
+        counter = self.options.count_tokens
+        total = measure(list(messages), counter)[0][-1] if messages else 0
+        for part in parts:
+            if counter is None:
+                total += default_count_tokens(part)
+            else:
+                total += int(counter({"role": "system", "content": part}))
+        return int(total)
+
+    def _check_sync(self) -> None:
+        if self._async_helpers:
+            raise TypeError(
+                f"{self.caller} was given the async {self._async_helpers[0]!r}, which a sync "
+                "model call cannot await: run the agent with its async API, or pass a plain "
+                "function"
+            )
+
+    def run(self, messages: Sequence[Any], fixed: int, send: Callable[[List[Any]], Any]) -> Any:
+        """Compact ``messages`` and make the model call with ``send(compacted)``; report the event.
+
+        Returns:
+            What ``send`` returned.
+
+        Raises:
+            BudgetExceededError, UnpairedMessagesError: As for ``budgeted``.
+            TypeError: An async summarizer or hook on this sync call.
+            InvalidMessageError: A message the core cannot read.
+        """
+        self._check_sync()
+        return self._interceptor.call(send, None, (messages, fixed), {})
+
+    async def arun(
+        self,
+        messages: Sequence[Any],
+        fixed: int,
+        send: Callable[[List[Any]], Awaitable[Any]],
+    ) -> Any:
+        """``run`` for an async model call: ``await send(compacted)``."""
+        return await self._interceptor.acall(send, None, (messages, fixed), {})
+
+    def compacted(self, messages: Sequence[Any], fixed: int) -> List[Any]:
+        """The compacted list, for a hook that only prepares the model's input (sync)."""
+        self._check_sync()
+        result: List[Any] = self._interceptor.call(_same, None, (messages, fixed), {})
+        return result
+
+    async def acompacted(self, messages: Sequence[Any], fixed: int) -> List[Any]:
+        """The compacted list, for a hook that only prepares the model's input (async)."""
+        result: List[Any] = await self._interceptor.acall(_asame, None, (messages, fixed), {})
+        return result

@@ -1,0 +1,95 @@
+"""middleware.integrations without any framework: the shared options, events and imports.
+
+The integrations themselves run against their real frameworks in
+tests/frameworks/test_integration_*.py; these tests need none.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, List
+
+import anyio
+import pytest
+
+from ctx_compact.testing import count_tokens
+from middleware import CompactingSession, CompactionEvent, budgeted
+from middleware.integrations._common import Compactor, HookOptions
+
+
+def conversation(turns: int) -> List[Any]:
+    messages: List[Any] = [{"role": "system", "content": "Be terse."}]
+    for turn in range(turns):
+        call = {"id": f"c{turn}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        messages += [
+            {"role": "user", "content": f"Turn {turn}?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{turn}", "content": "r" * 300},
+            {"role": "assistant", "content": "Done."},
+        ]
+    return messages
+
+
+def test_hook_options_are_budgeteds_options_but_messages_arg() -> None:
+    budgeted_options = set(inspect.signature(budgeted).parameters) - {"max_tokens"}
+
+    assert set(HookOptions.__annotations__) == budgeted_options - {"messages_arg"}
+
+
+def test_the_fixed_tokens_count_against_the_budget() -> None:
+    seen: List[CompactionEvent] = []
+    compactor = Compactor("T", "test hook", 600, {"on_compact": seen.append}, wraps_call=False)
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    fixed = compactor.fixed_tokens(parts=[tool] * 4)
+    messages = conversation(8)
+
+    kept = compactor.compacted(messages, fixed)
+
+    (event,) = seen
+    assert fixed == 4 * count_tokens(tool)
+    assert event.tokens_after == sum(map(count_tokens, kept)) + fixed <= 600
+    assert event.tokens_before == sum(map(count_tokens, messages)) + fixed
+    assert event.function == "test hook"
+    assert all(any(m is own for own in messages) for m in kept)
+
+
+def test_an_active_session_records_the_event_sync_and_async() -> None:
+    compactor = Compactor("T", "test hook", 600, {}, wraps_call=True)
+    messages = conversation(8)
+    sent: List[List[Any]] = []
+
+    async def asend(kept: List[Any]) -> str:
+        sent.append(kept)
+        return "reply"
+
+    with CompactingSession() as session:
+        assert compactor.run(messages, 0, lambda kept: sent.append(kept) or "reply") == "reply"
+        assert anyio.run(compactor.arun, messages, 0, asend) == "reply"
+
+    assert [len(e.messages) for e in session.events] == [len(kept) for kept in sent]
+    assert all(event.dropped for event in session.events)
+
+
+def test_a_sync_call_refuses_an_async_summarizer() -> None:
+    async def summarize(dropped: List[Any]) -> str:
+        return "summary"
+
+    compactor = Compactor("T", "test hook", 600, {"summarize": summarize}, wraps_call=True)
+
+    with pytest.raises(TypeError, match="a sync model call cannot await"):
+        compactor.compacted(conversation(8), 0)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"messages_arg": "x"}, TypeError, "messages_arg"),
+        ({"nope": 1}, TypeError, "'nope'"),
+        ({"on_overflow": "retry"}, ValueError, "does not make the call"),
+        ({"keep_head": -1}, ValueError, "keep_head"),
+        ({"on_compact": 3}, TypeError, "on_compact"),
+    ],
+)
+def test_bad_options_are_refused_naming_them(options: Any, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        Compactor("T", "test hook", 600, options, wraps_call=False)
