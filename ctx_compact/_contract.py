@@ -38,8 +38,9 @@ imports from this module's users.
   of message views the compaction's grouping has already validated.
 - Reporting: ``Compaction.rows`` gives one ``MessageRow`` per message (tokens,
   group, kept or dropped and why), what ``ctx-compact --explain`` prints;
-  ``utf16_length`` is the estimator's length rule, for a counter that must
-  agree with it exactly.
+  ``utf16_length`` and ``tokens_of_units`` are the estimator's length rule and
+  its division, for a counter that must agree with it exactly (the command line
+  counts the JSON text it writes anyway).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from ._tokens import (
     count_all,
     default_count_tokens,
     prefix_sums,
+    tokens_of_units,
     utf16_length,
 )
 from ._views import message_views
@@ -104,5 +106,6 @@ __all__ = [
     "regroup_from",
     "sdk_dump",
     "step_of",
+    "tokens_of_units",
     "utf16_length",
 ]

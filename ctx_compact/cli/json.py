@@ -25,7 +25,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .._contract import ENCODER, utf16_length
+from .._contract import ENCODER, tokens_of_units, utf16_length
 
 orjson: Any
 try:
@@ -93,9 +93,7 @@ def utf8_line(text: str) -> bytes:
         return escaped.encode("utf-8")
 
 
-def tokens(length: int) -> int:
-    """The estimator's tokens for a JSON text of ``length`` UTF-16 code units (a quarter, up)."""
-    return -(-length // 4)
+tokens = tokens_of_units  # the estimator's tokens for a JSON text of that many UTF-16 units
 
 
 class Pieces:
