@@ -27,7 +27,7 @@ Standard library only; the SDK clients are the caller's own.
 
 from __future__ import annotations
 
-from ._api import count_tokens
+from ._api import Problem, count_tokens
 from ._server import FakeProvider, RecordedRequest, main
 
-__all__ = ["FakeProvider", "RecordedRequest", "count_tokens", "main"]
+__all__ = ["FakeProvider", "Problem", "RecordedRequest", "count_tokens", "main"]

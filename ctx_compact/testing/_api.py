@@ -36,12 +36,31 @@ def count_tokens(value: Any) -> int:
 
 
 class RequestRejected(Exception):
-    """A request the provider answers with an error status and a JSON body."""
+    """A request the provider answers with an error status, a JSON body and any headers."""
 
-    def __init__(self, status: int, body: Json) -> None:
+    def __init__(self, status: int, body: Json, headers: Optional[Dict[str, str]] = None) -> None:
         super().__init__(f"{status}: {json.dumps(body)}")
         self.status = status
         self.body = body
+        self.headers: Dict[str, str] = dict(headers or {})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing a provider rejects in a conversation, in the provider's own words.
+
+    The validators that return these (``gemini.validate_contents``,
+    ``bedrock.validate_messages``) list every problem in order; a route answers
+    with the first, as the provider names one per 400.
+
+    Attributes:
+        index: The index of the content or message the provider names, or ``None``
+            for the conversation as a whole (e.g. an empty one).
+        message: The provider's error message.
+    """
+
+    index: Optional[int]
+    message: str
 
 
 def json_type(value: Any) -> str:
