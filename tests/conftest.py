@@ -7,12 +7,17 @@ property on fewer examples for a fast local loop. Tests that start subprocesses,
 engines, frameworks or servers in bulk are marked ``slow``, so ``-m "not slow"``
 selects the quick subset: ``HYPOTHESIS_PROFILE=quick python -m pytest -m "not slow"``.
 CI always runs everything with the default profile.
+
+The tests of an optional extra (frameworks, SDKs, engines) skip where it is not
+installed, and CI runs them again in that extra's venv with
+``CTX_COMPACT_NO_SKIP=1``: there a skipped test fails, so a missing package or a
+test that skips for any other reason cannot pass testing nothing.
 """
 
 from __future__ import annotations
 
 import os
-from typing import List
+from typing import Any, Iterator, List
 
 import pytest
 from helpers import Message, weather_messages
@@ -34,6 +39,31 @@ SLOW_MODULES = (
     "test_fw_",
     "test_frameworks",
 )
+
+
+NO_SKIP = os.environ.get("CTX_COMPACT_NO_SKIP") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    if NO_SKIP:
+        _fail_a_skip(outcome.get_result())  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    if NO_SKIP:
+        report = outcome.get_result()  # type: ignore[attr-defined]
+        if not hasattr(report, "wasxfail"):
+            _fail_a_skip(report)
+
+
+def _fail_a_skip(report: Any) -> None:
+    if report.skipped:
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CTX_COMPACT_NO_SKIP=1: {report.longrepr}"
 
 
 def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
