@@ -22,6 +22,7 @@ count and apply.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import (
@@ -133,11 +134,14 @@ class ClearResult(Generic[E]):
 @dataclass(frozen=True)
 class _Result:
     index: int
-    block: Optional[int]  # position in an Anthropic user message's content
+    block: Optional[int]  # position in a user message's content (or a Gemini turn's parts)
     field: str  # the key holding the result's content
     call_id: Any
     call: Optional[ToolCall]
     clearable: bool  # has content, other than the placeholder, that may be replaced
+    items: str = "content"  # the list holding the block
+    inner: Optional[str] = None  # the key of the result object inside the block
+    value: Any = None  # what the content becomes, when not the placeholder itself
 
 
 def _has_content(value: object, placeholder: str) -> bool:
@@ -163,6 +167,17 @@ def _shell_clearable(output: object, placeholder: str) -> bool:
     return not (len(chunks) == 1 and chunks[0].get("stdout") == placeholder)
 
 
+def _saves(value: object, written: object) -> bool:
+    """Whether writing ``written`` over a result's ``value`` (a format's own shape of the
+    placeholder: a Gemini response object, a Converse block list) takes anything off."""
+    if value is None or value == written:
+        return False
+    try:
+        return len(json.dumps(value, default=str)) > len(json.dumps(written))
+    except (TypeError, ValueError, RecursionError):
+        return True
+
+
 def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[_Result]:
     """Every tool result in order, each with the call it answers (the latest one with its id).
 
@@ -184,7 +199,11 @@ def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[
                 calls.setdefault(hashable(other), call)
         for result in fmt.tool_results(view, i):
             value = result.value
-            if result.chunks:
+            written = None
+            if result.wrap is not None:
+                written = result.wrap(placeholder)
+                clearable = _saves(value, written)
+            elif result.chunks:
                 clearable = _shell_clearable(value, placeholder)
             else:
                 clearable = _has_content(value, placeholder)
@@ -196,6 +215,9 @@ def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[
                     result.call_id,
                     calls.get(hashable(result.call_id)),
                     clearable,
+                    result.items,
+                    result.inner,
+                    written,
                 )
             )
     return results
@@ -216,7 +238,7 @@ class _Editor:
         self.views = views
         self.edited: Dict[int, Dict[str, Any]] = {}
         self._lists: Set[Tuple[int, str]] = set()
-        self._blocks: Set[Tuple[int, int]] = set()
+        self._blocks: Set[Tuple[Any, ...]] = set()
 
     def message(self, i: int) -> Dict[str, Any]:
         message = self.edited.get(i)
@@ -235,17 +257,33 @@ class _Editor:
             self._lists.add((i, key))
         return message[key]  # type: ignore[no-any-return]
 
-    def block(self, i: int, k: int) -> Dict[str, Any]:
-        """A copy of content block ``k`` of message ``i`` (its JSON view for an SDK block)."""
-        content = self.items(i, "content")
-        if (i, k) not in self._blocks:
+    def block(self, i: int, k: int, key: str = "content") -> Dict[str, Any]:
+        """A copy of block ``k`` of message ``i``'s ``key`` list (its JSON view for an SDK
+        block)."""
+        content = self.items(i, key)
+        if (i, key, k) not in self._blocks:
             view = content[k]
-            content[k] = dict(view if isinstance(view, Mapping) else blocks(self.views[i])[k])
-            self._blocks.add((i, k))
+            if not isinstance(view, Mapping):
+                view = blocks(self.views[i])[k] if key == "content" else self.views[i][key][k]
+            content[k] = dict(view)
+            self._blocks.add((i, key, k))
         return content[k]  # type: ignore[no-any-return]
+
+    def inner(self, i: int, key: str, k: int, inner: str) -> Dict[str, Any]:
+        """A copy of the object under ``inner`` in block ``k`` of message ``i``'s ``key`` list
+        (a Converse ``toolResult``, a Gemini ``function_response``)."""
+        block = self.block(i, k, key)
+        if (i, key, k, inner) not in self._blocks:
+            block[inner] = dict(block[inner])
+            self._blocks.add((i, key, k, inner))
+        return block[inner]  # type: ignore[no-any-return]
 
 
 def _clear_result(editor: _Editor, result: _Result, placeholder: str) -> None:
+    if result.inner is not None and result.block is not None:
+        held = editor.inner(result.index, result.items, result.block, result.inner)
+        held[result.field] = placeholder if result.value is None else result.value
+        return
     if result.block is not None:
         editor.block(result.index, result.block)["content"] = placeholder
         return
@@ -282,6 +320,11 @@ def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
         base = own if isinstance(own, Mapping) else view["tool_calls"][call.position]
         calls[call.position] = {**base, "function": {**function}}
         calls[call.position]["function"]["arguments"] = EMPTY_ARGUMENTS
+        return True
+    if call.inner is not None:
+        # A Gemini function_call's args, a Converse toolUse's input: JSON objects.
+        items, field = ("parts", "args") if call.where == "parts" else ("content", "input")
+        editor.inner(call.index, items, call.position, call.inner)[field] = {}
         return True
     editor.block(call.index, call.position)["input"] = {}
     return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Union
 
@@ -28,7 +29,8 @@ from ._errors import InvalidMessageError
 from ._grouping import group_bounds
 from ._steps import reduction, step_size
 from ._tokens import CountTokens, check_sums, count_all, count_one, finite, prefix_sums
-from ._views import message_views
+from ._views import message_view, message_views
+from .formats import joined, resumes, summary_note
 
 Summarize = Callable[[List[Any]], str]
 AsyncSummarize = Callable[[List[Any]], Union[str, Awaitable[str]]]
@@ -166,9 +168,54 @@ class Compaction:
         self.tail_start = max(
             bounds[bisect_right(bounds, max(n - keep_tail, 0)) - 1], self.head_end
         )
-        self.cut = _cut_after(
+        cut: Optional[int] = _cut_after(
             pre, bounds, self.head_end, self.tail_start, self._to_drop(self.tokens_before)
         )
+        if cut != self.head_end:  # only a format with rules on resuming can move it
+            cut = self._resumed(cut or 0, self._head_last(), self.head_end + 1)
+        self.cut: int = self.head_end if cut is None else cut
+
+    def _head_last(self) -> Optional[Mapping[str, Any]]:
+        """The last message of the head (its view), what the kept tail resumes after."""
+        end = self.head_end
+        return message_view(self.messages[end - 1], end - 1) if end else None
+
+    def _may_resume(self, before: Optional[Mapping[str, Any]], cut: int) -> bool:
+        """Whether the conversation may go on at ``cut`` right after ``before``."""
+        n = len(self.messages)
+        return cut >= n or resumes(before, message_view(self.messages[cut], cut))
+
+    def _resumed(self, cut: int, before: Optional[Mapping[str, Any]], lowest: int) -> Optional[int]:
+        """The cut to make instead of ``cut`` so that the conversation may resume after
+        ``before`` (see ``formats.resumes``).
+
+        ``cut`` itself when it may; else the nearest group boundary after it up to
+        the tail's start that may (dropping more never makes it fit less); else
+        the furthest one before it, down to ``lowest``, which does not fit (the
+        largest cut that keeps the tail whole and the request valid); ``None``
+        when there is none.
+        """
+        if self._may_resume(before, cut):
+            return cut
+        bounds = self.bounds
+        at = bisect_left(bounds, cut)
+        for later in bounds[at + 1 :]:
+            if later > self.tail_start:
+                break
+            if self._may_resume(before, later):
+                return later
+        for earlier in reversed(bounds[:at]):
+            if earlier < lowest:
+                break
+            if self._may_resume(before, earlier):
+                return earlier
+        return None
+
+    def cut_points(self, stop: int) -> List[int]:
+        """The group boundaries strictly between the head's end and ``stop`` at which the
+        conversation may resume after the head: where this decision could cut."""
+        before = self._head_last()
+        return [b for b in self.bounds if self.head_end < b < stop and self._may_resume(before, b)]
 
     def _to_drop(self, total: float) -> float:
         """The tokens to drop from after the head when the kept messages would hold ``total``."""
@@ -240,8 +287,22 @@ class Compaction:
                 summary=None,
             )
         pre, head_end = self.pre, self.head_end
-        note = {"role": summary_role, "content": summary}
-        summary_tokens = _count_summary(note, self.count_tokens)
+        before = self._head_last()
+        beside = before
+        if beside is None and self.cut < len(self.messages):
+            beside = message_view(self.messages[self.cut], self.cut)
+        note = summary_note(summary, summary_role, beside)
+        # A format whose roles alternate (Bedrock, Gemini) cannot take the note as a
+        # message of its own right after a head message of its role: the summary
+        # then goes at the end of (a copy of) that message instead.
+        merged = None
+        if before is not None and not resumes(before, note):
+            merged = joined(before, summary)
+        if merged is not None:
+            last = pre[head_end] - pre[head_end - 1]
+            summary_tokens = _count_summary(merged, self.count_tokens) - last
+        else:
+            summary_tokens = _count_summary(note, self.count_tokens)
         after = self.tokens_before - (pre[self.cut] - pre[head_end]) + summary_tokens
         if not finite(after):
             raise InvalidMessageError(
@@ -255,9 +316,20 @@ class Compaction:
             more = self._to_drop(self.tokens_before + summary_tokens)
             cut = max(_cut_after(pre, self.bounds, head_end, self.tail_start, more), self.cut)
         cut = max(cut, at_least)
+        resumed = self._resumed(
+            cut, before if merged is not None else note, max(at_least, head_end + 1)
+        )
+        if resumed is None or resumed <= head_end:
+            # No cut lets the conversation resume after the summary: none is sent.
+            return self.result_with_summary(None, summary_role)
+        cut = resumed
         after -= pre[cut] - pre[self.cut]
-        messages = self.messages[:head_end]
-        messages.append(note)
+        if merged is not None:
+            messages = self.messages[: head_end - 1]
+            messages.append(merged)
+        else:
+            messages = self.messages[:head_end]
+            messages.append(note)
         messages.extend(self.messages[cut:])
         return CompactResultWithSummary(
             messages=messages,

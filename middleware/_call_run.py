@@ -279,7 +279,8 @@ class CallRun:
         head's end, and the group boundaries between the two (where earlier calls may have
         cut)."""
         head_end = self.plan.head_end
-        boundaries = [b for b in self.plan.bounds if head_end < b < cut]
+        # Only where the conversation may resume after the head (Bedrock, Gemini).
+        boundaries = self.plan.cut_points(cut)
         return self.originals(0, cut), head_end, boundaries
 
     def summary_cut(self, summary: str, covered: int) -> int:

@@ -13,10 +13,25 @@ are one generic rule each over this interface, and name no format. A format:
   next message in ``links`` (what it opens);
 - ``problems(views)``: its pairing problems, in the provider's own words;
 - ``tool_calls(view, index)`` and ``tool_results(view, index)``: its tool
-  calls and results, for clearing.
+  calls and results, for clearing;
+- ``repair(views, problems, edits, answer)``: how its ``problems`` (what its
+  ``problems`` reported on ``views``) are repaired, recorded in ``edits``
+  (``_edits.Edits``: a message dropped, moved, rebuilt from some of its parts,
+  or followed by a new one); ``answer`` is the placeholder text answering an
+  unanswered call, ``None`` to drop the call (``repair_pairing``);
+- ``media(view)``: its media parts (images, documents, audio) and where each
+  is, for the media-aware count (``_media``), with the part types and keys
+  that name them (``media_types``, ``media_keys``).
 
-Where a conversation may resume after a cut: every format read today accepts
-any group boundary, so nothing here says otherwise yet. Thinking (Anthropic's
+Where a conversation may resume after a cut: the formats in ``RESUMING``
+(Gemini, Bedrock) have rules on it, as ``Resuming`` objects:
+``resumes(before, view)`` says whether the message ``view`` may come right
+after ``before`` (``None``: at the start of the conversation), so a cut that
+drops what lies between them leaves a request the provider takes. Every other
+format accepts every group boundary, and ``resumes`` below asks only these
+(the decision for the others stays the specification's, at no cost). They also
+shape the summary message ``compact_with_summary`` inserts among their messages
+(``summary_note``). Thinking (Anthropic's
 blocks, Responses' reasoning items) is read by ``_clearing`` from the names the
 formats export (``anthropic.THINKING_BLOCKS``).
 
@@ -45,9 +60,12 @@ from collections.abc import Mapping
 from typing import Any, Dict, Iterator, Optional, Protocol, Sequence, Tuple
 
 from .._problems import PairingProblem
-from ._base import FOLLOWED, Links, ToolCall, ToolResult, unrecognised
+from ._base import FOLLOWED, Links, Media, ToolCall, ToolResult, unrecognised
+from ._edits import Edits
 from .anthropic import ANTHROPIC
+from .bedrock import BEDROCK
 from .chat import CHAT
+from .gemini import GEMINI
 from .responses import RESPONSES
 
 
@@ -72,8 +90,37 @@ class Format(Protocol):
 
     def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]: ...
 
+    def repair(
+        self,
+        views: Sequence[Mapping[str, Any]],
+        problems: Sequence[PairingProblem],
+        edits: Edits,
+        answer: Optional[str],
+    ) -> None: ...
 
-FORMATS: Tuple[Format, ...] = (CHAT, ANTHROPIC, RESPONSES)
+    # Media, for the media-aware count: the part types (parts with a "type") and
+    # part keys (typeless parts named by what they hold) this format's media
+    # parts have, and ``media(view)``, each media part of a message with where it is.
+    media_types: Tuple[str, ...]
+    media_keys: Tuple[str, ...]
+
+    def media(self, view: Mapping[str, Any]) -> Iterator[Media]: ...
+
+
+class Resuming(Protocol):
+    """A format with rules on where a conversation may resume after a cut."""
+
+    def resumes(self, before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool: ...
+
+    def shaped(self, view: Optional[Mapping[str, Any]]) -> bool: ...
+
+    def note(self, text: str, summary_role: str) -> Dict[str, Any]: ...
+
+    def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]: ...
+
+
+FORMATS: Tuple[Format, ...] = (CHAT, ANTHROPIC, RESPONSES, GEMINI, BEDROCK)
+RESUMING: Tuple[Resuming, ...] = (GEMINI, BEDROCK)
 
 # The format reading a message that carries no tool structure, by role.
 OWNERS: Dict[Any, Format] = {**dict.fromkeys(CHAT.roles, CHAT), None: RESPONSES}
@@ -125,6 +172,35 @@ def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
     return found
 
 
+def resumes(before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool:
+    """Whether a conversation may continue at ``view`` right after ``before``.
+
+    ``before`` is ``None`` at the start of the conversation. ``True`` unless a
+    format in ``RESUMING`` says otherwise.
+    """
+    return all(fmt.resumes(before, view) for fmt in RESUMING)
+
+
+def summary_note(
+    text: str, summary_role: str, beside: Optional[Mapping[str, Any]]
+) -> Dict[str, Any]:
+    """The summary message, shaped as the message ``beside`` it is (the specification's
+    ``{"role": ..., "content": ...}`` unless that is a Gemini content or a Converse message)."""
+    for fmt in RESUMING:
+        if fmt.shaped(beside):
+            return fmt.note(text, summary_role)
+    return {"role": summary_role, "content": text}
+
+
+def joined(view: Mapping[str, Any], text: str) -> Optional[Dict[str, Any]]:
+    """A copy of ``view`` with ``text`` as one more text part or block, for a format in
+    ``RESUMING`` whose message it is; ``None`` for any other message."""
+    for fmt in RESUMING:
+        if fmt.shaped(view):
+            return fmt.joined(view, text)
+    return None
+
+
 def _owner(role: Any) -> Optional[Format]:
     try:
         return OWNERS.get(role)
@@ -136,9 +212,15 @@ __all__ = [
     "FOLLOWED",
     "FORMATS",
     "OWNERS",
+    "RESUMING",
     "Format",
     "Links",
+    "Media",
+    "Resuming",
     "ToolCall",
     "ToolResult",
+    "joined",
     "recognise",
+    "resumes",
+    "summary_note",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .._errors import InvalidMessageError
 
@@ -35,10 +35,11 @@ class ToolCall:
     """A tool call, as clearing reads it: where it is, the tool, the ids answering it."""
 
     index: int
-    where: str  # "tool_calls" (Chat), "content" (a block) or "item" (Responses)
-    position: int  # in tool_calls or content; 0 for an item
+    where: str  # "tool_calls" (Chat), "content" (a block), "parts" (Gemini) or "item" (Responses)
+    position: int  # in tool_calls, content or parts; 0 for an item
     name: Optional[str]
     ids: Tuple[Any, ...]  # the first is its own; later ones answer it if not taken
+    inner: Optional[str] = None  # the key of the call object inside its block or part
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class ToolResult:
     call_id: Any
     value: Any  # the content clearing would replace
     chunks: bool  # the content is a list of output chunks (a shell call's), not text
+    items: str = "content"  # the list holding the block: "content", or "parts" (Gemini)
+    inner: Optional[str] = None  # the key of the result object inside its block or part
+    # What the placeholder is written as, when the format wants other than the text.
+    wrap: Optional[Callable[[str], Any]] = None
 
 
 def unrecognised(
@@ -64,3 +69,38 @@ def unrecognised(
         "calls could not be kept with their results",
         index,
     )
+
+
+@dataclass(frozen=True)
+class Media:
+    """A media part, as a format reads it for counting (see ``Format.media``).
+
+    ``data`` is the payload when the message carries it: base64 text (from
+    ``start`` on, past a data URL's header) or raw bytes; ``None`` for a URL or
+    a file id, whose size cannot be known offline.
+    """
+
+    path: Tuple[Any, ...]  # the keys and positions leading from the message to the part
+    provider: str  # whose formula bills it: "openai", "anthropic", "gemini" or "bedrock"
+    kind: str  # "image", "document", "audio" or "video"
+    data: Any = None
+    start: int = 0
+    mime: Optional[str] = None  # the media type, or a format name ("pdf", "wav")
+    detail: Optional[str] = None  # OpenAI's image detail
+
+
+def data_url(value: Any) -> Tuple[Optional[str], Optional[str], int]:
+    """``(media type, text, start)`` of a base64 ``data:`` URL, the base64 being ``text[start:]``.
+
+    ``(None, None, 0)`` for anything else (an ``https:`` URL, a percent-encoded
+    data URL). Only the header is searched: the payload is not copied.
+    """
+    if type(value) is not str or not value.startswith("data:"):
+        return None, None, 0
+    comma = value.find(",", 5, 256)
+    if comma < 0:
+        return None, None, 0
+    header = value[5:comma]
+    if not header.endswith(";base64"):
+        return None, None, 0
+    return header[: -len(";base64")].split(";", 1)[0] or None, value, comma + 1

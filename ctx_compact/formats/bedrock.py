@@ -1,0 +1,249 @@
+"""Amazon Bedrock Converse ``messages``: ``toolUse`` blocks answered by ``toolResult`` blocks.
+
+A message is ``{"role": "user" | "assistant", "content": [block, ...]}`` whose
+blocks carry no ``type``: each is keyed by what it holds (``{"text": ...}``,
+``{"toolUse": {"toolUseId", "name", "input"}}``, ``{"toolResult": {"toolUseId",
+"content", "status"}}``, ``{"reasoningContent": ...}``, ``{"image": ...}``, ...).
+
+Grouping: a user message holding ``toolResult`` blocks stays with the assistant
+message right before it when one of them answers one of its ``toolUse`` ids
+(``reasoningContent`` blocks live in the same message as the ``toolUse`` and
+never leave it).
+
+Where a conversation may resume after a cut (``resumes``): Bedrock wants the
+first message to be a user message and the roles to alternate, so the message
+at a cut has the other role than the one before it (a user message when nothing
+is before it); a message of ``toolResult`` blocks only ever follows the
+assistant message whose ``toolUse`` ids it answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+from .._problems import PairingProblem, names
+from ._base import Links, ToolCall, ToolResult, unrecognised
+from ._shapes import is_list, key, text_name
+
+PROVIDER = "bedrock"
+# The blocks that carry this format's tool structure, and the role each belongs to.
+BLOCKS = {"toolUse": "assistant", "toolResult": "user"}
+ROLES = ("user", "assistant")
+
+_EXCEEDS = (
+    "The number of toolResult blocks at messages.{index}.content exceeds the number of "
+    "toolUse blocks of previous turn."
+)
+_EXPECTED = "Expected toolResult blocks at messages.{index}.content for the following Ids: {ids}"
+_START = (
+    "A conversation must start with a user message. Try again with a conversation that "
+    "starts with a user message."
+)
+_ALTERNATE = (
+    "A conversation must alternate between user and assistant roles. Make sure the "
+    "conversation alternates between user and assistant roles and try again."
+)
+
+
+def _blocks(view: Mapping[str, Any]) -> Sequence[Any]:
+    content: Sequence[Any] = view.get("content") or ()
+    if type(content) is str or not is_list(content):
+        return ()
+    return content
+
+
+def is_message(view: Optional[Mapping[str, Any]]) -> bool:
+    """Whether ``view`` is a Converse message: a user or assistant role and a non-empty
+    list of blocks that carry no ``type`` (every other format's blocks do)."""
+    if view is None or view.get("role") not in ROLES:
+        return False
+    content = _blocks(view)
+    return bool(content) and all(isinstance(b, Mapping) and "type" not in b for b in content)
+
+
+def _inner(block: Any, kind: str) -> Optional[Mapping[str, Any]]:
+    if not isinstance(block, Mapping) or "type" in block:
+        return None
+    found = block.get(kind)
+    return found if isinstance(found, Mapping) else None
+
+
+def uses(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+    """``(position, toolUse)`` of each ``toolUse`` block, in order."""
+    found = []
+    for k, block in enumerate(_blocks(view)):
+        use = _inner(block, "toolUse")
+        if use is not None:
+            found.append((k, use))
+    return found
+
+
+def results(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+    """``(position, toolResult)`` of each ``toolResult`` block, in order."""
+    found = []
+    for k, block in enumerate(_blocks(view)):
+        result = _inner(block, "toolResult")
+        if result is not None:
+            found.append((k, result))
+    return found
+
+
+def _ids(found: Sequence[Tuple[int, Mapping[str, Any]]], index: int) -> List[Any]:
+    return [key(item.get("toolUseId"), index, "a toolUseId") for _, item in found]
+
+
+class _Uses(NamedTuple):
+    """What an assistant message leaves open: its ``toolUse`` ids."""
+
+    ids: FrozenSet[Any]
+
+
+def cleared_result(placeholder: str) -> List[Dict[str, Any]]:
+    """What a cleared ``toolResult`` holds: one text block, the placeholder."""
+    return [{"text": placeholder}]
+
+
+class BedrockFormat:
+    """Bedrock Converse messages (boto3's ``bedrock-runtime`` ``converse``)."""
+
+    provider = PROVIDER
+    where = "content"
+    keys: Tuple[str, ...] = ()
+
+    def carries(self, view: Mapping[str, Any]) -> bool:
+        """Whether ``view``'s content holds ``toolUse`` or ``toolResult`` blocks."""
+        return any(isinstance(b, Mapping) and _tool_block(b) for b in _blocks(view))
+
+    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+        """The tool block kinds in ``view``'s content, as an error names them."""
+        found = {k for b in _blocks(view) if isinstance(b, Mapping) for k in b if k in BLOCKS}
+        return tuple(f"{kind!r} blocks" for kind in BLOCKS if kind in found)
+
+    def check(self, view: Mapping[str, Any], index: int) -> None:
+        """Refuse a ``toolUse`` outside an assistant message, a ``toolResult`` outside a
+        user message."""
+        role = view.get("role")
+        for kind, owner in BLOCKS.items():
+            if role != owner and any(_inner(b, kind) is not None for b in _blocks(view)):
+                raise unrecognised(
+                    view, index, self.structure(view), f"only a {owner} message holds {kind} blocks"
+                )
+        _ids(uses(view), index)
+        _ids(results(view), index)
+
+    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+        """The earliest message ``view`` must stay with, or ``-1``; sets what it leaves open."""
+        left = links.left
+        links.left = None
+        if view.get("role") == "assistant":
+            found = _ids(uses(view), index)
+            if found:
+                links.left = _Uses(frozenset(found))
+            return -1
+        if type(left) is _Uses and any(i in left.ids for i in _ids(results(view), index)):
+            return index - 1
+        return -1
+
+    def resumes(self, before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool:
+        """Whether a conversation may continue at ``view`` right after ``before``
+        (``None``: at the start). See the module's docstring."""
+        if not is_message(view):
+            return True
+        role = view.get("role")
+        answered = results(view)
+        if before is None:
+            return role == "user" and not answered
+        if before.get("role") == role:
+            return False
+        if answered:
+            called = {use.get("toolUseId") for _, use in uses(before)}
+            return all(result.get("toolUseId") in called for _, result in answered)
+        return True
+
+    def shaped(self, view: Optional[Mapping[str, Any]]) -> bool:
+        """Whether ``view`` is a Converse message (tool blocks or not)."""
+        return is_message(view)
+
+    def note(self, text: str, summary_role: str) -> Dict[str, Any]:
+        """The summary of dropped messages as a Converse message of its own."""
+        return {"role": summary_role, "content": [{"text": text}]}
+
+    def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]:
+        """A copy of ``view`` with the summary as one more text block at its end."""
+        return {**view, "content": [*_blocks(view), {"text": text}]}
+
+    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+        """What Bedrock rejects: ``toolUse`` ids the next message does not answer, more
+        ``toolResult`` blocks than the previous turn's ``toolUse`` blocks, a conversation
+        not starting with a user message, two messages of one role in a row."""
+        previous: Optional[Mapping[str, Any]] = None
+        for i, view in enumerate(views):
+            here = is_message(view)
+            if here and i == 0 and view.get("role") != "user":
+                yield PairingProblem(i, "first_message_not_user", (), PROVIDER, _START)
+            if (
+                here
+                and previous is not None
+                and is_message(previous)
+                and previous.get("role") == view.get("role")
+            ):
+                yield PairingProblem(i, "roles_not_alternating", (), PROVIDER, _ALTERNATE)
+            called = (
+                _ids(uses(previous), i - 1)
+                if previous is not None and previous.get("role") == "assistant"
+                else []
+            )
+            answered = _ids(results(view), i) if view.get("role") == "user" else []
+            if len(answered) > len(called):
+                extra = [a for a in answered if a not in called] or answered
+                yield PairingProblem(
+                    i, "too_many_tool_results", names(extra), PROVIDER, _EXCEEDS.format(index=i)
+                )
+            elif called:
+                missing = [c for c in dict.fromkeys(called) if c not in answered]
+                if missing:
+                    ids = names(missing)
+                    yield PairingProblem(
+                        i,
+                        "missing_tool_results",
+                        ids,
+                        PROVIDER,
+                        _EXPECTED.format(index=i, ids=", ".join(ids)),
+                    )
+            previous = view
+
+    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+        """An assistant message's ``toolUse`` blocks, with the tool each names."""
+        if view.get("role") == "assistant":
+            for k, use in uses(view):
+                yield ToolCall(
+                    index,
+                    "content",
+                    k,
+                    text_name(use.get("name")),
+                    (use.get("toolUseId"),),
+                    inner="toolUse",
+                )
+
+    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+        """A user message's ``toolResult`` blocks (their ``content`` list)."""
+        if view.get("role") == "user":
+            for k, result in results(view):
+                yield ToolResult(
+                    index,
+                    k,
+                    "content",
+                    result.get("toolUseId"),
+                    result.get("content"),
+                    False,
+                    inner="toolResult",
+                    wrap=cleared_result,
+                )
+
+
+def _tool_block(block: Mapping[str, Any]) -> bool:
+    return "type" not in block and any(k in block for k in BLOCKS)
+
+
+BEDROCK = BedrockFormat()
