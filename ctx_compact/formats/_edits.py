@@ -1,0 +1,123 @@
+"""What a format's repair changes in a message list: recorded by the formats, applied by
+``_repair``.
+
+A format's ``repair`` reads the views of one pass and says, per message, what
+becomes of it: dropped, moved after another message, rebuilt with some of its
+parts (content blocks, tool calls) kept, reordered or added, or followed by new
+messages (placeholder answers). ``Edits`` records that and the change each step
+makes; the generic rule in ``_repair`` builds the new list from it, so no format
+copies a message itself and the caller's objects are kept the same way in
+every format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from .._problems import names
+
+# A part of a rebuilt message: the position of one of its own parts, or a new part.
+Part = Union[int, Dict[str, Any]]
+
+
+class Change(NamedTuple):
+    """One step of a repair, as ``RepairChange`` reports it (``at``: in the pass's views)."""
+
+    at: int
+    action: str
+    ids: Tuple[str, ...]
+    provider: str
+    problem: str
+
+
+class Rebuild(NamedTuple):
+    """A message rebuilt: its ``field`` list made of ``parts``, ``unset`` keys removed."""
+
+    field: Optional[str]
+    parts: Tuple[Part, ...]
+    unset: Tuple[str, ...]
+
+
+class Edits:
+    """The edits of one repair pass over ``views``, from every format.
+
+    Attributes:
+        views: The views the formats read (positions below index them).
+        dropped: The messages that go, in no particular order.
+        rebuilt: The messages rebuilt, by position.
+        after: What is placed after a position: ``(source, message)``, where
+            ``source`` is the position a moved message comes from, or the
+            position of the call a new message answers.
+        changes: Every step, in the order the formats made them.
+    """
+
+    def __init__(self, views: Sequence[Mapping[str, Any]]) -> None:
+        self.views = views
+        self.dropped: Dict[int, None] = {}
+        self.rebuilt: Dict[int, Rebuild] = {}
+        self.after: Dict[int, List[Tuple[int, Any]]] = {}
+        self.changes: List[Change] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.dropped or self.rebuilt or self.after)
+
+    def note(
+        self, index: int, action: str, ids: Sequence[Any], provider: str, problem: str
+    ) -> None:
+        """Record one step (what ``RepairChange`` reports)."""
+        self.changes.append(Change(index, action, names(ids), provider, problem))
+
+    def drop(self, index: int) -> None:
+        """The message at ``index`` goes."""
+        self.dropped[index] = None
+        self.rebuilt.pop(index, None)
+
+    def move(self, index: int, target: int) -> None:
+        """The message at ``index`` goes after the message at ``target``, as it is."""
+        self.drop(index)
+        self.after.setdefault(target, []).append((index, None))
+
+    def insert(self, target: int, message: Dict[str, Any]) -> None:
+        """A new message after the one at ``target`` (which it answers)."""
+        self.after.setdefault(target, []).append((target, message))
+
+    def rebuild(
+        self,
+        index: int,
+        field: Optional[str],
+        parts: Sequence[Part] = (),
+        unset: Sequence[str] = (),
+    ) -> None:
+        """The message at ``index`` with its ``field`` list made of ``parts`` and ``unset`` removed.
+
+        ``parts`` holds positions in the message's own ``field`` list (its own
+        objects are kept) and new parts. ``field`` ``None`` changes no list.
+        """
+        self.rebuilt[index] = Rebuild(field, tuple(parts), tuple(unset))
+
+    def message(self, index: int, own: Any) -> Any:
+        """The message to send for the one at ``index`` (``own``, the caller's): itself
+        unless rebuilt, else a new dict.
+
+        A mapping is copied as the caller wrote it, so that what is not edited (an
+        SDK block beside a dropped one) stays the caller's object; any other
+        message (an SDK or framework object) is rebuilt from its view.
+        """
+        rebuild = self.rebuilt.get(index)
+        if rebuild is None:
+            return own
+        view = self.views[index]
+        new = dict(own if isinstance(own, Mapping) else view)
+        if rebuild.field is not None:
+            seen = view.get(rebuild.field)
+            seen_parts: Sequence[Any] = seen if isinstance(seen, (list, tuple)) else ()
+            mine = new.get(rebuild.field)
+            if not isinstance(mine, (list, tuple)) or len(mine) != len(seen_parts):
+                mine = seen_parts
+            new[rebuild.field] = [
+                mine[part] if isinstance(part, int) else part for part in rebuild.parts
+            ]
+        for key in rebuild.unset:
+            new.pop(key, None)
+        return new
