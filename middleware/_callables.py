@@ -11,6 +11,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
+from ctx_compact._contract import CountTokens, default_count_tokens
+
 
 def is_async_callable(fn: object) -> bool:
     """Whether calling ``fn`` gives an awaitable, looking through ``functools.wraps``."""
@@ -96,6 +98,17 @@ class Located(NamedTuple):
     rebuild: Callable[[List[Any]], Arguments]
     fixed_tokens: int = 0
     function: Optional[str] = None
+
+
+def count_fixed(value: Any, count_tokens: Optional[CountTokens]) -> int:
+    """The tokens of a part sent beside the messages (``Located.fixed_tokens``).
+
+    The default estimator counts it as its JSON; a custom counter counts
+    messages, so the part is counted as the message it stands for.
+    """
+    if count_tokens is None:
+        return default_count_tokens(value)
+    return int(count_tokens({"role": "system", "content": value}))
 
 
 @dataclass(frozen=True)

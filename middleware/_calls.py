@@ -22,7 +22,7 @@ import anyio.to_thread
 from ._call_run import CallRun
 from ._callables import ArgSpec, Arguments, Kind, Located, is_async_callable
 from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
-from ._observe import Pending, observe
+from ._observe import Pending, observe, primed
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
 from ._state import SessionState, active_states, enter_exclusive_call, leave_exclusive_call
@@ -82,6 +82,9 @@ class Interceptor:
             call pass through (see ``_state.inside_exclusive_call``).
         site: Where a call carries its messages, when not in ``fn``'s
             ``messages_arg`` argument (an SDK request's body).
+        stream: Whether ``fn`` returns a stream of responses whatever its class
+            (``sdks.Point.stream``): observed for usage, and a sync generator
+            primed inside the call (``_observe.primed``).
 
     Raises:
         TypeError: ``fn`` cannot take the messages argument, or an async
@@ -97,6 +100,7 @@ class Interceptor:
         name: str,
         exclusive: bool = False,
         site: Optional[Site] = None,
+        stream: bool = False,
     ) -> None:
         check_awaitables(kind.is_async, kind.value, name, options.summarize, hooks)
         self.options = options
@@ -105,6 +109,8 @@ class Interceptor:
         self.is_async = kind.is_async
         self.name = name
         self.exclusive = exclusive
+        self.stream = stream
+        self.primes = stream and kind is Kind.GENERATOR
         # Summaries outlive the call too: kept by cut, in options.store or in memory.
         self.summaries = (
             Summaries(options.summarize, options.summary_role, options.store)
@@ -182,7 +188,7 @@ class Interceptor:
             # sessions' figures must not lose the call.
             yield Report(event, states, shield=True)
             raise
-        observed = observe(result, lambda: self._pending(event, states), self.is_async)
+        observed = observe(result, lambda: self._pending(event, states), self.is_async, self.stream)
         if observed is not None:
             return observed
         yield Report(with_response(event, result), states)
@@ -359,10 +365,11 @@ class Interceptor:
     def _invoke(self, wrapped: Any, arguments: Arguments) -> Any:
         args, kwargs = arguments
         if not self.exclusive:
-            return wrapped(*args, **kwargs)
+            return primed(wrapped(*args, **kwargs)) if self.primes else wrapped(*args, **kwargs)
         token = enter_exclusive_call()
         try:
-            return wrapped(*args, **kwargs)
+            result = wrapped(*args, **kwargs)
+            return primed(result) if self.primes else result
         finally:
             leave_exclusive_call(token)
 

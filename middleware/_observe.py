@@ -1,11 +1,15 @@
 """Reporting a call's event once the provider's prompt size is known.
 
 A plain response carries its usage: the event is reported when the call
-returns. An SDK stream carries it in one of its last events (OpenAI's final
+returns. An SDK stream carries it in one of its events (OpenAI's final
 chunk with ``stream_options={"include_usage": True}``, the Responses API's
-``response.completed``, Anthropic's ``message_start``), and an SDK raw response
+``response.completed``, Anthropic's ``message_start``, each google-genai
+response of a stream, Bedrock's ``metadata`` event), and an SDK raw response
 (``with_raw_response``, ``with_streaming_response``) only once the caller
-parses it. Those results are handed back behind a transparent proxy
+parses it. A stream is known by its class, by the point that returns it
+(``sdks.Point.stream``: google-genai's generators), or by the key of the
+response mapping that holds it (``sdks.Sdk.stream_keys``: boto3's
+``{"stream": EventStream}``). Those results are handed back behind a transparent proxy
 (``wrapt.ObjectProxy``: ``isinstance`` still holds) that reads each event the
 caller iterates and never reads anything on the caller's behalf. The event is
 reported once: when the stream ends, fails or is closed, or when the proxy is
@@ -18,17 +22,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import threading
-from typing import Any, Awaitable, Callable, Dict, FrozenSet, Optional
+from collections.abc import Mapping
+from typing import Any, Awaitable, Callable, Dict, FrozenSet, Iterator, Optional, Tuple
 
 import wrapt
 
 from ._events import CompactionEvent
-from ._usage import provider_prompt_tokens
+from ._usage import field, provider_prompt_tokens
 from .sdks import (
     ALL_STREAMS,
     ASYNC_STREAMS,
     EITHER_STREAMS,
     RAW_RESPONSES,
+    STREAM_KEYS,
     USAGE_HOLDERS,
     sdk_of_class,
 )
@@ -62,8 +68,8 @@ def _chunk_tokens(item: Any) -> Optional[int]:
     found = provider_prompt_tokens(item)  # a Chat Completions chunk, a LiteLLM chunk
     if found is not None:
         return found
-    for holder in USAGE_HOLDERS:  # the Responses API's response.completed; message_start
-        inner = getattr(item, holder, None)
+    for holder in USAGE_HOLDERS:  # response.completed; message_start; Bedrock's metadata
+        inner = field(item, holder)
         if inner is not None:
             found = provider_prompt_tokens(inner)
             if found is not None:
@@ -127,12 +133,19 @@ class _Observed(wrapt.ObjectProxy):  # type: ignore[misc]
 class ObservedStream(_Observed):
     """A sync SDK stream whose events are read for usage as the caller iterates."""
 
+    def __init__(self, wrapped: Any, pending: Pending) -> None:
+        super().__init__(wrapped, pending)
+        # An iterable that is no iterator (boto3's EventStream) is iterated once, here.
+        self._self_items = wrapped if hasattr(wrapped, "__next__") else None
+
     def __iter__(self) -> Any:
         return self
 
     def __next__(self) -> Any:
         try:
-            item = next(self.__wrapped__)
+            if self._self_items is None:
+                self._self_items = iter(self.__wrapped__)
+            item = next(self._self_items)
         except BaseException:
             self._self_pending.finish()
             raise
@@ -222,18 +235,63 @@ def _parsed(parsed: Any, pending: Pending, is_async: bool) -> Any:
     return parsed
 
 
-def observe(result: Any, pending: Callable[[], Pending], is_async: bool) -> Optional[Any]:
+def observe(
+    result: Any, pending: Callable[[], Pending], is_async: bool, stream: bool = False
+) -> Optional[Any]:
     """``result`` behind a proxy that reports the event later, or ``None`` to report it now.
 
     Args:
         result: What the call returned.
         pending: Makes the call's ``Pending`` event (only for results that need one).
         is_async: Whether the call was async (LiteLLM's stream serves both ways).
+        stream: Whether the call returns a stream whatever its class (``sdks.Point.stream``).
     """
+    if stream:
+        if is_async:
+            return AsyncObservedStream(result, pending())
+        return ObservedStream(result, pending())
+    if STREAM_KEYS and isinstance(result, Mapping):
+        return _in_mapping(result, pending, is_async)
     names = _sdk_class_names(result)
     if not names or not names & _OBSERVED:
         return None
     return _proxy(result, names, pending(), is_async)
+
+
+def _in_mapping(
+    result: Mapping[str, Any], pending: Callable[[], Pending], is_async: bool
+) -> Optional[Any]:
+    # A response mapping holding a stream: a copy of it with the stream observed.
+    for key in STREAM_KEYS:
+        inner = result.get(key)
+        names = _sdk_class_names(inner) if inner is not None else frozenset()
+        if names & ALL_STREAMS:
+            return {**result, key: _stream(inner, names, pending(), is_async)}
+    return None
+
+
+def primed(generator: Iterator[Any]) -> Iterator[Any]:
+    """``generator`` advanced to its first item now, handed back whole.
+
+    A generator that sends its request when first advanced (google-genai's sync
+    stream) raises a refusal then: primed inside the call, the refusal reaches
+    the call's retry, as other SDKs' streams do.
+    """
+    try:
+        head: Tuple[Any, ...] = (next(generator),)
+    except StopIteration:
+        head = ()
+    return _replay(head, generator)
+
+
+def _replay(head: Tuple[Any, ...], generator: Iterator[Any]) -> Iterator[Any]:
+    try:
+        yield from head
+        yield from generator
+    finally:
+        close = getattr(generator, "close", None)
+        if close is not None:
+            close()
 
 
 def _proxy(result: Any, names: FrozenSet[str], pending: Pending, is_async: bool) -> Any:

@@ -4,8 +4,10 @@ For ``on_overflow="retry"``. The errors are recognised by their class's name
 and module, their HTTP status and their text, so no SDK is imported; what each
 SDK's errors look like is in its module (``sdks.Sdk.overflow_*``): OpenAI's
 ``context_length_exceeded`` (Chat Completions names both figures, the Responses
-API neither), Anthropic's ``prompt is too long: N tokens > M maximum``, and
-LiteLLM's ``ContextWindowExceededError``, whose text embeds the provider's.
+API neither), Anthropic's ``prompt is too long: N tokens > M maximum``,
+LiteLLM's ``ContextWindowExceededError``, whose text embeds the provider's,
+Gemini's ``The input token count (N) exceeds the maximum number of tokens
+allowed (M)`` and Bedrock's ``Input is too long for requested model``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .sdks import OVERFLOW_CLASSES, OVERFLOW_CODES, OVERFLOW_FIGURES, sdk_of_class
+from .sdks import (
+    OVERFLOW_CLASSES,
+    OVERFLOW_CODES,
+    OVERFLOW_FIGURES,
+    OVERFLOW_TEXTS,
+    sdk_of_class,
+)
 
 # What the retry's budget is multiplied by when the error names no figures (the
 # Responses API): a quarter off the estimate of the refused prompt.
@@ -69,7 +77,23 @@ def _text(err: BaseException) -> str:
 
 
 def overflow_of(err: BaseException) -> Optional[Overflow]:
-    """The figures of a context-length refusal, or ``None`` when ``err`` is not one."""
+    """The figures of a context-length refusal, or ``None`` when ``err`` is not one.
+
+    A framework's own error raised from the SDK's (LangChain's
+    ``OpenAIContextOverflowError`` ``from`` openai's ``BadRequestError``) is
+    read through its ``__cause__``.
+    """
+    seen = 0
+    cause: Optional[BaseException] = err
+    while cause is not None and seen < 8:  # a cause chain may loop
+        found = _overflow_of(cause)
+        if found is not None:
+            return found
+        cause, seen = cause.__cause__, seen + 1
+    return None
+
+
+def _overflow_of(err: BaseException) -> Optional[Overflow]:
     if not isinstance(err, Exception):
         return None
     kind = type(err)
@@ -77,7 +101,7 @@ def overflow_of(err: BaseException) -> Optional[Overflow]:
         return None
     names = {cls.__name__ for cls in kind.__mro__}
     text = _text(err)
-    if not names.isdisjoint(OVERFLOW_CLASSES):
+    if not names.isdisjoint(OVERFLOW_CLASSES) or any(known in text for known in OVERFLOW_TEXTS):
         return _figures(text)
     if getattr(err, "status_code", None) != 400:
         return None

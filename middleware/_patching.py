@@ -159,13 +159,23 @@ def intercept(
                 return
             check_awaitables(patch.kind.is_async, patch.kind.value, patch.name, None, state.hooks)
             site: Optional[Site] = None
-            if sdk is not None and sdk.routes:
+            if sdk is not None and sdk.site is not None:
+                site = sdk.site(patch.descriptor, options.count_tokens)
+            elif sdk is not None and sdk.routes:
                 site = RequestSite(sdk, patch.descriptor, options.count_tokens)
             elif sdk is not None and sdk.messages_arg is not None:
                 options = dataclasses.replace(options, messages_arg=sdk.messages_arg)
             name = target.name if isinstance(target, SdkTarget) else patch.name
+            stream = isinstance(target, SdkTarget) and target.point.stream
             patch.interceptors[state] = Interceptor(
-                options, (), patch.descriptor, patch.kind, name, exclusive=True, site=site
+                options,
+                (),
+                patch.descriptor,
+                patch.kind,
+                name,
+                exclusive=True,
+                site=site,
+                stream=stream,
             )
         finally:
             if not patch.interceptors:

@@ -12,17 +12,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
-from ctx_compact._contract import CountTokens, default_count_tokens
+from ctx_compact._contract import CountTokens
 
-from ._callables import ArgSpec, Arguments, Located
+from ._callables import ArgSpec, Arguments, Located, count_fixed
 from .sdks import Route, Sdk
-
-
-def _count_fixed(value: Any, count_tokens: Optional[CountTokens]) -> int:
-    if count_tokens is None:
-        return default_count_tokens(value)
-    # A custom counter counts messages: the part is counted as the message it stands for.
-    return int(count_tokens({"role": "system", "content": value}))
 
 
 class RequestSite:
@@ -78,7 +71,7 @@ class RequestSite:
         if not isinstance(messages, list):
             return None
         fixed = sum(
-            _count_fixed(body[key], self.count_tokens)
+            count_fixed(body[key], self.count_tokens)
             for key in route.counted
             if self.given(body.get(key))
         )

@@ -1,8 +1,9 @@
 """The SDKs that ``intercept=`` names as a whole: the interface each one's module fills in.
 
 Everything about one SDK lives in its module here (``openai``, ``anthropic``,
-``litellm``) as one ``Sdk`` value: its interception points, the routes of its
-requests and where their messages are, its "not given" sentinels, its stream
+``litellm``, ``google_genai``, ``bedrock``) as one ``Sdk`` value: its
+interception points, the routes of its requests and where their messages are
+(or a site of its own that finds them), its "not given" sentinels, its stream
 and raw-response classes, its usage fields and its context-length errors. The
 rest of the middleware reads them through ``SDKS`` and the merged tables below
 and names no SDK. Adding one means one module here, its line in ``SDKS``, its
@@ -16,7 +17,9 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Pattern, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Pattern, Tuple
+
+from ctx_compact._contract import CountTokens
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,18 @@ class Route:
 
 @dataclass(frozen=True)
 class Point:
-    """One interception point: ``module``, the attribute path in it, and its name in events."""
+    """One interception point: ``module``, the attribute path in it, and its name in events.
+
+    ``stream``: the point returns a stream of responses (a generator, sync or
+    async), each read for usage as the caller iterates; a sync generator is
+    advanced to its first response inside the call, so that a refusal before any
+    response reaches ``on_overflow="retry"``.
+    """
 
     module: str
     attr: str
     name: str
+    stream: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,22 +67,33 @@ class Sdk:
     """Everything the middleware knows about one SDK.
 
     Attributes:
-        name: What ``intercept=`` takes, and the SDK's top-level package.
+        name: What ``intercept=`` takes, and the SDK's top-level package unless
+            ``packages`` says otherwise.
         points: Where its calls pass.
         routes: For points that take a request (``request(options)``), the routes
             whose body holds messages; empty when the points take the messages.
         messages_arg: For points that take the messages themselves, their argument.
+        site: For points whose messages need the SDK's own reading (which calls
+            carry them, what is counted beside them): ``site(fn, count_tokens)``
+            makes the ``_calls.Site`` of the patched ``fn``.
+        packages: The packages (``"google.genai"``) whose classes are this SDK's
+            results and errors; ``(name,)`` when empty.
         sentinels: The module and class names of its "not given" values, which a
             request body holds for keys the caller left out.
         streams: Its stream classes iterated synchronously.
         async_streams: Its stream classes iterated with ``async for``.
         either_streams: Its stream classes that serve both ways (async when the call is).
         raw_responses: Its raw-response classes, whose usage is read once parsed.
+        usage_keys: The attributes (or keys) of a response that hold its usage.
         usage: The usage fields holding the prompt size, each with the fields
             counted separately and added back (cached parts).
-        usage_holders: Attributes of a stream event that hold a response with usage.
+        usage_holders: Attributes (or keys) of a stream event that hold a response
+            with usage.
+        stream_keys: Keys of a response mapping that hold its stream (boto3's
+            ``converse_stream`` returns ``{"stream": EventStream, ...}``).
         overflow_classes: Error class names that always mean a refusal for length.
         overflow_codes: Error codes that mean one (with HTTP status 400).
+        overflow_texts: Error texts that always mean a refusal for length.
         overflow_figures: Error texts naming the refused prompt's size and the limit.
     """
 
@@ -80,16 +101,26 @@ class Sdk:
     points: Tuple[Point, ...]
     routes: Tuple[Route, ...] = ()
     messages_arg: Optional[str] = None
+    site: Optional[Callable[[Any, Optional[CountTokens]], Any]] = None
+    packages: Tuple[str, ...] = ()
     sentinels: Optional[Tuple[str, Tuple[str, ...]]] = None
     streams: FrozenSet[str] = frozenset()
     async_streams: FrozenSet[str] = frozenset()
     either_streams: FrozenSet[str] = frozenset()
     raw_responses: FrozenSet[str] = frozenset()
+    usage_keys: Tuple[str, ...] = ("usage",)
     usage: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
     usage_holders: Tuple[str, ...] = ()
+    stream_keys: Tuple[str, ...] = ()
     overflow_classes: FrozenSet[str] = frozenset()
     overflow_codes: FrozenSet[str] = frozenset()
+    overflow_texts: FrozenSet[str] = frozenset()
     overflow_figures: Tuple[Figures, ...] = ()
+
+    @property
+    def package_names(self) -> Tuple[str, ...]:
+        """The packages whose classes are this SDK's: ``packages``, or its name."""
+        return self.packages or (self.name,)
 
     def sentinel_types(self) -> Tuple[type, ...]:
         """The classes of the "not given" sentinels that the installed release defines."""
@@ -125,9 +156,10 @@ class SdkTarget:
 
 
 def _registry() -> Dict[str, Sdk]:
-    from . import anthropic, litellm, openai
+    from . import anthropic, bedrock, google_genai, litellm, openai
 
-    return {sdk.name: sdk for sdk in (openai.SDK, anthropic.SDK, litellm.SDK)}
+    sdks = (openai.SDK, anthropic.SDK, litellm.SDK, google_genai.SDK, bedrock.SDK)
+    return {sdk.name: sdk for sdk in sdks}
 
 
 # Every SDK, in the order their rules are tried (OpenAI's usage field first).
@@ -142,10 +174,15 @@ ALL_STREAMS: FrozenSet[str] = STREAMS | ASYNC_STREAMS | EITHER_STREAMS
 RAW_RESPONSES: FrozenSet[str] = frozenset().union(*(s.raw_responses for s in SDKS.values()))
 OVERFLOW_CLASSES: FrozenSet[str] = frozenset().union(*(s.overflow_classes for s in SDKS.values()))
 OVERFLOW_CODES: FrozenSet[str] = frozenset().union(*(s.overflow_codes for s in SDKS.values()))
+OVERFLOW_TEXTS: FrozenSet[str] = frozenset().union(*(s.overflow_texts for s in SDKS.values()))
 OVERFLOW_FIGURES: Tuple[Figures, ...] = tuple(f for s in SDKS.values() for f in s.overflow_figures)
 USAGE_HOLDERS: Tuple[str, ...] = tuple(
     dict.fromkeys(h for s in SDKS.values() for h in s.usage_holders)
 )
+USAGE_KEYS: Tuple[str, ...] = tuple(dict.fromkeys(k for s in SDKS.values() for k in s.usage_keys))
+STREAM_KEYS: Tuple[str, ...] = tuple(dict.fromkeys(k for s in SDKS.values() for k in s.stream_keys))
+# Every SDK's packages, for telling its classes from others by their module.
+PACKAGES: Tuple[str, ...] = tuple(p for s in SDKS.values() for p in s.package_names)
 
 
 def _usage_fields() -> Tuple[Tuple[str, Tuple[str, ...]], ...]:
@@ -163,11 +200,12 @@ USAGE_FIELDS: Tuple[Tuple[str, Tuple[str, ...]], ...] = _usage_fields()
 
 def sdk_of_class(kind: type) -> bool:
     """Whether ``kind`` is defined in one of the SDKs' packages."""
-    return str(getattr(kind, "__module__", "")).split(".")[0] in SDKS
+    module = str(getattr(kind, "__module__", ""))
+    return any(module == p or module.startswith(p + ".") for p in PACKAGES)
 
 
 def is_sdk_name(target: object) -> bool:
-    """Whether ``target`` names a whole SDK (``"openai"``, ``"anthropic"``, ``"litellm"``)."""
+    """Whether ``target`` names a whole SDK (``"openai"``, ``"gemini"``, ...: ``SDK_NAMES``)."""
     return isinstance(target, str) and target in SDKS
 
 
@@ -184,12 +222,16 @@ __all__ = [
     "OVERFLOW_CLASSES",
     "OVERFLOW_CODES",
     "OVERFLOW_FIGURES",
+    "OVERFLOW_TEXTS",
+    "PACKAGES",
     "RAW_RESPONSES",
     "SDKS",
     "SDK_NAMES",
     "STREAMS",
+    "STREAM_KEYS",
     "USAGE_FIELDS",
     "USAGE_HOLDERS",
+    "USAGE_KEYS",
     "Figures",
     "Point",
     "Route",

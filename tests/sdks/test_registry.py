@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 from typing import List
 
@@ -38,12 +39,22 @@ def test_no_module_outside_sdks_names_an_sdk_in_its_code() -> None:
 
 
 def test_every_sdk_module_is_in_the_registry_and_describes_its_points() -> None:
-    modules = {p.stem for p in (PACKAGE / "sdks").glob("*.py") if p.stem != "__init__"}
-    assert modules == set(SDKS)
+    stems = sorted(p.stem for p in (PACKAGE / "sdks").glob("*.py") if p.stem != "__init__")
+    # A module's SDK is named by what intercept= takes ("gemini" for google_genai.py).
+    described = [importlib.import_module(f"middleware.sdks.{stem}").SDK for stem in stems]
+    assert sorted(sdk.name for sdk in described) == sorted(SDKS)
+    assert all(SDKS[sdk.name] is sdk for sdk in described)
     for name, sdk in SDKS.items():
         assert sdk.name == name
         targets = sdk_targets(name)
         assert targets
-        assert all(t.path.startswith(name + ".") for t in targets)
-        # Each SDK says where its messages are: in a request's body or as an argument.
-        assert bool(sdk.routes) != (sdk.messages_arg is not None)
+        # Its points are in its own packages.
+        assert all(t.path.startswith(tuple(p + "." for p in sdk.package_names)) for t in targets)
+        # Each SDK says where its messages are in one way: in a request's body, as an
+        # argument, or through a site of its own.
+        ways = [bool(sdk.routes), sdk.messages_arg is not None, sdk.site is not None]
+        assert ways.count(True) == 1
+
+
+def test_the_sdks_are_the_five_the_docs_list() -> None:
+    assert SDK_NAMES == ("openai", "anthropic", "litellm", "gemini", "bedrock")

@@ -1,0 +1,155 @@
+"""google-genai (``google.genai``), ``intercept="gemini"``: the models API and the chats on it.
+
+The points are the models API's per-request methods ``Models._generate_content``
+and ``_generate_content_stream`` and their ``AsyncModels`` twins, looked up on
+the class at call time. Every request passes through them: ``generate_content``
+and ``generate_content_stream`` (sync and ``client.aio``), each request of their
+automatic function calling and continuation loops, and ``Chat.send_message`` /
+``send_message_stream`` (sync and async), which send the chat's history plus the
+new message through ``generate_content``, so a chat is compacted as what it
+sends: its own history object is never touched. Clients made before the
+session are covered, since nothing is bound to a client.
+
+``contents`` is compacted when it is a list of contents (``types.Content``,
+``UserContent``/``ModelContent``, or dicts with ``parts``); a string, one
+content, a part or a list of parts is one user turn and passes through. The
+config's ``system_instruction`` and ``tools`` are counted against the budget,
+never dropped. The sync stream is a generator that sends its request when
+first advanced, so it is primed inside the call (``Point.stream``): a refusal
+for length then reaches ``on_overflow="retry"`` as on the other routes.
+
+Nothing here imports google-genai: its objects are read by their attributes.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Tuple
+
+from ctx_compact._contract import CountTokens
+
+from .._callables import ArgSpec, Arguments, Located, count_fixed, replace
+from . import Point, Sdk, figures
+
+# The content classes of google.genai.types (UserContent and ModelContent derive from Content).
+_CONTENT_CLASSES = frozenset({"Content"})
+_PACKAGE = "google.genai"
+# What the config sends beside the contents, counted against the budget.
+_COUNTED = ("system_instruction", "tools")
+
+
+def _from_sdk(value: Any) -> bool:
+    module = str(getattr(type(value), "__module__", ""))
+    return module == _PACKAGE or module.startswith(_PACKAGE + ".")
+
+
+def _is_content(value: Any) -> bool:
+    """Whether ``value`` is one content (a turn), not a part or a string."""
+    if isinstance(value, Mapping):
+        return "parts" in value
+    return _from_sdk(value) and any(c.__name__ in _CONTENT_CLASSES for c in type(value).__mro__)
+
+
+def _plain(value: Any) -> Any:
+    """What a config value is sent as, closely enough to count it.
+
+    An SDK object is its JSON (``model_dump``); a Python function given as a
+    tool (automatic function calling) its name and docstring, which the SDK
+    sends as its declaration.
+    """
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    if callable(value):
+        return {"name": getattr(value, "__name__", ""), "description": inspect.getdoc(value) or ""}
+    return str(value)
+
+
+def _field(obj: Any, name: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+class ContentsSite:
+    """Where a models API request carries its contents, and what its config adds.
+
+    Args:
+        fn: The patched method, whose ``contents`` and ``config`` are bound.
+        count_tokens: The options' counter, for the config's counted parts.
+    """
+
+    def __init__(self, fn: Any, count_tokens: Optional[CountTokens]) -> None:
+        self.contents = ArgSpec.of(fn, "contents", "gemini request")
+        self.config = ArgSpec.of(fn, "config", "gemini request")
+        self.count_tokens = count_tokens
+
+    def fixed_tokens(self, config: Any) -> int:
+        """The tokens of the config's ``system_instruction`` and ``tools``."""
+        if config is None:
+            return 0
+        total = 0
+        for name in _COUNTED:
+            value = _field(config, name)
+            if value is not None:
+                total += count_fixed(_plain(value), self.count_tokens)
+        return total
+
+    def locate(
+        self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+    ) -> Optional[Located]:
+        """The request's contents when they are a list of contents, else ``None``."""
+        found, contents, index = self.contents.find(instance, args, kwargs)
+        if not found or not isinstance(contents, list) or not contents:
+            return None
+        if not all(_is_content(item) for item in contents):
+            return None
+        _, config, _ = self.config.find(instance, args, kwargs)
+
+        def rebuild(new: List[Any]) -> Arguments:
+            return replace(args, kwargs, "contents", index, new)
+
+        return Located(contents, rebuild, self.fixed_tokens(config))
+
+
+SDK = Sdk(
+    name="gemini",
+    points=(
+        Point("google.genai.models", "Models._generate_content", "gemini generateContent"),
+        Point(
+            "google.genai.models",
+            "Models._generate_content_stream",
+            "gemini streamGenerateContent",
+            stream=True,
+        ),
+        Point("google.genai.models", "AsyncModels._generate_content", "gemini generateContent"),
+        Point(
+            "google.genai.models",
+            "AsyncModels._generate_content_stream",
+            "gemini streamGenerateContent",
+            stream=True,
+        ),
+    ),
+    site=ContentsSite,
+    packages=(_PACKAGE,),
+    # prompt_token_count includes the cached content (cached_content_token_count
+    # is the part of it read from the cache): nothing is added back.
+    usage_keys=("usage_metadata",),
+    usage=(("prompt_token_count", ()),),
+    # A ClientError (400 INVALID_ARGUMENT) naming both figures.
+    overflow_texts=frozenset({"exceeds the maximum number of tokens allowed"}),
+    overflow_figures=(
+        figures(
+            r"input token count \((\d+)\) exceeds the maximum number of tokens allowed \((\d+)\)",
+            tokens=1,
+            limit=2,
+        ),
+    ),
+)
