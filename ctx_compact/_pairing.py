@@ -15,7 +15,7 @@ from ._checks import check_messages
 from ._grouping import group_bounds
 from ._problems import PairingProblem
 from ._views import message_views
-from .formats import FORMATS
+from .formats import FORMATS, Format, recognise
 
 
 class PairingError(ValueError):
@@ -75,6 +75,20 @@ def pairing_problems(views: Sequence[Mapping[str, Any]]) -> List[PairingProblem]
     For a caller that compacts the same list anyway (the command line): the
     compaction's grouping is the validation, so it is not done twice.
     """
-    problems = [problem for fmt in FORMATS for problem in fmt.problems(views)]
+    problems = [
+        problem
+        for fmt in FORMATS
+        for problem in fmt.problems(views)
+        if not _read_by_another(fmt, views, problem.index)
+    ]
     problems.sort(key=lambda p: p.index)
     return problems
+
+
+def _read_by_another(fmt: Format, views: Sequence[Mapping[str, Any]], index: int) -> bool:
+    """Whether the message a problem is reported at is another format's (a Gemini function
+    response turn with role ``"function"`` is not a Chat ``function`` message)."""
+    if not 0 <= index < len(views):
+        return False
+    found = recognise(views[index], index)
+    return found is not None and found is not fmt

@@ -23,9 +23,10 @@ same role in a row ("Please ensure that multiturn requests alternate between
 user and model."), a cut never makes two user turns or two model turns meet:
 whatever the model, the turns on either side of a cut alternate.
 
-Roles: the API takes ``"user"`` and ``"model"`` only (a function response is
-sent with role ``"user"``); a content holding function parts with any other
-role is refused.
+Roles: the API takes ``"user"`` and ``"model"``, and for a function response
+turn also ``"function"`` or ``"tool"`` (older docs send it so; it is a user
+turn for the alternation); a content holding function parts with any other role
+is refused.
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tu
 
 from .._problems import PairingProblem, names
 from ._base import Links, ToolCall, ToolResult, unrecognised
+from ._edits import Edits, Part
 from ._shapes import is_list, key, text_name
 
 PROVIDER = "gemini"
 ROLES = ("user", "model")
+# The roles a function response turn may have besides "user" (it is a user turn).
+RESPONSE_ROLES = ("function", "tool")
 # The part keys holding this format's tool structure, in both spellings.
 CALL_KEYS = ("function_call", "functionCall")
 RESPONSE_KEYS = ("function_response", "functionResponse")
@@ -69,9 +73,10 @@ def parts(view: Mapping[str, Any]) -> Sequence[Any]:
 
 
 def role(view: Mapping[str, Any]) -> Any:
-    """A content's role, ``"user"`` when it has none (the API's default)."""
+    """A content's role: ``"user"`` when it has none (the API's default) or when it is a
+    function response turn's ``"function"``/``"tool"``."""
     found = view.get("role")
-    return "user" if found is None else found
+    return "user" if found is None or found in RESPONSE_ROLES else found
 
 
 def _field(part: Any, spellings: Tuple[str, str]) -> Tuple[Optional[str], Any]:
@@ -182,15 +187,16 @@ class GeminiFormat:
                 (*self.structure(view), "'content'"),
                 "a Gemini content has 'parts' and no 'content'",
             )
-        if found is not None and found not in ROLES:
+        if found is not None and found not in ROLES and found not in RESPONSE_ROLES:
             raise unrecognised(
                 view,
                 index,
                 self.structure(view),
-                "Gemini takes role 'user' or 'model' only (a function response is sent as 'user')",
+                "Gemini takes role 'user' or 'model' (a function response turn also "
+                "'function' or 'tool')",
             )
         current = role(view)
-        if current == "user" and _has(view, CALL_KEYS):
+        if current != "model" and _has(view, CALL_KEYS):
             raise unrecognised(
                 view, index, self.structure(view), "only a model turn holds function_call parts"
             )
@@ -264,6 +270,36 @@ class GeminiFormat:
                     yield PairingProblem(i, "function_response_count", ids, PROVIDER, _PART_COUNT)
             previous = view
 
+    def repair(
+        self,
+        views: Sequence[Mapping[str, Any]],
+        problems: Sequence[PairingProblem],
+        edits: Edits,
+        answer: Optional[str],
+    ) -> None:
+        """Repair this format's ``problems`` (see ``repair_pairing``).
+
+        A function-call turn not right after a user turn loses its calls; a
+        function-response turn not right after a call turn loses its responses;
+        a response turn whose responses do not match its call turn's calls one
+        for one keeps the responses that answer a call (by id, else by name, in
+        order), in the calls' order, and the calls left unanswered are answered
+        with ``answer`` (a ``function_response`` part whose ``response`` is
+        ``{"output": answer}``) or, when ``answer`` is ``None``, dropped. A turn
+        left without parts goes.
+        """
+        for problem in problems:
+            i = problem.index
+            code = problem.code
+            if code == "function_call_not_after_user":
+                gone = [k for k, _ in calls(views[i])]
+                _rebuild(views, i, gone, [], edits, "dropped_call", problem.ids, code)
+            elif code == "orphan_function_response":
+                gone = [k for k, _ in responses(views[i])]
+                _rebuild(views, i, gone, [], edits, "dropped_result", problem.ids, code)
+            elif code == "function_response_count":
+                _recount(views, i, edits, answer, code)
+
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """A model turn's function calls; one without an id is answered through its name."""
         if role(view) == "model":
@@ -288,6 +324,74 @@ class GeminiFormat:
                     inner=spelling,
                     wrap=cleared_response,
                 )
+
+
+def _rebuild(
+    views: Sequence[Mapping[str, Any]],
+    i: int,
+    gone: List[int],
+    first: List[Part],
+    edits: Edits,
+    action: str,
+    ids: Sequence[Any],
+    code: str,
+) -> None:
+    """The turn at ``i`` starting with ``first``, without its parts ``gone``; gone when empty."""
+    if gone:
+        edits.note(i, action, ids, PROVIDER, code)
+    taken = set(gone) | {k for k in first if isinstance(k, int)}
+    kept: List[Part] = [*first, *(k for k in range(len(parts(views[i]))) if k not in taken)]
+    if not kept:
+        edits.drop(i)
+        edits.note(i, "dropped_empty", ids, PROVIDER, code)
+    elif kept != list(range(len(parts(views[i])))):
+        edits.rebuild(i, "parts", kept)
+
+
+def _recount(
+    views: Sequence[Mapping[str, Any]], i: int, edits: Edits, answer: Optional[str], code: str
+) -> None:
+    """A response turn answering its call turn one for one, in the calls' order."""
+    asked = calls(views[i - 1])
+    given = responses(views[i])
+    matched: Dict[int, int] = {}  # call's position in ``asked`` -> response part's position
+    for k, response in given:
+        for c, (_, call) in enumerate(asked):
+            if c in matched:
+                continue
+            call_id, response_id = call.get("id"), response.get("id")
+            if call_id is not None and response_id is not None:
+                found = _same_id(call_id, response_id)
+            else:
+                found = call.get("name") == response.get("name")
+            if found:
+                matched[c] = k
+                break
+    extra = [k for k, _ in given if k not in matched.values()]
+    extra_ids = [_call_key(r) for k, r in given if k in extra]
+    first: List[Part] = []
+    unanswered = [c for c in range(len(asked)) if c not in matched]
+    ids = [_call_key(asked[c][1]) for c in unanswered]
+    if unanswered and answer is None:
+        gone = [asked[c][0] for c in unanswered]
+        _rebuild(views, i - 1, gone, [], edits, "dropped_call", ids, code)
+        first = [matched[c] for c in sorted(matched)]
+    else:
+        camel = any(
+            _field(parts(views[i])[k], RESPONSE_KEYS)[0] == RESPONSE_KEYS[1] for k, _ in given
+        )
+        spelling = RESPONSE_KEYS[1] if camel else RESPONSE_KEYS[0]
+        for c, (_, call) in enumerate(asked):
+            if c in matched:
+                first.append(matched[c])
+                continue
+            response: Dict[str, Any] = {"name": call.get("name"), "response": {"output": answer}}
+            if call.get("id") is not None:
+                response["id"] = call.get("id")
+            first.append({spelling: response})
+        if unanswered:
+            edits.note(i - 1, "answered_call", ids, PROVIDER, code)
+    _rebuild(views, i, extra, first, edits, "dropped_result", extra_ids, code)
 
 
 def cleared_response(placeholder: str) -> Dict[str, Any]:
