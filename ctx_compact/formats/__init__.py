@@ -60,9 +60,9 @@ from collections.abc import Mapping
 from typing import Any, Dict, Iterator, Optional, Protocol, Sequence, Tuple
 
 from .._problems import PairingProblem
+from . import gemini
 from ._base import FOLLOWED, Links, Media, ToolCall, ToolResult, unrecognised
 from ._edits import Edits
-from . import gemini
 from .anthropic import ANTHROPIC
 from .bedrock import BEDROCK
 from .chat import CHAT
@@ -154,11 +154,15 @@ def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
             if not any(map(view.get, _TEXT_KEYS)):  # in C: the usual case, per message
                 return OWNERS.get(role) if type(role) is str else _owner(role)
             candidates = _TEXT
-            if content is None and role in CHAT.roles and gemini.is_content(view):
-                # A Gemini function response turn sent with role "function" or "tool"
-                # (as older docs have it): Chat's claim is by role alone.
-                if not any(map(view.get, CHAT.keys)):
-                    candidates = (GEMINI,)
+            # A Gemini function response turn sent with role "function" or "tool" (as
+            # older docs have it): Chat's claim on it is by role alone.
+            if (
+                content is None
+                and role in CHAT.roles
+                and gemini.is_content(view)
+                and not any(map(view.get, CHAT.keys))
+            ):
+                candidates = (GEMINI,)
         else:
             candidates = _BLOCKS
     found: Optional[Format] = None
