@@ -21,8 +21,13 @@ class PairingProblem:
             (OpenAI Responses).
         ids: The tool call, tool use or item ids concerned (for a legacy
             ``function`` message, which has no id, its function's name).
-        provider: ``"openai"``, ``"anthropic"`` or ``"openai-responses"``.
-        message: The provider's own wording for the rejection.
+        provider: ``"openai"``, ``"anthropic"``, ``"openai-responses"``, or
+            ``"ollama"`` for Ollama's tool messages without ids.
+        message: The provider's own wording for the rejection. Ollama accepts
+            any order and rejects nothing, so its problems are worded by this
+            library: a result the model would read with no call before it
+            (``"orphan_tool_result"``), calls it would read with no result
+            (``"missing_tool_results"``, naming the calls' tools).
     """
 
     index: int

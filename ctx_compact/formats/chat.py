@@ -3,27 +3,57 @@
 Also the legacy API: an assistant's ``function_call`` answered by the
 ``function`` message right after it (no id: matched by position).
 
+Also Ollama's native ``/api/chat``: its ``tool_calls`` carry no ``id``
+(``{"function": {"name": ..., "arguments": {...}}}``, the arguments an object)
+and its ``tool`` messages no ``tool_call_id``: the ``tool`` messages after the
+calling message answer its calls in order, or, when a ``tool`` message names
+its tool (``"tool_name"``), the first unanswered call of that tool. In one
+assistant message a call with an ``id`` is answered only by a ``tool`` message
+naming that id, and a call without one only by a ``tool`` message without
+one; so a message mixing both pairs each call as its own kind is paired.
+
 Grouping: a ``tool`` message stays with the assistant message whose run of
-``tool`` messages it is in, when it answers one of its ids (the provider wants
+``tool`` messages it is in, when it answers one of its calls (the provider wants
 the answers right after the call). A ``tool`` message answering none of them
 joins nothing, but does not end the run, as it does not for the provider.
+
+Ollama accepts any order of messages (it renders them into the model's
+prompt), so its pairing problems are worded by this library, not by Ollama:
+what they name is a result the model reads with no call before it, or a call
+it reads with no result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    Dict,
+    FrozenSet,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+)
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
-from ._base import Links, ToolCall, ToolResult, unrecognised
-from ._shapes import id_set, is_list, key, text_name
+from ._base import Links, Media, ToolCall, ToolResult, data_url, unrecognised
+from ._edits import Edits
+from ._shapes import blocks, id_set, is_list, key, text_name
 
 PROVIDER = "openai"
+# Tool calls without ids, answered in order: Ollama's native API.
+OLLAMA = "ollama"
 # The top-level keys that carry this format's tool structure.
 KEYS: Tuple[str, ...] = ("tool_calls", "function_call")
 # The roles only this format's messages have.
 ROLES = ("tool", "function")
+# The content parts holding media, by type.
+MEDIA_TYPES = ("image_url", "input_audio", "file")
 
 _ORPHAN = (
     "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
@@ -41,7 +71,17 @@ _FUNCTION = (
     "Invalid parameter: messages with role 'function' must be a response to a preceding "
     "message with 'function_call'."
 )
+_OLLAMA_ORPHAN = (
+    "A 'tool' message without a 'tool_call_id' must follow the assistant message whose "
+    "id-less 'tool_calls' it answers, in the calls' order ({what}); Ollama would show the "
+    "model a tool result with no call before it."
+)
+_OLLAMA_MISSING = (
+    "An assistant message's 'tool_calls' without an 'id' must be answered in order by the "
+    "'tool' messages right after it; Ollama would show the model calls without results: {names}"
+)
 _NO_IDS: FrozenSet[Any] = frozenset()
+_NO_CALLS: Tuple[Any, ...] = ()
 
 
 def call_ids(message: Mapping[str, Any], index: int) -> Optional[FrozenSet[Any]]:
@@ -72,17 +112,63 @@ def call_ids(message: Mapping[str, Any], index: int) -> Optional[FrozenSet[Any]]
     return id_set((call.get("id") for call in tool_calls), index, "a tool call's id")
 
 
+def idless_calls(message: Mapping[str, Any]) -> Tuple[Optional[str], ...]:
+    """The tool names of an assistant message's calls without an ``id`` (Ollama's), in order.
+
+    ``tool_calls`` must have been checked by ``call_ids`` first.
+    """
+    names: List[Optional[str]] = []
+    for call in message.get("tool_calls") or ():
+        if call.get("id") is None:
+            function = call.get("function")
+            names.append(text_name(function.get("name")) if isinstance(function, Mapping) else None)
+    return tuple(names)
+
+
+def _calls_of(message: Mapping[str, Any], index: int) -> Tuple[FrozenSet[Any], Tuple[Any, ...]]:
+    """An assistant message's call ids and the names of its id-less calls."""
+    ids = call_ids(message, index) if message.get("tool_calls") else None
+    if not ids:
+        ids = _NO_IDS
+    calls = message.get("tool_calls")
+    if calls and len(ids) < len(calls):
+        return ids, idless_calls(message)
+    return ids, _NO_CALLS
+
+
+def answer_by_order(calls: Sequence[Any], tool_name: Any) -> int:
+    """Which of the id-less ``calls`` (their names, unanswered, in order) a tool message answers.
+
+    The first call of the tool it names (``tool_name``), or the first call when it
+    names none; ``-1`` when it answers none of them.
+    """
+    if not calls:
+        return -1
+    if tool_name is None:
+        return 0
+    for position, name in enumerate(calls):
+        if name == tool_name:
+            return position
+    return -1
+
+
+def _answered(calls: Tuple[Any, ...], position: int) -> Tuple[Any, ...]:
+    return calls[:position] + calls[position + 1 :]
+
+
 def opens_function_call(message: Mapping[str, Any]) -> bool:
     """Whether a message is a legacy ``function_call`` awaiting its answer."""
     return message.get("role") == "assistant" and bool(message.get("function_call"))
 
 
 class _Run(NamedTuple):
-    """What an assistant message leaves open: its calls' ids, and a legacy function call."""
+    """What an assistant message leaves open: its calls' ids, its id-less calls
+    not answered yet (their names), and a legacy function call."""
 
     at: int
     ids: FrozenSet[Any]
     function_call: bool
+    idless: Tuple[Any, ...] = _NO_CALLS
 
 
 class _OpenCalls(NamedTuple):
@@ -91,6 +177,7 @@ class _OpenCalls(NamedTuple):
     at: int  # the assistant message's index
     unanswered: List[Any]  # call ids not answered yet, in call order
     called: FrozenSet[Any]  # every id it called: a repeated answer is accepted
+    idless: List[Any]  # the names of its id-less calls not answered yet, in call order
 
 
 def _missing(calls: _OpenCalls) -> Iterator[PairingProblem]:
@@ -98,6 +185,92 @@ def _missing(calls: _OpenCalls) -> Iterator[PairingProblem]:
         ids = names(calls.unanswered)
         text = _MISSING.format(ids=", ".join(ids))
         yield PairingProblem(calls.at, "missing_tool_results", ids, PROVIDER, text)
+    if calls.idless:
+        found = names(["?" if name is None else name for name in calls.idless])
+        text = _OLLAMA_MISSING.format(names=", ".join(found))
+        yield PairingProblem(calls.at, "missing_tool_results", found, OLLAMA, text)
+
+
+def _idless_orphan(index: int, tool_name: Any, open_calls: Optional[_OpenCalls]) -> PairingProblem:
+    if open_calls is None:
+        what = "no assistant message with 'tool_calls' opens its run"
+    elif tool_name is None:
+        what = "no id-less call before it is left unanswered"
+    else:
+        what = f"no unanswered id-less call of {tool_name!r} comes before it"
+    found = () if tool_name is None else names([tool_name])
+    return PairingProblem(
+        index, "orphan_tool_result", found, OLLAMA, _OLLAMA_ORPHAN.format(what=what)
+    )
+
+
+def _unanswered(views: Sequence[Mapping[str, Any]], at: int) -> List[Any]:
+    """The ids of the calls of the assistant message at ``at`` that its run does not answer."""
+    calls = views[at].get("tool_calls") or ()
+    order = list(dict.fromkeys(c.get("id") for c in calls if c.get("id") is not None))
+    end = _run_end(views, at)
+    answered = {views[k].get("tool_call_id") for k in range(at + 1, end + 1)}
+    return [call_id for call_id in order if call_id not in answered]
+
+
+def _run_end(views: Sequence[Mapping[str, Any]], at: int) -> int:
+    """The last message of the run of ``tool`` messages after the one at ``at`` (``at`` if none)."""
+    end = at
+    while end + 1 < len(views) and views[end + 1].get("role") == "tool":
+        end += 1
+    return end
+
+
+def _owed(unanswered: Dict[int, List[Any]], call_id: Any, index: int) -> Optional[int]:
+    """The assistant message whose unanswered call ``call_id`` is: the nearest before
+    ``index``, else the nearest after it; ``None`` when no message owes it."""
+    owing = [at for at, ids in unanswered.items() if call_id in ids]
+    before = [at for at in owing if at < index]
+    if before:
+        return max(before)
+    return min(owing) if owing else None
+
+
+def _function_owed(
+    views: Sequence[Mapping[str, Any]], index: int, taken: Set[int]
+) -> Optional[int]:
+    """The nearest assistant ``function_call`` before ``index`` with no ``function`` message
+    right after it (and not given one already), or ``None``."""
+    for at in range(index - 1, -1, -1):
+        if at in taken or not opens_function_call(views[at]):
+            continue
+        if at + 1 < len(views) and views[at + 1].get("role") == "function":
+            continue
+        return at
+    return None
+
+
+def _settle(
+    views: Sequence[Mapping[str, Any]],
+    at: int,
+    ids: List[Any],
+    edits: Edits,
+    answer: Optional[str],
+) -> None:
+    """Answer or drop the unanswered calls ``ids`` of the assistant message at ``at``."""
+    problem = "missing_tool_results"
+    if answer is not None:
+        end = _run_end(views, at)
+        for call_id in ids:
+            edits.insert(end, {"role": "tool", "tool_call_id": call_id, "content": answer})
+        edits.note(at, "answered_call", ids, PROVIDER, problem)
+        return
+    view = views[at]
+    calls = view.get("tool_calls") or ()
+    kept = [k for k, call in enumerate(calls) if call.get("id") not in ids]
+    edits.note(at, "dropped_call", ids, PROVIDER, problem)
+    if kept:
+        edits.rebuild(at, "tool_calls", kept)
+    elif view.get("content") or view.get("function_call"):
+        edits.rebuild(at, None, unset=("tool_calls",))
+    else:
+        edits.drop(at)
+        edits.note(at, "dropped_empty", ids, PROVIDER, problem)
 
 
 class ChatFormat:
@@ -107,6 +280,8 @@ class ChatFormat:
     where = "keys"
     keys: Tuple[str, ...] = KEYS
     roles = ROLES
+    media_types: Tuple[str, ...] = MEDIA_TYPES
+    media_keys: Tuple[str, ...] = ()
 
     def carries(self, view: Mapping[str, Any]) -> bool:
         """Whether ``view`` holds ``tool_calls`` or ``function_call``, or has this format's role."""
@@ -140,7 +315,13 @@ class ChatFormat:
             call_id = view.get("tool_call_id")
             if type(left) is _Run:
                 if left.function_call:
-                    links.left = left._replace(function_call=False)
+                    left = links.left = left._replace(function_call=False)
+                if call_id is None and left.idless:
+                    position = answer_by_order(left.idless, view.get("tool_name"))
+                    if position < 0:
+                        return -1
+                    links.left = left._replace(idless=_answered(left.idless, position))
+                    return left.at
                 try:
                     if call_id in left.ids:  # checks the id is hashable
                         return left.at
@@ -154,9 +335,10 @@ class ChatFormat:
             links.left = None
             return index - 1 if type(left) is _Run and left.function_call else -1
         # An assistant message (check() refuses calls on any other role).
-        ids = call_ids(view, index) if view.get("tool_calls") else None
+        ids, idless = _calls_of(view, index)
         function_call = bool(view.get("function_call"))
-        links.left = _Run(index, ids or _NO_IDS, function_call) if ids or function_call else None
+        opens = ids or idless or function_call
+        links.left = _Run(index, ids, function_call, idless) if opens else None
         return -1
 
     def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
@@ -166,6 +348,18 @@ class ChatFormat:
             role = message.get("role")
             if role == "tool":
                 call_id = key(message.get("tool_call_id"), i, "tool_call_id")
+                if call_id is None:
+                    # Ollama's, answered by order (OpenAI refuses a tool message without an id).
+                    tool_name = message.get("tool_name")
+                    if open_calls is None:
+                        yield _idless_orphan(i, tool_name, open_calls)
+                        continue
+                    position = answer_by_order(open_calls.idless, tool_name)
+                    if position < 0:
+                        yield _idless_orphan(i, tool_name, open_calls)
+                    else:
+                        del open_calls.idless[position]
+                    continue
                 if open_calls is None:
                     yield PairingProblem(
                         i, "orphan_tool_result", names([call_id]), PROVIDER, _ORPHAN
@@ -185,17 +379,65 @@ class ChatFormat:
                 yield from _missing(open_calls)
                 open_calls = None
             if role == "assistant":
-                ids = call_ids(message, i)
-                if ids:
+                ids, idless = _calls_of(message, i)
+                if ids or idless:
                     calls = (c.get("id") for c in message.get("tool_calls") or ())
                     order = list(dict.fromkeys(c for c in calls if c is not None))
-                    open_calls = _OpenCalls(i, order, ids)
+                    open_calls = _OpenCalls(i, order, ids, list(idless))
             elif role == "function" and not (i and opens_function_call(views[i - 1])):
                 name = message.get("name")
                 found = () if name is None else names([name])
                 yield PairingProblem(i, "orphan_function_result", found, PROVIDER, _FUNCTION)
         if open_calls is not None:
             yield from _missing(open_calls)
+
+    def repair(
+        self,
+        views: Sequence[Mapping[str, Any]],
+        problems: Sequence[PairingProblem],
+        edits: Edits,
+        answer: Optional[str],
+    ) -> None:
+        """Repair this format's ``problems`` (see ``repair_pairing``).
+
+        A ``tool`` message answering no call of its run goes to the end of the
+        run of an assistant message whose call with its id is unanswered (the
+        nearest before it, else after it), else it is dropped; a stray
+        ``function`` message goes right after an unanswered ``function_call``
+        before it, else it is dropped. Calls still unanswered are answered
+        after their run with ``answer`` (a ``tool`` message), or, when
+        ``answer`` is ``None``, dropped from ``tool_calls``: the key goes when
+        none is left, and the message when it then says nothing.
+        """
+        unanswered: Dict[int, List[Any]] = {}
+        for problem in problems:
+            if problem.code == "missing_tool_results":
+                unanswered[problem.index] = _unanswered(views, problem.index)
+        taken: Set[int] = set()  # function calls given a stray function message
+        for problem in problems:
+            i = problem.index
+            if problem.code in ("orphan_tool_result", "unknown_tool_call_id"):
+                call_id = views[i].get("tool_call_id")
+                target = _owed(unanswered, call_id, i)
+                if target is None:
+                    edits.drop(i)
+                    edits.note(i, "dropped_result", problem.ids, PROVIDER, problem.code)
+                else:
+                    unanswered[target].remove(call_id)
+                    edits.move(i, _run_end(views, target))
+                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code)
+            elif problem.code == "orphan_function_result":
+                target = _function_owed(views, i, taken)
+                if target is None:
+                    edits.drop(i)
+                    edits.note(i, "dropped_result", problem.ids, PROVIDER, problem.code)
+                else:
+                    taken.add(target)
+                    edits.move(i, target)
+                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code)
+        for at, ids in unanswered.items():
+            if ids:
+                _settle(views, at, ids, edits, answer)
 
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """An assistant message's calls, with the tool each names."""
@@ -211,6 +453,40 @@ class ChatFormat:
             yield ToolResult(
                 index, None, "content", view.get("tool_call_id"), view.get("content"), False
             )
+
+    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+        """The ``image_url``, ``input_audio`` and ``file`` parts of ``view``'s content."""
+        for k, part in enumerate(blocks(view)):
+            found = media_part(part, ("content", k))
+            if found is not None:
+                yield found
+
+
+def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+    """A Chat Completions media part, or ``None`` for any other part."""
+    if not isinstance(part, Mapping):
+        return None
+    kind = part.get("type")
+    if kind == "image_url":
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, Mapping) else image
+        detail = image.get("detail") if isinstance(image, Mapping) else None
+        mime, data, start = data_url(url)
+        return Media(path, PROVIDER, "image", data, start, mime, text_name(detail))
+    if kind == "input_audio":
+        audio = part.get("input_audio")
+        audio = audio if isinstance(audio, Mapping) else {}
+        data = audio.get("data")
+        data = data if isinstance(data, str) else None
+        return Media(path, PROVIDER, "audio", data, 0, text_name(audio.get("format")))
+    if kind == "file":
+        file = part.get("file")
+        file = file if isinstance(file, Mapping) else {}
+        mime, data, start = data_url(file.get("file_data"))
+        if mime is None and data is None and isinstance(file.get("file_data"), str):
+            data = file["file_data"]  # bare base64
+        return Media(path, PROVIDER, "document", data, start, mime or "application/pdf")
+    return None
 
 
 CHAT = ChatFormat()
