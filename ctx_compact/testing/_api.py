@@ -1,10 +1,13 @@
 """What a provider's module gives the server, and the pieces every such module uses.
 
 A provider API in the kit is one module (``openai_chat``, ``responses``,
-``anthropic``) that offers a ``Route``: the path it serves, the ``Envelope`` its
-errors go out in, and ``serve``, which checks a request body as the provider
-does and returns the reply (a JSON object, or a stream's server-sent events).
-The server only frames, routes and records; it knows no provider's rules.
+``anthropic``, ``gemini``, ``bedrock``) that offers its ``Route`` (or routes): the
+path it serves, the ``Envelope`` its errors go out in, and ``serve``, which
+checks a request body as the provider does and returns the reply (a JSON
+object, a stream's server-sent events, or a ``Stream`` framed otherwise). A path
+may name segments (``/v1beta/models/{model}:generateContent``), which ``serve``
+gets decoded in its ``Target``. The server only frames, routes and records; it
+knows no provider's rules.
 
 Standard library only, and independent of ctx-compact's own rules on purpose:
 the kit is a second, separate reading of what each provider accepts.
@@ -12,10 +15,12 @@ the kit is a second, separate reading of what each provider accepts.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Pattern, Protocol, Union
+from urllib.parse import unquote
 
 Json = Dict[str, Any]
 
@@ -110,8 +115,8 @@ def sse(data: Any, event: Optional[str] = None) -> bytes:
 class Envelope(Protocol):
     """How one provider frames its errors and names the request id it returns."""
 
-    #: The response header that carries the request id.
-    request_id_header: str
+    #: The response header that carries the request id, if the provider sends one.
+    request_id_header: Optional[str]
     #: A request header that marks this provider's SDK, for requests no route claims.
     sdk_header: Optional[str]
 
@@ -155,18 +160,57 @@ class Tool:
     schema: Any
 
 
-#: What a route returns: a JSON body (sent with 200) or a stream's events.
-Answer = Union[Json, Iterator[bytes]]
+@dataclass(frozen=True)
+class Stream:
+    """A streamed reply framed as its provider frames it: its chunks and their content type."""
+
+    chunks: Iterator[bytes]
+    content_type: str
+
+
+#: What a route returns: a JSON body (sent with 200), a stream's server-sent events, or
+#: a ``Stream`` of another framing.
+Answer = Union[Json, Iterator[bytes], Stream]
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a request was sent, beyond its route.
+
+    Attributes:
+        params: The values of the route path's ``{name}`` segments, percent-decoded.
+        query: The query string's fields (the last value of each).
+    """
+
+    params: Dict[str, str]
+    query: Dict[str, str]
 
 
 @dataclass(frozen=True)
 class Route:
     """One POST path of a provider API: its error envelope and what answers it.
 
-    ``serve(body, model)`` gets the decoded JSON body and returns the reply, or
-    raises ``RequestRejected`` with the provider's own status and body.
+    ``path`` is literal but for ``{name}`` segments, each matching one path
+    segment. ``serve(body, model, target)`` gets the decoded JSON body and returns
+    the reply, or raises ``RequestRejected`` with the provider's own status and body.
     """
 
     path: str
     envelope: Envelope
-    serve: Callable[[Any, Model], Answer]
+    serve: Callable[[Any, Model, Target], Answer]
+
+    def match(self, path: str) -> Optional[Dict[str, str]]:
+        """The decoded ``{name}`` segments of ``path`` if this route serves it, else ``None``."""
+        found = _pattern(self.path).fullmatch(path)
+        if found is None:
+            return None
+        return {name: unquote(value) for name, value in found.groupdict().items()}
+
+
+@functools.cache
+def _pattern(path: str) -> Pattern[str]:
+    # "{name}" is one segment as sent (still percent-encoded); the rest is literal.
+    pieces = re.split(r"\{(\w+)\}", path)
+    return re.compile(
+        "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^/]+)" for i, p in enumerate(pieces))
+    )

@@ -47,7 +47,7 @@ def expect_object(field: str, index: int, value: Any) -> None:
 class OpenAIEnvelope:
     """OpenAI's errors outside any one API: framing, unknown paths, bodies that are not JSON."""
 
-    request_id_header = "x-request-id"
+    request_id_header: Optional[str] = "x-request-id"
     sdk_header: Optional[str] = None
 
     def framing_error(self, message: str, status: int) -> RequestRejected:

@@ -1,7 +1,8 @@
-"""The local provider: a stand-in for the OpenAI and Anthropic HTTP APIs, on 127.0.0.1.
+"""The local provider: a stand-in for the OpenAI, Anthropic, Gemini and Bedrock APIs.
 
-The real ``openai`` and ``anthropic`` SDKs can be pointed at it, so tests prove
-that a compacted message list is one the providers accept, without a network::
+The real ``openai``, ``anthropic``, ``google-genai`` and ``boto3`` SDKs can be
+pointed at it on 127.0.0.1, so tests prove that a compacted message list is one
+the providers accept, without a network::
 
     with FakeProvider() as provider:
         client = openai.OpenAI(base_url=provider.base_url + "/v1", api_key="test", max_retries=0)
@@ -12,15 +13,16 @@ This module is the HTTP side only: it reads each request as its headers frame
 it (``_framing``), records it, hands its JSON body to the route for its path
 and sends the route's answer, as JSON or as a chunked event stream. What each
 provider accepts, how it words a refusal, what it replies and what it counts is
-that provider's module (``openai_chat``, ``responses``, ``anthropic``), and the
-model behind every route is ``_scripted``. Adding a provider is one module with
-a ``Route`` and one line in ``ROUTES``.
+that provider's module (``openai_chat``, ``responses``, ``anthropic``, ``gemini``,
+``bedrock``), and the model behind every route is ``_scripted``. Adding a
+provider is one module with a ``Route`` (or a few) and one line in ``ROUTES``.
 
 A request no route claims gets a 404 in the envelope of the SDK that sent it
 (by ``Envelope.sdk_header``, OpenAI's otherwise); a body that is not JSON gets
 the route's own 400; a shape a validator did not foresee gets a 500 naming the
 exception, so a test sees what broke. Nothing else is modelled: no sampling, no
-authentication (any headers are accepted and recorded).
+authentication (any headers are accepted and recorded, an API key or a SigV4
+signature alike).
 
 Token figures are deterministic. Every message costs ``count_tokens(message)``:
 its compact JSON (``separators=(",", ":")``, ``ensure_ascii=False``), measured in
@@ -44,10 +46,10 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
-from . import anthropic, openai_chat, responses
-from ._api import Envelope, Json, RequestRejected, Route
+from . import anthropic, bedrock, gemini, openai_chat, responses
+from ._api import Envelope, Json, RequestRejected, Route, Stream, Target
 from ._framing import FramingError, read_body
 from ._scripted import ReplySetting, ScriptedModel
 
@@ -55,17 +57,34 @@ __all__ = ["FakeProvider", "RecordedRequest", "main"]
 
 #: Every route the server answers, by path; a new provider registers its own here.
 ROUTES: Dict[str, Route] = {
-    route.path: route for route in (openai_chat.ROUTE, responses.ROUTE, anthropic.ROUTE)
+    route.path: route
+    for route in (
+        openai_chat.ROUTE,
+        responses.ROUTE,
+        anthropic.ROUTE,
+        *gemini.ROUTES,
+        *bedrock.ROUTES,
+    )
 }
 #: The envelope of a request no route claims and no ``sdk_header`` marks.
 FALLBACK: Envelope = openai_chat.ROUTE.envelope
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
+
+
+def route_for(path: str) -> Optional[Tuple[Route, Dict[str, str]]]:
+    """The route that serves ``path`` and the values of its ``{name}`` segments, if any."""
+    for route in ROUTES.values():
+        params = route.match(path)
+        if params is not None:
+            return route, params
+    return None
 
 
 def envelope_for(path: str, headers: Dict[str, str]) -> Envelope:
     """The envelope a request's errors go out in: its route's, or its SDK's by header."""
-    route = ROUTES.get(path)
-    if route is not None:
-        return route.envelope
+    found = route_for(path)
+    if found is not None:
+        return found[0].envelope
     for envelope in (route.envelope for route in ROUTES.values()):
         if envelope.sdk_header is not None and envelope.sdk_header in headers:
             return envelope
@@ -214,18 +233,22 @@ class _Handler(BaseHTTPRequestHandler):
             body, parsed = None, False
         provider._record(RecordedRequest(method, path, headers, body, url.query))
         try:
-            route = ROUTES.get(path)
-            if method != "POST" or route is None:
+            found = route_for(path)
+            if method != "POST" or found is None:
                 raise envelope.not_found(method, path)
             if not parsed:
                 raise envelope.unparseable()
-            answer = route.serve(body, provider._model())
+            route, params = found
+            target = Target(params, dict(parse_qsl(url.query, keep_blank_values=True)))
+            answer = route.serve(body, provider._model(), target)
             if isinstance(answer, dict):
                 self._send_json(200, answer, envelope)
+            elif isinstance(answer, Stream):
+                self._send_events(answer.chunks, envelope, answer.content_type)
             else:
-                self._send_events(answer, envelope)
+                self._send_events(answer, envelope, SSE_CONTENT_TYPE)
         except RequestRejected as rejected:
-            self._send_json(rejected.status, rejected.body, envelope)
+            self._send_json(rejected.status, rejected.body, envelope, headers=rejected.headers)
         except Exception as exc:
             # A shape the validators did not foresee: answer 500 rather than
             # hang up, so the test sees what broke. Mid-stream, headers are gone.
@@ -234,26 +257,37 @@ class _Handler(BaseHTTPRequestHandler):
             error = envelope.failed(f"fake provider failed: {exc!r}")
             self._send_json(error.status, error.body, envelope)
 
-    def _send_json(self, status: int, body: Json, envelope: Envelope, close: bool = False) -> None:
+    def _send_json(
+        self,
+        status: int,
+        body: Json,
+        envelope: Envelope,
+        close: bool = False,
+        headers: Optional[Dict[str, str]] = None,
+    ) -> None:
         request_id = self.server.provider._new_id("req_fake")
         data = json.dumps(envelope.identified(body, request_id)).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header(envelope.request_id_header, request_id)
+        if envelope.request_id_header is not None:
+            self.send_header(envelope.request_id_header, request_id)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         if close:
             self.send_header("Connection", "close")  # also ends the handler's loop
         self.end_headers()
         self.wfile.write(data)  # sent with the headers when the stdlib flushes wfile
 
-    def _send_events(self, events: Iterator[bytes], envelope: Envelope) -> None:
+    def _send_events(self, events: Iterator[bytes], envelope: Envelope, content_type: str) -> None:
         request_id = self.server.provider._new_id("req_fake")
         self._streaming = True
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
-        self.send_header(envelope.request_id_header, request_id)
+        if envelope.request_id_header is not None:
+            self.send_header(envelope.request_id_header, request_id)
         self.end_headers()
         for event in events:
             self.wfile.write(b"%X\r\n%s\r\n" % (len(event), event))
@@ -263,7 +297,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class FakeProvider:
-    """A fake OpenAI + Anthropic HTTP server on a background thread.
+    """A fake OpenAI, Anthropic, Gemini and Bedrock HTTP server on a background thread.
 
     Use it as a context manager; it listens from construction and serves once
     started:
@@ -325,6 +359,16 @@ class FakeProvider:
     @property
     def anthropic_url(self) -> str:
         """The ``base_url`` an Anthropic client takes: ``http://HOST:PORT``."""
+        return self.base_url
+
+    @property
+    def gemini_url(self) -> str:
+        """The ``base_url`` google-genai takes in ``HttpOptions``: ``http://HOST:PORT``."""
+        return self.base_url
+
+    @property
+    def bedrock_url(self) -> str:
+        """The ``endpoint_url`` a boto3 ``bedrock-runtime`` client takes: ``http://HOST:PORT``."""
         return self.base_url
 
     @property

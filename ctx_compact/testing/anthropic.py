@@ -23,6 +23,7 @@ from ._api import (
     Reply,
     RequestRejected,
     Route,
+    Target,
     Tool,
     ToolCall,
     count_tokens,
@@ -30,6 +31,7 @@ from ._api import (
     pieces,
     sse,
 )
+from ._billing import anthropic_part, billed
 
 PATH = "/v1/messages"
 
@@ -62,7 +64,7 @@ def anthropic_error(
 class AnthropicEnvelope:
     """Anthropic's errors outside the Messages rules; its SDK sends ``anthropic-version``."""
 
-    request_id_header = "request-id"
+    request_id_header: Optional[str] = "request-id"
     sdk_header: Optional[str] = "anthropic-version"
 
     def framing_error(self, message: str, status: int) -> RequestRejected:
@@ -309,10 +311,10 @@ def message_events(message_id: str, model: str, reply: Reply, input_tokens: int)
     yield sse({"type": "message_stop"}, "message_stop")
 
 
-def serve(body: Any, model: Model) -> Answer:
-    """Answer one Messages request, or raise its ``RequestRejected``."""
+def serve(body: Any, model: Model, target: Target) -> Answer:
+    """Answer one Messages request, or raise its ``RequestRejected`` (its path names nothing)."""
     messages, system = validate_messages(body)
-    input_tokens = sum(map(count_tokens, messages))
+    input_tokens = sum(billed(message, anthropic_part, count_tokens) for message in messages)
     if system is not None:
         input_tokens += count_tokens(system)
     limit = model.context_limit

@@ -15,9 +15,27 @@ model.".
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+import json
+import time
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
-from ._api import Json, Problem, count_tokens
+from . import _eventstream
+from ._api import (
+    Answer,
+    Json,
+    Model,
+    Problem,
+    Reply,
+    RequestRejected,
+    Route,
+    Stream,
+    Target,
+    Tool,
+    ToolCall,
+    count_tokens,
+    output_tokens,
+    pieces,
+)
 
 INVALID_ROLE = (
     "1 validation error detected: Value '{role}' at 'messages.{index}.member.role' failed to "
@@ -43,6 +61,9 @@ MISSING_RESULTS = (
     "Expected toolResult blocks at messages.{index}.content for the following Ids: {ids}"
 )
 CONTEXT_LENGTH = "Input is too long for requested model."
+TOOL_CONFIG_REQUIRED = (
+    "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+)
 ROLES = ("user", "assistant")
 
 
@@ -132,3 +153,178 @@ def input_tokens(messages: Sequence[Any], system: Any = None) -> int:
     if system is not None:
         total += count_tokens(system)
     return total
+
+
+def bedrock_error(
+    message: str, *, error_type: str = "ValidationException", status: int = 400
+) -> RequestRejected:
+    """AWS's REST-JSON error: ``{"message": ...}``, its type in ``x-amzn-ErrorType``."""
+    return RequestRejected(status, {"message": message}, {"x-amzn-ErrorType": error_type})
+
+
+class BedrockEnvelope:
+    """AWS's errors outside the Converse rules; boto3 signs with ``X-Amz-Date``."""
+
+    request_id_header: Optional[str] = "x-amzn-RequestId"
+    sdk_header: Optional[str] = "x-amz-date"
+
+    def framing_error(self, message: str, status: int) -> RequestRejected:
+        return bedrock_error(message, status=status)
+
+    def not_found(self, method: str, path: str) -> RequestRejected:
+        return bedrock_error(
+            f"Unknown operation: {method} {path}",
+            error_type="UnknownOperationException",
+            status=404,
+        )
+
+    def unparseable(self) -> RequestRejected:
+        return bedrock_error(
+            "Unable to parse the request body.", error_type="SerializationException"
+        )
+
+    def failed(self, message: str) -> RequestRejected:
+        return bedrock_error(message, error_type="InternalServerException", status=500)
+
+    def identified(self, body: Json, request_id: str) -> Json:
+        return body
+
+
+ENVELOPE = BedrockEnvelope()
+
+
+def validate_request(body: Any) -> Tuple[List[Json], Any]:
+    """Check a ``converse`` request as Bedrock does; return its messages and system.
+
+    Raises:
+        RequestRejected: A ``ValidationException`` for the first problem found.
+    """
+    if not isinstance(body, dict):
+        raise bedrock_error(
+            "Unable to parse the request body.", error_type="SerializationException"
+        )
+    problems = validate_messages(body.get("messages"))
+    if problems:
+        raise bedrock_error(problems[0].message)
+    messages: List[Json] = body["messages"]
+    has_tool_blocks = any(tool_uses(m) or tool_results(m) for m in messages)
+    if has_tool_blocks and not isinstance(body.get("toolConfig"), dict):
+        raise bedrock_error(TOOL_CONFIG_REQUIRED)
+    return messages, body.get("system")
+
+
+def first_tool(tool_config: Any) -> Optional[Tool]:
+    """The first tool a request offers: ``toolConfig.tools[].toolSpec``, ``inputSchema.json``."""
+    tools = tool_config.get("tools") if isinstance(tool_config, dict) else None
+    for tool in tools if isinstance(tools, list) else []:
+        spec = tool.get("toolSpec") if isinstance(tool, dict) else None
+        if isinstance(spec, dict) and spec.get("name"):
+            schema = spec.get("inputSchema")
+            return Tool(str(spec["name"]), schema.get("json") if isinstance(schema, dict) else {})
+    return None
+
+
+def tool_results_since_prompt(messages: Sequence[Json]) -> int:
+    """How many ``toolResult`` blocks follow the last user message that is not only those."""
+    count = 0
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        results = len(tool_results(message))
+        count += results
+        if results < len(blocks(message)):
+            return count
+    return count
+
+
+# --- the reply ----------------------------------------------------------------
+
+
+def usage(input_tokens: int, output_tokens: int) -> Json:
+    """The Converse API's ``usage``."""
+    return {
+        "inputTokens": input_tokens,
+        "outputTokens": output_tokens,
+        "totalTokens": input_tokens + output_tokens,
+    }
+
+
+def _stop_reason(reply: Reply) -> str:
+    return "tool_use" if isinstance(reply, ToolCall) else "end_turn"
+
+
+def _block(reply: Reply) -> Json:
+    if isinstance(reply, ToolCall):
+        return {
+            "toolUse": {
+                "toolUseId": reply.call_id,
+                "name": reply.name,
+                "input": json.loads(reply.arguments),
+            }
+        }
+    return {"text": reply}
+
+
+def converse_response(reply: Reply, input_tokens: int, latency_ms: int) -> Json:
+    """A ``converse`` response: ``output.message``, ``stopReason``, ``usage``, ``metrics``."""
+    return {
+        "output": {"message": {"role": "assistant", "content": [_block(reply)]}},
+        "stopReason": _stop_reason(reply),
+        "usage": usage(input_tokens, output_tokens(reply)),
+        "metrics": {"latencyMs": latency_ms},
+    }
+
+
+def stream_events(reply: Reply, input_tokens: int, latency_ms: int) -> Iterator[bytes]:
+    """``reply`` as ``converse-stream`` events, AWS event-stream framed.
+
+    ``messageStart``; for a tool call a ``contentBlockStart`` naming it; the
+    deltas; ``contentBlockStop``; ``messageStop``; ``metadata`` with the usage.
+    """
+    yield _eventstream.event("messageStart", {"role": "assistant"})
+    where: Json = {"contentBlockIndex": 0}
+    if isinstance(reply, ToolCall):
+        start = {"toolUse": {"toolUseId": reply.call_id, "name": reply.name}}
+        yield _eventstream.event("contentBlockStart", {**where, "start": start})
+        deltas: List[Json] = [{"toolUse": {"input": p}} for p in pieces(reply.arguments)]
+    else:
+        deltas = [{"text": piece} for piece in pieces(reply)] or [{"text": ""}]
+    for delta in deltas:
+        yield _eventstream.event("contentBlockDelta", {**where, "delta": delta})
+    yield _eventstream.event("contentBlockStop", where)
+    yield _eventstream.event("messageStop", {"stopReason": _stop_reason(reply)})
+    metadata = {
+        "usage": usage(input_tokens, output_tokens(reply)),
+        "metrics": {"latencyMs": latency_ms},
+    }
+    yield _eventstream.event("metadata", metadata)
+
+
+def _answer(body: Any, model: Model) -> Tuple[Reply, int, int]:
+    started = time.monotonic()
+    messages, system = validate_request(body)
+    tokens = input_tokens(messages, system)
+    limit = model.context_limit
+    if limit is not None and tokens > limit:
+        raise bedrock_error(CONTEXT_LENGTH)
+    tool = first_tool(body.get("toolConfig"))
+    reply = model.answer(messages, tool, tool_results_since_prompt(messages), "tooluse_fake")
+    return reply, tokens, int((time.monotonic() - started) * 1000)
+
+
+def serve_converse(body: Any, model: Model, target: Target) -> Answer:
+    """Answer one ``converse`` request (any ``modelId``), or raise its ``RequestRejected``."""
+    reply, tokens, latency_ms = _answer(body, model)
+    return converse_response(reply, tokens, latency_ms)
+
+
+def serve_converse_stream(body: Any, model: Model, target: Target) -> Answer:
+    """Answer one ``converse-stream`` request with an event stream, or raise before it starts."""
+    reply, tokens, latency_ms = _answer(body, model)
+    return Stream(stream_events(reply, tokens, latency_ms), "application/vnd.amazon.eventstream")
+
+
+ROUTES = (
+    Route("/model/{modelId}/converse", ENVELOPE, serve_converse),
+    Route("/model/{modelId}/converse-stream", ENVELOPE, serve_converse_stream),
+)

@@ -18,9 +18,24 @@ the maximum number of tokens allowed (M).".
 from __future__ import annotations
 
 import json
-from typing import Any, List, Sequence
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
-from ._api import Json, Problem, count_tokens
+from ._api import (
+    Answer,
+    Json,
+    Model,
+    Problem,
+    Reply,
+    RequestRejected,
+    Route,
+    Stream,
+    Target,
+    Tool,
+    ToolCall,
+    count_tokens,
+    output_tokens,
+    pieces,
+)
 
 CONTENTS_NOT_SPECIFIED = "* GenerateContentRequest.contents: contents is not specified\n"
 EMPTY_PARTS = (
@@ -174,3 +189,209 @@ def prompt_tokens(contents: Sequence[Any], system: Any = None) -> int:
     if system is not None:
         total += count_tokens(system)
     return total
+
+
+def gemini_error(message: str, *, status: int = 400) -> RequestRejected:
+    """Google's error envelope around ``message``: ``{"error": {"code", "message", "status"}}``."""
+    return RequestRejected(
+        status, {"error": {"code": status, "message": message, "status": STATUSES[status]}}
+    )
+
+
+#: The canonical status names Google's envelope gives an HTTP status.
+STATUSES = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 413: "INVALID_ARGUMENT", 500: "INTERNAL"}
+
+
+class GeminiEnvelope:
+    """Google's errors outside the request's rules; google-genai sends ``x-goog-api-client``."""
+
+    # The Gemini API names no request id in a header the SDK reads.
+    request_id_header: Optional[str] = None
+    sdk_header: Optional[str] = "x-goog-api-client"
+
+    def framing_error(self, message: str, status: int) -> RequestRejected:
+        return gemini_error(message, status=status)
+
+    def not_found(self, method: str, path: str) -> RequestRejected:
+        return gemini_error("Requested entity was not found.", status=404)
+
+    def unparseable(self) -> RequestRejected:
+        return gemini_error("Invalid JSON payload received. Unexpected token.")
+
+    def failed(self, message: str) -> RequestRejected:
+        return gemini_error(message, status=500)
+
+    def identified(self, body: Json, request_id: str) -> Json:
+        return body
+
+
+ENVELOPE = GeminiEnvelope()
+
+
+def validate_request(body: Any) -> Tuple[List[Json], Any]:
+    """Check a ``generateContent`` request as Gemini does; return its contents and system.
+
+    Raises:
+        RequestRejected: With Google's error envelope, for the first problem found.
+    """
+    if not isinstance(body, dict):
+        # The kit's own wording: Gemini's names the proto type and the offending token.
+        raise gemini_error("Invalid JSON payload received. Expected an object.")
+    contents = field(body, "contents")
+    problems = validate_contents(contents)
+    if problems:
+        raise gemini_error(problems[0].message)
+    return contents, field(body, "systemInstruction")
+
+
+def _lowered(schema: Any) -> Any:
+    # Gemini's own schemas name types in capitals ("OBJECT"); JSON schemas do not.
+    if isinstance(schema, dict):
+        return {
+            k: v.lower() if k == "type" and isinstance(v, str) else _lowered(v)
+            for k, v in schema.items()
+        }
+    if isinstance(schema, list):
+        return [_lowered(item) for item in schema]
+    return schema
+
+
+def first_tool(tools: Any) -> Optional[Tool]:
+    """The first function a request declares: ``tools[].functionDeclarations[]``."""
+    for tool in tools if isinstance(tools, list) else []:
+        declarations = field(tool, "functionDeclarations") if isinstance(tool, dict) else None
+        for declaration in declarations if isinstance(declarations, list) else []:
+            if isinstance(declaration, dict) and declaration.get("name"):
+                schema = field(declaration, "parametersJsonSchema")
+                if schema is None:
+                    schema = _lowered(declaration.get("parameters") or {})
+                return Tool(str(declaration["name"]), schema)
+    return None
+
+
+def function_responses_since_prompt(contents: Sequence[Json]) -> int:
+    """How many ``functionResponse`` parts follow the last user content that is not only those."""
+    count = 0
+    for content in reversed(contents):
+        if _role(content) == "model":
+            continue
+        responses = function_responses(content)
+        count += responses
+        if responses < len(parts(content)):
+            return count
+    return count
+
+
+# --- the reply ----------------------------------------------------------------
+
+
+def usage_metadata(prompt: int, candidates: Optional[int]) -> Json:
+    """``usageMetadata``; a stream's chunks before the last have no candidates figure yet."""
+    if candidates is None:
+        return {"promptTokenCount": prompt, "totalTokenCount": prompt}
+    return {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": candidates,
+        "totalTokenCount": prompt + candidates,
+    }
+
+
+def _part(reply: Reply) -> Json:
+    if isinstance(reply, ToolCall):
+        # No id: the Gemini API pairs a response with its call by position and name.
+        return {"functionCall": {"name": reply.name, "args": json.loads(reply.arguments)}}
+    return {"text": reply}
+
+
+def response(
+    reply_parts: List[Json], model: str, response_id: str, usage: Json, done: bool = True
+) -> Json:
+    """A ``GenerateContentResponse`` with one candidate holding ``reply_parts``."""
+    candidate: Json = {"content": {"role": "model", "parts": reply_parts}, "index": 0}
+    if done:
+        candidate["finishReason"] = "STOP"
+    return {
+        "candidates": [candidate],
+        "usageMetadata": usage,
+        "modelVersion": model,
+        "responseId": response_id,
+    }
+
+
+def chunks(reply: Reply, model: str, response_id: str, prompt: int) -> Iterator[Json]:
+    """``reply`` as a stream's responses: a text in word-sized pieces, a call in one."""
+    found = [{"text": p} for p in pieces(reply)] if isinstance(reply, str) else [_part(reply)]
+    found = found or [{"text": ""}]
+    for number, part in enumerate(found):
+        if number == len(found) - 1:
+            yield response([part], model, response_id, usage_metadata(prompt, output_tokens(reply)))
+        else:
+            yield response([part], model, response_id, usage_metadata(prompt, None), done=False)
+
+
+def sse_events(responses: Iterator[Json]) -> Iterator[bytes]:
+    """``?alt=sse``: each response as a ``data:`` event, lines ended by CRLF as Google's are."""
+    for item in responses:
+        yield b"data: " + json.dumps(item, separators=(",", ":")).encode() + b"\r\n\r\n"
+
+
+def json_array(responses: Iterator[Json]) -> Iterator[bytes]:
+    """Without ``alt=sse``: one JSON array, sent an element at a time."""
+    opening = b"["
+    for item in responses:
+        yield opening + json.dumps(item).encode()
+        opening = b"\r\n,"
+    yield b"]" if opening != b"[" else b"[]"
+
+
+def _answer(body: Any, model: Model, target: Target) -> Tuple[Reply, str, str, int]:
+    contents, system = validate_request(body)
+    prompt = prompt_tokens(contents, system)
+    limit = model.context_limit
+    if limit is not None and prompt > limit:
+        raise gemini_error(CONTEXT_LENGTH.format(tokens=prompt, limit=limit))
+    tool = first_tool(body.get("tools"))
+    reply = model.answer(contents, tool, function_responses_since_prompt(contents), "call_fake")
+    return reply, target.params["model"], model.new_id("gemini_fake"), prompt
+
+
+def serve_generate(body: Any, model: Model, target: Target) -> Answer:
+    """Answer one ``generateContent`` request, or raise its ``RequestRejected``."""
+    reply, name, response_id, prompt = _answer(body, model, target)
+    usage = usage_metadata(prompt, output_tokens(reply))
+    return response([_part(reply)], name, response_id, usage)
+
+
+def serve_stream(body: Any, model: Model, target: Target) -> Answer:
+    """Answer one ``streamGenerateContent`` request: server-sent events with ``alt=sse``."""
+    reply, name, response_id, prompt = _answer(body, model, target)
+    found = chunks(reply, name, response_id, prompt)
+    if target.query.get("alt") == "sse":
+        return Stream(sse_events(found), "text/event-stream")
+    return Stream(json_array(found), "application/json; charset=UTF-8")
+
+
+def serve_count(body: Any, model: Model, target: Target) -> Answer:
+    """Answer one ``countTokens`` request: ``{"totalTokens": N}``, as ``promptTokenCount``.
+
+    The contents are counted, not checked for their turns: the request may be
+    ``{"contents": [...]}`` or a whole ``{"generateContentRequest": {...}}``.
+    """
+    request = field(body, "generateContentRequest") if isinstance(body, dict) else None
+    source = request if isinstance(request, dict) else body
+    contents = field(source, "contents") if isinstance(source, dict) else None
+    if not isinstance(contents, list) or not contents:
+        raise gemini_error(CONTENTS_NOT_SPECIFIED)
+    return {"totalTokens": prompt_tokens(contents, field(source, "systemInstruction"))}
+
+
+#: ``/v1`` is google-genai's default for the Gemini API, ``/v1beta`` the REST reference's.
+ROUTES = tuple(
+    Route(f"/{version}/models/{{model}}:{method}", ENVELOPE, serve)
+    for version in ("v1", "v1beta")
+    for method, serve in (
+        ("generateContent", serve_generate),
+        ("streamGenerateContent", serve_stream),
+        ("countTokens", serve_count),
+    )
+)

@@ -20,6 +20,7 @@ from ._api import (
     Model,
     Reply,
     Route,
+    Target,
     Tool,
     ToolCall,
     count_tokens,
@@ -28,6 +29,7 @@ from ._api import (
     pieces,
     sse,
 )
+from ._billing import billed, openai_chat_part
 from ._openai import openai_error
 
 PATH = "/v1/chat/completions"
@@ -273,10 +275,10 @@ def completion_chunks(
     yield sse("[DONE]")
 
 
-def serve(body: Any, model: Model) -> Answer:
-    """Answer one Chat Completions request, or raise its ``RequestRejected``."""
+def serve(body: Any, model: Model, target: Target) -> Answer:
+    """Answer one Chat Completions request (its path names nothing), or raise its rejection."""
     messages = validate_chat_completions(body)
-    prompt_tokens = sum(count_tokens(message) for message in messages)
+    prompt_tokens = sum(billed(message, openai_chat_part, count_tokens) for message in messages)
     limit = model.context_limit
     if limit is not None and prompt_tokens > limit:
         message = CONTEXT_LENGTH.format(limit=limit, tokens=prompt_tokens)

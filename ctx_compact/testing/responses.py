@@ -23,6 +23,7 @@ from ._api import (
     Model,
     Reply,
     Route,
+    Target,
     Tool,
     ToolCall,
     count_tokens,
@@ -31,6 +32,7 @@ from ._api import (
     pieces,
     sse,
 )
+from ._billing import billed, responses_part
 from ._openai import openai_error
 
 PATH = "/v1/responses"
@@ -248,14 +250,14 @@ def response_events(
     )
 
 
-def serve(body: Any, model: Model) -> Answer:
-    """Answer one Responses request, or raise its ``RequestRejected``."""
+def serve(body: Any, model: Model, target: Target) -> Answer:
+    """Answer one Responses request, or raise its ``RequestRejected`` (its path names nothing)."""
     items, instructions = validate_responses(body)
     if isinstance(items, str):
         input_tokens = count_tokens(items)
         items = [{"role": "user", "content": items}]
     else:
-        input_tokens = sum(count_tokens(item) for item in items)
+        input_tokens = sum(billed(item, responses_part, count_tokens) for item in items)
     if instructions is not None:
         input_tokens += count_tokens(instructions)
     limit = model.context_limit
