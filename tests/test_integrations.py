@@ -6,7 +6,10 @@ tests/frameworks/test_integration_*.py; these tests need none.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import subprocess
+import sys
 from typing import Any, List
 
 import anyio
@@ -93,3 +96,41 @@ def test_a_sync_call_refuses_an_async_summarizer() -> None:
 def test_bad_options_are_refused_naming_them(options: Any, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         Compactor("T", "test hook", 600, options, wraps_call=False)
+
+
+# Each integration module, the framework module it imports first, and the pip line it names.
+INTEGRATIONS = {
+    "langchain": ("langchain", "langchain>=1"),
+}
+
+
+@pytest.fixture
+def no_frameworks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes importing it raise ImportError, as when it is
+    # not installed; the integration modules are imported afresh.
+    for framework, _ in INTEGRATIONS.values():
+        monkeypatch.setitem(sys.modules, framework, None)
+    for name in INTEGRATIONS:
+        monkeypatch.delitem(sys.modules, f"middleware.integrations.{name}", raising=False)
+
+
+@pytest.mark.usefixtures("no_frameworks")
+@pytest.mark.parametrize("name", list(INTEGRATIONS))
+def test_an_integration_without_its_framework_names_the_pip_line(name: str) -> None:
+    _, pip = INTEGRATIONS[name]
+
+    with pytest.raises(ImportError, match=rf"install it with: pip install '{pip}'"):
+        importlib.import_module(f"middleware.integrations.{name}")
+
+
+@pytest.mark.slow
+def test_the_package_imports_no_framework() -> None:
+    frameworks = sorted({framework for framework, _ in INTEGRATIONS.values()})
+    code = (
+        "import sys, middleware, middleware.integrations, middleware.integrations._common; "
+        f"print([m for m in {frameworks!r} if m in sys.modules])"
+    )
+
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+    assert found.stdout.strip() == "[]"

@@ -1,0 +1,163 @@
+"""LangChain v1 agents: ``CompactionMiddleware`` for ``create_agent(..., middleware=[...])``.
+
+The middleware wraps each model call of the agent (``wrap_model_call`` and
+``awrap_model_call``): it compacts ``request.messages`` so that they, the system
+message and the bound tools' schemas together fit ``max_tokens`` (LangChain
+keeps the system message out of ``request.messages``, but sends and bills it),
+then calls the model with the compacted messages. By default only what the
+model sees changes; with ``rewrite_state=True`` the agent's stored ``messages``
+become what the model saw, as LangChain's own ``SummarizationMiddleware`` does,
+so the checkpointed history stops growing past the budget.
+
+Requires ``langchain>=1`` (``pip install 'langchain>=1'``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, Union
+
+from ._common import Compactor, HookOptions, missing
+
+try:
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+    )
+    from langchain_core.messages import AIMessage, BaseMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langgraph.types import Command
+except ImportError as exc:  # pragma: no cover - the message is tested without langchain
+    raise missing("langchain", "langchain>=1") from exc
+
+from ._langchain_messages import changed, native, replacing
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["CompactionMiddleware"]
+
+ModelCallResult = Union[ModelResponse, AIMessage, ExtendedModelResponse]
+
+
+class _Answered:
+    """The model's reply, with the prompt size LangChain read off the provider's response.
+
+    ``usage`` is what the call's event reads its ``provider_tokens`` from: the
+    reply's ``usage_metadata["input_tokens"]`` (the whole prompt, cached parts
+    included), or ``None``.
+    """
+
+    __slots__ = ("reply", "usage")
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+        self.usage = None
+        response = reply.model_response if isinstance(reply, ExtendedModelResponse) else reply
+        messages = response.result if isinstance(response, ModelResponse) else [response]
+        for message in messages:
+            tokens = (getattr(message, "usage_metadata", None) or {}).get("input_tokens")
+            if type(tokens) is int:
+                self.usage = {"input_tokens": tokens}
+                break
+
+
+class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
+    """Keep every model call of a LangChain agent inside ``max_tokens``.
+
+    ``create_agent(model, tools, system_prompt=..., middleware=[CompactionMiddleware(
+    max_tokens=...)])``: each model call's messages are compacted (tool calls kept
+    with their results, as ``ctx_compact.compact`` does) with the system message
+    and the tools counted against the budget, for ``invoke`` and ``ainvoke``,
+    ``stream`` and ``astream`` alike. Each model call reports one
+    ``CompactionEvent`` to ``on_compact`` and to every active
+    ``CompactingSession`` (``provider_tokens`` is the reply's
+    ``usage_metadata["input_tokens"]`` when the model reports it; a session
+    intercepting the SDK underneath records no second event for the call), and
+    ``on_overflow="retry"`` retries a call the provider refuses for length once,
+    compacted to the provider's own figures.
+
+    Args:
+        max_tokens: The budget of each model call: messages, system message and
+            tools' schemas (counted as ``ChatOpenAI`` sends them).
+        rewrite_state: ``False`` (the default) changes only what the model is
+            sent; ``True`` also makes the agent's ``messages`` state what the
+            model was sent (the dropped messages removed, a summary or cleared
+            results in their place), when compaction changed anything.
+        **options: ``budgeted``'s options (``keep_head``, ``summarize``,
+            ``on_compact``, ``on_overflow``, ``clear_tool_results``, ...), with
+            the same meanings. An async ``summarize`` or hook needs the agent's
+            async API (``ainvoke``, ``astream``).
+
+    Raises:
+        TypeError, ValueError: A bad option, naming it.
+    """
+
+    def __init__(
+        self,
+        max_tokens: float,
+        *,
+        rewrite_state: bool = False,
+        **options: Unpack[HookOptions],
+    ) -> None:
+        super().__init__()
+        if not isinstance(rewrite_state, bool):
+            raise TypeError(f"'rewrite_state' must be True or False (got {rewrite_state!r})")
+        self.rewrite_state = rewrite_state
+        self._compactor = Compactor(
+            "CompactionMiddleware",
+            "langchain wrap_model_call",
+            max_tokens,
+            options,
+            wraps_call=True,
+        )
+
+    def _fixed(self, request: ModelRequest) -> int:
+        system = [request.system_message] if request.system_message is not None else []
+        # A dict is a provider's own tool ({"type": "web_search"}) or a schema already.
+        tools = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools]
+        return self._compactor.fixed_tokens(system, tools)
+
+    def _result(self, request: ModelRequest, sent: List[BaseMessage], result: Any) -> Any:
+        if not self.rewrite_state or not changed(sent, request.messages):
+            return result
+        inner = None
+        if isinstance(result, ExtendedModelResponse):  # an inner middleware's own update
+            result, inner = result.model_response, result.command
+        response = result if isinstance(result, ModelResponse) else ModelResponse([result])
+        update = {"messages": replacing([*sent, *response.result])}
+        if inner is not None:
+            if not isinstance(inner.update, dict) or "messages" in inner.update or inner.goto:
+                raise TypeError(
+                    "CompactionMiddleware(rewrite_state=True) rewrites the messages, so a "
+                    "middleware inside it cannot return a Command that updates them too"
+                )
+            update = {**inner.update, **update}
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Any]
+    ) -> ModelCallResult:
+        """Compact the request's messages, then call the model (LangChain's sync hook)."""
+        sent: List[BaseMessage] = []
+
+        def send(kept: List[Any]) -> Any:
+            sent[:] = native(kept, request.messages)
+            return _Answered(handler(request.override(messages=list(sent))))
+
+        answered = self._compactor.run(request.messages, self._fixed(request), send)
+        return self._result(request, sent, answered.reply)
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[Any]]
+    ) -> ModelCallResult:
+        """Compact the request's messages, then await the model (LangChain's async hook)."""
+        sent: List[BaseMessage] = []
+
+        async def send(kept: List[Any]) -> Any:
+            sent[:] = native(kept, request.messages)
+            return _Answered(await handler(request.override(messages=list(sent))))
+
+        answered = await self._compactor.arun(request.messages, self._fixed(request), send)
+        return self._result(request, sent, answered.reply)

@@ -1,0 +1,193 @@
+"""middleware.integrations.langchain: CompactionMiddleware in a real create_agent loop.
+
+A LangChain v1 agent (``ChatOpenAI`` against the local provider, one tool, a
+system prompt) holds ``TURNS`` tool-using turns on one checkpointed thread, so
+its stored history passes the limit after a few turns. See ``_scenario.py`` for
+the scenario and ``_integrations.py`` for the checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from importlib.metadata import version
+from typing import Any, List
+
+import pytest
+from langchain.agents import create_agent
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+
+from ctx_compact import check_pairing
+from ctx_compact.testing import FakeProvider
+from middleware import CompactionEvent
+from middleware.integrations.langchain import CompactionMiddleware
+
+from ._integrations import check_integration, first_system
+from ._scenario import LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts
+
+LANGCHAIN = f"langchain {version('langchain')}"
+SYSTEM = "Be terse. Answer with the figures of the report and nothing else."
+CONFIG: Any = {"configurable": {"thread_id": "t"}}
+
+
+def chat_openai(provider: FakeProvider) -> Any:
+    return ChatOpenAI(
+        model=OPENAI_MODEL,
+        base_url=provider.base_url + "/v1",
+        api_key="t",
+        max_retries=0,
+        stream_usage=True,
+    )
+
+
+def make_agent(provider: FakeProvider, middleware: CompactionMiddleware) -> Any:
+    return create_agent(
+        chat_openai(provider),
+        tools=[get_report],
+        system_prompt=SYSTEM,
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+
+
+def converse(agent: Any) -> List[Any]:
+    for index, prompt in enumerate(prompts()):
+        if index % 2:
+            for _ in agent.stream({"messages": [("user", prompt)]}, CONFIG):
+                pass
+        else:
+            agent.invoke({"messages": [("user", prompt)]}, CONFIG)
+    return list(agent.get_state(CONFIG).values["messages"])
+
+
+async def aconverse(agent: Any) -> List[Any]:
+    for index, prompt in enumerate(prompts()):
+        if index % 2:
+            async for _ in agent.astream({"messages": [("user", prompt)]}, CONFIG):
+                pass
+        else:
+            await agent.ainvoke({"messages": [("user", prompt)]}, CONFIG)
+    return list((await agent.aget_state(CONFIG)).values["messages"])
+
+
+@pytest.mark.parametrize("rewrite_state", [False, True], ids=["model view", "rewrite state"])
+def test_a_sync_agent_stays_within_the_limit(provider: FakeProvider, rewrite_state: bool) -> None:
+    seen: List[CompactionEvent] = []
+    middleware = CompactionMiddleware(LIMIT, on_compact=seen.append, rewrite_state=rewrite_state)
+    agent = make_agent(provider, middleware)
+    label = "rewrite_state" if rewrite_state else "model view"
+
+    with Run(f"{LANGCHAIN} create_agent (sync, {label})", "/v1/chat/completions", provider) as run:
+        history = converse(agent)
+
+    check_integration(run, seen, expected_requests=2 * TURNS)
+    assert all(first_system(request) == SYSTEM for request in run.requests())
+    assert check_pairing(history) == []
+    if rewrite_state:
+        # The stored history is what the model was last sent, and its reply.
+        assert len(history) < 4 * TURNS
+        assert all(event.function == "langchain wrap_model_call" for event in seen)
+    else:
+        assert len(history) == 4 * TURNS  # the agent's own history is untouched
+
+
+@pytest.mark.parametrize("rewrite_state", [False, True], ids=["model view", "rewrite state"])
+def test_an_async_agent_stays_within_the_limit(provider: FakeProvider, rewrite_state: bool) -> None:
+    seen: List[CompactionEvent] = []
+
+    async def hook(event: CompactionEvent) -> None:
+        seen.append(event)
+
+    middleware = CompactionMiddleware(LIMIT, on_compact=hook, rewrite_state=rewrite_state)
+    label = "rewrite_state" if rewrite_state else "model view"
+
+    async def main() -> Any:
+        agent = make_agent(provider, middleware)
+        with Run(
+            f"{LANGCHAIN} create_agent (async, {label})", "/v1/chat/completions", provider
+        ) as r:
+            history = await aconverse(agent)
+        return r, history
+
+    run, history = asyncio.run(main())
+
+    check_integration(run, seen, expected_requests=2 * TURNS)
+    assert check_pairing(history) == []
+    assert (len(history) < 4 * TURNS) if rewrite_state else (len(history) == 4 * TURNS)
+
+
+def test_a_lower_provider_limit_is_met_by_retrying(provider: FakeProvider) -> None:
+    provider.context_limit = LIMIT - 300  # the budget is too generous: the provider refuses some
+    seen: List[CompactionEvent] = []
+    agent = make_agent(
+        provider, CompactionMiddleware(LIMIT, on_overflow="retry", on_compact=seen.append)
+    )
+
+    with Run(
+        f"{LANGCHAIN} create_agent (limit {LIMIT - 300}, retry)", "/v1/chat/completions", provider
+    ) as run:
+        converse(agent)
+
+    row = run.check(limit=LIMIT - 300)
+    assert row.retries > 0
+    assert [e.retried for e in seen].count(True) == row.retries
+
+
+def test_summaries_and_cleared_results_reach_the_model_and_the_state(
+    provider: FakeProvider,
+) -> None:
+    dropped_counts: List[int] = []
+
+    def summarize(dropped: List[Any]) -> str:
+        dropped_counts.append(len(dropped))
+        return f"Earlier: {len(dropped)} messages about the weather."
+
+    seen: List[CompactionEvent] = []
+    middleware = CompactionMiddleware(
+        LIMIT,
+        summarize=summarize,
+        clear_tool_results={"keep": 2},
+        rewrite_state=True,
+        on_compact=seen.append,
+    )
+    agent = make_agent(provider, middleware)
+
+    with Run(
+        f"{LANGCHAIN} create_agent (summary, clearing)", "/v1/chat/completions", provider
+    ) as run:
+        history = converse(agent)
+
+    check_integration(run, seen, expected_requests=2 * TURNS)
+    assert dropped_counts
+    assert any(event.cleared_results for event in seen)
+    summarized = [e for e in seen if e.summary is not None]
+    assert summarized
+    last = run.requests()[-1].body["messages"]
+    assert any(m["role"] == "user" and m["content"].startswith("Earlier:") for m in last)
+    # The state holds the summary as a HumanMessage, and cleared results in place of the originals.
+    assert any(
+        type(m).__name__ == "HumanMessage" and m.content.startswith("Earlier:") for m in history
+    )
+    assert check_pairing(history) == []
+    assert len({m.id for m in history}) == len(history)
+
+
+def test_an_async_summarizer_needs_the_async_agent(provider: FakeProvider) -> None:
+    async def summarize(dropped: List[Any]) -> str:
+        return "summary"
+
+    agent = make_agent(provider, CompactionMiddleware(LIMIT, summarize=summarize))
+
+    with pytest.raises(TypeError, match="a sync model call cannot await"):
+        agent.invoke({"messages": [("user", prompts()[0])]}, CONFIG)
+
+    assert provider.requests == []
+
+
+def test_bad_options_are_refused_when_the_middleware_is_made() -> None:
+    with pytest.raises(ValueError, match="keep_tail"):
+        CompactionMiddleware(LIMIT, keep_tail=-1)
+    with pytest.raises(TypeError, match="rewrite_state"):
+        CompactionMiddleware(LIMIT, rewrite_state="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="messages_arg"):
+        CompactionMiddleware(LIMIT, messages_arg="messages")  # type: ignore[call-arg]
