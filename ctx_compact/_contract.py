@@ -33,7 +33,10 @@ imports from this module's users.
   that reports whether a cut stood. ``prefix_sums``
   turns counts into what it takes;
   ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as);
-  ``default_count_tokens`` is the estimator on any JSON value (a system prompt).
+  ``default_count_tokens`` is the estimator on any JSON value (a system prompt),
+  ``count_value`` a value sent beside the messages counted by the options'
+  counter; ``MEDIA_AWARE`` is the media-aware estimate with its defaults, the
+  middleware's and the command line's default counting.
 - Checking pairing after compacting: ``pairing_problems`` is ``check_pairing``
   of message views the compaction's grouping has already validated.
 - Reporting: ``Compaction.rows`` gives one ``MessageRow`` per message (tokens,
@@ -62,10 +65,12 @@ from ._defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
 from ._grouping import group_bounds, regroup_from
 from ._pairing import pairing_problems
 from ._steps import step_of
+from ._media import MEDIA_AWARE
 from ._tokens import (
     ENCODER,
     CountTokens,
     count_all,
+    count_value,
     default_count_tokens,
     prefix_sums,
     tokens_of_units,
@@ -81,6 +86,7 @@ __all__ = [
     "KEEP_HEAD",
     "KEEP_RESULTS",
     "KEEP_TAIL",
+    "MEDIA_AWARE",
     "Compaction",
     "CountTokens",
     "MessageRow",
@@ -95,6 +101,7 @@ __all__ = [
     "check_summary_role",
     "check_target_tokens",
     "count_all",
+    "count_value",
     "default_count_tokens",
     "group_bounds",
     "measure",

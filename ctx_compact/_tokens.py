@@ -15,6 +15,27 @@ from ._views import message_view, to_json_compatible
 
 CountTokens = Callable[[Any], int]
 
+
+class SpecCounter:
+    """A ``count_tokens`` that is the specification's estimate except on the messages it marks.
+
+    ``count_all`` counts the unmarked messages in its own loop (the estimator's
+    fast path) and asks ``count_marked`` for the others only; calling the
+    counter on one message gives the same figure.
+    """
+
+    def marked(self, view: Any) -> bool:
+        """Whether ``view`` (a message's mapping view) is counted by ``count_marked``."""
+        raise NotImplementedError
+
+    def count_marked(self, view: Any) -> int:
+        """The count of a marked message's view."""
+        raise NotImplementedError
+
+    def __call__(self, message: Any) -> int:
+        view = message_view(message, None)
+        return self.count_marked(view) if self.marked(view) else default_count_tokens(view)
+
 # The estimator's text, as a JSONEncoder: byte-identical to json.dumps(message,
 # separators=(",", ":"), ensure_ascii=False, default=to_json_compatible). Used
 # where the C encoder below is missing or already busy on this thread.
@@ -114,6 +135,18 @@ def default_count_tokens(message: Any) -> int:
     return tokens_of_units(utf16_length(compact_json(message)))
 
 
+def count_value(value: Any, count_tokens: Optional[CountTokens]) -> int:
+    """A JSON value sent beside the messages (a system prompt, a tool's schema), counted.
+
+    The estimator counts the value itself, for the default counting and for a
+    ``SpecCounter`` (the media-aware estimate) alike; a custom counter counts
+    messages, so it is given the system message the value stands for.
+    """
+    if count_tokens is None or isinstance(count_tokens, SpecCounter):
+        return default_count_tokens(value)
+    return int(count_tokens({"role": "system", "content": value}))
+
+
 def count_one(message: Any, count_tokens: Optional[CountTokens], index: Optional[int]) -> int:
     """Count one message with ``count_tokens`` or the default estimator, checking the result."""
     if count_tokens is None:
@@ -132,8 +165,11 @@ def count_all(
     messages: Sequence[Any], count_tokens: Optional[CountTokens], start: int = 0
 ) -> List[int]:
     """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
+    marks: Optional[SpecCounter] = None
     if count_tokens is not None:
-        return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
+        if not isinstance(count_tokens, SpecCounter):
+            return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
+        marks = count_tokens
     state = _THREAD
     own = not state.busy  # else re-entered from a default= hook: leave its markers alone
     chunks = state.chunks if own else _encoder_chunks
@@ -142,6 +178,9 @@ def count_all(
     counts: List[int] = []
     try:
         for m in islice(messages, start, None):
+            if marks is not None and marks.marked(m):
+                counts.append(marks.count_marked(m))
+                continue
             text = join(chunks(m, 0))
             # tokens_of_units, written out: one call less per message on the hot path.
             counts.append(-(-(len(text) if text.isascii() else utf16_length(text)) // 4))

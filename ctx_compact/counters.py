@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 from ._checks import must
+from ._media import part_tokens
 from ._tokens import ENCODER
 from ._views import message_view
+from .formats import chat, responses
 
 __all__ = ["openai_chat_counter"]
 
@@ -35,14 +37,13 @@ _PROVIDERS: Tuple[Tuple[str, str], ...] = (
 # the fallback answers; doing it once per process is enough.
 _ENCODINGS: Dict[str, Any] = {}
 
-# Image costs from OpenAI's vision documentation for gpt-4o and gpt-4.1: 85 base
-# tokens, plus 170 per 512-pixel tile in high detail. The size is not known
-# from the message, so high (and auto) detail is priced as a 1024x1024 image.
-LOW_DETAIL_IMAGE_TOKENS = 85
-HIGH_DETAIL_IMAGE_TOKENS = 85 + 4 * 170
+# Media parts are priced by the media-aware estimate's rules (``_media``): the
+# image's size read from its header, OpenAI's tile formula, its ``detail``.
+_MEDIA_READERS = (chat.media_part, responses.media_part)
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS = frozenset({"image_url", "input_image"})
+_MEDIA_PARTS = frozenset(chat.MEDIA_TYPES + responses.MEDIA_TYPES)
 
 
 def openai_chat_counter(
@@ -62,9 +63,11 @@ def openai_chat_counter(
     ``tokens_per_name`` when it has a ``name``. Beyond that scheme:
 
     - Content parts: text parts (``text``, ``input_text``, ``output_text``) count
-      their text and ``refusal`` parts their refusal; image parts
-      (``image_url``, ``input_image``) a fixed estimate (see
-      ``tokens_per_image``); any other part (audio, file, ...) the tokens of
+      their text and ``refusal`` parts their refusal; media parts
+      (``image_url``, ``input_image``, ``input_audio``, ``file``,
+      ``input_file``) what OpenAI bills for them, by the same rules as
+      ``media_aware_counter`` (an image by its size, read from its header, and
+      its ``detail``; see ``tokens_per_image``); any other part the tokens of
       its compact JSON.
     - ``tool_calls``: each call counts its function's name and arguments (a
       ``custom`` call its name and input; any other kind its JSON) plus
@@ -112,9 +115,13 @@ def openai_chat_counter(
             open-weight models (a ``to=functions.NAME`` recipient, channel and
             JSON-constraint markers, a call terminator), leaning high.
         tokens_per_image: The cost of an image part: an int for every image,
-            or a callable ``(part) -> int``. The default is 85 for
-            ``"detail": "low"`` and 765 otherwise (a 1024x1024 image in high
-            detail on gpt-4o: 85 base tokens plus 170 for each of 4 tiles).
+            or a callable ``(part) -> int``. The default is OpenAI's formula
+            for gpt-4o, gpt-4.1 and gpt-5: 85 for ``"detail": "low"``, else 85
+            plus 170 per 512-pixel tile of the image scaled to fit 2048x2048
+            and then to a shortest side of 768 (765 for 1024x768), the size read
+            from the data URL's header; an image by URL or file id, whose size
+            is not known offline, counts the most it can cost (1,445; 85 in low
+            detail).
 
     Returns:
         A callable ``(message) -> int``. It takes a message mapping, or an SDK
@@ -192,6 +199,8 @@ def openai_chat_counter(
             return length(part["refusal"])
         if part.get("type") in _IMAGE_PARTS:
             return image_tokens(part)
+        if part.get("type") in _MEDIA_PARTS:
+            return part_tokens(part, _MEDIA_READERS) or 0
         return _count_value(part, length)
 
     def count_call(call: Any) -> int:
@@ -270,10 +279,7 @@ def _image_pricer(tokens_per_image: Optional[ImageTokens]) -> Callable[[Mapping[
 
 
 def _default_image_tokens(part: Mapping[str, Any]) -> int:
-    # Chat Completions nests the detail in image_url; Responses puts it on the part.
-    image = part.get("image_url")
-    detail = image.get("detail") if isinstance(image, Mapping) else part.get("detail")
-    return LOW_DETAIL_IMAGE_TOKENS if detail == "low" else HIGH_DETAIL_IMAGE_TOKENS
+    return part_tokens(part, _MEDIA_READERS) or 0
 
 
 def _text_encoder(encoding: Any, encode: Callable[..., Any]) -> Callable[[str], Sequence[Any]]:

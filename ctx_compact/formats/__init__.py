@@ -101,9 +101,11 @@ class Format(Protocol):
 
     # Media, for the media-aware count: the part types (parts with a "type") and
     # part keys (typeless parts named by what they hold) this format's media
-    # parts have, and ``media(view)``, each media part of a message with where it is.
+    # parts have, the parts that may hold media parts of their own (a tool
+    # result), and ``media(view)``, each media part of a message with where it is.
     media_types: Tuple[str, ...]
     media_keys: Tuple[str, ...]
+    media_holders: Tuple[str, ...]
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]: ...
 

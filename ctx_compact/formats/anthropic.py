@@ -9,16 +9,19 @@ assistant message right before it, when one of those blocks answers one of its
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Iterator, List, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import Links, ToolCall, ToolResult, unrecognised
+from ._base import Links, Media, ToolCall, ToolResult, unrecognised
+from ._edits import Edits, Part
 from ._shapes import blocks, is_block, is_list, key, text_name
 
 PROVIDER = "anthropic"
 # The content blocks that carry this format's tool structure, and the role each belongs to.
 BLOCKS = {"tool_use": "assistant", "tool_result": "user"}
 THINKING_BLOCKS = ("thinking", "redacted_thinking")
+# The content blocks holding media (in a message's content or a tool_result's).
+MEDIA_TYPES = ("image", "document")
 
 _MISSING = (
     "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately "
@@ -74,6 +77,9 @@ class AnthropicFormat:
     provider = PROVIDER
     where = "content"
     keys: Tuple[str, ...] = ()
+    media_types: Tuple[str, ...] = MEDIA_TYPES
+    media_keys: Tuple[str, ...] = ()
+    media_holders: Tuple[str, ...] = ("tool_result",)
 
     def carries(self, view: Mapping[str, Any]) -> bool:
         """Whether ``view``'s content holds ``tool_use`` or ``tool_result`` blocks."""
@@ -161,6 +167,47 @@ class AnthropicFormat:
         if pending and not reported:
             yield missing(pending_at, names(pending), pending_at, "missing_tool_result_blocks")
 
+    def repair(
+        self,
+        views: Sequence[Mapping[str, Any]],
+        problems: Sequence[PairingProblem],
+        edits: Edits,
+        answer: Optional[str],
+    ) -> None:
+        """Repair this format's ``problems`` (see ``repair_pairing``).
+
+        Per assistant message whose ``tool_use`` blocks are not all answered at
+        the start of the next message: the next user message's ``tool_result``
+        blocks answering them move to its start; those answering nothing there
+        go; a ``tool_use`` still unanswered is answered with ``answer`` (a
+        ``tool_result`` block with ``is_error``, at the start of the next user
+        message or in a new one) or, when ``answer`` is ``None``, dropped; text
+        after the last ``tool_use`` left moves before the first. Elsewhere a
+        ``tool_result`` block answering no ``tool_use`` of the previous message
+        goes. A message left with nothing (or thinking alone) goes.
+        """
+        exchanges: Dict[int, str] = {}  # assistant message -> the problem found
+        strays: Dict[int, str] = {}  # user message -> its unexpected results
+        for problem in problems:
+            if problem.code == "missing_tool_result_blocks":
+                exchanges.setdefault(problem.index, problem.code)
+            elif problem.code == "tool_result_not_at_start":
+                exchanges.setdefault(problem.index - 1, problem.code)
+            elif problem.code == "unexpected_tool_result":
+                strays.setdefault(problem.index, problem.code)
+        for at, code in exchanges.items():
+            if at + 1 < len(views):
+                strays.pop(at + 1, None)  # the exchange rebuilds its next message
+            _exchange(views, at, code, edits, answer)
+        for i, code in strays.items():
+            previous = views[i - 1] if i else {}
+            allowed: List[Any] = []
+            if _role(previous) == "assistant":
+                allowed = tool_use_ids(blocks(previous), i - 1)
+            content = blocks(views[i], i)
+            gone = [k for k, b in enumerate(content) if _result_id(b, allowed) is not _KEPT]
+            _rebuild_next(edits, i, content, gone, [], [], code)
+
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """An assistant message's ``tool_use`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
@@ -178,6 +225,146 @@ class AnthropicFormat:
                     yield ToolResult(
                         index, k, "content", block.get("tool_use_id"), block.get("content"), False
                     )
+
+    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+        """The ``image`` and ``document`` blocks of ``view``, in ``tool_result`` blocks too."""
+        for k, block in enumerate(blocks(view)):
+            found = media_block(block, ("content", k))
+            if found is not None:
+                yield found
+            elif is_block(block, "tool_result") and is_list(block.get("content")):
+                for j, inner in enumerate(block["content"]):
+                    found = media_block(inner, ("content", k, "content", j))
+                    if found is not None:
+                        yield found
+
+
+def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+    """An ``image`` block, or a ``document`` block holding a PDF (base64, URL or file).
+
+    A ``document`` whose source is plain text or content blocks is text, and
+    is counted as text: ``None``.
+    """
+    if not isinstance(block, Mapping) or block.get("type") not in MEDIA_TYPES:
+        return None
+    source = block.get("source")
+    source = source if isinstance(source, Mapping) else {}
+    origin = source.get("type")
+    if block["type"] == "document" and origin not in ("base64", "url", "file"):
+        return None
+    data = source.get("data") if origin == "base64" else None
+    data = data if isinstance(data, str) else None
+    mime = text_name(source.get("media_type"))
+    if block["type"] == "document" and mime is None:
+        mime = "application/pdf"
+    return Media(path, PROVIDER, "image" if block["type"] == "image" else "document", data, 0, mime)
+
+
+_KEPT = object()  # what _result_id says of a block that is not a stray tool_result
+
+
+def _role(view: Mapping[str, Any]) -> Any:
+    return view.get("role")
+
+
+def _result_id(block: Any, allowed: Sequence[Any]) -> Any:
+    """A ``tool_result`` block's id when it answers none of ``allowed``, else ``_KEPT``."""
+    if is_block(block, "tool_result") and block.get("tool_use_id") not in allowed:
+        return block.get("tool_use_id")
+    return _KEPT
+
+
+def _placeholder(use_id: Any, answer: str) -> Dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": use_id, "content": answer, "is_error": True}
+
+
+def _exchange(
+    views: Sequence[Mapping[str, Any]],
+    at: int,
+    code: str,
+    edits: Edits,
+    answer: Optional[str],
+) -> None:
+    """Repair the assistant message at ``at`` and the message after it, together."""
+    content = blocks(views[at], at)
+    uses = tool_use_ids(content, at)
+    nxt = at + 1
+    following = views[nxt] if nxt < len(views) and _role(views[nxt]) == "user" else None
+    given = blocks(following, nxt) if following is not None else ()
+    found = [b.get("tool_use_id") for b in given if is_block(b, "tool_result")]
+    unanswered = list(dict.fromkeys(u for u in uses if u not in found))
+    # The calls: answered with placeholders, or dropped.
+    added: List[Dict[str, Any]] = []
+    parts: List[int] = list(range(len(content)))
+    if unanswered and answer is not None:
+        added = [_placeholder(u, answer) for u in unanswered]
+        edits.note(at, "answered_call", unanswered, PROVIDER, code)
+        if following is None:
+            edits.insert(at, {"role": "user", "content": added})
+            added = []
+    elif unanswered:
+        parts = [
+            k
+            for k in parts
+            if not (is_block(content[k], "tool_use") and content[k].get("id") in unanswered)
+        ]
+        edits.note(at, "dropped_call", unanswered, PROVIDER, code)
+    kept_uses = [k for k in parts if is_block(content[k], "tool_use")]
+    if kept_uses:
+        first, last = kept_uses[0], kept_uses[-1]
+        late_text = [k for k in parts if k > last and is_block(content[k], "text")]
+        if late_text:
+            moved = [k for k in parts if k > first and is_block(content[k], "text")]
+            parts = (
+                [k for k in parts if k < first]
+                + moved
+                + [k for k in parts if k >= first and k not in moved]
+            )
+            ids = [content[k].get("id") for k in kept_uses]
+            edits.note(at, "moved_text", ids, PROVIDER, code)
+    if not any(content[k].get("type") not in THINKING_BLOCKS for k in parts):
+        edits.drop(at)
+        edits.note(at, "dropped_empty", unanswered, PROVIDER, code)
+    elif parts != list(range(len(content))):
+        edits.rebuild(at, "content", parts)
+    # The next message: its answers first, then the placeholders, then the rest.
+    if following is None:
+        return
+    kept = [u for u in uses if u not in unanswered] if answer is None else uses
+    gone = [k for k, b in enumerate(given) if _result_id(b, kept) is not _KEPT]
+    answering = [k for k, b in enumerate(given) if is_block(b, "tool_result") and k not in gone]
+    late = [k for k in answering if k >= len(leading_results(given))]
+    if late:
+        late_ids = [given[k].get("tool_use_id") for k in late]
+        edits.note(nxt, "moved_result", late_ids, PROVIDER, code)
+    _rebuild_next(edits, nxt, given, gone, answering, added, code)
+
+
+def _rebuild_next(
+    edits: Edits,
+    i: int,
+    content: Sequence[Any],
+    gone: List[int],
+    first: List[int],
+    added: List[Dict[str, Any]],
+    code: str,
+) -> None:
+    """The user message at ``i`` without the blocks ``gone``, starting with its blocks
+    ``first`` and then ``added``; string content becomes a text block after them."""
+    message = edits.views[i]
+    for k in gone:
+        ids = [content[k].get("tool_use_id")]
+        edits.note(i, "dropped_result", ids, PROVIDER, "unexpected_tool_result")
+    rest = [k for k in range(len(content)) if k not in gone and k not in first]
+    parts: List[Part] = [*first, *added, *rest]
+    text = message.get("content")
+    if isinstance(text, str) and text:
+        parts.append({"type": "text", "text": text})
+    if not parts:
+        edits.drop(i)
+        edits.note(i, "dropped_empty", [], PROVIDER, code)
+    elif parts != list(range(len(content))):
+        edits.rebuild(i, "content", parts)
 
 
 ANTHROPIC = AnthropicFormat()

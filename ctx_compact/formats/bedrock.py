@@ -23,10 +23,13 @@ from collections.abc import Mapping
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import Links, ToolCall, ToolResult, unrecognised
+from ._base import Links, Media, ToolCall, ToolResult, unrecognised
+from ._edits import Edits, Part
 from ._shapes import is_list, key, text_name
 
 PROVIDER = "bedrock"
+# The block keys holding media.
+MEDIA_KEYS = ("image", "document", "video")
 # The blocks that carry this format's tool structure, and the role each belongs to.
 BLOCKS = {"toolUse": "assistant", "toolResult": "user"}
 ROLES = ("user", "assistant")
@@ -110,6 +113,24 @@ class BedrockFormat:
     provider = PROVIDER
     where = "content"
     keys: Tuple[str, ...] = ()
+    media_types: Tuple[str, ...] = ()
+    media_keys: Tuple[str, ...] = MEDIA_KEYS
+    media_holders: Tuple[str, ...] = ("toolResult",)
+
+    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+        """The ``image``, ``document`` and ``video`` blocks of a message, in ``toolResult`` too."""
+        for k, block in enumerate(_blocks(view)):
+            found = media_block(block, ("content", k))
+            if found is not None:
+                yield found
+                continue
+            result = _inner(block, "toolResult")
+            inner: Any = result.get("content") if result is not None else None
+            if is_list(inner):
+                for j, part in enumerate(inner):
+                    found = media_block(part, ("content", k, "toolResult", "content", j))
+                    if found is not None:
+                        yield found
 
     def carries(self, view: Mapping[str, Any]) -> bool:
         """Whether ``view``'s content holds ``toolUse`` or ``toolResult`` blocks."""
@@ -213,6 +234,43 @@ class BedrockFormat:
                     )
             previous = view
 
+    def repair(
+        self,
+        views: Sequence[Mapping[str, Any]],
+        problems: Sequence[PairingProblem],
+        edits: Edits,
+        answer: Optional[str],
+    ) -> None:
+        """Repair this format's ``problems`` (see ``repair_pairing``).
+
+        The order first: an assistant message that opens the conversation goes,
+        and a message of the same role as the one before it is merged into it
+        (its blocks after that message's). Then, in a later pass, the pairing:
+        ``toolResult`` blocks answering no ``toolUse`` of the previous message
+        go (and repeated answers); a ``toolUse`` left unanswered is answered
+        with ``answer`` (a ``toolResult`` block with ``status: "error"`` and
+        the text, at the start of the next message) or, when ``answer`` is
+        ``None``, dropped. A message left without blocks goes.
+        """
+        order = [p for p in problems if p.code in _ORDER]
+        if order:
+            _reorder(views, order, edits)
+            return
+        for problem in problems:
+            i, code = problem.index, problem.code
+            if code == "too_many_tool_results":
+                called = _ids(uses(views[i - 1]), i - 1) if i else []
+                gone, seen = [], set()
+                for k, result in results(views[i]):
+                    use_id = result.get("toolUseId")
+                    if use_id not in called or use_id in seen:
+                        gone.append(k)
+                    seen.add(use_id)
+                ids = [r.get("toolUseId") for k, r in results(views[i]) if k in gone]
+                _rebuild(views, i, gone, [], edits, "dropped_result", ids, code)
+            elif code == "missing_tool_results":
+                _answer(views, i, edits, answer, code)
+
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """An assistant message's ``toolUse`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
@@ -242,8 +300,103 @@ class BedrockFormat:
                 )
 
 
+def _reorder(
+    views: Sequence[Mapping[str, Any]], order: Sequence[PairingProblem], edits: Edits
+) -> None:
+    """A leading assistant message dropped; each run of one role merged into its first."""
+    into: Dict[int, List[Part]] = {}  # the message merged into -> its blocks, then the others'
+    root: Dict[int, int] = {}  # a merged message -> the one it went into
+    for problem in order:
+        i = problem.index
+        if problem.code == "first_message_not_user":
+            edits.drop(i)
+            edits.note(i, "dropped_message", (), PROVIDER, problem.code)
+            continue
+        target = root.get(i - 1, i - 1)
+        if target in edits.dropped:
+            continue  # the next pass reads the list without it
+        if target not in into:
+            into[target] = list(range(len(_blocks(views[target]))))
+        into[target].extend(b if isinstance(b, dict) else dict(b) for b in _blocks(views[i]))
+        root[i] = target
+        edits.drop(i)
+        edits.note(i, "merged_message", (), PROVIDER, problem.code)
+    for at, blocks in into.items():
+        edits.rebuild(at, "content", blocks)
+
+
+def _rebuild(
+    views: Sequence[Mapping[str, Any]],
+    i: int,
+    gone: List[int],
+    first: List[Part],
+    edits: Edits,
+    action: str,
+    ids: Sequence[Any],
+    code: str,
+) -> None:
+    """The message at ``i`` starting with ``first``, without its blocks ``gone``."""
+    if gone:
+        edits.note(i, action, ids, PROVIDER, code)
+    content = views[i].get("content")
+    kept: List[Part] = [*first, *(k for k in range(len(_blocks(views[i]))) if k not in gone)]
+    if isinstance(content, str) and content:
+        kept.append({"text": content})
+    if not kept:
+        edits.drop(i)
+        edits.note(i, "dropped_empty", ids, PROVIDER, code)
+    elif kept != list(range(len(_blocks(views[i])))):
+        edits.rebuild(i, "content", kept)
+
+
+def _answer(
+    views: Sequence[Mapping[str, Any]], i: int, edits: Edits, answer: Optional[str], code: str
+) -> None:
+    """The ``toolUse`` ids of the message before ``i`` that ``i`` does not answer: answered
+    at its start, or dropped from the message before it."""
+    called = _ids(uses(views[i - 1]), i - 1)
+    answered = _ids(results(views[i]), i) if views[i].get("role") == "user" else []
+    missing = [c for c in dict.fromkeys(called) if c not in answered]
+    if answer is None:
+        gone = [k for k, use in uses(views[i - 1]) if use.get("toolUseId") in missing]
+        _rebuild(views, i - 1, gone, [], edits, "dropped_call", missing, code)
+        return
+    added: List[Part] = [
+        {"toolResult": {"toolUseId": m, "content": [{"text": answer}], "status": "error"}}
+        for m in missing
+    ]
+    edits.note(i - 1, "answered_call", missing, PROVIDER, code)
+    _rebuild(views, i, [], added, edits, "answered_call", missing, code)
+
+
+# The problems of the messages' order, repaired before their pairing.
+_ORDER = ("first_message_not_user", "roles_not_alternating")
+
+
 def _tool_block(block: Mapping[str, Any]) -> bool:
     return "type" not in block and any(k in block for k in BLOCKS)
+
+
+def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+    """An ``image``, ``document`` or ``video`` block, or ``None`` for any other block.
+
+    ``source.bytes`` is the payload: raw bytes as boto3 takes them, base64 text
+    in JSON. A source in S3 is not known offline (``data`` is ``None``); a
+    ``document`` whose source is ``text`` or ``content`` is text, counted as such.
+    """
+    for kind in MEDIA_KEYS:
+        found = _inner(block, kind)
+        if found is None:
+            continue
+        source = found.get("source")
+        source = source if isinstance(source, Mapping) else {}
+        if kind == "document" and ("text" in source or "content" in source):
+            return None
+        data = source.get("bytes")
+        data = data if isinstance(data, (str, bytes, bytearray, memoryview)) else None
+        mime = text_name(found.get("format"))
+        return Media(path, PROVIDER, kind, data, 0, mime)
+    return None
 
 
 BEDROCK = BedrockFormat()

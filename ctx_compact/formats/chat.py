@@ -282,6 +282,7 @@ class ChatFormat:
     roles = ROLES
     media_types: Tuple[str, ...] = MEDIA_TYPES
     media_keys: Tuple[str, ...] = ()
+    media_holders: Tuple[str, ...] = ()
 
     def carries(self, view: Mapping[str, Any]) -> bool:
         """Whether ``view`` holds ``tool_calls`` or ``function_call``, or has this format's role."""

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import Links, ToolCall, ToolResult, unrecognised
+from ._base import Links, Media, ToolCall, ToolResult, unrecognised
 from ._edits import Edits, Part
 from ._shapes import is_list, key, text_name
 
@@ -47,6 +47,14 @@ RESPONSE_ROLES = ("function", "tool")
 CALL_KEYS = ("function_call", "functionCall")
 RESPONSE_KEYS = ("function_response", "functionResponse")
 SIGNATURE_KEYS = ("thought_signature", "thoughtSignature")
+# The part keys holding media, in both spellings, with their MIME type's and data's keys.
+_MEDIA_FIELDS = (
+    ("inline_data", "mime_type", "data"),
+    ("inlineData", "mimeType", "data"),
+    ("file_data", "mime_type", None),
+    ("fileData", "mimeType", None),
+)
+MEDIA_KEYS = tuple(name for name, _, _ in _MEDIA_FIELDS)
 
 _RESPONSE_AFTER_CALL = (
     "Please ensure that function response turn comes immediately after a function call turn."
@@ -156,6 +164,19 @@ class GeminiFormat:
     provider = PROVIDER
     where = "keys"
     keys: Tuple[str, ...] = ("parts",)
+    media_types: Tuple[str, ...] = ()
+    media_keys: Tuple[str, ...] = MEDIA_KEYS
+    media_holders: Tuple[str, ...] = ()
+
+    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+        """The ``inline_data`` and ``file_data`` parts of a content (either spelling)."""
+        found: Any = view.get("parts")
+        if not is_list(found):
+            return
+        for k, part in enumerate(found):
+            media = media_part(part, ("parts", k))
+            if media is not None:
+                yield media
 
     def carries(self, view: Mapping[str, Any]) -> bool:
         """Whether ``view``'s parts hold a function call or response."""
@@ -385,10 +406,10 @@ def _recount(
             if c in matched:
                 first.append(matched[c])
                 continue
-            response: Dict[str, Any] = {"name": call.get("name"), "response": {"output": answer}}
+            made: Dict[str, Any] = {"name": call.get("name"), "response": {"output": answer}}
             if call.get("id") is not None:
-                response["id"] = call.get("id")
-            first.append({spelling: response})
+                made["id"] = call.get("id")
+            first.append({spelling: made})
         if unanswered:
             edits.note(i - 1, "answered_call", ids, PROVIDER, code)
     _rebuild(views, i, extra, first, edits, "dropped_result", extra_ids, code)
@@ -408,6 +429,26 @@ def _call_key(part: Mapping[str, Any]) -> Any:
 def _role_of(view: Mapping[str, Any]) -> Any:
     """The role of any message, a Gemini content's default included."""
     return role(view) if is_content(view) else view.get("role")
+
+
+def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+    """An ``inline_data``/``inlineData`` or ``file_data``/``fileData`` part, else ``None``.
+
+    What it is comes from its MIME type: ``image/*``, ``audio/*``, ``video/*``,
+    and anything else a document (a PDF; a ``text/*`` one counts as its text).
+    """
+    if not isinstance(part, Mapping):
+        return None
+    for name, mime_key, data_key in _MEDIA_FIELDS:
+        blob = part.get(name)
+        if isinstance(blob, Mapping):
+            mime = text_name(blob.get(mime_key))
+            data = blob.get(data_key) if data_key else None
+            data = data if isinstance(data, (str, bytes, bytearray)) else None
+            kind = (mime or "").split("/", 1)[0]
+            kind = kind if kind in ("image", "audio", "video") else "document"
+            return Media(path, PROVIDER, kind, data, 0, mime)
+    return None
 
 
 GEMINI = GeminiFormat()

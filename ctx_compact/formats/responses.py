@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import FOLLOWED, Links, ToolCall, ToolResult, unrecognised
-from ._shapes import item_type, key, text_name
+from ._base import FOLLOWED, Links, Media, ToolCall, ToolResult, data_url, unrecognised
+from ._edits import Edits
+from ._shapes import blocks, is_list, item_type, key, text_name
 
 PROVIDER = "openai-responses"
 
@@ -51,6 +52,11 @@ OUTPUT_FIELDS = {
     "apply_patch_call_output": "output",
     "program_output": "result",
 }
+
+# The content parts holding media, by type (in a message's content or an output's list).
+MEDIA_TYPES = ("input_image", "input_file")
+# Responses bills as OpenAI does.
+_BILLED_AS = "openai"
 
 _NO_OUTPUT = "No tool output found for {what} {id}."
 _NO_CALL = "No tool call found for {what} output with call_id {id}."
@@ -175,6 +181,9 @@ class ResponsesFormat:
     provider = PROVIDER
     where = "items"
     keys: Tuple[str, ...] = ()
+    media_types: Tuple[str, ...] = MEDIA_TYPES
+    media_keys: Tuple[str, ...] = ()
+    media_holders: Tuple[str, ...] = ()
 
     def carries(self, view: Mapping[str, Any]) -> bool:
         """Whether ``view`` is a role-less tool call, output, reasoning or approval item."""
@@ -273,6 +282,52 @@ class ResponsesFormat:
                 _NO_OUTPUT.format(what=_what(views[index]["type"]), id=call_id),
             )
 
+    def repair(
+        self,
+        views: Sequence[Mapping[str, Any]],
+        problems: Sequence[PairingProblem],
+        edits: Edits,
+        answer: Optional[str],
+    ) -> None:
+        """Repair this format's ``problems`` (see ``repair_pairing``).
+
+        An output answering no call before it goes after the first unanswered
+        call after it that it answers (after that call's run of call items),
+        else it is dropped; a reasoning item without its following item is
+        dropped; a call still unanswered is answered after its run of call
+        items with a placeholder output holding ``answer`` (``answer_output``)
+        or, when ``answer`` is ``None`` or its output cannot be text, dropped.
+        """
+        unanswered = [p.index for p in problems if p.code == "missing_call_output"]
+        for problem in problems:
+            i = problem.index
+            if problem.code == "orphan_call_output":
+                call_id = output_key(views[i], i)
+                target = next(
+                    (j for j in unanswered if j > i and call_id in call_keys(views[j], j)), None
+                )
+                if target is None:
+                    edits.drop(i)
+                    edits.note(i, "dropped_result", problem.ids, PROVIDER, problem.code)
+                else:
+                    unanswered.remove(target)
+                    edits.move(i, _calls_end(views, target))
+                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code)
+            elif problem.code == "reasoning_without_following_item":
+                edits.drop(i)
+                edits.note(i, "dropped_reasoning", problem.ids, PROVIDER, problem.code)
+        code = "missing_call_output"
+        for j in unanswered:
+            view = views[j]
+            ids = [call_keys(view, j)[0]]
+            output = None if answer is None else answer_output(view, answer)
+            if output is None:
+                edits.drop(j)
+                edits.note(j, "dropped_call", ids, PROVIDER, code)
+            else:
+                edits.insert(_calls_end(views, j), output)
+                edits.note(j, "answered_call", ids, PROVIDER, code)
+
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """A call item, answerable by its ``call_id`` (a ``local_shell_call`` also by its id)."""
         kind = view.get("type")
@@ -289,6 +344,76 @@ class ResponsesFormat:
         if field is not None and view.get("role") is None:
             chunks = kind == "shell_call_output"
             yield ToolResult(index, None, field, item_call_id(view), view.get(field), chunks)
+
+    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+        """The ``input_image`` and ``input_file`` parts of a message's content or an output's."""
+        parts: Sequence[Any] = ()
+        if view.get("role") is not None:
+            field, parts = "content", blocks(view)
+        else:
+            kind = view.get("type")
+            field = OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
+            output: Any = view.get(field)
+            if is_list(output):
+                parts = output
+        for k, part in enumerate(parts):
+            found = media_part(part, (field, k))
+            if found is not None:
+                yield found
+
+
+def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+    """A Responses ``input_image`` or ``input_file`` part, or ``None`` for any other."""
+    if not isinstance(part, Mapping):
+        return None
+    kind = part.get("type")
+    if kind == "input_image":
+        mime, data, start = data_url(part.get("image_url"))
+        return Media(path, _BILLED_AS, "image", data, start, mime, text_name(part.get("detail")))
+    if kind == "input_file":
+        mime, data, start = data_url(part.get("file_data"))
+        if data is None and isinstance(part.get("file_data"), str):
+            data = part["file_data"]  # bare base64
+        if mime is None:
+            name = part.get("filename")
+            pdf = not isinstance(name, str) or name.lower().endswith(".pdf")
+            mime = "application/pdf" if pdf else None
+        return Media(path, _BILLED_AS, "document", data, start, mime)
+    return None
+
+
+def _calls_end(views: Sequence[Mapping[str, Any]], at: int) -> int:
+    """The last item of the run of call items that the call at ``at`` is in."""
+    end = at
+    while (
+        end + 1 < len(views)
+        and views[end + 1].get("role") is None
+        and views[end + 1].get("type") in CALL_OUTPUTS
+    ):
+        end += 1
+    return end
+
+
+def answer_output(call: Mapping[str, Any], answer: str) -> Optional[Dict[str, Any]]:
+    """The output item answering ``call`` with the text ``answer``, or ``None`` when its
+    output cannot be text (a ``computer_call``'s is a screenshot, a ``tool_search_call``'s
+    a tool list)."""
+    kind = call.get("type")
+    call_id = call.get("call_id")
+    if kind in ("function_call", "custom_tool_call"):
+        return {"type": CALL_OUTPUTS[kind], "call_id": call_id, "output": answer}
+    if kind == "local_shell_call":  # its output names the call in an id field
+        own = call_id if call_id is not None else call.get("id")
+        return {"type": "local_shell_call_output", "id": own, "output": answer}
+    if kind == "shell_call":
+        chunk = {"stdout": answer, "stderr": "", "outcome": {"type": "exit", "exit_code": 1}}
+        return {"type": "shell_call_output", "call_id": call_id, "output": [chunk]}
+    if kind == "apply_patch_call":
+        failed = {"status": "failed", "output": answer}
+        return {"type": "apply_patch_call_output", "call_id": call_id, **failed}
+    if kind == "program":
+        return {"type": "program_output", "call_id": call_id, "result": answer}
+    return None
 
 
 def _matchers(links: Links) -> Tuple[Matcher, Matcher]:

@@ -1,0 +1,303 @@
+"""Counting a message with media as the provider bills it: the media-aware estimate.
+
+A message without media counts exactly as the specification's estimator says
+(``estimate_tokens``). A media part (an image, a PDF, a recording) is not text
+to the provider: it costs the tokens its formula gives (``_media_rates``), from
+the size its own header declares (``_media_headers``), and the rest of the
+message counts as before, the part left out of the JSON it is measured by.
+The payload is never serialised to be measured, so a 1 MB photo costs no more
+to count than a line of text.
+
+Which parts are media is each format's to say (``Format.media``); this module
+only walks, prices and adds up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from . import _media_rates as rates
+from ._checks import must
+from ._media_headers import Payload, audio_seconds, image_size, pdf_pages
+from ._tokens import SpecCounter, compact_json, default_count_tokens, utf16_length
+from ._views import holds_objects, message_view
+from .formats import FORMATS
+from .formats._base import Media
+
+__all__ = ["MediaAwareCounter", "media_aware_counter", "media_tokens"]
+
+# What any format names as media: part types (a "type" field) and part keys (a
+# part without a type, keyed by what it holds), and the parts that may hold
+# media parts in their own "content" (a tool result).
+_TYPES = frozenset(t for f in FORMATS for t in f.media_types)
+_KEYS = frozenset(k for f in FORMATS for k in f.media_keys)
+_HOLDERS = frozenset(t for f in FORMATS for t in f.media_holders)
+# Where a message keeps its parts: Chat, Anthropic, Responses and Bedrock
+# messages in "content", Gemini's in "parts", a Responses output item in "output".
+_CONTAINERS = ("content", "parts", "output")
+_TEXT_MIMES = ("text/", "txt", "csv", "md", "html")
+
+
+def _part_holds_media(part: Any) -> bool:
+    if type(part) is not dict:
+        return isinstance(part, Mapping) and _part_holds_media(dict(part))
+    kind = part.get("type")
+    if kind is None:
+        for name in part:
+            if name in _KEYS:
+                return True
+            if name in _HOLDERS:
+                inner = part[name]
+                if isinstance(inner, Mapping) and _list_holds_media(inner.get("content")):
+                    return True
+        return False
+    if kind in _TYPES:
+        return True
+    return kind in _HOLDERS and _list_holds_media(part.get("content"))
+
+
+def _list_holds_media(parts: Any) -> bool:
+    if type(parts) is not list and not isinstance(parts, (list, tuple)):
+        return False
+    return any(map(_part_holds_media, parts))
+
+
+def holds_media(view: Mapping[str, Any]) -> bool:
+    """Whether a message view may hold a media part (the formats' ``media`` say which).
+
+    Written for speed: a message with string content is settled by three lookups.
+    """
+    for name in _CONTAINERS:
+        parts = view.get(name)
+        if parts is not None and type(parts) is not str and _list_holds_media(parts):
+            return True
+    return False
+
+
+def media_parts(view: Mapping[str, Any]) -> List[Media]:
+    """Every media part of a message view, as the formats read them."""
+    return [m for fmt in FORMATS for m in fmt.media(view)]
+
+
+def _without(value: Any, paths: Iterable[Tuple[Any, ...]]) -> Any:
+    """``value`` with the parts at ``paths`` left out; copies only along the paths."""
+    heads: Dict[Any, List[Tuple[Any, ...]]] = {}
+    for path in paths:
+        heads.setdefault(path[0], []).append(path[1:])
+    if isinstance(value, Mapping):
+        out = dict(value)
+        for name, rest in heads.items():
+            out[name] = _without(out[name], rest)
+        return out
+    kept = []
+    for k, item in enumerate(value):
+        if k not in heads:
+            kept.append(item)
+        elif () not in heads[k]:
+            kept.append(_without(item, heads[k]))
+    return kept
+
+
+@dataclass(frozen=True)
+class _Defaults:
+    unsized_image_tokens: Optional[int] = None
+    unsized_document_tokens: Optional[int] = None
+    unsized_audio_tokens: Optional[int] = None
+    pdf_page_tokens: Optional[int] = None
+
+
+def _is_pdf(mime: Optional[str]) -> bool:
+    return mime is None or mime.lower() in ("application/pdf", "pdf")
+
+
+def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
+    """What the provider bills for one media part (see the module ``_media_rates``)."""
+    provider = media.provider
+    payload = None if media.data is None else Payload(media.data, media.start)
+    if media.kind == "image":
+        size = None if payload is None else image_size(payload)
+        if size is None:
+            if defaults.unsized_image_tokens is not None:
+                return defaults.unsized_image_tokens
+            return rates.unsized_image_tokens(provider, media.detail)
+        return rates.image_tokens(provider, size[0], size[1], media.detail)
+    if media.kind == "document":
+        if not _is_pdf(media.mime):
+            text = _text_document(payload, media.mime)
+            if text is not None:
+                return -(-utf16_length(text) // 4)
+            pages = None
+        else:
+            pages = _pages(payload)
+        if pages is None:
+            if defaults.unsized_document_tokens is not None:
+                return defaults.unsized_document_tokens
+            pages = 1
+        per_page = defaults.pdf_page_tokens
+        return pages * (rates.PDF_PAGE_TOKENS[provider] if per_page is None else per_page)
+    table = (
+        rates.VIDEO_TOKENS_PER_SECOND if media.kind == "video" else rates.AUDIO_TOKENS_PER_SECOND
+    )
+    seconds = None if payload is None or media.kind == "video" else audio_seconds(payload)
+    if seconds is None:
+        if media.kind == "audio" and defaults.unsized_audio_tokens is not None:
+            return defaults.unsized_audio_tokens
+        seconds = rates.UNSIZED_SECONDS
+    found = rates.seconds_tokens(table, provider, seconds)
+    # A provider publishing no rate of its own: Gemini's, the one published.
+    return found if found is not None else rates.seconds_tokens(table, rates.GEMINI, seconds) or 0
+
+
+def _pages(payload: Optional[Payload]) -> Optional[int]:
+    if payload is None:
+        return None
+    try:
+        return pdf_pages(payload.whole())
+    except ValueError:
+        return None
+
+
+def _text_document(payload: Optional[Payload], mime: Optional[str]) -> Optional[str]:
+    if payload is None or mime is None or not mime.lower().startswith(_TEXT_MIMES):
+        return None
+    try:
+        return payload.whole().decode("utf-8", "replace")
+    except ValueError:
+        return None
+
+
+class MediaAwareCounter(SpecCounter):
+    """The media-aware estimate, a ``count_tokens`` (built by ``media_aware_counter``)."""
+
+    def __init__(self, defaults: _Defaults) -> None:
+        self._defaults = defaults
+
+    def __repr__(self) -> str:
+        given = {k: v for k, v in vars(self._defaults).items() if v is not None}
+        return f"media_aware_counter({', '.join(f'{k}={v!r}' for k, v in given.items())})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MediaAwareCounter) and other._defaults == self._defaults
+
+    def __hash__(self) -> int:
+        return hash(self._defaults)
+
+    def marked(self, view: Any) -> bool:
+        """Whether a message view holds a media part."""
+        return holds_media(view)
+
+    def count_marked(self, view: Any) -> int:
+        """A message view's count: its media parts billed, the rest as the specification counts."""
+        found = media_parts(view)
+        if not found:
+            return default_count_tokens(view)
+        rest = _without(view, [m.path for m in found])
+        return -(-utf16_length(compact_json(rest)) // 4) + sum(
+            media_tokens(m, self._defaults) for m in found
+        )
+
+    def __call__(self, message: Any) -> int:
+        """Count one message (a mapping or an SDK model, as ``estimate_tokens`` takes)."""
+        view = (
+            message
+            if type(message) is dict and not holds_objects(message)
+            else message_view(message, None)
+        )
+        if holds_media(view):
+            return self.count_marked(view)
+        return default_count_tokens(view)
+
+
+def _check_tokens(name: str, value: Any) -> Optional[int]:
+    if value is None:
+        return None
+    if type(value) is not int:
+        raise must(name, "an int or None", value)
+    if value < 0:
+        raise must(name, "a non-negative int", value, ValueError)
+    return value
+
+
+def media_aware_counter(
+    *,
+    unsized_image_tokens: Optional[int] = None,
+    unsized_document_tokens: Optional[int] = None,
+    unsized_audio_tokens: Optional[int] = None,
+    pdf_page_tokens: Optional[int] = None,
+) -> MediaAwareCounter:
+    """Build the media-aware estimate: the default counting of the middleware and the CLI.
+
+    On a message without media the figure is the specification's estimate
+    exactly (``estimate_tokens``). Each media part counts at the tokens its
+    provider bills for it, and the rest of the message as before, with the
+    part left out (its payload is never serialised):
+
+    - images (OpenAI Chat ``image_url``, Responses ``input_image``, Anthropic
+      ``image``, Gemini ``inline_data``/``file_data``, Bedrock ``image``): the
+      provider's formula on the size read from the image's own header (PNG,
+      JPEG, GIF, WebP); OpenAI's ``detail`` is honoured;
+    - PDFs (Chat ``file``, Responses ``input_file``, Anthropic and Bedrock
+      ``document``, Gemini PDF parts): the pages counted in the document times
+      the provider's per-page figure; a plain-text document counts as its text;
+    - audio (Chat ``input_audio``, Gemini audio parts): the WAV or MP3 length
+      at the provider's tokens per second;
+    - a part whose size cannot be known offline (a URL, a file id, an
+      unreadable header): the provider's maximum for an image at that detail,
+      one page for a document, one minute for audio or video, unless told
+      otherwise below.
+
+    The formulas, their sources and the per-provider figures are in the
+    documentation's "Media" page (``docs/media.md``).
+
+    Args:
+        unsized_image_tokens: What an image of unknown size counts, for every
+            provider; ``None``: the provider's maximum at the part's detail
+            (OpenAI 1,445, or 85 for ``"low"``; Anthropic and Bedrock 1,600;
+            Gemini 1,032).
+        unsized_document_tokens: What a document of unknown length counts;
+            ``None``: one page.
+        unsized_audio_tokens: What a recording of unknown length counts;
+            ``None``: one minute.
+        pdf_page_tokens: The cost of one PDF page, for every provider; ``None``:
+            the provider's (OpenAI 2,265, Anthropic and Bedrock 3,100, Gemini 258).
+
+    Returns:
+        A ``count_tokens`` callable, ``(message) -> int``; equal counters
+        (the same options) compare equal.
+
+    Raises:
+        TypeError: An option is neither an int nor ``None``.
+        ValueError: An option is negative.
+
+    Example::
+
+        from ctx_compact import compact, media_aware_counter
+
+        result = compact(messages, max_tokens=8000, count_tokens=media_aware_counter())
+    """
+    return MediaAwareCounter(
+        _Defaults(
+            _check_tokens("unsized_image_tokens", unsized_image_tokens),
+            _check_tokens("unsized_document_tokens", unsized_document_tokens),
+            _check_tokens("unsized_audio_tokens", unsized_audio_tokens),
+            _check_tokens("pdf_page_tokens", pdf_page_tokens),
+        )
+    )
+
+
+#: The media-aware estimate with its documented defaults (the middleware's and the CLI's).
+MEDIA_AWARE = media_aware_counter()
+
+
+def part_tokens(part: Mapping[str, Any], readers: Sequence[Any]) -> Optional[int]:
+    """What one content part bills, read by the first of ``readers`` that knows it, or ``None``.
+
+    For a counter that walks parts itself (``openai_chat_counter``).
+    """
+    for read in readers:
+        media = read(part, ())
+        if media is not None:
+            return media_tokens(media)
+    return None

@@ -1,0 +1,299 @@
+"""What a media payload says about itself: an image's size, a PDF's pages, a recording's length.
+
+Read from the payload's own header, standard library only, without decoding the
+image. A payload is base64 text (a data URL's tail, an SDK dump) or raw bytes
+(boto3's ``source.bytes``); ``Payload`` decodes only the bytes asked for: base64
+maps every 4 characters to 3 bytes, so byte ``n`` is found without decoding what
+comes before it, and a JPEG's frame header is reached by jumping from segment to
+segment whatever the size of its EXIF or ICC segments. Only a PDF is decoded
+whole: its pages are spread over the file.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+import struct
+import zlib
+from typing import List, Optional, Set, Tuple, Union
+
+Data = Union[str, bytes, bytearray, memoryview]
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+_URLSAFE = str.maketrans("-_", "+/")
+# A JPEG segment at most, and what any other header reader asks for at once.
+_CHUNK = 64
+
+
+class Payload:
+    """Random access to the bytes a payload stands for, decoding only what is read.
+
+    Args:
+        data: Base64 text (standard or URL-safe alphabet, padded or not) or raw bytes.
+        start: Where the base64 text begins in ``data`` (after a data URL's comma).
+    """
+
+    __slots__ = ("_bytes", "_end", "_start", "_text")
+
+    def __init__(self, data: Data, start: int = 0) -> None:
+        self._text: Optional[str] = None
+        self._bytes: Optional[bytes] = None
+        self._start = start
+        if isinstance(data, str):
+            self._text = data
+            self._end = len(data)
+            while self._end > start and data[self._end - 1] == "=":
+                self._end -= 1
+        else:
+            self._bytes = bytes(data) if not isinstance(data, bytes) else data
+            self._end = len(self._bytes)
+
+    @property
+    def size(self) -> int:
+        """The number of bytes the payload decodes to (base64 without line breaks)."""
+        if self._text is None:
+            return self._end
+        return (self._end - self._start) * 3 // 4
+
+    def read(self, offset: int, length: int) -> bytes:
+        """The decoded bytes ``[offset, offset + length)``; fewer at the end, ``b""`` past it.
+
+        Raises:
+            ValueError: The base64 text is not base64 where it was read (line breaks
+                included: such a payload is read with ``whole()``).
+        """
+        if self._text is None:
+            assert self._bytes is not None
+            return self._bytes[offset : offset + length]
+        if offset < 0 or length <= 0:
+            return b""
+        first = offset // 3 * 4 + self._start
+        last = min(-(-(offset + length) // 3) * 4 + self._start, self._end)
+        if first >= last:
+            return b""
+        chunk = self._text[first:last]
+        if not _BASE64.fullmatch(chunk):
+            chunk = chunk.translate(_URLSAFE)
+            if not _BASE64.fullmatch(chunk):
+                raise ValueError("not base64")
+        chunk += "=" * (-len(chunk) % 4)
+        skip = offset - (first - self._start) // 4 * 3
+        return binascii.a2b_base64(chunk)[skip : skip + length]
+
+    def whole(self) -> bytes:
+        """Every byte of the payload (line breaks and other whitespace in base64 ignored).
+
+        Raises:
+            ValueError: The text is not base64.
+        """
+        if self._text is None:
+            assert self._bytes is not None
+            return self._bytes
+        text = self._text[self._start :]
+        if "-" in text or "_" in text:
+            text = text.translate(_URLSAFE)
+        try:
+            return binascii.a2b_base64(text + "=" * (-len(text.rstrip()) % 4))
+        except binascii.Error as exc:
+            raise ValueError(f"not base64 ({exc})") from None
+
+
+def image_size(payload: Payload) -> Optional[Tuple[int, int]]:
+    """``(width, height)`` in pixels from a PNG, JPEG, GIF or WebP header, else ``None``.
+
+    ``None`` too for a payload that is not base64, or whose header is cut short.
+    """
+    try:
+        head = payload.read(0, 32)
+        if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] in (b"IHDR", b"CgBI"):
+            return _positive(struct.unpack(">II", head[16:24])) if len(head) >= 24 else None
+        if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
+            return _positive(struct.unpack("<HH", head[6:10]))
+        if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+            return _webp(head)
+        if head[:2] == b"\xff\xd8":
+            return _jpeg(payload)
+    except (ValueError, struct.error):
+        return None
+    return None
+
+
+def _positive(size: Tuple[int, int]) -> Optional[Tuple[int, int]]:
+    return size if size[0] > 0 and size[1] > 0 else None
+
+
+def _webp(head: bytes) -> Optional[Tuple[int, int]]:
+    kind = head[12:16]
+    if kind == b"VP8X" and len(head) >= 30:
+        width = int.from_bytes(head[24:27], "little") + 1
+        height = int.from_bytes(head[27:30], "little") + 1
+        return width, height
+    if kind == b"VP8L" and len(head) >= 25 and head[20] == 0x2F:
+        bits = int.from_bytes(head[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if kind == b"VP8 " and len(head) >= 30 and head[23:26] == b"\x9d\x01\x2a":
+        width, height = struct.unpack("<HH", head[26:30])
+        return _positive((width & 0x3FFF, height & 0x3FFF))
+    return None
+
+
+# Start-of-frame markers: baseline, extended, progressive, lossless, and their
+# arithmetic-coded and hierarchical variants (C4 is DHT, C8 JPG, CC DAC).
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+# Markers standing alone, without a length: TEM and the restart markers.
+_STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
+
+
+def _jpeg(payload: Payload) -> Optional[Tuple[int, int]]:
+    at = 2
+    while True:
+        head = payload.read(at, _CHUNK)
+        if len(head) < 4:
+            return None
+        if head[0] != 0xFF:
+            return None  # not on a marker: a broken file
+        fill = 1
+        while fill < len(head) and head[fill] == 0xFF:  # fill bytes before the marker
+            fill += 1
+        if fill + 1 > len(head):
+            at += fill
+            continue
+        marker = head[fill]
+        if marker in _STANDALONE:
+            at += fill + 1
+            continue
+        if marker in (0xD9, 0xDA):  # end of image, or the scan before any frame header
+            return None
+        segment = payload.read(at + fill + 1, 7)
+        if len(segment) < 2:
+            return None
+        length = int.from_bytes(segment[:2], "big")
+        if length < 2:
+            return None
+        if marker in _SOF:
+            if len(segment) < 7:
+                return None
+            height, width = struct.unpack(">HH", segment[3:7])
+            return _positive((width, height))
+        at += fill + 1 + length
+
+
+_OBJECT = re.compile(rb"(\d+)\s+\d+\s+obj\b")
+_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z0-9_.#-])")
+_PAGES_COUNT = re.compile(
+    rb"/Type\s*/Pages\b[^>]*?/Count\s+(\d+)|/Count\s+(\d+)[^>]*?/Type\s*/Pages\b"
+)
+_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm\b")
+_STREAM = re.compile(rb"stream\r?\n")
+_FIRST = re.compile(rb"/First\s+(\d+)")
+
+
+def pdf_pages(data: bytes) -> Optional[int]:
+    """The number of pages of a PDF, or ``None`` when ``data`` is not one.
+
+    Counted as the provider renders them: the distinct page objects (``/Type
+    /Page``, not the ``/Pages`` tree nodes), by object number, so a page saved
+    again by an incremental update counts once. Page objects inside compressed
+    object streams (PDF 1.5 ``/ObjStm``, ``/FlateDecode``) are found by
+    inflating those streams. When no page object can be read (another filter,
+    an encrypted file), the largest ``/Count`` of a ``/Pages`` node is used;
+    failing that, one page.
+    """
+    if not data.startswith(b"%PDF-") and b"%PDF-" not in data[:1024]:
+        return None
+    pages: Set[bytes] = set()
+    counts = [int(a or b) for a, b in _PAGES_COUNT.findall(data)]
+    objects = list(_OBJECT.finditer(data))
+    for k, found in enumerate(objects):
+        end = objects[k + 1].start() if k + 1 < len(objects) else len(data)
+        body = data[found.end() : end]
+        stream = _STREAM.search(body)
+        header = body[: stream.start()] if stream else body
+        if _PAGE.search(header):
+            pages.add(found.group(1))
+        if stream is not None and _OBJECT_STREAM.search(header):
+            _object_stream(header, body[stream.end() :], pages, counts)
+    if pages:
+        return len(pages)
+    return max(counts) if counts else 1
+
+
+def _object_stream(header: bytes, raw: bytes, pages: Set[bytes], counts: List[int]) -> None:
+    """Add the page objects of a compressed object stream to ``pages``."""
+    if b"/FlateDecode" not in header:
+        return
+    try:
+        inflated = zlib.decompressobj().decompress(raw)
+    except zlib.error:
+        return
+    first = _FIRST.search(header)
+    if first is None:
+        return
+    offset = int(first.group(1))
+    numbers = inflated[:offset].split()
+    starts = [(numbers[i], int(numbers[i + 1])) for i in range(0, len(numbers) - 1, 2)]
+    for k, (number, start) in enumerate(starts):
+        end = starts[k + 1][1] if k + 1 < len(starts) else len(inflated) - offset
+        body = inflated[offset + start : offset + end]
+        if _PAGE.search(body):
+            pages.add(number)
+    counts.extend(int(a or b) for a, b in _PAGES_COUNT.findall(inflated))
+
+
+# MPEG audio bitrates in kbit/s by bitrate index: MPEG-1 layer III, and MPEG-2/2.5 layer III.
+_MP3_BITRATES = {
+    3: (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),
+    2: (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),
+}
+
+
+def audio_seconds(payload: Payload) -> Optional[float]:
+    """A WAV or MP3 recording's length in seconds, from its header, else ``None``.
+
+    WAV: the ``data`` chunk's size over the ``fmt`` chunk's byte rate. MP3: the
+    bytes after the ID3 tag at the first frame's bitrate (exact for a constant
+    bitrate; for a variable one, the first frame's).
+    """
+    try:
+        head = payload.read(0, 12)
+        if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
+            return _wav(payload)
+        return _mp3(payload)
+    except (ValueError, struct.error):
+        return None
+
+
+def _wav(payload: Payload) -> Optional[float]:
+    at = 12
+    rate = 0
+    while True:
+        chunk = payload.read(at, 16)
+        if len(chunk) < 8:
+            return None
+        kind, size = chunk[:4], int.from_bytes(chunk[4:8], "little")
+        if kind == b"fmt " and len(chunk) >= 16:
+            rate = int.from_bytes(payload.read(at + 16, 4), "little")
+        elif kind == b"data":
+            if rate <= 0:
+                return None
+            size = min(size, payload.size - at - 8)  # a streamed file's size is a placeholder
+            return max(size, 0) / rate
+        at += 8 + size + (size & 1)
+
+
+def _mp3(payload: Payload) -> Optional[float]:
+    at = 0
+    head = payload.read(0, 10)
+    if head[:3] == b"ID3" and len(head) == 10:
+        size = (head[6] << 21) | (head[7] << 14) | (head[8] << 7) | head[9]
+        at = 10 + size
+    frame = payload.read(at, 4)
+    if len(frame) < 4 or frame[0] != 0xFF or frame[1] & 0xE0 != 0xE0:
+        return None
+    version = (frame[1] >> 3) & 0x3  # 3: MPEG-1, 2: MPEG-2, 0: MPEG-2.5
+    layer = (frame[1] >> 1) & 0x3  # 1: layer III
+    index = frame[2] >> 4
+    if layer != 1 or version == 1 or not 0 < index < 15:
+        return None
+    kbits = _MP3_BITRATES[3 if version == 3 else 2][index]
+    return (payload.size - at) * 8 / (kbits * 1000)
