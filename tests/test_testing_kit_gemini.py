@@ -5,11 +5,14 @@ The real google-genai SDK against these routes is tests/sdks/test_kit_gemini_sdk
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+import json
+import urllib.error
+import urllib.request
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from ctx_compact.testing import Problem
+from ctx_compact.testing import FakeProvider, Problem, count_tokens
 from ctx_compact.testing.gemini import (
     CALL_NOT_AFTER_USER,
     CONTENTS_NOT_SPECIFIED,
@@ -17,6 +20,7 @@ from ctx_compact.testing.gemini import (
     MIXED_TURN,
     RESPONSE_COUNT,
     RESPONSE_NOT_AFTER_CALL,
+    prompt_tokens,
     validate_contents,
 )
 
@@ -148,3 +152,247 @@ def test_the_callers_contents_are_not_changed() -> None:
     validate_contents(contents)
 
     assert repr(contents) == before
+
+
+# --- the routes, over plain HTTP ---------------------------------------------------
+
+MODEL = "gemini-2.5-flash"
+GENERATE = f"/v1beta/models/{MODEL}:generateContent"
+STREAM = f"/v1beta/models/{MODEL}:streamGenerateContent"
+WEATHER_TOOL = {
+    "functionDeclarations": [
+        {
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            # Gemini's own schema names its types in capitals.
+            "parameters": {
+                "type": "OBJECT",
+                "properties": {"city": {"type": "STRING"}, "days": {"type": "INTEGER"}},
+                "required": ["city", "days"],
+            },
+        }
+    ]
+}
+
+
+def post(
+    provider: FakeProvider, path: str, body: Any, headers: Optional[Dict[str, str]] = None
+) -> Tuple[int, Dict[str, str], bytes]:
+    """POST ``body`` as JSON; the status, the headers (names lower-cased) and the raw body."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    sent = {"Content-Type": "application/json", "x-goog-api-key": "test", **(headers or {})}
+    request = urllib.request.Request(provider.base_url + path, data, sent, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            answer = response.status, dict(response.headers.items()), response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            answer = error.code, dict(error.headers.items()), error.read()
+    status, found, raw = answer
+    return status, {k.lower(): v for k, v in found.items()}, raw
+
+
+def generate(provider: FakeProvider, body: Any, path: str = GENERATE) -> Tuple[int, Any]:
+    status, _, raw = post(provider, path, body)
+    return status, json.loads(raw)
+
+
+def rejection(message: str) -> Dict[str, Any]:
+    return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
+
+
+def test_generate_content_answers_with_a_candidate_and_its_usage(provider: FakeProvider) -> None:
+    contents = tool_conversation()
+    system = {"parts": [{"text": "Be brief."}]}
+
+    status, body = generate(provider, {"contents": contents, "systemInstruction": system})
+
+    assert status == 200
+    (candidate,) = body["candidates"]
+    assert candidate["content"] == {
+        "role": "model",
+        "parts": [{"text": "Fake reply to 7 messages."}],
+    }
+    assert candidate["finishReason"] == "STOP"
+    prompt = sum(count_tokens(c) for c in contents) + count_tokens(system)
+    assert prompt == prompt_tokens(contents, system)
+    answer = count_tokens("Fake reply to 7 messages.")
+    assert body["usageMetadata"] == {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": answer,
+        "totalTokenCount": prompt + answer,
+    }
+    assert body["modelVersion"] == MODEL
+    (request,) = provider.requests
+    assert (request.path, request.body["contents"]) == (GENERATE, contents)
+    assert request.headers["x-goog-api-key"] == "test"
+
+
+def test_v1_is_served_as_v1beta_is(provider: FakeProvider) -> None:
+    status, body = generate(provider, {"contents": [user()]}, f"/v1/models/{MODEL}:generateContent")
+
+    assert status == 200
+    assert body["candidates"][0]["content"]["parts"] == [{"text": "Fake reply to 1 messages."}]
+
+
+def test_a_broken_conversation_gets_geminis_400(provider: FakeProvider) -> None:
+    contents = tool_conversation()
+    del contents[1]  # the call turn for Paris and Rome
+
+    status, body = generate(provider, {"contents": contents})
+
+    assert (status, body) == (400, rejection(RESPONSE_NOT_AFTER_CALL))
+
+
+def test_no_contents_gets_geminis_400(provider: FakeProvider) -> None:
+    assert generate(provider, {"contents": []}) == (400, rejection(CONTENTS_NOT_SPECIFIED))
+    assert generate(provider, {}) == (400, rejection(CONTENTS_NOT_SPECIFIED))
+
+
+def test_a_prompt_over_the_context_limit_names_both_figures(provider: FakeProvider) -> None:
+    contents = tool_conversation()
+    prompt = prompt_tokens(contents)
+    provider.context_limit = prompt - 1
+
+    status, body = generate(provider, {"contents": contents})
+
+    message = (
+        f"The input token count ({prompt}) exceeds the maximum number of tokens allowed "
+        f"({prompt - 1})."
+    )
+    assert (status, body) == (400, rejection(message))
+    provider.context_limit = prompt
+    assert generate(provider, {"contents": contents})[0] == 200
+
+
+def sse_responses(raw: bytes) -> List[Any]:
+    events = raw.split(b"\r\n\r\n")
+    assert events[-1] == b""  # every event ends with a blank line
+    assert all(event.startswith(b"data: ") for event in events[:-1])
+    return [json.loads(event[len(b"data: ") :]) for event in events[:-1]]
+
+
+def streamed_text(responses: List[Any]) -> str:
+    return "".join(r["candidates"][0]["content"]["parts"][0]["text"] for r in responses)
+
+
+def test_a_stream_with_alt_sse_sends_data_events(provider: FakeProvider) -> None:
+    contents = [user("Tell me about Paris")]
+
+    status, headers, raw = post(provider, STREAM + "?alt=sse", {"contents": contents})
+
+    assert status == 200
+    assert headers["content-type"] == "text/event-stream"
+    responses = sse_responses(raw)
+    assert len(responses) == 5  # "Fake", " reply", " to", " 1", " messages."
+    assert streamed_text(responses) == "Fake reply to 1 messages."
+    prompt = prompt_tokens(contents)
+    assert all(
+        r["usageMetadata"] == {"promptTokenCount": prompt, "totalTokenCount": prompt}
+        for r in responses[:-1]
+    )
+    assert all("finishReason" not in r["candidates"][0] for r in responses[:-1])
+    last = responses[-1]
+    assert last["candidates"][0]["finishReason"] == "STOP"
+    answer = count_tokens("Fake reply to 1 messages.")
+    assert last["usageMetadata"]["candidatesTokenCount"] == answer
+    assert last["usageMetadata"]["totalTokenCount"] == prompt + answer
+    assert provider.requests[-1].query == "alt=sse"
+
+
+def test_a_stream_without_alt_is_one_json_array(provider: FakeProvider) -> None:
+    status, headers, raw = post(provider, STREAM, {"contents": [user()]})
+
+    assert status == 200
+    assert headers["content-type"].startswith("application/json")
+    responses = json.loads(raw)
+    assert streamed_text(responses) == "Fake reply to 1 messages."
+    assert responses[-1]["candidates"][0]["finishReason"] == "STOP"
+
+
+def test_a_stream_over_the_limit_is_refused_before_any_event(provider: FakeProvider) -> None:
+    provider.context_limit = 1
+
+    status, headers, raw = post(provider, STREAM + "?alt=sse", {"contents": [user()]})
+
+    assert status == 400
+    assert headers["content-type"] == "application/json"
+    assert json.loads(raw)["error"]["status"] == "INVALID_ARGUMENT"
+
+
+def test_the_scripted_model_calls_the_declared_function_then_answers(
+    provider: FakeProvider,
+) -> None:
+    provider.tool_calls = 2
+    contents = [user()]
+
+    for _ in range(2):
+        status, body = generate(provider, {"contents": contents, "tools": [WEATHER_TOOL]})
+        assert status == 200
+        turn = body["candidates"][0]["content"]
+        # A value for each required argument, of its type; no id, as Gemini sends none.
+        assert turn["parts"] == [
+            {"functionCall": {"name": "get_weather", "args": {"city": "fake", "days": 1}}}
+        ]
+        assert body["usageMetadata"]["candidatesTokenCount"] == count_tokens(
+            json.dumps({"city": "fake", "days": 1})
+        )
+        contents = [*contents, turn, responses("fake")]
+
+    status, body = generate(provider, {"contents": contents, "tools": [WEATHER_TOOL]})
+    assert body["candidates"][0]["content"]["parts"] == [{"text": "Fake reply to 5 messages."}]
+
+
+def test_a_declaration_with_a_json_schema_is_called_too(provider: FakeProvider) -> None:
+    provider.tool_calls = 1
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    for key in ("parametersJsonSchema", "parameters_json_schema"):
+        tool = {"functionDeclarations": [{"name": "get_weather", key: schema}]}
+
+        _, body = generate(provider, {"contents": [user()], "tools": [tool]})
+
+        call = body["candidates"][0]["content"]["parts"][0]["functionCall"]
+        assert call == {"name": "get_weather", "args": {"city": "fake"}}
+
+
+def test_a_streamed_function_call_comes_whole_in_one_response(provider: FakeProvider) -> None:
+    provider.tool_calls = 1
+
+    _, _, raw = post(provider, STREAM + "?alt=sse", {"contents": [user()], "tools": [WEATHER_TOOL]})
+
+    (response,) = sse_responses(raw)
+    assert response["candidates"][0]["content"]["parts"][0]["functionCall"]["name"] == "get_weather"
+    assert response["candidates"][0]["finishReason"] == "STOP"
+
+
+def test_count_tokens_answers_the_prompt_figure(provider: FakeProvider) -> None:
+    contents = tool_conversation()
+    system = {"parts": [{"text": "Be brief."}]}
+    path = f"/v1beta/models/{MODEL}:countTokens"
+
+    status, _, raw = post(provider, path, {"contents": contents})
+    assert (status, json.loads(raw)) == (200, {"totalTokens": prompt_tokens(contents)})
+
+    whole = {
+        "generateContentRequest": {
+            "model": f"models/{MODEL}",
+            "contents": contents,
+            "systemInstruction": system,
+        }
+    }
+    _, _, raw = post(provider, path, whole)
+    assert json.loads(raw) == {"totalTokens": prompt_tokens(contents, system)}
+
+
+def test_unknown_paths_and_bodies_that_are_not_json_get_googles_envelope(
+    provider: FakeProvider,
+) -> None:
+    status, _, raw = post(
+        provider, f"/v1beta/models/{MODEL}:embedText", {}, {"x-goog-api-client": "x"}
+    )
+    assert status == 404
+    assert json.loads(raw)["error"]["status"] == "NOT_FOUND"
+
+    status, _, raw = post(provider, GENERATE, b"{not json")
+    assert status == 400
+    assert json.loads(raw) == rejection("Invalid JSON payload received. Unexpected token.")

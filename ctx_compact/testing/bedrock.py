@@ -7,10 +7,14 @@ do not alternate, ``toolResult`` blocks that outnumber the ``toolUse`` blocks of
 the assistant message before them, and ``toolUse`` ids the next message does not
 answer with a ``toolResult``.
 
-``inputTokens`` is the sum of ``count_tokens`` over ``messages`` plus
-``count_tokens(system)`` when a ``system`` list is given (``input_tokens``); over
-``context_limit`` the request gets Bedrock's "Input is too long for requested
-model.".
+The routes are ``POST /model/{modelId}/converse`` and ``/converse-stream``
+(its events in AWS's event-stream framing, ``_eventstream``), for any model id.
+A refusal is a ``ValidationException``: HTTP 400, ``{"message": ...}`` and the
+``x-amzn-ErrorType`` header boto3 reads. A request whose messages hold tool
+blocks needs a ``toolConfig``, as Bedrock's does. ``inputTokens`` is the sum of
+``count_tokens`` over ``messages`` plus ``count_tokens(system)`` when a
+``system`` list is given (``input_tokens``); over ``context_limit`` the request
+gets Bedrock's "Input is too long for requested model.".
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from ._api import (
     output_tokens,
     pieces,
 )
+from ._billing import bedrock_part, billed
 
 INVALID_ROLE = (
     "1 validation error detected: Value '{role}' at 'messages.{index}.member.role' failed to "
@@ -149,7 +154,7 @@ def _check_tool_pairing(messages: Sequence[Json], index: int, message: Json) -> 
 
 def input_tokens(messages: Sequence[Any], system: Any = None) -> int:
     """``inputTokens``: ``count_tokens`` of each message, plus the ``system`` list's."""
-    total = sum(count_tokens(message) for message in messages)
+    total = sum(billed(message, bedrock_part, count_tokens) for message in messages)
     if system is not None:
         total += count_tokens(system)
     return total

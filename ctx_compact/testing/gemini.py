@@ -9,10 +9,16 @@ content with ``functionResponse`` parts) right after a function call turn, with
 as many response parts as that turn has calls. Field names are read in both
 spellings protobuf's JSON accepts (``functionCall`` and ``function_call``).
 
-``promptTokenCount`` is the sum of ``count_tokens`` over ``contents`` plus
-``count_tokens(systemInstruction)`` when one is given (``prompt_tokens``); over
+The routes are ``POST /v1beta/models/{model}:generateContent``,
+``:streamGenerateContent`` (server-sent events with ``?alt=sse``, as google-genai
+asks; one JSON array sent in pieces without) and ``:countTokens``, and the same
+under ``/v1``, google-genai's default. A refusal is Google's ``{"error": {"code",
+"message", "status"}}``. ``promptTokenCount`` is the sum of ``count_tokens`` over
+``contents`` plus ``count_tokens(systemInstruction)`` when one is given
+(``prompt_tokens``), which is also what ``countTokens`` answers; over
 ``context_limit`` the request gets Gemini's "The input token count (N) exceeds
-the maximum number of tokens allowed (M).".
+the maximum number of tokens allowed (M).". The scripted model's calls carry no
+``id``, as the Gemini API's do not: a response answers its call by position.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from ._api import (
     output_tokens,
     pieces,
 )
+from ._billing import billed, gemini_part
 
 CONTENTS_NOT_SPECIFIED = "* GenerateContentRequest.contents: contents is not specified\n"
 EMPTY_PARTS = (
@@ -185,7 +192,7 @@ def _check_turn(contents: Sequence[Json], index: int, content: Json) -> List[Pro
 
 def prompt_tokens(contents: Sequence[Any], system: Any = None) -> int:
     """``promptTokenCount``: ``count_tokens`` of each content, plus the system instruction's."""
-    total = sum(count_tokens(content) for content in contents)
+    total = sum(billed(content, gemini_part, count_tokens) for content in contents)
     if system is not None:
         total += count_tokens(system)
     return total
