@@ -101,6 +101,7 @@ def test_bad_options_are_refused_naming_them(options: Any, error: type, match: s
 # Each integration module, the framework module it imports first, and the pip line it names.
 INTEGRATIONS = {
     "langchain": ("langchain", "langchain>=1"),
+    "langgraph": ("langgraph", "langgraph"),
 }
 
 

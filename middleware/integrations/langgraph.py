@@ -1,0 +1,131 @@
+"""LangGraph's prebuilt agent: ``pre_model_hook(...)`` for ``create_react_agent``.
+
+``create_react_agent(model, tools, prompt=..., pre_model_hook=pre_model_hook(
+max_tokens=..., prompt=..., tools=...))`` runs the hook before every model call:
+it compacts the graph state's ``messages`` so that they, the prompt and the
+tools' schemas fit ``max_tokens``, and hands them to the model as
+``llm_input_messages``, leaving the stored history as it is; with
+``rewrite_state=True`` it replaces ``messages`` instead (``RemoveMessage``), so
+the stored history becomes what the model sees.
+
+The hook only prepares the model's input: the model call is LangGraph's, so
+the events carry no ``provider_tokens`` and ``on_overflow="retry"`` is refused
+(intercept the SDK in a ``CompactingSession`` for both, or use LangChain's
+``create_agent`` with ``middleware.integrations.langchain``).
+
+Requires ``langgraph`` (``pip install langgraph``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
+
+from ._common import Compactor, HookOptions, missing
+
+try:
+    from langchain_core.messages import SystemMessage
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+    from langgraph.prebuilt import ToolNode
+except ImportError as exc:  # pragma: no cover - the message is tested without langgraph
+    raise missing("langgraph", "langgraph") from exc
+
+from ._langchain_messages import changed, native, replacing
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["pre_model_hook"]
+
+
+def _schemas(tools: Any) -> List[Any]:
+    if isinstance(tools, ToolNode):
+        tools = list(tools.tools_by_name.values())
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence):
+        raise TypeError(
+            "'tools' must be the list of tools (or the ToolNode) given to the agent "
+            f"(got {tools!r})"
+        )
+    # A dict is a provider's own tool ({"type": "web_search"}) or a schema already.
+    return [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in tools]
+
+
+def _system(prompt: Any) -> List[Any]:
+    if prompt is None:
+        return []
+    if isinstance(prompt, str):
+        return [SystemMessage(content=prompt)]
+    if isinstance(prompt, SystemMessage):
+        return [prompt]
+    raise TypeError(
+        "'prompt' must be the agent's prompt as a string or a SystemMessage, so it can be "
+        f"counted; a prompt function's output cannot be (got {prompt!r})"
+    )
+
+
+def _messages(state: Any) -> Any:
+    if isinstance(state, Mapping):
+        return state["messages"]
+    return state.messages  # a pydantic state schema
+
+
+def pre_model_hook(
+    max_tokens: float,
+    *,
+    prompt: Optional[Union[str, Any]] = None,
+    tools: Any = (),
+    rewrite_state: bool = False,
+    **options: Unpack[HookOptions],
+) -> Any:
+    """A ``pre_model_hook`` that keeps every model call of the agent inside ``max_tokens``.
+
+    The hook is a runnable with a sync and an async path, for ``invoke`` and
+    ``ainvoke``, ``stream`` and ``astream``. Each model call reports one
+    ``CompactionEvent`` to ``on_compact`` and to every active ``CompactingSession``.
+
+    Args:
+        max_tokens: The budget of each model call: the messages, the prompt and
+            the tools' schemas (counted as ``ChatOpenAI`` sends them).
+        prompt: The ``prompt`` given to ``create_react_agent`` (a string or a
+            ``SystemMessage``), counted against the budget.
+        tools: The tools given to ``create_react_agent`` (or its ``ToolNode``),
+            whose schemas are counted against the budget.
+        rewrite_state: ``False`` (the default) returns ``llm_input_messages``,
+            so only what the model sees changes; ``True`` returns ``messages``
+            that replace the stored history with what the model is sent, when
+            compaction changed anything.
+        **options: ``budgeted``'s options (``keep_head``, ``summarize``,
+            ``on_compact``, ``clear_tool_results``, ...), with the same
+            meanings; ``on_overflow`` is ``"call"`` or ``"raise"``. An async
+            ``summarize`` or hook needs the agent's async API.
+
+    Returns:
+        The hook, for ``create_react_agent(..., pre_model_hook=...)``.
+
+    Raises:
+        TypeError, ValueError: A bad option, naming it.
+    """
+    if not isinstance(rewrite_state, bool):
+        raise TypeError(f"'rewrite_state' must be True or False (got {rewrite_state!r})")
+    compactor = Compactor(
+        "pre_model_hook", "langgraph pre_model_hook", max_tokens, options, wraps_call=False
+    )
+    fixed = compactor.fixed_tokens(_system(prompt), _schemas(tools))
+    key = "messages" if rewrite_state else "llm_input_messages"
+
+    def update(given: Any, kept: List[Any]) -> Dict[str, Any]:
+        sent = native(kept, given)
+        if not rewrite_state:
+            return {key: sent}
+        return {key: replacing(sent) if changed(sent, given) else []}
+
+    def hook(state: Any) -> Dict[str, Any]:
+        given = _messages(state)
+        return update(given, compactor.compacted(given, fixed))
+
+    async def ahook(state: Any) -> Dict[str, Any]:
+        given = _messages(state)
+        return update(given, await compactor.acompacted(given, fixed))
+
+    return RunnableLambda(hook, afunc=ahook, name="pre_model_hook")
