@@ -22,8 +22,10 @@ from ._compact import (
     compact_with_summary,
 )
 from ._errors import InvalidMessageError
+from ._media import media_aware_counter
 from ._pairing import PairingError, check_pairing
 from ._problems import PairingProblem
+from ._repair import RepairChange, RepairResult, repair_pairing
 from ._tokens import estimate_tokens
 from .batch import (
     CompactedConversation,
@@ -48,6 +50,8 @@ __all__ = [
     "KeptIndices",
     "PairingError",
     "PairingProblem",
+    "RepairChange",
+    "RepairResult",
     "acompact_with_summary",
     "check_pairing",
     "clear_thinking",
@@ -57,5 +61,7 @@ __all__ = [
     "compact_many",
     "compact_with_summary",
     "estimate_tokens",
+    "media_aware_counter",
     "openai_chat_counter",
+    "repair_pairing",
 ]

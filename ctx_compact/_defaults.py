@@ -8,3 +8,4 @@ KEEP_TAIL = 4  # compact*: trailing messages always kept
 KEEP_RESULTS = 3  # clear_tool_results: the most recent results never cleared
 PLACEHOLDER = "[cleared]"  # clear_tool_results: what a cleared result says
 KEEP_TURNS = 1  # clear_thinking: the most recent turns whose thinking is kept
+REPAIR_PLACEHOLDER = "[tool result missing]"  # repair_pairing: what a placeholder answer says
