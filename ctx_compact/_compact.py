@@ -288,9 +288,11 @@ class Compaction:
             )
         pre, head_end = self.pre, self.head_end
         before = self._head_last()
+        # The note takes the shape of the messages around it: the head's last, or the
+        # first of those it stands for.
         beside = before
-        if beside is None and self.cut < len(self.messages):
-            beside = message_view(self.messages[self.cut], self.cut)
+        if beside is None and head_end < len(self.messages):
+            beside = message_view(self.messages[head_end], head_end)
         note = summary_note(summary, summary_role, beside)
         # A format whose roles alternate (Bedrock, Gemini) cannot take the note as a
         # message of its own right after a head message of its role: the summary

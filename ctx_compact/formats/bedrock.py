@@ -195,9 +195,10 @@ class BedrockFormat:
         return {**view, "content": [*_blocks(view), {"text": text}]}
 
     def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
-        """What Bedrock rejects: ``toolUse`` ids the next message does not answer, more
-        ``toolResult`` blocks than the previous turn's ``toolUse`` blocks, a conversation
-        not starting with a user message, two messages of one role in a row."""
+        """What Bedrock rejects: ``toolUse`` ids the next message does not answer (or no
+        message after them at all), more ``toolResult`` blocks than the previous turn's
+        ``toolUse`` blocks, a conversation not starting with a user message, two messages
+        of one role in a row."""
         previous: Optional[Mapping[str, Any]] = None
         for i, view in enumerate(views):
             here = is_message(view)
@@ -233,6 +234,13 @@ class BedrockFormat:
                         _EXPECTED.format(index=i, ids=", ".join(ids)),
                     )
             previous = view
+        # A call awaiting its result at the end: Bedrock wants the results in a message
+        # that is not there (reported at the call, in Bedrock's numbering).
+        n = len(views)
+        if previous is not None and previous.get("role") == "assistant" and uses(previous):
+            ids = names(list(dict.fromkeys(_ids(uses(previous), n - 1))))
+            text = _EXPECTED.format(index=n, ids=", ".join(ids))
+            yield PairingProblem(n - 1, "missing_tool_results", ids, PROVIDER, text)
 
     def repair(
         self,

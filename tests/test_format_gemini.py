@@ -1,0 +1,358 @@
+"""Gemini ``contents``: grouping, pairing in Gemini's words, where a cut may resume, clearing.
+
+Plain dicts only (as decoded from the API's JSON); google-genai objects are
+tested in tests/sdks/test_gemini_objects.py. The property tests check every
+result against the testing kit's independent validator
+(``ctx_compact.testing.gemini.validate_contents``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Dict, List
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctx_compact import (
+    InvalidMessageError,
+    check_pairing,
+    clear_tool_results,
+    compact,
+    compact_with_summary,
+)
+from ctx_compact._grouping import group_bounds
+from ctx_compact.testing import gemini as kit
+
+Content = Dict[str, Any]
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# What the kit reports for the function turns (the rest are the fields' own checks).
+PAIRING = {kit.RESPONSE_NOT_AFTER_CALL, kit.CALL_NOT_AFTER_USER, kit.RESPONSE_COUNT}
+
+
+def text(role: str, words: str = "hello there") -> Content:
+    return {"role": role, "parts": [{"text": words}]}
+
+
+def calling(*names: str, ids: bool = False, camel: bool = True) -> Content:
+    key = "functionCall" if camel else "function_call"
+    parts: List[Any] = []
+    for k, name in enumerate(names):
+        call: Dict[str, Any] = {"name": name, "args": {"city": "Oslo"}}
+        if ids:
+            call["id"] = f"id_{name}"
+        part: Dict[str, Any] = {key: call}
+        if k == 0:
+            part["thoughtSignature" if camel else "thought_signature"] = "c2ln"
+        parts.append(part)
+    return {"role": "model", "parts": parts}
+
+
+def answering(*names: str, ids: bool = False, camel: bool = True, size: int = 40) -> Content:
+    key = "functionResponse" if camel else "function_response"
+    parts = []
+    for name in names:
+        response: Dict[str, Any] = {"name": name, "response": {"output": "x" * size}}
+        if ids:
+            response["id"] = f"id_{name}"
+        parts.append({key: response})
+    return {"role": "user", "parts": parts}
+
+
+# --- grouping -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("camel", [True, False])
+@pytest.mark.parametrize("ids", [True, False])
+def test_a_call_turn_stays_with_the_response_turn(camel: bool, ids: bool) -> None:
+    contents = [
+        text("user"),
+        calling("a", "b", ids=ids, camel=camel),
+        answering("a", "b", ids=ids, camel=camel),
+        text("model"),
+    ]
+    assert group_bounds(contents) == [0, 1, 3, 4]
+    assert check_pairing(contents) == []
+
+
+def test_responses_match_calls_by_id_in_any_order() -> None:
+    contents = [text("user"), calling("a", "b", ids=True), answering("b", "a", ids=True)]
+    assert group_bounds(contents) == [0, 1, 3]
+
+
+def test_without_ids_a_response_answers_the_call_at_its_position_by_name() -> None:
+    swapped = [text("user"), calling("a", "b"), answering("b", "a")]
+    assert group_bounds(swapped) == [0, 1, 2, 3]  # neither answers the call at its position
+    partial = [text("user"), calling("a", "b"), answering("a", "c")]
+    assert group_bounds(partial) == [0, 1, 3]
+
+
+def test_a_function_response_turn_may_have_role_function_or_tool() -> None:
+    for role in ("function", "tool"):
+        response = {**answering("a"), "role": role}
+        contents = [text("user"), calling("a"), response]
+        assert group_bounds(contents) == [0, 1, 3]
+        assert check_pairing(contents) == []
+
+
+def test_a_content_without_role_is_a_user_turn() -> None:
+    contents = [{"parts": [{"text": "hi"}]}, calling("a"), {"parts": answering("a")["parts"]}]
+    assert group_bounds(contents) == [0, 1, 3]
+    assert check_pairing(contents) == []
+
+
+def test_wire_json_is_read_as_sent() -> None:
+    wire = json.dumps([text("user"), calling("a", ids=True), answering("a", ids=True)])
+    assert group_bounds(json.loads(wire)) == [0, 1, 3]
+
+
+# --- pairing, in Gemini's words ---------------------------------------------------
+
+
+def test_an_orphan_response_turn_is_reported_in_geminis_words() -> None:
+    problems = check_pairing([text("user"), text("model"), answering("a")])
+    assert [(p.index, p.code, p.provider) for p in problems] == [
+        (2, "orphan_function_response", "gemini")
+    ]
+    assert problems[0].message == kit.RESPONSE_NOT_AFTER_CALL
+
+
+def test_a_response_count_mismatch_is_reported() -> None:
+    problems = check_pairing([text("user"), calling("a", "b"), answering("a")])
+    assert [p.message for p in problems] == [kit.RESPONSE_COUNT]
+
+
+def test_a_call_turn_after_a_model_turn_or_at_the_start_is_reported() -> None:
+    problems = check_pairing([calling("a"), answering("a"), text("model"), calling("b")])
+    assert [(p.index, p.message) for p in problems] == [
+        (0, kit.CALL_NOT_AFTER_USER),
+        (3, kit.CALL_NOT_AFTER_USER),
+    ]
+
+
+def test_an_unfinished_call_at_the_end_is_not_a_problem() -> None:
+    assert check_pairing([text("user"), calling("a")]) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [
+        ({"role": "assistant", "parts": calling("a")["parts"]}, ["'functionCall' parts"]),
+        ({"role": "user", "parts": calling("a")["parts"]}, ["'functionCall' parts", "model"]),
+        ({"role": "model", "parts": answering("a")["parts"]}, ["'functionResponse' parts"]),
+        ({**calling("a"), "content": "hi"}, ["'functionCall' parts", "'content'"]),
+        (
+            {
+                **calling("a"),
+                "role": "assistant",
+                "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            ["'tool_calls'", "'functionCall' parts", "openai and gemini"],
+        ),
+        (
+            {"role": "user", "parts": answering("a")["parts"], "content": [{"type": "text"}]},
+            ["'functionResponse' parts"],
+        ),
+    ],
+)
+def test_function_parts_the_api_refuses_are_refused_naming_index_and_keys(
+    message: Content, named: List[str]
+) -> None:
+    for call in (check_pairing, lambda m: compact(m, max_tokens=1)):
+        with pytest.raises(InvalidMessageError) as caught:
+            call([text("user"), message])
+        assert caught.value.index == 1
+        for name in named:
+            assert name in caught.value.reason
+
+
+# --- where a cut may resume ---------------------------------------------------------
+
+
+def loop(turns: int, size: int = 200) -> List[Content]:
+    contents = [text("user", "start")]
+    for n in range(turns):
+        contents += [calling(f"f{n}"), answering(f"f{n}", size=size)]
+    return contents
+
+
+def test_the_cut_resumes_at_a_model_turn_after_a_user_head() -> None:
+    contents = loop(8)
+    result = compact(contents, max_tokens=300)
+    assert result.dropped
+    assert result.messages[1]["role"] == "model"
+    assert kit.validate_contents(result.messages) == []
+
+
+def test_two_user_turns_never_meet_at_the_cut() -> None:
+    # Only user turns start the middle groups after a user head: nothing can be dropped.
+    contents = [text("user", "a" * 400), text("user", "b" * 400), text("user", "c" * 400)]
+    contents += [text("model"), text("user")]
+    result = compact(contents, max_tokens=50, keep_head=1, keep_tail=3)
+    assert result.dropped == []
+    assert not result.fits
+
+
+def test_with_no_cut_the_provider_takes_the_result_does_not_fit() -> None:
+    contents = [text("user", "x" * 800), text("model", "y" * 800), text("user"), calling("a")]
+    contents += [answering("a")]
+    result = compact(contents, max_tokens=20, keep_head=1, keep_tail=3)
+    # The middle group (a model turn) may not be dropped: a user turn would follow the head.
+    assert result.messages == contents
+    assert not result.fits
+    assert kit.validate_contents(result.messages) == []
+
+
+def test_the_summary_joins_a_user_head_as_one_more_text_part() -> None:
+    contents = loop(8)
+    result = compact_with_summary(contents, max_tokens=400, summarize=lambda d: "earlier")
+    head = result.messages[0]
+    assert head == {"role": "user", "parts": [{"text": "start"}, {"text": "earlier"}]}
+    assert contents[0] == text("user", "start")  # the caller's own is not changed
+    assert result.messages[1]["role"] == "model"
+    assert kit.validate_contents(result.messages) == []
+
+
+def test_without_a_head_the_conversation_never_starts_at_a_call_turn() -> None:
+    # Every group after the first starts with a call turn: no cut is possible.
+    result = compact(loop(8), max_tokens=400, keep_head=0)
+    assert result.dropped == []
+    assert not result.fits
+
+
+def test_without_a_head_the_summary_is_a_gemini_content_of_its_own() -> None:
+    contents = [text("user", "start")]
+    for n in range(8):
+        contents += [text("model", "m" * 200), text("user", f"question {n}")]
+    result = compact_with_summary(
+        contents, max_tokens=400, keep_head=0, summarize=lambda d: "earlier"
+    )
+    assert result.messages[0] == {"role": "user", "parts": [{"text": "earlier"}]}
+    assert result.messages[1]["role"] == "model"
+    assert kit.validate_contents(result.messages) == []
+
+
+# --- clearing -------------------------------------------------------------------------
+
+
+def test_clearing_writes_the_placeholder_as_the_response_object() -> None:
+    contents = loop(3, size=400)
+    before = copy.deepcopy(contents)
+    result = clear_tool_results(contents, max_tokens=100, keep=1, clear_inputs=True)
+    assert contents == before
+    assert [c.index for c in result.cleared] == [2, 4]
+    assert [(c.call_id, c.tool, c.call_index) for c in result.cleared] == [
+        ("f0", "f0", 1),
+        ("f1", "f1", 3),
+    ]
+    cleared = result.messages[2]["parts"][0]["functionResponse"]
+    assert cleared == {"name": "f0", "response": {"output": "[cleared]"}}
+    assert result.messages[1]["parts"][0]["functionCall"]["args"] == {}
+    assert result.messages[6] is contents[6]
+    assert group_bounds(result.messages) == group_bounds(contents)
+    assert kit.validate_contents(result.messages) == []
+    again = clear_tool_results(result.messages, max_tokens=100, keep=1)
+    assert again.cleared == []
+
+
+def test_clearing_reads_ids_and_snake_case() -> None:
+    contents = [
+        text("user"),
+        calling("a", ids=True, camel=False),
+        answering("a", ids=True, camel=False, size=400),
+        text("model"),
+    ]
+    result = clear_tool_results(contents, max_tokens=10, keep=0, exclude_tools=["b"])
+    assert [(c.call_id, c.tool) for c in result.cleared] == [("id_a", "a")]
+    part = result.messages[2]["parts"][0]["function_response"]
+    assert part["response"] == {"output": "[cleared]"}
+    assert part["id"] == "id_a"
+    assert clear_tool_results(contents, max_tokens=10, keep=0, exclude_tools=["a"]).cleared == []
+
+
+# --- properties --------------------------------------------------------------------
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> List[Content]:
+    """Valid contents: parallel calls, with and without ids, thought signatures, both
+    spellings, function responses with role user or function, an unfinished call at the end."""
+    camel = draw(st.booleans())
+    contents: List[Content] = [text("user", "q" * draw(st.integers(1, 200)))]
+    for n in range(draw(st.integers(0, 10))):
+        kind = draw(st.sampled_from(["calls", "calls", "text", "user"]))
+        if kind == "calls":
+            names = [f"t{n}_{k}" for k in range(draw(st.integers(1, 3)))]
+            ids = draw(st.booleans())
+            call = calling(*names, ids=ids, camel=camel)
+            if draw(st.booleans()):
+                call["parts"].insert(0, {"text": "thinking", "thought": True})
+            order = draw(st.permutations(names)) if ids else names
+            response = answering(*order, ids=ids, camel=camel, size=draw(st.integers(0, 300)))
+            if draw(st.integers(0, 4)) == 0:
+                response["role"] = "function"
+            contents += [call, response]
+        elif kind == "text":
+            contents += [text("model", "m" * draw(st.integers(1, 200))), text("user")]
+        else:
+            contents.append(text("user", "again"))
+    if draw(st.booleans()):
+        contents.append(calling("pending", camel=camel))
+    assert kit.validate_contents(contents) == []
+    return contents
+
+
+keeps = st.integers(0, 5)
+budgets = st.integers(1, 1500)
+
+
+@PROPERTY
+@given(histories(), budgets, keeps, keeps)
+def test_no_compaction_the_validator_rejects(
+    contents: List[Content], budget: int, keep_head: int, keep_tail: int
+) -> None:
+    before = copy.deepcopy(contents)
+    options: Dict[str, Any] = {"max_tokens": budget, "keep_head": keep_head}
+    options["keep_tail"] = keep_tail
+    plain = compact(contents, **options)
+    summarised = compact_with_summary(contents, summarize=lambda d: f"{len(d)} gone", **options)
+    for result in (plain, summarised):
+        if result.messages:  # an empty request is no pairing question
+            assert kit.validate_contents(result.messages) == []
+        assert check_pairing(result.messages) == []
+    where = {id(c): i for i, c in enumerate(contents)}
+    kept = [where[id(m)] for m in plain.messages]
+    assert kept == sorted(kept)
+    assert sorted(kept + [where[id(m)] for m in plain.dropped]) == list(range(len(contents)))
+    assert contents == before
+
+
+@PROPERTY
+@given(histories(), budgets, st.integers(0, 3), st.booleans())
+def test_no_clearing_the_validator_rejects(
+    contents: List[Content], budget: int, keep: int, inputs: bool
+) -> None:
+    before = copy.deepcopy(contents)
+    result = clear_tool_results(contents, max_tokens=budget, keep=keep, clear_inputs=inputs)
+    assert kit.validate_contents(result.messages) == []
+    assert group_bounds(result.messages) == group_bounds(contents)
+    assert contents == before
+
+
+def _damaged(draw: st.DrawFn) -> List[Content]:
+    contents = draw(histories())
+    gone = draw(st.sets(st.integers(0, max(len(contents) - 1, 0))))
+    return [c for i, c in enumerate(contents) if i not in gone]
+
+
+@PROPERTY
+@given(st.data())
+def test_check_pairing_flags_what_the_validator_rejects(data: st.DataObject) -> None:
+    contents = _damaged(data.draw)
+    rejected = {
+        (p.index, p.message) for p in kit.validate_contents(contents) if p.message in PAIRING
+    }
+    flagged = {(p.index, p.message) for p in check_pairing(contents)}
+    assert flagged == rejected
