@@ -1,0 +1,137 @@
+"""middleware.integrations.strands against the real strands-agents and the kit.
+
+The agent's conversation manager is ``CompactingConversationManager``: nothing
+intercepts the SDK, so the manager alone keeps the requests under the kit's
+limit. The model is strands' OpenAI provider (the kit's Chat Completions
+route); the messages the manager compacts are strands' own, in Bedrock
+Converse form. See ``_scenario.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+from typing import Any, List
+
+import anyio
+import pytest
+from strands import Agent, tool
+from strands.models.openai import OpenAIModel
+from strands.types.exceptions import ContextWindowOverflowException
+
+from ctx_compact import check_pairing
+from ctx_compact.testing import FakeProvider, count_tokens
+from ctx_compact.testing.bedrock import validate_messages
+from middleware import CompactingSession, CompactionEvent
+from middleware.integrations.strands import CompactingConversationManager
+
+from ._scenario import LIMIT, SYSTEM_PROMPT, TURNS, check, get_report, prompts
+
+VERSION = version("strands-agents")
+
+
+def make_agent(provider: FakeProvider, manager: CompactingConversationManager) -> Agent:
+    model = OpenAIModel(
+        client_args={"base_url": provider.openai_url, "api_key": "test", "max_retries": 0},
+        model_id="gpt-4o",
+    )
+    return Agent(
+        model=model,
+        tools=[tool(get_report)],
+        system_prompt=SYSTEM_PROMPT,
+        callback_handler=None,
+        conversation_manager=manager,
+    )
+
+
+def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider) -> None:
+    seen: List[CompactionEvent] = []
+    manager = CompactingConversationManager(max_tokens=LIMIT, on_compact=seen.append)
+    agent = make_agent(provider, manager)
+
+    with CompactingSession() as session:  # observes the manager's events
+        for prompt in prompts():
+            agent(prompt)
+
+    check(
+        "strands-agents CompactingConversationManager",
+        VERSION,
+        "chat",
+        provider,
+        session.events,
+        expected_requests=2 * TURNS,
+        tools_counted=True,
+    )
+    assert seen == session.events
+    assert {event.function for event in seen} == {"strands BeforeModelCallEvent"}
+    # The system prompt and the tool's spec are counted: more than the messages alone.
+    spec = agent.tool_registry.get_all_tool_specs()[0]
+    fixed = count_tokens([{"text": SYSTEM_PROMPT}]) + count_tokens({"toolSpec": spec})
+    last = seen[-1]
+    sent = [{"role": m["role"], "content": m["content"]} for m in last.messages]
+    assert last.tokens_after == sum(map(count_tokens, sent)) + fixed <= LIMIT
+    # The history itself was compacted, in place, and is still one Bedrock accepts.
+    dropped = sum(len(event.dropped) for event in seen)
+    assert manager.removed_message_count == dropped > 0
+    assert validate_messages(json.loads(json.dumps(agent.messages))) == []
+    assert check_pairing(agent.messages) == []
+    assert len(agent.messages) < 4 * TURNS
+
+
+def test_an_async_summarizer_is_awaited_and_the_summary_kept(provider: FakeProvider) -> None:
+    summaries: List[int] = []
+
+    async def summarize(dropped: List[Any]) -> str:
+        summaries.append(len(dropped))
+        return f"{len(dropped)} earlier messages about the weather."
+
+    manager = CompactingConversationManager(max_tokens=LIMIT, summarize=summarize)
+    agent = make_agent(provider, manager)
+
+    async def main() -> None:
+        for prompt in prompts(8):
+            await agent.invoke_async(prompt)
+
+    with CompactingSession() as session:
+        anyio.run(main)
+
+    assert summaries
+    assert any(event.summary for event in session.events)
+    texts = [b.get("text", "") for m in agent.messages for b in m["content"]]
+    assert any("earlier messages about the weather" in text for text in texts)
+    assert validate_messages(json.loads(json.dumps(agent.messages))) == []
+
+
+def test_the_provider_refusing_a_compacted_history_is_raised(provider: FakeProvider) -> None:
+    provider.context_limit = 400  # below the budget: compaction alone cannot meet it
+    agent = make_agent(provider, CompactingConversationManager(max_tokens=LIMIT))
+
+    def converse() -> None:
+        for prompt in prompts(6):
+            agent(prompt)
+
+    with pytest.raises(ContextWindowOverflowException):
+        converse()
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"on_overflow": "retry"}, ValueError, "does not make the call"),
+        ({"keep_tail": -1}, ValueError, "keep_tail"),
+        ({"messages_arg": "messages"}, TypeError, "messages_arg"),
+        ({"on_compact": 3}, TypeError, "on_compact"),
+    ],
+)
+def test_bad_options_are_refused_naming_them(options: Any, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        CompactingConversationManager(max_tokens=LIMIT, **options)
+
+
+def test_without_strands_the_import_names_the_pip_line() -> None:
+    code = "import sys; sys.modules['strands'] = None\nimport middleware.integrations.strands\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "pip install 'strands-agents'" in done.stderr
