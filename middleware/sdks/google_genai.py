@@ -72,6 +72,14 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _instruction(value: Any) -> Any:
+    """A ``system_instruction`` as the SDK sends it: one user content of its parts."""
+    if _is_content(value):
+        return value
+    parts = value if isinstance(value, (list, tuple)) else [value]
+    return {"parts": [{"text": p} if isinstance(p, str) else p for p in parts], "role": "user"}
+
+
 def _field(obj: Any, name: str) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(name)
@@ -98,8 +106,11 @@ class ContentsSite:
         total = 0
         for name in _COUNTED:
             value = _field(config, name)
-            if value is not None:
-                total += count_fixed(_plain(value), self.count_tokens)
+            if value is None:
+                continue
+            if name == "system_instruction":
+                value = _instruction(value)
+            total += count_fixed(_plain(value), self.count_tokens)
         return total
 
     def locate(
