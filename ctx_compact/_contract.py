@@ -36,7 +36,9 @@ imports from this module's users.
   ``default_count_tokens`` is the estimator on any JSON value (a system prompt),
   ``count_value`` a value sent beside the messages counted by the options'
   counter; ``MEDIA_AWARE`` is the media-aware estimate with its defaults, the
-  middleware's and the command line's default counting.
+  middleware's and the command line's default counting, a ``SpecCounter``
+  (``marked(message)``: whether it counts a message other than the
+  specification does, ``count_marked(message)``: that count).
 - Checking pairing after compacting: ``pairing_problems`` is ``check_pairing``
   of message views the compaction's grouping has already validated.
 - Reporting: ``Compaction.rows`` gives one ``MessageRow`` per message (tokens,
@@ -63,12 +65,13 @@ from ._clearing import ThinkingClearing, ToolResultClearing
 from ._compact import Compaction, MessageRow, measure, prepare
 from ._defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
 from ._grouping import group_bounds, regroup_from
+from ._media import MEDIA_AWARE
 from ._pairing import pairing_problems
 from ._steps import step_of
-from ._media import MEDIA_AWARE
 from ._tokens import (
     ENCODER,
     CountTokens,
+    SpecCounter,
     count_all,
     count_value,
     default_count_tokens,
@@ -90,6 +93,7 @@ __all__ = [
     "Compaction",
     "CountTokens",
     "MessageRow",
+    "SpecCounter",
     "ThinkingClearing",
     "ToolResultClearing",
     "check_callable",

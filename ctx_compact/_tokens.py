@@ -36,6 +36,7 @@ class SpecCounter:
         view = message_view(message, None)
         return self.count_marked(view) if self.marked(view) else default_count_tokens(view)
 
+
 # The estimator's text, as a JSONEncoder: byte-identical to json.dumps(message,
 # separators=(",", ":"), ensure_ascii=False, default=to_json_compatible). Used
 # where the C encoder below is missing or already busy on this thread.

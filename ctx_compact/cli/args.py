@@ -111,6 +111,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="read one conversation per line and write one compacted conversation per line",
     )
     parser.add_argument(
+        "--no-count-media",
+        dest="count_media",
+        action="store_false",
+        help="count with the specification's estimator everywhere: an image, PDF or recording"
+        " as the length of its JSON, base64 included (default: each counts the tokens its"
+        " provider bills for it, and every other message as the specification's estimate)",
+    )
+    parser.add_argument(
         "--indent",
         type=_count,
         default=None,

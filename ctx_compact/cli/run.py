@@ -109,6 +109,7 @@ def _settings(args: argparse.Namespace, check: bool) -> Settings:
         clear_tool_results=args.clear_tool_results,
         keep_results=args.keep_results,
         exclude_tools=tuple(args.exclude_tool),
+        count_media=args.count_media,
     )
 
 

@@ -24,8 +24,10 @@ from .._contract import (
     KEEP_HEAD,
     KEEP_RESULTS,
     KEEP_TAIL,
+    MEDIA_AWARE,
     Compaction,
     MessageRow,
+    SpecCounter,
     group_bounds,
     pairing_problems,
     prefix_sums,
@@ -51,6 +53,12 @@ class Settings:
     clear_tool_results: bool = False
     keep_results: int = KEEP_RESULTS
     exclude_tools: Tuple[str, ...] = ()
+    count_media: bool = True
+
+    @property
+    def counter(self) -> Optional[SpecCounter]:
+        """The counting: the media-aware estimate, or the specification's (``None``)."""
+        return MEDIA_AWARE if self.count_media else None
 
 
 @dataclass(frozen=True)
@@ -116,14 +124,21 @@ def _from_pieces(
     """
     bounds = group_bounds(messages)  # validates every message, as compact's grouping does
     pieces = Pieces(fast)
+    counts = pieces.count_all(messages)
+    counter = settings.counter
+    if counter is not None:
+        # A media part counts at its billed tokens, not as the base64 just serialised.
+        for i, message in enumerate(messages):
+            if counter.marked(message):
+                counts[i] = counter.count_marked(message)
     plan = Compaction(
         messages,
-        prefix_sums(pieces.count_all(messages)),
+        prefix_sums(counts),
         bounds,
         max_tokens=settings.max_tokens,
         keep_head=settings.keep_head,
         keep_tail=settings.keep_tail,
-        count_tokens=None,
+        count_tokens=counter,
         target_tokens=settings.target_tokens,
     )
     result = plan.result()
@@ -142,6 +157,7 @@ def _plain(settings: Settings, messages: List[Any]) -> Decision:
             keep=settings.keep_results,
             exclude_tools=settings.exclude_tools,
             target_tokens=settings.target_tokens,
+            count_tokens=settings.counter,
         )
         messages, before = cleared.messages, cleared.tokens_before
         # Clearing and dropping together take off whole steps, as the middleware's do.
@@ -156,13 +172,13 @@ def _plain(settings: Settings, messages: List[Any]) -> Decision:
     if settings.explain or saved:
         # One decision gives both the result and its rows, so they never disagree;
         # Compaction.result() is what compact() returns (given what clearing saved).
-        plan = prepare(messages, saved=saved, count_tokens=None, **options)
+        plan = prepare(messages, saved=saved, count_tokens=settings.counter, **options)
         result = plan.result()
         rows: Sequence[MessageRow] = (
             plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
         )
     else:
-        result, rows = compact(messages, **options), ()
+        result, rows = compact(messages, count_tokens=settings.counter, **options), ()
     return result, rows, result.tokens_before if before is None else before, None
 
 
