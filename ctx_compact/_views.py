@@ -152,10 +152,11 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
 
     A mapping is its own view, or its plain form when its tool structure holds
     SDK objects, dataclasses or other mappings (``holds_objects``); a LangChain
-    message, a pydantic-ai ``ModelRequest``/``ModelResponse`` or an
-    openai-agents run item is seen as
-    what the framework sends for it (``framework_view``); an SDK object with
-    ``model_dump`` is seen as its JSON.
+    message, a pydantic-ai ``ModelRequest``/``ModelResponse``, an openai-agents
+    run item, a Mistral SDK message, a LlamaIndex ``ChatMessage``, an AutoGen
+    ``LLMMessage`` or a smolagents ``ChatMessage`` is seen as what the framework
+    sends for it (``framework_view``); an SDK object with ``model_dump`` is seen
+    as its JSON, its defaulted ``role`` and ``type`` included (``sdk_dump``).
 
     Raises:
         InvalidMessageError: Anything else, a ``model_dump`` that fails, or one
@@ -163,9 +164,17 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
     """
     if isinstance(message, Mapping):
         return _plain_view(message, index) if holds_objects(message) else message
-    framework = framework_view(message)
+    try:
+        framework = framework_view(message)
+    except Exception as exc:  # a framework object of a shape its version does not have
+        raise InvalidMessageError(
+            f"{type(message).__name__} could not be read as the message its framework "
+            f"sends ({type(exc).__name__}: {exc})",
+            index,
+        ) from exc
     if framework is not None:
-        return framework
+        # Its tool calls may hold an SDK's objects (LlamaIndex keeps OpenAI's).
+        return _plain_view(framework, index) if holds_objects(framework) else framework
     if callable(getattr(message, "model_dump", None)):
         try:
             view = sdk_dump(message)
@@ -181,7 +190,8 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
                 raise InvalidMessageError(
                     f"{type(message).__name__} dumps to a mapping with neither 'role' nor "
                     "'type', so its tool calls cannot be paired; pass wire-format dicts or a "
-                    "supported framework's messages (LangChain, pydantic-ai, openai-agents)",
+                    "supported framework's messages (LangChain, pydantic-ai, openai-agents, "
+                    "LlamaIndex, AutoGen, smolagents)",
                     index,
                 )
             return mapping

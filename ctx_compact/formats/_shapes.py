@@ -10,13 +10,31 @@ from typing import Any, FrozenSet, Iterable, Optional
 
 from .._errors import InvalidMessageError
 
+# Fields an SDK sends even when the object was built without them: what the
+# message or block is. A message class that gives its role a default (a user
+# message built from its content alone) is sent with that role.
+_DEFAULTS_SENT = ("role", "type")
+
 
 def sdk_dump(value: Any) -> Any:
-    """The JSON an SDK sends for one of its pydantic objects, or ``None`` if it is not one."""
+    """The JSON an SDK sends for one of its pydantic objects, or ``None`` if it is not one.
+
+    ``model_dump(mode="json", exclude_unset=True)``, with the object's ``role``
+    and ``type`` put back when a default filled them and the dump leaves them
+    out (or null): the SDK sends those.
+    """
     dump = getattr(value, "model_dump", None)
     if dump is None or not callable(dump) or isinstance(value, type):
         return None
-    return dump(mode="json", exclude_unset=True)
+    dumped = dump(mode="json", exclude_unset=True)
+    if type(dumped) is dict:
+        fields = getattr(type(value), "model_fields", None)
+        for name in _DEFAULTS_SENT:
+            if dumped.get(name) is None and isinstance(fields, Mapping) and name in fields:
+                default = dump(mode="json", include={name}).get(name)
+                if default is not None:
+                    dumped[name] = default
+    return dumped
 
 
 def dump_failed(value: Any, exc: Exception) -> str:

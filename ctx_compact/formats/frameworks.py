@@ -18,7 +18,30 @@ core pairs and counts it as sent:
   ``ToolReturnPart`` objects;
 - an openai-agents run item (``ToolCallItem``, ``ToolCallOutputItem``, ...) is
   seen as the Responses input item it wraps (``raw_item``). The items that
-  ``RunResult.to_input_list()`` returns are plain dicts and need no view.
+  ``RunResult.to_input_list()`` returns are plain dicts and need no view;
+- a Mistral SDK message (``UserMessage``, ``AssistantMessage``,
+  ``SystemMessage``, ``ToolMessage``) is seen as the JSON the SDK sends for it,
+  its defaults included (``UserMessage(content=...)`` is sent with its role);
+- a LlamaIndex ``ChatMessage`` is seen in Chat Completions form, as
+  ``llama-index-llms-openai`` sends it: its role, its text, and its
+  ``additional_kwargs`` (where LlamaIndex keeps ``tool_calls`` and a tool
+  message's ``tool_call_id``), with its ``ToolCallBlock`` blocks as
+  ``tool_calls``;
+- an AutoGen ``LLMMessage`` is seen in Anthropic Messages form, because one
+  ``FunctionExecutionResultMessage`` answers several calls at once (AutoGen's
+  OpenAI client sends it as one ``tool`` message per result): an
+  ``AssistantMessage`` holding ``FunctionCall`` objects is an assistant turn
+  with ``tool_use`` blocks, the results message a user turn with
+  ``tool_result`` blocks;
+- a smolagents ``ChatMessage`` (a dataclass) is seen as smolagents sends it:
+  its role and content only, a ``tool-call`` message as an assistant message
+  and a ``tool-response`` as a user message (its tool calls are text by then).
+  A smolagents agent's memory steps are not messages:
+  ``agent.write_memory_to_messages()`` gives the list to compact.
+
+Cohere v2 messages and google-genai's ``UserContent``/``ModelContent`` need no
+view here: their dumps carry their role (see ``sdk_dump``), and they are read
+as the wire formats they are.
 
 No framework is imported: an object is recognised by the module and name of a
 class in its MRO, and read through attributes the frameworks document. Media in
@@ -57,19 +80,29 @@ _AGENTS_ITEMS = frozenset(
 )
 
 
+_MISTRAL_MESSAGES = frozenset({"UserMessage", "AssistantMessage", "SystemMessage", "ToolMessage"})
+_AUTOGEN_MESSAGES = frozenset(
+    {"SystemMessage", "UserMessage", "AssistantMessage", "FunctionExecutionResultMessage"}
+)
+# smolagents' roles and the ones it sends them as (its tool_role_conversions).
+_SMOLAGENTS_ROLES = {"tool-call": "assistant", "tool-response": "user"}
+
+
 def framework_view(message: object) -> Optional[Mapping[str, Any]]:
     """The wire-shaped view of a known framework message object, or ``None``.
 
     Args:
         message: Any object; only LangChain ``BaseMessage`` subclasses,
-            pydantic-ai ``ModelRequest``/``ModelResponse`` and openai-agents run
-            items are recognised.
+            pydantic-ai ``ModelRequest``/``ModelResponse``, openai-agents run
+            items, Mistral SDK messages, LlamaIndex ``ChatMessage``, AutoGen
+            ``LLMMessage`` and smolagents ``ChatMessage`` are recognised.
 
     Returns:
         A new mapping (the object is not changed) in Chat Completions form for
-        LangChain, Anthropic Messages form for pydantic-ai and Responses item
-        form for openai-agents; ``None`` when ``message`` is none of these (or
-        a run item whose ``raw_item`` is neither a mapping nor a pydantic model).
+        LangChain, Mistral, LlamaIndex and smolagents, Anthropic Messages form
+        for pydantic-ai and AutoGen and Responses item form for openai-agents;
+        ``None`` when ``message`` is none of these (or a run item whose
+        ``raw_item`` is neither a mapping nor a pydantic model).
     """
     for cls in type(message).__mro__:
         module, name = cls.__module__, cls.__name__
@@ -81,6 +114,14 @@ def framework_view(message: object) -> Optional[Mapping[str, Any]]:
             return {"role": "user", "content": _request_blocks(message)}
         if module.startswith("agents.items") and name in _AGENTS_ITEMS:
             return _agents_view(message)
+        if module.startswith("mistralai.") and name in _MISTRAL_MESSAGES:
+            return _mistral_view(message)
+        if module.startswith("llama_index.core.") and name == "ChatMessage":
+            return _llama_index_view(message)
+        if module.startswith("autogen_core.models") and name in _AUTOGEN_MESSAGES:
+            return _autogen_view(message, name)
+        if module == "smolagents.models" and name == "ChatMessage":
+            return _smolagents_view(message)
     return None
 
 
@@ -227,3 +268,99 @@ def _agents_view(item: Any) -> Optional[Json]:
         if isinstance(dumped, dict):
             return dumped
     return None  # not a shape this module knows: the caller decides, no guess
+
+
+# --- Mistral ------------------------------------------------------------------
+
+
+def _mistral_view(message: Any) -> Optional[Json]:
+    # What the SDK's request serialiser sends: by alias, nulls left out, defaults in.
+    dumped = message.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped if isinstance(dumped, dict) else None
+
+
+# --- LlamaIndex ---------------------------------------------------------------
+
+
+def _enum_value(value: Any) -> Any:
+    return getattr(value, "value", value)
+
+
+def _llama_index_view(message: Any) -> Json:
+    # The shape llama-index-llms-openai sends: role, text, then additional_kwargs.
+    role = _enum_value(message.role)
+    view: Json = {"role": role, "content": message.content}
+    calls: List[Json] = []
+    for block in getattr(message, "blocks", None) or ():
+        if type(block).__name__ == "ToolCallBlock":
+            arguments = block.tool_kwargs
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments)
+            function = {"name": block.tool_name, "arguments": arguments}
+            calls.append({"id": block.tool_call_id, "type": "function", "function": function})
+    if calls:
+        view["tool_calls"] = calls
+    extra = message.additional_kwargs or {}
+    view.update({k: v for k, v in extra.items() if not (k == "tool_calls" and calls)})
+    if view.get("tool_calls") or view.get("function_call"):
+        view["content"] = view["content"] or None
+    return view
+
+
+# --- AutoGen ------------------------------------------------------------------
+
+
+def _autogen_view(message: Any, name: str) -> Json:
+    content = message.content
+    if name == "SystemMessage":
+        return {"role": "system", "content": content}
+    if name == "UserMessage":
+        if isinstance(content, str):
+            return {"role": "user", "content": content}
+        return {"role": "user", "content": [_user_content(item) for item in content]}
+    if name == "FunctionExecutionResultMessage":
+        blocks: List[Json] = []
+        for result in content:
+            block: Json = {
+                "type": "tool_result",
+                "tool_use_id": result.call_id,
+                "content": result.content,
+            }
+            if getattr(result, "is_error", False):
+                block["is_error"] = True
+            blocks.append(block)
+        return {"role": "user", "content": blocks}
+    # An AssistantMessage: its text, or its function calls after its thought.
+    if isinstance(content, str):
+        return {"role": "assistant", "content": content}
+    uses: List[Json] = []
+    thought = getattr(message, "thought", None)
+    if thought:
+        uses.append(_text(thought))
+    for call in content:
+        uses.append(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": _json_arguments(call.arguments),
+            }
+        )
+    return {"role": "assistant", "content": uses}
+
+
+def _json_arguments(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+# --- smolagents ---------------------------------------------------------------
+
+
+def _smolagents_view(message: Any) -> Json:
+    role = _enum_value(message.role)
+    return {"role": _SMOLAGENTS_ROLES.get(role, role), "content": message.content}
