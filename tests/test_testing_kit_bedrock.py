@@ -24,6 +24,8 @@ from ctx_compact.testing.bedrock import (
     validate_messages,
 )
 
+pytest_plugins = ["pytester"]
+
 Message = Dict[str, Any]
 
 
@@ -375,3 +377,24 @@ def test_unknown_paths_and_bodies_that_are_not_json_get_awss_envelope(
     status, headers, _ = post(provider, CONVERSE, b"{not json")
     assert (status, headers["x-amzn-errortype"]) == (400, "SerializationException")
     assert "x-amzn-requestid" in headers
+
+
+# --- the plugin's fixture --------------------------------------------------------
+
+
+def test_the_bedrock_fixture_without_boto3_fails_naming_the_package(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest('import sys\n\nsys.modules["boto3"] = None\n')
+    pytester.makepyfile(
+        test_agent="""
+        def test_converse(fake_bedrock):
+            pass
+        """
+    )
+
+    result = pytester.runpytest("-p", "no:cacheprovider")
+
+    result.assert_outcomes(errors=1)
+    assert "fake_bedrock needs the boto3 SDK" in result.stdout.str()
+    assert "Install it with: pip install boto3" in result.stdout.str()

@@ -24,6 +24,8 @@ from ctx_compact.testing.gemini import (
     validate_contents,
 )
 
+pytest_plugins = ["pytester"]
+
 Content = Dict[str, Any]
 
 
@@ -396,3 +398,49 @@ def test_unknown_paths_and_bodies_that_are_not_json_get_googles_envelope(
     status, _, raw = post(provider, GENERATE, b"{not json")
     assert status == 400
     assert json.loads(raw) == rejection("Invalid JSON payload received. Unexpected token.")
+
+
+# --- the plugin's fixtures -------------------------------------------------------
+
+WITHOUT_GOOGLE_GENAI = """
+import sys
+
+import pytest
+
+sys.modules["google.genai"] = None
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+"""
+
+
+def test_the_gemini_fixtures_without_the_sdk_fail_naming_the_package(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(WITHOUT_GOOGLE_GENAI)
+    pytester.makepyfile(
+        test_agent="""
+        import pytest
+
+        def test_sync(fake_gemini):
+            pass
+
+        @pytest.mark.anyio
+        async def test_async(fake_async_gemini):
+            pass
+
+        @pytest.mark.skip_without_sdk
+        def test_marked(fake_gemini):
+            pass
+        """
+    )
+
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
+
+    result.assert_outcomes(errors=2, skipped=1)
+    output = result.stdout.str()
+    assert "fake_gemini needs the google-genai SDK" in output
+    assert "fake_async_gemini needs the google-genai SDK" in output
+    assert "Install it with: pip install google-genai" in output

@@ -5,7 +5,11 @@ Installing ctx-compact makes them available in every test suite:
 - ``fake_provider``: a running ``FakeProvider`` on 127.0.0.1, new for each test;
 - ``fake_openai`` / ``fake_async_openai``: ``openai.OpenAI`` / ``AsyncOpenAI``
   clients pointed at it (no retries, a dummy key);
-- ``fake_anthropic`` / ``fake_async_anthropic``: the same for ``anthropic``.
+- ``fake_anthropic`` / ``fake_async_anthropic``: the same for ``anthropic``;
+- ``fake_gemini`` / ``fake_async_gemini``: a ``google.genai.Client`` pointed at
+  it, and its async side (``client.aio``);
+- ``fake_bedrock``: a boto3 ``bedrock-runtime`` client pointed at it, with dummy
+  credentials (boto3 has no async client).
 
 A client fixture whose SDK is not installed fails the test, naming the install
 command (``pip install openai``): a suite that skipped instead could go green
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any, AsyncIterator, Iterator
+from typing import Any, AsyncIterator, Iterator, Optional
 
 import pytest
 
@@ -34,21 +38,25 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, so that ``--strict-markers`` suites accept it."""
     config.addinivalue_line(
         "markers",
-        f"{SKIP_WITHOUT_SDK}: skip, rather than fail, a test whose fake_openai, fake_anthropic "
-        "(or async) fixture needs an SDK that is not installed",
+        f"{SKIP_WITHOUT_SDK}: skip, rather than fail, a test whose fake_openai, fake_anthropic, "
+        "fake_gemini, fake_bedrock (or async) fixture needs an SDK that is not installed",
     )
 
 
-def _sdk(request: pytest.FixtureRequest, name: str) -> ModuleType:
-    """Import the SDK ``name`` for a client fixture, or fail (or skip) the test saying how."""
+def _sdk(request: pytest.FixtureRequest, name: str, package: Optional[str] = None) -> ModuleType:
+    """Import the SDK ``name`` for a client fixture, or fail (or skip) the test saying how.
+
+    ``package`` is what ``pip`` installs, when it is not ``name`` (``google-genai``).
+    """
+    package = package or name
     try:
         return importlib.import_module(name)
     except ImportError as error:
         reason = str(error)
     # Outside the except block, so that the report is the message, not a chain.
     message = (
-        f"{request.fixturename} needs the {name} SDK, which cannot be imported ({reason}). "
-        f"Install it with: pip install {name}"
+        f"{request.fixturename} needs the {package} SDK, which cannot be imported ({reason}). "
+        f"Install it with: pip install {package}"
     )
     if request.node.get_closest_marker(SKIP_WITHOUT_SDK) is not None:
         pytest.skip(message)
@@ -107,3 +115,58 @@ async def fake_async_anthropic(
     )
     async with client:
         yield client
+
+
+def _gemini_client(request: pytest.FixtureRequest, provider: FakeProvider) -> Any:
+    genai = _sdk(request, "google.genai", "google-genai")
+    types = importlib.import_module("google.genai.types")
+    options = types.HttpOptions(
+        base_url=provider.gemini_url, retry_options=types.HttpRetryOptions(attempts=1)
+    )
+    return genai.Client(api_key="test", http_options=options)
+
+
+@pytest.fixture
+def fake_gemini(request: pytest.FixtureRequest, fake_provider: FakeProvider) -> Iterator[Any]:
+    """A ``google.genai.Client`` pointed at ``fake_provider`` (a dummy key, no retries)."""
+    client = _gemini_client(request, fake_provider)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+async def fake_async_gemini(
+    request: pytest.FixtureRequest, fake_provider: FakeProvider
+) -> AsyncIterator[Any]:
+    """The async side (``client.aio``) of a client pointed at ``fake_provider`` (anyio tests)."""
+    client = _gemini_client(request, fake_provider)
+    try:
+        yield client.aio
+    finally:
+        await client.aio.aclose()
+        client.close()
+
+
+@pytest.fixture
+def fake_bedrock(request: pytest.FixtureRequest, fake_provider: FakeProvider) -> Iterator[Any]:
+    """A boto3 ``bedrock-runtime`` client pointed at ``fake_provider`` (dummy keys, no retries).
+
+    A session of its own, given the region and the keys, so that no credentials
+    are looked up on the machine (environment, profiles, instance metadata).
+    """
+    boto3 = _sdk(request, "boto3")
+    config = importlib.import_module("botocore.config")
+    client = boto3.session.Session().client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=fake_provider.bedrock_url,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        config=config.Config(retries={"max_attempts": 1, "mode": "standard"}),
+    )
+    try:
+        yield client
+    finally:
+        client.close()
