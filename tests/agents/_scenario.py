@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from ctx_compact.testing import FakeProvider, RecordedRequest, count_tokens
+from ctx_compact.testing import FakeProvider, RecordedRequest, bedrock, count_tokens, gemini
 from ctx_compact.testing._api import RequestRejected
 from ctx_compact.testing.openai_chat import PATH as CHAT_COMPLETIONS_PATH
 from ctx_compact.testing.openai_chat import validate_chat_completions
@@ -63,6 +63,31 @@ def _chat_problem(body: Any) -> Optional[str]:
     return None
 
 
+def _gemini_tokens(body: Any, with_tools: bool) -> int:
+    total = gemini.prompt_tokens(body["contents"], gemini.field(body, "systemInstruction"))
+    if with_tools:
+        total += sum(count_tokens(tool) for tool in body.get("tools") or ())
+    return total
+
+
+def _gemini_problem(body: Any) -> Optional[str]:
+    problems = gemini.validate_contents(body["contents"])
+    return "; ".join(p.message for p in problems) or None
+
+
+def _bedrock_tokens(body: Any, with_tools: bool) -> int:
+    total = bedrock.input_tokens(body["messages"], body.get("system"))
+    if with_tools:
+        tools = (body.get("toolConfig") or {}).get("tools") or ()
+        total += sum(count_tokens(tool) for tool in tools)
+    return total
+
+
+def _bedrock_problem(body: Any) -> Optional[str]:
+    problems = bedrock.validate_messages(body["messages"])
+    return "; ".join(p.message for p in problems) or None
+
+
 class Api:
     """How one provider route's requests are counted and judged, as the kit does."""
 
@@ -79,6 +104,16 @@ class Api:
 
 APIS: Dict[str, Api] = {
     "chat": Api(lambda path: path == CHAT_COMPLETIONS_PATH, _chat_tokens, _chat_problem),
+    "gemini": Api(
+        lambda path: path.endswith((":generateContent", ":streamGenerateContent")),
+        _gemini_tokens,
+        _gemini_problem,
+    ),
+    "bedrock": Api(
+        lambda path: path.endswith(("/converse", "/converse-stream")),
+        _bedrock_tokens,
+        _bedrock_problem,
+    ),
 }
 
 
