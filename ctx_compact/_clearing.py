@@ -55,7 +55,7 @@ from ._steps import reduction, step_began, step_size
 from ._tokens import CountTokens, count_all, count_one, prefix_sums
 from ._views import message_views
 from .formats import ToolCall, recognise
-from .formats._shapes import blocks, hashable, is_block, is_list
+from .formats._shapes import blocks, hashable, is_block, is_list, sdk_dump
 from .formats.anthropic import THINKING_BLOCKS
 from .formats.responses import CALL_OUTPUTS, OUTPUT_TYPES
 
@@ -263,8 +263,8 @@ class _Editor:
         content = self.items(i, key)
         if (i, key, k) not in self._blocks:
             view = content[k]
-            if not isinstance(view, Mapping):
-                view = blocks(self.views[i])[k] if key == "content" else self.views[i][key][k]
+            if not isinstance(view, Mapping):  # an SDK block or part: its JSON
+                view = blocks(self.views[i])[k] if key == "content" else sdk_dump(view)
             content[k] = dict(view)
             self._blocks.add((i, key, k))
         return content[k]  # type: ignore[no-any-return]

@@ -222,7 +222,7 @@ class BedrockFormat:
                 yield PairingProblem(
                     i, "too_many_tool_results", names(extra), PROVIDER, _EXCEEDS.format(index=i)
                 )
-            elif called:
+            if called:
                 missing = [c for c in dict.fromkeys(called) if c not in answered]
                 if missing:
                     ids = names(missing)

@@ -34,10 +34,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
+from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
 from ._base import Links, Media, ToolCall, ToolResult, unrecognised
 from ._edits import Edits, Part
-from ._shapes import is_list, key, text_name
+from ._shapes import dump_failed, is_list, key, sdk_dump, text_name
 
 PROVIDER = "gemini"
 ROLES = ("user", "model")
@@ -75,9 +76,27 @@ def is_content(view: Mapping[str, Any]) -> bool:
 
 
 def parts(view: Mapping[str, Any]) -> Sequence[Any]:
-    """A content's parts, or ``()``."""
+    """A content's parts, or ``()``; google-genai ``Part`` objects (``{"role": "model",
+    "parts": response.candidates[0].content.parts}``) are seen as the JSON they send.
+
+    Raises:
+        InvalidMessageError: A part's ``model_dump`` fails.
+    """
     found: Sequence[Any] = view.get("parts") or ()
-    return found if is_list(found) else ()
+    if not is_list(found):
+        return ()
+    if all(type(p) is dict for p in found):
+        return found
+    return [_part_view(p) for p in found]
+
+
+def _part_view(part: Any) -> Any:
+    if isinstance(part, Mapping):
+        return part
+    try:
+        return sdk_dump(part) or part
+    except Exception as exc:
+        raise InvalidMessageError(dump_failed(part, exc)) from exc
 
 
 def role(view: Mapping[str, Any]) -> Any:
