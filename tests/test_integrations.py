@@ -88,7 +88,7 @@ def test_a_sync_call_refuses_an_async_summarizer() -> None:
     [
         ({"messages_arg": "x"}, TypeError, "messages_arg"),
         ({"nope": 1}, TypeError, "'nope'"),
-        ({"on_overflow": "retry"}, ValueError, "does not make the call"),
+        ({"on_overflow": "retry"}, ValueError, "cannot retry"),
         ({"keep_head": -1}, ValueError, "keep_head"),
         ({"on_compact": 3}, TypeError, "on_compact"),
     ],
@@ -102,6 +102,7 @@ def test_bad_options_are_refused_naming_them(options: Any, error: type, match: s
 INTEGRATIONS = {
     "langchain": ("langchain", "langchain>=1"),
     "langgraph": ("langgraph", "langgraph"),
+    "pydantic_ai": ("pydantic_ai", "pydantic-ai-slim"),
 }
 
 

@@ -138,7 +138,7 @@ def test_a_summary_reaches_the_model_as_a_human_message(provider: FakeProvider) 
 
 
 def test_what_cannot_be_counted_or_retried_is_refused() -> None:
-    with pytest.raises(ValueError, match="does not make the call"):
+    with pytest.raises(ValueError, match="cannot retry"):
         pre_model_hook(LIMIT, on_overflow="retry")
     with pytest.raises(TypeError, match="'prompt' must be"):
         pre_model_hook(LIMIT, prompt=lambda state: state)

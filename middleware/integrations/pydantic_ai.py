@@ -1,0 +1,298 @@
+"""pydantic-ai agents: ``history_processor(...)`` and the ``CompactionCapability``.
+
+Two forms, the same compaction:
+
+- ``Agent(model, capabilities=[ProcessHistory(history_processor(max_tokens=...,
+  instructions=..., tools=[...]))])``: a pydantic-ai history processor (which
+  this pydantic-ai takes through its ``ProcessHistory`` capability). It is
+  handed the messages only, so the instructions and tools the agent sends are
+  given to it to be counted. pydantic-ai makes the run's history what its
+  processors return, so the stored history is the compacted one.
+- ``Agent(model, capabilities=[CompactionCapability(max_tokens=...)])``: a
+  capability that wraps each model request (``wrap_model_request``). It reads
+  the request's instructions and tool definitions itself, changes only what
+  that request sends (the run's history is left whole), and its events carry
+  the provider's prompt size from the response's usage.
+
+Neither retries a request the provider refuses for length
+(``on_overflow="retry"``): pydantic-ai lets a capability make the request only
+once, and a history processor does not make it.
+
+Requires ``pydantic-ai`` (``pip install pydantic-ai-slim``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ._common import Compactor, HookOptions, missing
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.tools import Tool, ToolDefinition
+except ImportError as exc:  # pragma: no cover - the message is tested without pydantic-ai
+    raise missing("pydantic_ai", "pydantic-ai-slim") from exc
+
+from ctx_compact._contract import message_views
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["CompactionCapability", "history_processor"]
+
+
+# --- what is sent beside the messages --------------------------------------------
+
+
+def _schema(definition: Any) -> Dict[str, Any]:
+    # A tool as OpenAI's Chat Completions API is sent it by pydantic-ai.
+    function: Dict[str, Any] = {
+        "name": definition.name,
+        "description": definition.description or "",
+        "parameters": definition.parameters_json_schema,
+    }
+    if definition.strict:
+        function["strict"] = definition.strict
+    return {"type": "function", "function": function}
+
+
+def _definition(tool: Any) -> Any:
+    if isinstance(tool, ToolDefinition):
+        return tool
+    if isinstance(tool, Tool):
+        return tool.tool_def
+    if callable(tool):
+        return Tool(tool).tool_def
+    raise TypeError(
+        "'tools' must hold the agent's tools (functions, Tool or ToolDefinition objects) "
+        f"(got {tool!r})"
+    )
+
+
+def _system(texts: List[str]) -> List[Dict[str, Any]]:
+    # The instructions as the OpenAI chat model sends them: one system message.
+    return [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
+
+
+def _instructions(value: Any) -> List[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise TypeError(
+        "'instructions' must be the agent's instructions as a string or a list of strings, "
+        f"so they can be counted (got {value!r})"
+    )
+
+
+# --- pydantic-ai messages back from a compacted list ----------------------------------
+
+
+def _skeleton(view: Mapping[str, Any]) -> Tuple[Any, ...]:
+    """What clearing never changes in a message's view: its role, and its blocks' kinds,
+    ids and texts (thinking blocks aside, which clearing removes)."""
+    blocks = view.get("content")
+    if not isinstance(blocks, list):
+        return (view.get("role"), blocks)
+    kept = tuple(
+        (b.get("type"), b.get("id") or b.get("tool_use_id"), b.get("text"))
+        for b in blocks
+        if isinstance(b, Mapping) and b.get("type") != "thinking"
+    )
+    return (view.get("role"), kept)
+
+
+def _edited(original: Any, copy: Mapping[str, Any]) -> Any:
+    """``original`` (a ``ModelRequest`` or ``ModelResponse``) with the edits of its view."""
+    blocks = [b for b in copy.get("content") or () if isinstance(b, Mapping)]
+    results = {b.get("tool_use_id"): b for b in blocks if b.get("type") == "tool_result"}
+    calls = {b.get("id"): b for b in blocks if b.get("type") == "tool_use"}
+    thinking = {b.get("thinking") for b in blocks if b.get("type") == "thinking"}
+    parts: List[Any] = []
+    for part in original.parts:
+        kind = getattr(part, "part_kind", None)
+        call_id = getattr(part, "tool_call_id", None)
+        if kind == "tool-return" and call_id in results:
+            content = results[call_id].get("content")
+            if content != part.model_response_str():  # cleared
+                part = dataclasses.replace(part, content=content)
+        elif kind == "tool-call" and call_id in calls:
+            arguments = calls[call_id].get("input")
+            if arguments != part.args_as_dict():
+                part = dataclasses.replace(part, args=arguments)
+        elif kind == "thinking" and part.content not in thinking:
+            continue  # cleared
+        parts.append(part)
+    return dataclasses.replace(original, parts=parts)
+
+
+def _summary(message: Mapping[str, Any]) -> Any:
+    role, text = message.get("role"), message["content"]
+    if role == "assistant":
+        return ModelResponse(parts=[TextPart(content=text)])
+    if role in ("system", "developer"):
+        return ModelRequest(parts=[SystemPromptPart(content=text)])
+    return ModelRequest(parts=[UserPromptPart(content=text)])
+
+
+def native(kept: Sequence[Any], given: Sequence[Any]) -> List[ModelMessage]:
+    """``kept`` as pydantic-ai messages: the caller's own objects, and new ones for the rest.
+
+    A summary (a ``{"role", "content": str}`` dict) becomes a ``ModelRequest``
+    with a ``UserPromptPart`` (a ``SystemPromptPart`` for a system role); an
+    edited copy (an Anthropic-form view, as the core reads pydantic-ai
+    messages) becomes a copy of its original, found in order by what clearing
+    leaves unchanged, with the cleared returns, arguments and thinking applied.
+    """
+    own = {id(message) for message in kept}
+    if all(isinstance(m, (ModelRequest, ModelResponse)) for m in kept):
+        return list(kept)
+    candidates = [(i, m) for i, m in enumerate(given) if id(m) not in own]
+    views = message_views([m for _, m in candidates]) if candidates else []
+    skeletons = [_skeleton(view) for view in views]
+    start = 0
+    out: List[Any] = []
+    for message in kept:
+        if not isinstance(message, Mapping):
+            out.append(message)
+        elif isinstance(message.get("content"), str):
+            out.append(_summary(message))
+        else:
+            wanted = _skeleton(message)
+            found = next((j for j in range(start, len(candidates)) if skeletons[j] == wanted), None)
+            if found is None:
+                raise ValueError(
+                    "an edited message of the compacted history has no original among the "
+                    f"agent's messages: {dict(message)!r}"
+                )
+            out.append(_edited(candidates[found][1], message))
+            start = found + 1
+    return out
+
+
+# --- the history processor ------------------------------------------------------------
+
+
+def history_processor(
+    max_tokens: float,
+    *,
+    instructions: Any = None,
+    tools: Sequence[Any] = (),
+    **options: Unpack[HookOptions],
+) -> Callable[[List[ModelMessage]], Awaitable[List[ModelMessage]]]:
+    """A history processor that keeps every model request of the agent inside ``max_tokens``.
+
+    ``Agent(model, instructions=..., tools=[...], capabilities=[ProcessHistory(
+    history_processor(max_tokens=..., instructions=..., tools=[...]))])``. Each model
+    request reports one ``CompactionEvent`` to ``on_compact`` and to every active
+    ``CompactingSession``.
+
+    Args:
+        max_tokens: The budget of each request: the messages, the instructions
+            and the tools' definitions (counted as the OpenAI chat model sends them).
+        instructions: The agent's instructions (a string or a list of
+            strings), counted against the budget.
+        tools: The agent's tools (functions, ``Tool`` or ``ToolDefinition``
+            objects), whose definitions are counted against the budget.
+        **options: ``budgeted``'s options (``keep_head``, ``summarize``,
+            ``on_compact``, ``clear_tool_results``, ...), with the same
+            meanings; ``on_overflow`` is ``"call"`` or ``"raise"``.
+
+    Returns:
+        An async history processor, for ``pydantic_ai.capabilities.ProcessHistory``
+        (or an agent's ``history_processors``, in the pydantic-ai versions that have them).
+
+    Raises:
+        TypeError, ValueError: A bad option, naming it.
+    """
+    compactor = Compactor(
+        "history_processor", "pydantic-ai history_processor", max_tokens, options, wraps_call=False
+    )
+    schemas = [_schema(_definition(tool)) for tool in tools]
+    fixed = compactor.fixed_tokens(_system(_instructions(instructions)), schemas)
+
+    async def compact_history(messages: List[ModelMessage]) -> List[ModelMessage]:
+        return native(await compactor.acompacted(messages, fixed), messages)
+
+    return compact_history
+
+
+# --- the capability -------------------------------------------------------------------
+
+
+class _Answered:
+    """The model's response, with its prompt size as ``usage`` for the call's event."""
+
+    __slots__ = ("response", "usage")
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+        tokens = getattr(getattr(response, "usage", None), "input_tokens", None)
+        self.usage = {"input_tokens": tokens} if type(tokens) is int and tokens else None
+
+
+class CompactionCapability(AbstractCapability[Any]):  # type: ignore[misc]
+    """A capability that keeps every model request of the agent inside ``max_tokens``.
+
+    ``Agent(model, capabilities=[CompactionCapability(max_tokens=...)])``: each
+    request's messages are compacted, with its instructions and tool
+    definitions counted against the budget, for ``run``, ``run_sync`` and
+    ``run_stream`` alike; only the request changes, not the run's history. Each
+    request reports one ``CompactionEvent`` to ``on_compact`` and to every
+    active ``CompactingSession``, with the response's ``usage.input_tokens`` as
+    ``provider_tokens``.
+
+    Args:
+        max_tokens: The budget of each request.
+        **options: ``budgeted``'s options, with the same meanings;
+            ``on_overflow`` is ``"call"`` or ``"raise"``.
+
+    Raises:
+        TypeError, ValueError: A bad option, naming it.
+    """
+
+    def __init__(self, max_tokens: float, **options: Unpack[HookOptions]) -> None:
+        super().__init__()
+        self._compactor = Compactor(
+            "CompactionCapability",
+            "pydantic-ai wrap_model_request",
+            max_tokens,
+            options,
+            wraps_call=False,
+        )
+
+    def _fixed(self, request_context: Any) -> int:
+        parameters = request_context.model_request_parameters
+        texts = [part.content for part in parameters.instruction_parts or ()]
+        tools = [*parameters.function_tools, *parameters.output_tools]
+        return self._compactor.fixed_tokens(_system(texts), [_schema(tool) for tool in tools])
+
+    async def wrap_model_request(
+        self, ctx: Any, *, request_context: Any, handler: Callable[[Any], Awaitable[Any]]
+    ) -> Any:
+        """Compact this request's messages, then make it (pydantic-ai's hook)."""
+        given = list(request_context.messages)
+
+        async def send(kept: List[Any]) -> _Answered:
+            sent = dataclasses.replace(request_context, messages=native(kept, given))
+            return _Answered(await handler(sent))
+
+        answered = await self._compactor.arun(given, self._fixed(request_context), send)
+        return answered.response
+
+    @classmethod
+    def get_serialization_name(cls) -> Optional[str]:
+        """``None``: the capability holds callables, so it is not written to agent specs."""
+        return None

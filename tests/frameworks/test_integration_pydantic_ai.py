@@ -1,0 +1,122 @@
+"""middleware.integrations.pydantic_ai: the history processor and the capability in real runs.
+
+A pydantic-ai agent (its OpenAI chat model against the local provider, one
+tool, instructions) holds ``TURNS`` tool-using turns, each run resending the
+previous run's history, which passes the limit after a few turns. See
+``_scenario.py`` for the scenario and ``_integrations.py`` for the checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from importlib.metadata import version
+from typing import Any, List
+
+import openai
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import ModelRequest, UserPromptPart
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from ctx_compact import check_pairing
+from ctx_compact.testing import FakeProvider
+from middleware import CompactionEvent
+from middleware.integrations.pydantic_ai import CompactionCapability, history_processor
+
+from ._integrations import check_integration, first_system
+from ._scenario import LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts
+
+PYDANTIC_AI = f"pydantic-ai {version('pydantic-ai-slim')}"
+SYSTEM = "Be terse. Answer with the figures of the report and nothing else."
+
+
+async def converse(agent: Any) -> List[Any]:
+    """Hold the conversation, streaming every other turn; return the full history."""
+    history: List[Any] = []
+    for index, prompt in enumerate(prompts()):
+        if index % 2:
+            async with agent.run_stream(prompt, message_history=history) as streamed:
+                await streamed.get_output()
+            history = streamed.all_messages()
+        else:
+            history = (await agent.run(prompt, message_history=history)).all_messages()
+    return history
+
+
+def run_agent(provider: FakeProvider, label: str, **agent_options: Any) -> Any:
+    async def main() -> Any:
+        client = openai.AsyncOpenAI(base_url=provider.base_url + "/v1", api_key="t", max_retries=0)
+        async with client:
+            model = OpenAIChatModel(OPENAI_MODEL, provider=OpenAIProvider(openai_client=client))
+            agent = Agent(model, tools=[get_report], instructions=SYSTEM, **agent_options)
+            with Run(f"{PYDANTIC_AI} {label}", "/v1/chat/completions", provider) as run:
+                history = await converse(agent)
+            return run, history
+
+    return asyncio.run(main())
+
+
+def test_the_history_processor_keeps_the_agent_within_the_limit(provider: FakeProvider) -> None:
+    seen: List[CompactionEvent] = []
+    processor = history_processor(
+        LIMIT, instructions=SYSTEM, tools=[get_report], on_compact=seen.append
+    )
+
+    run, history = run_agent(
+        provider, "history_processor", capabilities=[ProcessHistory(processor)]
+    )
+
+    check_integration(run, seen, expected_requests=2 * TURNS, usage=False)
+    assert all(first_system(request) == SYSTEM for request in run.requests())
+    assert all(event.function == "pydantic-ai history_processor" for event in seen)
+    # pydantic-ai keeps what its history processors return: the history is the compacted one.
+    assert len(history) < 4 * TURNS
+    assert check_pairing(history) == []
+
+
+def test_the_capability_keeps_the_agent_within_the_limit(provider: FakeProvider) -> None:
+    seen: List[CompactionEvent] = []
+
+    async def on_compact(event: CompactionEvent) -> None:
+        seen.append(event)
+
+    capability = CompactionCapability(LIMIT, on_compact=on_compact)
+
+    run, history = run_agent(provider, "CompactionCapability", capabilities=[capability])
+
+    check_integration(run, seen, expected_requests=2 * TURNS)
+    assert all(first_system(request) == SYSTEM for request in run.requests())
+    assert len(history) == 4 * TURNS  # only the requests were compacted
+
+
+def test_a_summary_and_cleared_returns_are_pydantic_ai_messages(provider: FakeProvider) -> None:
+    seen: List[CompactionEvent] = []
+    capability = CompactionCapability(
+        LIMIT,
+        summarize=lambda dropped: f"Earlier: {len(dropped)} messages about the weather.",
+        clear_tool_results={"keep": 2, "clear_inputs": True},
+        on_compact=seen.append,
+    )
+
+    run, _ = run_agent(
+        provider, "CompactionCapability (summary, clearing)", capabilities=[capability]
+    )
+
+    check_integration(run, seen, expected_requests=2 * TURNS)
+    assert any(event.summary for event in seen)
+    assert any(event.cleared_results for event in seen)
+    last = run.requests()[-1].body["messages"]
+    assert any(m["role"] == "user" and "Earlier:" in str(m["content"]) for m in last)
+    cleared = [m for m in last if m["role"] == "tool" and "cleared" in str(m["content"]).lower()]
+    assert cleared
+
+
+def test_bad_tools_and_retries_are_refused() -> None:
+    with pytest.raises(TypeError, match="'tools' must hold"):
+        history_processor(LIMIT, tools=["get_report"])
+    with pytest.raises(TypeError, match="'instructions' must be"):
+        history_processor(LIMIT, instructions=[ModelRequest(parts=[UserPromptPart("x")])])
+    with pytest.raises(ValueError, match="cannot retry"):
+        CompactionCapability(LIMIT, on_overflow="retry")
