@@ -25,6 +25,9 @@ OPTIONAL = (
     "litellm",
     "agents",
     "instructor",
+    # The providers extra: google-genai (imported as google) and boto3.
+    "google",
+    "boto3",
 )
 
 
@@ -59,7 +62,7 @@ def test_the_readme_and_the_site_have_examples() -> None:
 def test_example_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
     missing = missing_optional(code)
     if missing:
-        pytest.skip(f"needs {', '.join(missing)} (the frameworks extra)")
+        pytest.skip(f"needs {', '.join(missing)} (the frameworks or providers extra)")
     script = tmp_path / f"example_{index}.py"
     script.write_text(code, encoding="utf-8")
     done = subprocess.run(
