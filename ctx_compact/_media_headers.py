@@ -102,7 +102,19 @@ def image_size(payload: Payload) -> Optional[Tuple[int, int]]:
     """``(width, height)`` in pixels from a PNG, JPEG, GIF or WebP header, else ``None``.
 
     ``None`` too for a payload that is not base64, or whose header is cut short.
+    Base64 broken into lines (as MIME writes it) is decoded whole first: line
+    breaks move every later character off the 4-character grid.
     """
+    try:
+        return _image_size(payload)
+    except ValueError:
+        try:
+            return _image_size(Payload(payload.whole()))
+        except ValueError:
+            return None
+
+
+def _image_size(payload: Payload) -> Optional[Tuple[int, int]]:
     try:
         head = payload.read(0, 32)
         if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] in (b"IHDR", b"CgBI"):
@@ -113,7 +125,7 @@ def image_size(payload: Payload) -> Optional[Tuple[int, int]]:
             return _webp(head)
         if head[:2] == b"\xff\xd8":
             return _jpeg(payload)
-    except (ValueError, struct.error):
+    except struct.error:
         return None
     return None
 
