@@ -313,16 +313,17 @@ def test_a_chat_sends_its_history_compacted_and_keeps_all_of_it(
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
 async def test_the_async_models_and_chats_are_compacted(provider: FakeProvider) -> None:
-    client = new_client(provider)
     history = gemini_history()
-    async with CompactingSession(max_tokens=BUDGET, intercept="gemini") as session:
-        response = await client.aio.models.generate_content(model=MODEL, contents=history)
-        stream = await client.aio.models.generate_content_stream(model=MODEL, contents=history)
-        chunks = [chunk async for chunk in stream]
-        chat = client.aio.chats.create(model=MODEL, history=as_objects(history[:-1]))
-        answered = await chat.send_message("Which city first?")
-    await client.aio.aclose()
-    client.close()
+    with new_client(provider) as client:
+        async with (
+            client.aio as aio,
+            CompactingSession(max_tokens=BUDGET, intercept="gemini") as session,
+        ):
+            response = await aio.models.generate_content(model=MODEL, contents=history)
+            stream = await aio.models.generate_content_stream(model=MODEL, contents=history)
+            chunks = [chunk async for chunk in stream]
+            chat = aio.chats.create(model=MODEL, history=as_objects(history[:-1]))
+            answered = await chat.send_message("Which city first?")
     assert [e.function for e in session.events] == [
         "gemini generateContent",
         "gemini streamGenerateContent",
@@ -440,3 +441,34 @@ def test_a_long_function_calling_run_under_the_limit_is_never_refused(
     assert len(provider.requests) == len(session.events) == 48
     assert sum(e.compacted for e in session.events) >= 20
     assert all(e.provider_tokens is not None and e.provider_tokens <= limit for e in session.events)
+
+
+def get_weather(city: str, day: int) -> Dict[str, Any]:
+    """The forecast for a city on a day."""
+    result: Dict[str, Any] = json.loads(forecast(city, day))
+    return result
+
+
+def test_automatic_function_calling_compacts_each_request_it_sends(
+    provider: FakeProvider, client: genai.Client
+) -> None:
+    limit = 900
+    provider.context_limit = limit
+    provider.tool_calls = 3
+    config = types.GenerateContentConfig(system_instruction=SYSTEM, tools=[get_weather])
+    chat = client.chats.create(model=MODEL, config=config)
+    with CompactingSession(max_tokens=limit, intercept="gemini", validate="raise") as session:
+        # The chat's own loop: three calls of get_weather, then the answer, per message.
+        for question in range(10):
+            chat.send_message(f"Plan day {question} in {CITIES[question % len(CITIES)]}.")
+        # The models API's loop, inside one generate_content call.
+        again = types.Content(role="user", parts=[types.Part(text="And the week after?")])
+        answer = client.models.generate_content(
+            model=MODEL, contents=[*chat.get_history(), again], config=config
+        )
+    assert len(provider.requests) == len(session.events) == 44
+    assert sum(e.compacted for e in session.events) >= 20
+    assert all(e.provider_tokens is not None and e.provider_tokens <= limit for e in session.events)
+    assert answer.text.startswith("Fake reply")
+    # The chat holds every turn: per message, the question, 3 calls and results, the answer.
+    assert len(chat.get_history()) == 10 * 8
