@@ -23,8 +23,9 @@ imports from this module's users.
   max_tokens=..., count_tokens=...)`` clears from counts already made and returns
   the result with the output's per-message counts; clearing tool results keeps
   the group boundaries).
-- Defaults: ``KEEP_HEAD``, ``KEEP_TAIL`` (``compact*``) and ``KEEP_RESULTS``
-  (``clear_tool_results``' ``keep``), for the CLI's and the middleware's own
+- Defaults: ``KEEP_HEAD``, ``KEEP_TAIL`` (``compact*``), ``KEEP_RESULTS``
+  (``clear_tool_results``' ``keep``) and ``REPAIR_PLACEHOLDER``
+  (``repair_pairing``'s ``placeholder``), for the CLI's and the middleware's own
   signatures.
 - Deciding: ``Compaction`` (what to drop, from those arrays alone;
   ``target_tokens=`` and ``saved=`` for the step rule) and ``prepare`` (check,
@@ -63,7 +64,7 @@ from ._checks import (
 )
 from ._clearing import ThinkingClearing, ToolResultClearing
 from ._compact import Compaction, MessageRow, measure, prepare
-from ._defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
+from ._defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL, REPAIR_PLACEHOLDER
 from ._grouping import group_bounds, regroup_from
 from ._media import MEDIA_AWARE
 from ._pairing import pairing_problems
@@ -90,6 +91,7 @@ __all__ = [
     "KEEP_RESULTS",
     "KEEP_TAIL",
     "MEDIA_AWARE",
+    "REPAIR_PLACEHOLDER",
     "Compaction",
     "CountTokens",
     "MessageRow",

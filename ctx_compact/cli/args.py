@@ -1,4 +1,4 @@
-"""The ``ctx-compact`` command's arguments: its two parsers, their help, and what they refuse.
+"""The ``ctx-compact`` command's arguments: its three parsers, their help, and what they refuse.
 
 Every option the command documents is defined here once (its defaults are the
 core's own, from the contract; its exit statuses are ``status``'s);
@@ -14,13 +14,15 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import __version__
-from .._contract import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL
+from .._contract import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL, REPAIR_PLACEHOLDER
 from . import status
 from .io import file_identity, reasons_path
 from .words import PROG, SHOWN_SKIPPED, Budget, number
 
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
 CHECK = "check"
+REPAIR = "repair"
+COMPACT = "compact"  # no mode word: the command compacts
 
 
 def _budget(text: str) -> Budget:
@@ -63,15 +65,17 @@ def _build_parser() -> argparse.ArgumentParser:
             "  lines are skipped. Input is read as UTF-8. A FILE ending in .gz is read\n"
             "  gunzipped; an --output, --report or --rejects FILE ending in .gz is\n"
             "  written gzipped.\n"
-            "\n" + status.help_section(check=False) + "\n"
+            "\n" + status.help_section("compact") + "\n"
             "examples:\n"
             "  ctx-compact --max-tokens 150 --keep-tail 2 --stats examples/weather.json\n"
             "  ctx-compact --jsonl --max-tokens 4000 -o trimmed.jsonl train.jsonl\n"
             "\n"
-            "checking tool pairing:\n"
+            "checking and repairing tool pairing:\n"
             "  ctx-compact check [--jsonl] [FILE] reports every tool call separated from\n"
-            "  its result instead of compacting; see ctx-compact check --help. To compact\n"
-            "  a file named check, write it ./check.\n"
+            "  its result instead of compacting; see ctx-compact check --help.\n"
+            "  ctx-compact repair [--jsonl] [FILE] writes the conversations repaired so the\n"
+            "  provider takes them; see ctx-compact repair --help. To compact a file named\n"
+            "  check or repair, write it ./check or ./repair.\n"
         ),
     )
     _add_input(parser)
@@ -261,7 +265,7 @@ def _build_check_parser() -> argparse.ArgumentParser:
             "  One line per problem on standard output, in message order:\n"
             "    FILE: message N [PROVIDER CODE] IDS: the provider's own wording\n"
             "  (FILE:LINE with --jsonl), then a summary line on standard error.\n"
-            "\n" + status.help_section(check=True) + "\n"
+            "\n" + status.help_section("check") + "\n"
             "examples:\n"
             "  ctx-compact check examples/broken.json\n"
             "  ctx-compact check --jsonl train.jsonl\n"
@@ -274,6 +278,87 @@ def _build_check_parser() -> argparse.ArgumentParser:
         help="read one conversation per line and name each problem's line",
     )
     _add_dataset_options(parser)
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    return parser
+
+
+def _build_repair_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} {REPAIR}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Write each conversation repaired so that the provider takes it: a tool result\n"
+            "answering no call is dropped, or moved to its call when the call is there\n"
+            "without it; a call without its result is dropped (or, with\n"
+            "--answer-unanswered, answered with a placeholder result); Anthropic text after\n"
+            "the calls moves before them; a Responses reasoning item without its following\n"
+            "item is dropped. A conversation without problems is written as it is."
+        ),
+        epilog=(
+            "input:\n"
+            "  The same as compaction: a JSON array of messages, or an object whose\n"
+            '  "messages" key holds one (its other keys are kept); with --jsonl, one such\n'
+            "  value per line. The dataset options are those of compaction.\n"
+            "\n"
+            "output:\n"
+            "  The repaired conversations, as compaction writes them (--indent, -o, .gz).\n"
+            "  A summary line on standard error; with --explain, one line per change\n"
+            "  before it:\n"
+            "    FILE: message N [PROVIDER ACTION] IDS (repairs CODE)\n"
+            "  (FILE:LINE with --jsonl); with --report FILE, one JSON line per\n"
+            '  conversation: {"line", "problems", "changes": [{"index", "action", "ids",\n'
+            '  "provider", "problem"}, ...]}.\n'
+            "\n" + status.help_section(REPAIR) + "\n"
+            "examples:\n"
+            "  ctx-compact repair --explain -o fixed.json examples/broken.json\n"
+            "  ctx-compact repair --jsonl --report changes.jsonl -o fixed.jsonl train.jsonl\n"
+        ),
+    )
+    _add_input(parser)
+    parser.add_argument(
+        "--jsonl",
+        action="store_true",
+        help="read one conversation per line and write one repaired conversation per line",
+    )
+    parser.add_argument(
+        "--answer-unanswered",
+        action="store_true",
+        help="answer a call without its result with a placeholder result instead of dropping"
+        " the call",
+    )
+    parser.add_argument(
+        "--placeholder",
+        default=REPAIR_PLACEHOLDER,
+        metavar="TEXT",
+        help="with --answer-unanswered, the placeholder result's text"
+        f" (default: {REPAIR_PLACEHOLDER!r})",
+    )
+    parser.add_argument(
+        "--indent",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="indent the JSON output by N spaces (default: 2); 0 writes a single compact line;"
+        " not allowed with --jsonl",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write to FILE instead of standard output, as compaction does (a regular file is"
+        " replaced only when the run succeeds, so it may be the input file)",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print one line per change on standard error",
+    )
+    batch = _add_dataset_options(parser)
+    batch.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write one JSON line per conversation to FILE: line, problems, changes",
+    )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return parser
 
@@ -297,26 +382,31 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
     return status.USAGE
 
 
-def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, bool], int]:
-    """``(arguments, check mode)``, or the exit status when there is nothing to run.
+def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, str], int]:
+    """``(arguments, mode)``, or the exit status when there is nothing to run.
 
-    ``check`` selects the mode only as the first argument, so that
-    ``ctx-compact --max-tokens 9 check`` still compacts a file named check.
+    The mode is ``"check"`` or ``"repair"`` when that word is the first
+    argument (so that ``ctx-compact --max-tokens 9 check`` still compacts a
+    file named check), else ``"compact"``.
     """
-    check = arguments[:1] == [CHECK]
-    parser = _build_check_parser() if check else _build_parser()
-    args = _parse_args(parser, arguments[1:] if check else arguments)
+    mode = arguments[0] if arguments[:1] in ([CHECK], [REPAIR]) else COMPACT
+    builders = {COMPACT: _build_parser, CHECK: _build_check_parser, REPAIR: _build_repair_parser}
+    parser = builders[mode]()
+    args = _parse_args(parser, arguments if mode == COMPACT else arguments[1:])
     if isinstance(args, int):
         return args
-    problem = _conflict(args, check)
+    problem = _conflict(args, mode)
     if problem:
         return _usage_error(parser, problem)
-    return args, check
+    return args, mode
 
 
-def _conflict(args: argparse.Namespace, check: bool = False) -> Optional[str]:
+def _conflict(args: argparse.Namespace, mode: str = COMPACT) -> Optional[str]:
     """What is wrong with this combination of options, if anything."""
-    target = None if check else args.target_tokens
+    check = mode == CHECK
+    if mode == REPAIR and not args.placeholder:
+        return "--placeholder must not be empty"
+    target = args.target_tokens if mode == COMPACT else None
     if target is not None and target > args.max_tokens:
         return (
             f"--target-tokens ({number(target)}) must not exceed --max-tokens"
@@ -327,11 +417,13 @@ def _conflict(args: argparse.Namespace, check: bool = False) -> Optional[str]:
             "--indent cannot be used with --jsonl, whose output is one compact line per"
             " conversation"
         )
+    if mode == REPAIR and args.placeholder != REPAIR_PLACEHOLDER and not args.answer_unanswered:
+        return "--placeholder needs --answer-unanswered"
     batch = {
         "--skip-invalid": args.skip_invalid,
         "--max-errors": args.max_errors is not None,
         "--rejects": args.rejects is not None,
-        "--report": getattr(args, "report", None) is not None,  # compaction only
+        "--report": getattr(args, "report", None) is not None,  # not check
         "--progress": args.progress is True,
         "--jobs": args.jobs != 1,
     }

@@ -1,12 +1,14 @@
 """The run: trim one conversation, or a JSONL dataset of them, and the status it ends with.
 
 ``ctx-compact check`` instead reports the tool-pairing problems of each
-conversation, through the public ``check_pairing``, and changes nothing.
+conversation, through the public ``check_pairing``, and changes nothing;
+``ctx-compact repair`` writes each conversation as the public
+``repair_pairing`` returns it, and reports what it changed.
 
 This module is the loop: it takes the arguments ``args`` has checked, reads
 conversations (``io``), hands each to ``work`` (which calls the public
-``compact`` or ``check_pairing``), in this process or in ``--jobs`` workers
-(``jobs``), and writes what comes back. Both modes run through
+``compact``, ``check_pairing`` or ``repair_pairing``), in this process or in
+``--jobs`` workers (``jobs``), and writes what comes back. Every mode runs through
 one guarded runner, ``_run``, which turns every way a run can end into an exit
 status.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, List, Optional, Sequence
 
 from . import status
-from .args import parse_arguments
+from .args import CHECK, COMPACT, REPAIR, parse_arguments
 from .io import (
     Failure,
     Source,
@@ -64,6 +67,7 @@ class _Totals:
     broken: int = 0
     problems: int = 0
     skipped: int = 0
+    changes: int = 0
 
     def add(self, outcome: Outcome) -> None:
         self.conversations += 1
@@ -78,6 +82,7 @@ class _Totals:
         if outcome.problems:
             self.broken += 1
             self.problems += len(outcome.problems)
+        self.changes += len(outcome.changes)
 
     @property
     def dropped(self) -> int:
@@ -94,9 +99,17 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
-def _settings(args: argparse.Namespace, check: bool) -> Settings:
-    if check:
+def _settings(args: argparse.Namespace, mode: str) -> Settings:
+    if mode == CHECK:
         return Settings(check=True)
+    if mode == REPAIR:
+        return Settings(
+            repair=True,
+            answer_unanswered=args.answer_unanswered,
+            placeholder=args.placeholder,
+            indent=0 if args.jsonl else 2 if args.indent is None else args.indent,
+            explain=args.explain,
+        )
     return Settings(
         max_tokens=args.max_tokens,
         target_tokens=args.target_tokens,
@@ -113,7 +126,12 @@ def _settings(args: argparse.Namespace, check: bool) -> Settings:
     )
 
 
-def _report_line(line: int, outcome: Outcome) -> bytes:
+def _report_line(line: int, outcome: Outcome, mode: str) -> bytes:
+    if mode == REPAIR:
+        changes = [dataclasses.asdict(change) for change in outcome.changes]
+        repaired = {"line": line, "problems": len(outcome.problems), "changes": changes}
+        # ensure_ascii: ids come from the input, and the report stays one valid line.
+        return (json.dumps(repaired, separators=(",", ":")) + "\n").encode("ascii")
     record = {
         "line": line,
         "messages_before": outcome.messages_before,
@@ -154,10 +172,11 @@ class _Sinks:
 class _Runner:
     """One run over the input: each conversation done, written, counted and reported."""
 
-    def __init__(self, args: argparse.Namespace, check: bool) -> None:
+    def __init__(self, args: argparse.Namespace, mode: str) -> None:
         self.args = args
-        self.check = check
-        self.settings = _settings(args, check)
+        self.mode = mode
+        self.check = mode == CHECK
+        self.settings = _settings(args, mode)
         self.progress = Progress("off")
         # Standard output while it is being written, flushed before anything goes to
         # standard error: when both reach one terminal or log, lines never interleave.
@@ -247,8 +266,8 @@ class _Runner:
         shown = totals.problems
         totals.add(outcome)
         if sinks.report is not None and line is not None:
-            sinks.report.write(_report_line(line, outcome))
-        if not self.check:
+            sinks.report.write(_report_line(line, outcome, self.mode))
+        if self.mode == COMPACT:
             for text in outcome.problems[: max(_WARNINGS - shown, 0)]:
                 self.say(f"{PROG}: warning: {outcome.where}: {text}\n")
         if outcome.explain:
@@ -345,6 +364,20 @@ def _compaction_ending(
     return status.DOES_NOT_FIT if misfits else status.OK
 
 
+def _repair_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
+    found = (
+        f"repaired {totals.broken} of {plural(totals.conversations, 'conversation')}"
+        f" ({plural(totals.changes, 'change')} for {plural(totals.problems, 'problem')})"
+        if totals.broken
+        else f"no pairing problems in {plural(totals.conversations, 'conversation')}"
+    )
+    if not totals.skipped:
+        say(f"{PROG}: {found}\n")
+        return status.OK
+    say(f"{PROG}: {found}; {_skipped(args, totals)}\n")
+    return status.SKIPPED
+
+
 def _check_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
     if not totals.problems:
         found = f"no pairing problems in {plural(totals.conversations, 'conversation')}"
@@ -409,17 +442,16 @@ def _announce_terminal_input(args: argparse.Namespace, say: Callable[[str], None
         )
 
 
-def _run(args: argparse.Namespace, check: bool) -> int:
-    """Run either mode, turning every way the run can end into its exit status."""
-    runner = _Runner(args, check)
+def _run(args: argparse.Namespace, mode: str) -> int:
+    """Run any mode, turning every way the run can end into its exit status."""
+    runner = _Runner(args, mode)
     say = runner.say
+    endings = {COMPACT: _compaction_ending, CHECK: _check_ending, REPAIR: _repair_ending}
     try:
         with _sigterm_raises():
             _announce_terminal_input(args, say)
             totals = runner.run()
-            return (
-                _check_ending(args, totals, say) if check else _compaction_ending(args, totals, say)
-            )
+            return endings[mode](args, totals, say)
     except Failure as exc:
         runner.stdout = None  # a failing output cannot be flushed before the message
         if isinstance(exc, UnwritableStdout):
@@ -447,7 +479,7 @@ def _isatty(stream: Any) -> bool:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the ``ctx-compact`` command, or ``ctx-compact check`` when ``check`` comes first.
+    """Run the ``ctx-compact`` command (``check`` or ``repair`` when that word comes first).
 
     Args:
         argv: The arguments without the program name; ``sys.argv[1:]`` when ``None``.
@@ -457,7 +489,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         (the best result is still written), 2 for a usage error or unusable input,
         1 when standard output was closed early, 130 after Ctrl-C and 143 after
         SIGTERM. ``check``: 0 when there are no pairing problems, 1 when there
-        are, 2 for a usage error or unusable input.
+        are, 2 for a usage error or unusable input. ``repair``: 0 when every
+        conversation was written (repaired or not), 2 for a usage error or
+        unusable input, 4 when --skip-invalid skipped a line, and compaction's
+        statuses for a closed output and interruptions.
     """
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
@@ -469,5 +504,5 @@ def _main(arguments: List[str]) -> int:
     parsed = parse_arguments(arguments)
     if isinstance(parsed, int):
         return parsed
-    args, check = parsed
-    return _run(args, check)
+    args, mode = parsed
+    return _run(args, mode)

@@ -1,10 +1,11 @@
 """The command's exit statuses: one constant per documented status, and the one table of them.
 
-docs/command-line-reference.md documents the same table; both ``--help`` texts
-are written from it. Status 1 has one cause in each mode: compaction's standard
-output closed before everything was written (``| head``); ``check``'s pairing
-problems. They can share it because ``check`` writes only problem lines, so its
-standard output can only close early when there are problems.
+docs/command-line-reference.md documents the same table; every mode's ``--help``
+text is written from it. Status 1 has one cause in each mode: compaction's and
+``repair``'s standard output closed before everything was written (``| head``);
+``check``'s pairing problems. They can share it because ``check`` writes only
+problem lines, so its standard output can only close early when there are
+problems.
 """
 
 from __future__ import annotations
@@ -24,13 +25,22 @@ TERMINATED = 128 + signal.SIGTERM
 # A --jobs worker killed by signal N gives 128 + N, as if the command had been.
 KILLED = "128+N"
 
-# (status, what it means when compacting, what it means for check; None: not used there).
-TABLE: Tuple[Tuple[str, str, Optional[str]], ...] = (
-    (str(OK), "the result fits within --max-tokens", "no pairing problems"),
+# The modes, in the order of TABLE's columns after the status.
+MODES = ("compact", "check", "repair")
+
+# (status, what it means when compacting, for check, for repair; None: not used there).
+TABLE: Tuple[Tuple[str, Optional[str], Optional[str], Optional[str]], ...] = (
+    (
+        str(OK),
+        "the result fits within --max-tokens",
+        "no pairing problems",
+        "every conversation was written, repaired where it had pairing problems",
+    ),
     (
         str(CLOSED_OR_PROBLEMS),
         "standard output was closed before everything was written",
         "at least one pairing problem",
+        "standard output was closed before everything was written",
     ),
     (
         str(USAGE),
@@ -39,11 +49,15 @@ TABLE: Tuple[Tuple[str, str, Optional[str]], ...] = (
         " the lines before the bad one)",
         "usage error, input that cannot be read or parsed, or standard output that cannot"
         " be written (no problem lines are written)",
+        "usage error, input that cannot be read, parsed or repaired, or an output that"
+        " cannot be written (--output is left untouched; with --jsonl, standard output has"
+        " the lines before the bad one)",
     ),
     (
         str(DOES_NOT_FIT),
         "the result does not fit, even with everything droppable dropped (the best result"
         " is still written; with --jsonl, any conversation)",
+        None,
         None,
     ),
     (
@@ -52,25 +66,29 @@ TABLE: Tuple[Tuple[str, str, Optional[str]], ...] = (
         f" {DOES_NOT_FIT}, and the last line on standard error says both",
         f"--skip-invalid skipped at least one bad line; it outranks {CLOSED_OR_PROBLEMS},"
         " and the summary line on standard error says both",
+        "--skip-invalid skipped at least one bad line (the rest is written)",
     ),
     (
         f"{INTERRUPTED}, {TERMINATED}",
         "interrupted by Ctrl-C or SIGTERM (--output is left untouched)",
         "interrupted by Ctrl-C or SIGTERM",
+        "interrupted by Ctrl-C or SIGTERM (--output is left untouched)",
     ),
     (
         KILLED,
+        "a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)",
         "a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)",
         "a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)",
     ),
 )
 
 
-def help_section(check: bool) -> str:
-    """The ``exit status:`` section of one mode's ``--help``, from ``TABLE``."""
+def help_section(mode: str) -> str:
+    """The ``exit status:`` section of one mode's ``--help`` (one of ``MODES``), from ``TABLE``."""
     lines = ["exit status:"]
-    for status, compacting, checking in TABLE:
-        meaning = checking if check else compacting
+    column = MODES.index(mode) + 1
+    for row in TABLE:
+        status, meaning = row[0], row[column]
         if meaning is None:
             continue
         lead = f"  {status}  "

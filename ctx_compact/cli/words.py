@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any, Sequence, Union
 
-from .. import PairingProblem
+from .. import PairingProblem, RepairChange
 from .._contract import MessageRow
 
 PROG = "ctx-compact"
@@ -57,6 +57,15 @@ def problem_text(problem: PairingProblem) -> str:
     ids = f" {', '.join(problem.ids)}" if problem.ids else ""
     return _one_line(
         f"message {problem.index} [{problem.provider} {problem.code}]{ids}: {problem.message}"
+    )
+
+
+def change_text(change: RepairChange) -> str:
+    """``message N [PROVIDER ACTION] IDS (repairs CODE)``, on one printable line."""
+    ids = f" {', '.join(change.ids)}" if change.ids else ""
+    return _one_line(
+        f"message {change.index} [{change.provider} {change.action}]{ids}"
+        f" (repairs {change.problem})"
     )
 
 

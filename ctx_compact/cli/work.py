@@ -1,6 +1,6 @@
 """What the command line does to one conversation: an ``Outcome`` to write and report.
 
-``run_one`` compacts (or checks) one conversation and returns an ``Outcome``:
+``run_one`` compacts (or checks, or repairs) one conversation and returns an ``Outcome``:
 the bytes to write and the figures to report (worded by ``words``). It does no
 I/O, so it runs the same in the main process and in a ``--jobs`` worker.
 
@@ -19,12 +19,20 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-from .. import CompactResult, check_pairing, clear_tool_results, compact
+from .. import (
+    CompactResult,
+    RepairChange,
+    check_pairing,
+    clear_tool_results,
+    compact,
+    repair_pairing,
+)
 from .._contract import (
     KEEP_HEAD,
     KEEP_RESULTS,
     KEEP_TAIL,
     MEDIA_AWARE,
+    REPAIR_PLACEHOLDER,
     Compaction,
     MessageRow,
     SpecCounter,
@@ -35,7 +43,7 @@ from .._contract import (
 )
 from .io import Failure, conversation, decode, dump, parse, with_messages
 from .json import Pieces, Unencodable, loads_fast
-from .words import Budget, explain_table, figures, number, plural, problem_text
+from .words import Budget, change_text, explain_table, figures, number, plural, problem_text
 
 
 @dataclass(frozen=True)
@@ -43,12 +51,15 @@ class Settings:
     """The options that decide what is done to each conversation (picklable, for workers)."""
 
     check: bool = False
+    repair: bool = False
+    answer_unanswered: bool = False
+    placeholder: str = REPAIR_PLACEHOLDER
     max_tokens: Budget = 1
     target_tokens: Optional[Budget] = None
     keep_head: int = KEEP_HEAD
     keep_tail: int = KEEP_TAIL
     indent: int = 0
-    explain: bool = False
+    explain: bool = False  # compaction's table, repair's changes
     strict: bool = False
     clear_tool_results: bool = False
     keep_results: int = KEEP_RESULTS
@@ -66,7 +77,9 @@ class Outcome:
     """One conversation done: what to write, and the figures to report.
 
     In check mode ``output`` holds the problem lines and the figures are those of
-    the unchanged input.
+    the unchanged input; in repair mode ``output`` is the repaired conversation,
+    ``changes`` what was changed and ``problems`` the input's problems (the
+    token figures are not counted: 0).
     """
 
     where: str
@@ -78,6 +91,7 @@ class Outcome:
     fits: bool
     problems: Tuple[str, ...] = ()
     explain: str = ""
+    changes: Tuple[RepairChange, ...] = ()
 
     @property
     def dropped(self) -> int:
@@ -106,6 +120,25 @@ def _check(messages: List[Any], where: str) -> Outcome:
     output = "".join(f"{where}: {text}\n" for text in problems).encode("utf-8")
     n = len(messages)
     return Outcome(where, output, n, n, 0, 0, True, problems)
+
+
+def _repair(
+    settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], where: str
+) -> Outcome:
+    try:
+        result = repair_pairing(
+            messages, answer_unanswered=settings.answer_unanswered, placeholder=settings.placeholder
+        )
+    except (TypeError, ValueError) as exc:  # InvalidMessageError and PairingError are both
+        raise Failure(f"{where}: {exc}") from None
+    output = dump(with_messages(holder, result.messages), settings.indent, where)
+    problems = tuple(problem_text(p) for p in result.problems)
+    explain = ""
+    if settings.explain:
+        explain = "".join(f"{where}: {change_text(c)}\n" for c in result.changes)
+    n = len(result.messages)
+    changes = tuple(result.changes)
+    return Outcome(where, output, len(messages), n, 0, 0, True, problems, explain, changes)
 
 
 # The result, the --explain rows, the tokens the input held before anything, and the
@@ -242,6 +275,8 @@ def run_one(
     """
     if settings.check:
         return _check(messages, where)
+    if settings.repair:
+        return _repair(settings, messages, holder, where)
     return _compact(settings, messages, holder, where, fast)
 
 
