@@ -1,8 +1,9 @@
 """A testing kit: test your own agent's compaction offline, against a local provider.
 
 ``FakeProvider`` is a small HTTP server on 127.0.0.1 that speaks the OpenAI Chat
-Completions and Responses APIs and the Anthropic Messages API (beta path
-included), plain and streamed, with usage figures. It validates tool pairing as
+Completions and Responses APIs, the Anthropic Messages API (beta path
+included), the Gemini API (``gemini``) and Bedrock's Converse API
+(``bedrock``), plain and streamed, with usage figures. It validates tool pairing as
 each provider does and answers a broken conversation with the provider's own
 400 error, enforces an optional context limit with the provider's
 context-length error, and can play a scripted model that calls tools, so an
@@ -18,8 +19,11 @@ agent framework runs real tool loops against it. Point the real SDK clients at
         provider.requests[-1].body  # what was sent
 
 With pytest, the plugin this package registers offers the same as fixtures:
-``fake_provider``, ``fake_openai`` / ``fake_async_openai`` and
-``fake_anthropic`` / ``fake_async_anthropic`` (clients already pointed at it).
+``fake_provider``, ``fake_openai`` / ``fake_async_openai``,
+``fake_anthropic`` / ``fake_async_anthropic``, ``fake_gemini`` /
+``fake_async_gemini`` and ``fake_bedrock`` (clients already pointed at it).
+``gemini.validate_contents`` and ``bedrock.validate_messages`` give the
+``Problem``s those providers would reject, for property tests.
 ``python -m ctx_compact.testing`` serves it in the foreground for scripts.
 
 Standard library only; the SDK clients are the caller's own.

@@ -144,7 +144,7 @@ def _check_tool_pairing(messages: Sequence[Json], index: int, message: Json) -> 
     if uses:
         # The answers are in the next message; none follows an unanswered call at the end.
         following = messages[index + 1] if index + 1 < len(messages) else None
-        answered = {r.get("toolUseId") for r in tool_results(following)}
+        answered = [r.get("toolUseId") for r in tool_results(following)]
         missing = [str(u.get("toolUseId")) for u in uses if u.get("toolUseId") not in answered]
         if missing:
             ids = ", ".join(dict.fromkeys(missing))
