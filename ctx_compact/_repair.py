@@ -52,7 +52,13 @@ class RepairChange:
               following item was removed;
             - ``"dropped_empty"``: a message left with nothing to send (an
               assistant message whose only calls went, a user message of
-              dropped results) was removed.
+              dropped results) was removed;
+            - ``"merged_message"``: a message of the same role as the one
+              before it was merged into it, its blocks after that message's
+              (Bedrock, whose roles must alternate);
+            - ``"dropped_message"``: a message the provider does not take
+              where it is was removed (Bedrock: an assistant message opening
+              the conversation).
         ids: The call ids concerned, as ``PairingProblem.ids`` gives them (for a
             legacy ``function`` message, its function's name).
         provider: The format's provider, as in ``PairingProblem.provider``.
@@ -124,6 +130,17 @@ def repair_pairing(
       dropped even then: its output must be a screenshot or a tool list;
     - Anthropic text blocks after an assistant's ``tool_use`` blocks are moved
       before them (the results must follow the calls immediately);
+    - Gemini: a function-call turn not right after a user turn loses its
+      calls, a function-response turn not right after a call turn its
+      responses, and a response turn answers its call turn one for one (the
+      responses that answer no call go; the placeholder answer is a
+      ``function_response`` part whose ``response`` is ``{"output":
+      placeholder}``);
+    - Bedrock: an assistant message opening the conversation is dropped and
+      two messages of one role in a row are merged, then ``toolResult``
+      blocks answering no ``toolUse`` of the previous message go (the
+      placeholder answer is a ``toolResult`` block with ``status: "error"``
+      and the placeholder as its text);
     - a Responses ``reasoning`` item without its following item is dropped;
     - a message left with nothing to send is dropped.
 
