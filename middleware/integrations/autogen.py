@@ -1,0 +1,192 @@
+"""AutoGen: ``CompactingChatCompletionContext``, a model context that compacts what it gives.
+
+``AssistantAgent(..., model_context=CompactingChatCompletionContext(max_tokens=...,
+system_message=..., tool_schema=...))``: the context keeps every message it is
+given and hands the agent, at each model call (``get_messages``), the
+compacted list that fits ``max_tokens`` with the system message and the tools'
+schemas counted beside it. A ``FunctionCall`` is never kept without its
+``FunctionExecutionResult``; only what the model sees changes.
+
+Requires ``autogen-core`` (``pip install autogen-core``; ``autogen-agentchat``
+brings it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+
+from ._common import Compactor, HookOptions, missing
+
+try:
+    from autogen_core import FunctionCall
+    from autogen_core.model_context import ChatCompletionContext
+    from autogen_core.models import (
+        AssistantMessage,
+        FunctionExecutionResult,
+        FunctionExecutionResultMessage,
+        LLMMessage,
+        SystemMessage,
+        UserMessage,
+    )
+except ImportError as exc:  # pragma: no cover - the message is tested without autogen
+    raise missing("autogen", "autogen-core") from exc
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["SUMMARY_SOURCE", "CompactingChatCompletionContext"]
+
+_SUMMARY_ROLES = ("user", "assistant", "system")
+
+#: The ``source`` of a summary inserted as a ``UserMessage`` or ``AssistantMessage``.
+SUMMARY_SOURCE = "ctx_compact"
+
+
+def _schema(tool: Any) -> Any:
+    # An AutoGen tool (BaseTool, FunctionTool) or its ToolSchema, as OpenAI's client sends it.
+    schema = getattr(tool, "schema", tool)
+    return {"type": "function", "function": dict(schema)}
+
+
+class CompactingChatCompletionContext(ChatCompletionContext):  # type: ignore[misc]
+    """A model context that keeps every model call of an AutoGen agent inside ``max_tokens``.
+
+    Each ``get_messages`` (one per model call of ``AssistantAgent``) reports one
+    ``CompactionEvent`` (``function`` is ``"autogen get_messages"``) to
+    ``on_compact`` and to every active ``CompactingSession``; an async
+    ``summarize`` or hook is awaited, a sync one runs on a worker thread. A
+    summary is a ``UserMessage`` whose ``source`` is ``SUMMARY_SOURCE`` (a
+    ``SystemMessage`` or ``AssistantMessage`` with ``summary_role="system"`` or
+    ``"assistant"``); cleared tool results are copies of their
+    ``FunctionExecutionResultMessage`` with the placeholder as content.
+
+    The agent sends its system message and tools beside the context's
+    messages, which the context does not see: pass them here to have them
+    counted, as AutoGen's ``TokenLimitedChatCompletionContext`` takes
+    ``tool_schema``.
+
+    Args:
+        max_tokens: The budget of each model call: the messages, the system
+            message and the tools' schemas (counted as AutoGen's OpenAI
+            client sends them).
+        system_message: The agent's system message, counted against the budget.
+        tool_schema: The agent's tools (AutoGen tools or their ``ToolSchema``),
+            counted against the budget.
+        initial_messages: Messages the context starts with.
+        **options: ``budgeted``'s options (``keep_head``, ``summarize``,
+            ``on_compact``, ``clear_tool_results``, ...), with the same meanings.
+            ``on_overflow="retry"`` is refused: the context gives the messages
+            but does not make the call.
+
+    Raises:
+        TypeError, ValueError: A bad option, naming it (a ``summary_role``
+            other than ``"user"``, ``"assistant"`` and ``"system"`` among them).
+    """
+
+    def __init__(
+        self,
+        max_tokens: float,
+        *,
+        system_message: Optional[str] = None,
+        tool_schema: Optional[Sequence[Any]] = None,
+        initial_messages: Optional[List[LLMMessage]] = None,
+        **options: Unpack[HookOptions],
+    ) -> None:
+        super().__init__(initial_messages)
+        self._compactor = Compactor(
+            "CompactingChatCompletionContext",
+            "autogen get_messages",
+            max_tokens,
+            options,
+            wraps_call=False,
+        )
+        role = self._compactor.options.summary_role
+        if role not in _SUMMARY_ROLES:
+            raise ValueError(
+                "summary_role must be 'user', 'assistant' or 'system' (the AutoGen message "
+                f"a summary becomes), got {role!r}"
+            )
+        system = [{"role": "system", "content": system_message}] if system_message else []
+        tools = [_schema(tool) for tool in tool_schema or ()]
+        self._fixed = self._compactor.fixed_tokens(system, tools)
+
+    async def get_messages(self) -> List[LLMMessage]:
+        """The messages for the next model call, compacted to the budget."""
+        given = list(self._messages)
+        kept = await self._compactor.acompacted(given, self._fixed)
+        return [_native(message, given) for message in kept]
+
+
+def _native(message: Any, given: Sequence[Any]) -> LLMMessage:
+    """``message`` as an AutoGen message: the caller's own, or one made from its Anthropic form.
+
+    The core reads AutoGen messages in Anthropic Messages form
+    (``ctx_compact.formats.frameworks``), so a summary and the cleared copies
+    come back in that form.
+    """
+    if not isinstance(message, Mapping):
+        own: LLMMessage = message  # the caller's own message
+        return own
+    role = message.get("role")
+    content = message.get("content")
+    blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+    if any(b.get("type") == "tool_result" for b in blocks):
+        return _results(blocks, given)
+    if any(b.get("type") == "tool_use" for b in blocks):
+        return _calls(blocks, given)
+    text = content if isinstance(content, str) else "".join(b.get("text", "") for b in blocks)
+    if role == "system":
+        return SystemMessage(content=text)
+    if role == "assistant":
+        return AssistantMessage(content=text, source=SUMMARY_SOURCE)
+    return UserMessage(content=text, source=SUMMARY_SOURCE)
+
+
+def _originals(given: Sequence[Any]) -> Dict[Any, Any]:
+    # Each call id of the caller's messages, to its FunctionCall or FunctionExecutionResult.
+    found: Dict[Any, Any] = {}
+    for message in given:
+        if isinstance(message, (AssistantMessage, FunctionExecutionResultMessage)):
+            for item in message.content if isinstance(message.content, list) else ():
+                key = "call" if isinstance(message, AssistantMessage) else "result"
+                found[(key, getattr(item, "id", None) or getattr(item, "call_id", None))] = (
+                    message,
+                    item,
+                )
+    return found
+
+
+def _results(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMessage:
+    originals = _originals(given)
+    results = []
+    for block in blocks:
+        call_id = block.get("tool_use_id")
+        _, original = originals[("result", call_id)]
+        content = block.get("content")
+        results.append(
+            FunctionExecutionResult(
+                content=content if isinstance(content, str) else json.dumps(content),
+                name=original.name,
+                call_id=call_id,
+                is_error=original.is_error,
+            )
+        )
+    return FunctionExecutionResultMessage(content=results)
+
+
+def _calls(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMessage:
+    originals = _originals(given)
+    calls = []
+    thought = "".join(b.get("text", "") for b in blocks if b.get("type") == "text") or None
+    source = SUMMARY_SOURCE
+    for block in blocks:
+        if block.get("type") != "tool_use":
+            continue
+        message, _ = originals[("call", block.get("id"))]
+        source = message.source
+        calls.append(
+            FunctionCall(id=block["id"], arguments=json.dumps(block["input"]), name=block["name"])
+        )
+    return AssistantMessage(content=calls, thought=thought, source=source)
