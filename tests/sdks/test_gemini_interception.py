@@ -472,3 +472,32 @@ def test_automatic_function_calling_compacts_each_request_it_sends(
     assert answer.text.startswith("Fake reply")
     # The chat holds every turn: per message, the question, 3 calls and results, the answer.
     assert len(chat.get_history()) == 10 * 8
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_async_requests_refused_for_length_are_retried_once(provider: FakeProvider) -> None:
+    provider.context_limit = BUDGET
+    history = gemini_history()
+    with new_client(provider) as client:
+        async with (
+            client.aio as aio,
+            CompactingSession(
+                max_tokens=BUDGET,
+                intercept="gemini",
+                count_tokens=undercount,
+                on_overflow="retry",
+                calibrate=True,
+            ) as session,
+        ):
+            response = await aio.models.generate_content(model=MODEL, contents=history)
+            stream = await aio.models.generate_content_stream(model=MODEL, contents=history)
+            chunks = [chunk async for chunk in stream]
+    figures = [
+        response.usage_metadata.prompt_token_count,
+        chunks[-1].usage_metadata.prompt_token_count,
+    ]
+    assert [e.retried for e in session.events] == [True, False]  # calibrated after the first
+    assert [e.provider_tokens for e in session.events] == figures
+    assert all(figure <= BUDGET for figure in figures)
+    assert len(provider.requests) == 3
