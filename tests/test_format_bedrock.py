@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
@@ -25,7 +26,9 @@ from ctx_compact import (
     estimate_tokens,
 )
 from ctx_compact._grouping import group_bounds
+from ctx_compact.cli import main
 from ctx_compact.testing import bedrock as kit
+from middleware import CompactingSession, budgeted
 
 Message = Dict[str, Any]
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -290,3 +293,30 @@ def test_check_pairing_flags_what_the_validator_rejects(data: st.DataObject) -> 
     rejected = {(min(p.index, n - 1), p.message) for p in kit.validate_messages(damaged)}
     flagged = {(p.index, p.message) for p in check_pairing(damaged)}
     assert flagged == rejected
+
+
+# --- every place that cuts: the command line, the middleware and its session cache ------
+
+
+@pytest.mark.parametrize("indent", ["0", "2"])
+def test_the_command_line_cuts_where_bedrock_resumes(
+    indent: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "messages.json"
+    path.write_text(json.dumps(loop(8)), encoding="utf-8")
+    assert main([str(path), "--max-tokens", "300", "--indent", indent]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert len(kept) < 17
+    assert kit.validate_messages(kept) == []
+
+
+@pytest.mark.parametrize("summarize", [None, lambda dropped: f"{len(dropped)} messages earlier"])
+def test_the_middleware_and_its_session_cache_cut_where_bedrock_resumes(summarize: Any) -> None:
+    ask = budgeted(max_tokens=400, summarize=summarize)(lambda messages: messages)
+    messages = loop(0)
+    with CompactingSession() as session:
+        for n in range(20):
+            sent = ask(messages)
+            assert kit.validate_messages(sent) == []
+            messages = [*messages, using(f"g{n}"), answering(f"g{n}", size=150)]
+    assert any(event.dropped for event in session.events)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
@@ -24,7 +25,9 @@ from ctx_compact import (
     compact_with_summary,
 )
 from ctx_compact._grouping import group_bounds
+from ctx_compact.cli import main
 from ctx_compact.testing import gemini as kit
+from middleware import CompactingSession, budgeted
 
 Content = Dict[str, Any]
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -356,3 +359,32 @@ def test_check_pairing_flags_what_the_validator_rejects(data: st.DataObject) -> 
     }
     flagged = {(p.index, p.message) for p in check_pairing(contents)}
     assert flagged == rejected
+
+
+# --- every place that cuts: the command line, the middleware and its session cache ------
+
+
+@pytest.mark.parametrize("indent", ["0", "2"])
+def test_the_command_line_cuts_where_gemini_resumes(
+    indent: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "contents.json"
+    path.write_text(json.dumps(loop(8)), encoding="utf-8")
+    assert main([str(path), "--max-tokens", "300", "--indent", indent]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert len(kept) < 17
+    assert kit.validate_contents(kept) == []
+
+
+@pytest.mark.parametrize("summarize", [None, lambda dropped: f"{len(dropped)} turns earlier"])
+def test_the_middleware_and_its_session_cache_cut_where_gemini_resumes(summarize: Any) -> None:
+    ask = budgeted(max_tokens=400, messages_arg="contents", summarize=summarize)(
+        lambda contents: contents
+    )
+    contents = loop(0)
+    with CompactingSession() as session:
+        for n in range(20):
+            sent = ask(contents)
+            assert kit.validate_contents(sent) == []
+            contents = [*contents, calling(f"g{n}"), answering(f"g{n}", size=150)]
+    assert any(event.dropped for event in session.events)
