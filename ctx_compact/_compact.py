@@ -29,8 +29,8 @@ from ._errors import InvalidMessageError
 from ._grouping import group_bounds
 from ._steps import reduction, step_size
 from ._tokens import CountTokens, check_sums, count_all, count_one, finite, prefix_sums
-from ._views import message_view, message_views
-from .formats import joined, resumes, summary_note
+from ._views import message_view, message_views, trailing_views
+from .formats import awaiting, joined, resumes, summary_note
 
 Summarize = Callable[[List[Any]], str]
 AsyncSummarize = Callable[[List[Any]], Union[str, Awaitable[str]]]
@@ -61,8 +61,10 @@ class CompactResultWithSummary(CompactResult):
 
     Attributes:
         summary: The text ``summarize`` returned, inserted as a message right
-            after the head-kept messages; ``None`` when nothing was dropped or
-            no ``summarize`` was given.
+            after the head-kept messages (or, where roles must alternate, at the
+            end of a copy of the head's last message); ``None`` when nothing was
+            dropped, no ``summarize`` was given, or no cut lets the conversation
+            resume after it.
     """
 
     summary: Optional[str]
@@ -80,7 +82,9 @@ class MessageRow:
         group_first, group_last: The first and last index of the group it belongs to.
         status: ``"kept"`` or ``"dropped"``.
         reason: Why: ``"head"``, ``"tail"``, ``"head (group kept whole)"``,
-            ``"tail (group kept whole)"``, ``"oldest middle group while over budget"``,
+            ``"tail (group kept whole)"``, ``"tail (calls awaiting their results)"``,
+            ``"latest compaction item (group kept whole)"``, ``"before the latest
+            compaction item"``, ``"oldest middle group while over budget"``,
             ``"budget reached"`` or ``"input already fits"``.
     """
 
@@ -121,12 +125,22 @@ class Compaction:
             off these messages: it counts towards the step's reduction, so that
             clearing and dropping together take off whole steps of the history
             as it was before clearing.
+        restart: The index of the latest message holding a provider's
+            compaction item (``group_bounds``' ``restarts``), ``-1`` for none.
+            The provider ignores what comes before it, so the conversation is
+            taken to start there: over budget, everything before its group goes
+            first (``start``), the head is counted from it, and its group is
+            always kept. Without one, the decision is the specification's.
+
+    Calls still awaiting their results at the end (``formats.awaiting``) are
+    kept whole with the tail, whatever ``keep_tail`` says.
 
     Raises:
         InvalidMessageError: The counts add up to more than a float can hold.
     """
 
     __slots__ = (
+        "awaits",
         "bounds",
         "count_tokens",
         "cut",
@@ -134,7 +148,9 @@ class Compaction:
         "max_tokens",
         "messages",
         "pre",
+        "restart",
         "saved",
+        "start",
         "step",
         "tail_start",
         "tokens_before",
@@ -152,6 +168,7 @@ class Compaction:
         count_tokens: Optional[CountTokens],
         target_tokens: Optional[float] = None,
         saved: int = 0,
+        restart: int = -1,
     ) -> None:
         n = len(messages)
         check_sums(pre)
@@ -163,13 +180,26 @@ class Compaction:
         self.step = step_size(max_tokens, target_tokens)
         self.saved = saved if self.step is not None else 0
         self.tokens_before = pre[n]
+        excess = self._to_drop(self.tokens_before)
+        # Over budget, a compaction item starts the conversation: what is before it goes first.
+        self.restart = restart if excess > 0 and 0 <= restart < n else -1
+        self.start = bounds[bisect_right(bounds, self.restart) - 1] if self.restart >= 0 else 0
+        start = self.start
         # Head and tail are counted in messages and snapped outward to whole groups.
-        self.head_end = bounds[bisect_left(bounds, min(keep_head, n))]
+        self.head_end = bounds[bisect_left(bounds, min(start + keep_head, n))]
+        if self.restart >= 0:  # the item's group is never dropped
+            self.head_end = max(self.head_end, bounds[bisect_right(bounds, start)])
         self.tail_start = max(
             bounds[bisect_right(bounds, max(n - keep_tail, 0)) - 1], self.head_end
         )
+        self.awaits = n
+        if excess > 0:
+            waiting = awaiting(trailing_views(messages))
+            if waiting < n:  # kept whole with the tail, whatever keep_tail says
+                self.awaits = bounds[bisect_right(bounds, waiting) - 1]
+                self.tail_start = max(min(self.tail_start, self.awaits), self.head_end)
         cut: Optional[int] = _cut_after(
-            pre, bounds, self.head_end, self.tail_start, self._to_drop(self.tokens_before)
+            pre, bounds, self.head_end, self.tail_start, excess - pre[start]
         )
         if cut != self.head_end:  # only a format with rules on resuming can move it
             cut = self._resumed(cut or 0, self._head_last(), self.head_end + 1)
@@ -224,8 +254,10 @@ class Compaction:
         return reduction(total + self.saved - self.max_tokens, self.step) - self.saved
 
     def tokens_after_cut(self, cut: int) -> int:
-        """The estimated tokens left when the groups in ``[head_end, cut)`` are dropped."""
-        return self.tokens_before - (self.pre[cut] - self.pre[self.head_end])
+        """The estimated tokens left when the groups in ``[head_end, cut)`` are dropped
+        (and those before ``start``)."""
+        pre = self.pre
+        return self.tokens_before - pre[self.start] - (pre[cut] - pre[self.head_end])
 
     def kept(self) -> List[Any]:
         """The messages kept (head and tail), in original order, as a new list."""
@@ -234,6 +266,14 @@ class Compaction:
     @property
     def dropped(self) -> List[Any]:
         """The messages dropped so far, in original order."""
+        if self.start:
+            return self.messages[: self.start] + self.messages[self.head_end : self.cut]
+        return self.messages[self.head_end : self.cut]
+
+    @property
+    def summarized(self) -> List[Any]:
+        """What a summary stands for: the dropped messages after ``start`` (those before
+        it are in the provider's own compaction item already)."""
         return self.messages[self.head_end : self.cut]
 
     @property
@@ -250,8 +290,8 @@ class Compaction:
         """
         n = len(self.messages)
         if self.cut == self.head_end:
-            return ((0, n),) if n else ()
-        ranges = ((0, self.head_end), (self.cut, n))
+            return ((self.start, n),) if self.start < n else ()
+        ranges = ((self.start, self.head_end), (self.cut, n))
         return tuple((start, stop) for start, stop in ranges if start < stop)
 
     def result(self) -> CompactResult:
@@ -286,7 +326,7 @@ class Compaction:
                 fits=after <= self.max_tokens,
                 summary=None,
             )
-        pre, head_end = self.pre, self.head_end
+        pre, head_end, start = self.pre, self.head_end, self.start
         before = self._head_last()
         # The note takes the shape of the messages around it: the head's last, or the
         # first of those it stands for.
@@ -305,7 +345,7 @@ class Compaction:
             summary_tokens = _count_summary(merged, self.count_tokens) - last
         else:
             summary_tokens = _count_summary(note, self.count_tokens)
-        after = self.tokens_before - (pre[self.cut] - pre[head_end]) + summary_tokens
+        after = self.tokens_before - pre[start] - (pre[self.cut] - pre[head_end]) + summary_tokens
         if not finite(after):
             raise InvalidMessageError(
                 "the summary message: its token count makes the total more than a float can hold"
@@ -315,7 +355,7 @@ class Compaction:
         else:
             # On the grid again, the summary counted: the same summary of the same
             # cut makes the same further cut in every process.
-            more = self._to_drop(self.tokens_before + summary_tokens)
+            more = self._to_drop(self.tokens_before + summary_tokens) - pre[start]
             cut = max(_cut_after(pre, self.bounds, head_end, self.tail_start, more), self.cut)
         cut = max(cut, at_least)
         resumed = self._resumed(
@@ -327,15 +367,15 @@ class Compaction:
         cut = resumed
         after -= pre[cut] - pre[self.cut]
         if merged is not None:
-            messages = self.messages[: head_end - 1]
+            messages = self.messages[start : head_end - 1]
             messages.append(merged)
         else:
-            messages = self.messages[:head_end]
+            messages = self.messages[start:head_end]
             messages.append(note)
         messages.extend(self.messages[cut:])
         return CompactResultWithSummary(
             messages=messages,
-            dropped=self.messages[head_end:cut],
+            dropped=self.messages[:start] + self.messages[head_end:cut],
             tokens_before=self.tokens_before,
             tokens_after=after,
             fits=after <= self.max_tokens,
@@ -344,8 +384,8 @@ class Compaction:
 
     def _kept(self, cut: int) -> List[Any]:
         if cut == self.head_end:
-            return self.messages[:]
-        return self.messages[: self.head_end] + self.messages[cut:]
+            return self.messages[self.start :]
+        return self.messages[self.start : self.head_end] + self.messages[cut:]
 
     def rows(self, keep_head: int, keep_tail: int) -> List[MessageRow]:
         """One row per message: its tokens, its group and why it is kept or dropped.
@@ -361,16 +401,31 @@ class Compaction:
         views = message_views(self.messages)
         bounds, pre = self.bounds, self.pre
         over = self.tokens_before > self.max_tokens
+        start = self.start
+        item_end = bounds[bisect_right(bounds, start)] if self.restart >= 0 else start
         rows: List[MessageRow] = []
         group = 0
         for i in range(n):
             while bounds[group + 1] <= i:
                 group += 1
-            if i < self.head_end:
-                status, reason = "kept", "head" if i < keep_head else "head (group kept whole)"
+            if i < start:
+                status, reason = "dropped", "before the latest compaction item"
+            elif i < self.head_end:
+                status = "kept"
+                if i < start + keep_head:
+                    reason = "head"
+                elif i < item_end:
+                    reason = "latest compaction item (group kept whole)"
+                else:
+                    reason = "head (group kept whole)"
             elif i >= self.tail_start:
                 status = "kept"
-                reason = "tail" if i >= n - keep_tail else "tail (group kept whole)"
+                if i >= n - keep_tail:
+                    reason = "tail"
+                elif i >= self.awaits:
+                    reason = "tail (calls awaiting their results)"
+                else:
+                    reason = "tail (group kept whole)"
             elif i < self.cut:
                 status, reason = "dropped", "oldest middle group while over budget"
             else:
@@ -397,16 +452,22 @@ def _count_summary(note: Any, count_tokens: Optional[CountTokens]) -> int:
 
 
 def measure(
-    messages: Sequence[Any], count_tokens: Optional[CountTokens]
+    messages: Sequence[Any],
+    count_tokens: Optional[CountTokens],
+    restarts: Optional[List[int]] = None,
 ) -> Tuple[List[int], List[int]]:
     """Group and count ``messages`` from scratch, validating each one.
+
+    ``restarts``, when given, gets the index of every message holding a
+    provider's compaction item (see ``group_bounds``): its last is
+    ``Compaction``'s ``restart``.
 
     Returns:
         ``(pre, bounds)``: the prefix sums of the messages' token counts and
         their group boundaries, what ``Compaction`` decides from.
     """
     views = message_views(messages)
-    bounds = group_bounds(views)
+    bounds = group_bounds(views, 0, restarts)
     return prefix_sums(count_all(views, count_tokens)), bounds
 
 
@@ -430,7 +491,8 @@ def prepare(
     head = check_keep(keep_head, "keep_head")
     tail = check_keep(keep_tail, "keep_tail")
     msgs = list(check_messages(messages))
-    pre, bounds = measure(msgs, count_tokens)
+    restarts: List[int] = []
+    pre, bounds = measure(msgs, count_tokens, restarts)
     return Compaction(
         msgs,
         pre,
@@ -441,6 +503,7 @@ def prepare(
         count_tokens=count_tokens,
         target_tokens=target,
         saved=saved,
+        restart=restarts[-1] if restarts else -1,
     )
 
 
@@ -460,11 +523,20 @@ def compact(
     it, in any wire format (an assistant message with ``tool_calls`` and its
     ``tool`` results; Anthropic ``tool_use`` with the ``tool_result`` blocks that
     answer it; Responses ``*_call`` items with their outputs; a ``reasoning`` item
-    with what follows it); every other message is alone (see "How grouping
+    with what follows it; a Gemini ``functionCall`` turn with its
+    ``functionResponse`` turn; a Bedrock ``toolUse`` message with its
+    ``toolResult`` message); every other message is alone (see "How grouping
     works" in docs/grouping.md). ``keep_head`` leading and ``keep_tail`` trailing
     messages are kept, snapped outward to whole groups, and the middle groups
     are dropped oldest first until the total fits or nothing droppable is left.
     An input that already fits is returned unchanged with nothing dropped.
+
+    Where a provider has rules on how a conversation may go on (Bedrock: a user
+    message first and alternating roles; Gemini: alternating turns, a call turn
+    right after a user turn), the cut is only made at a group boundary where the
+    kept message may follow the head's last one: the next such boundary when the
+    cheapest cut is not one, else the furthest one before the tail (then
+    ``fits`` is ``False``). See docs/formats/.
 
     With ``target_tokens``, the cut keeps the provider's prompt cache: a history
     over ``max_tokens`` loses the smallest multiple of ``step = max_tokens -
@@ -527,7 +599,10 @@ def compact_with_summary(
 
     If anything was dropped and ``summarize`` is given, ``summarize(dropped)`` is
     called once and its string inserted as ``{"role": summary_role, "content":
-    summary}`` right after the head-kept messages. The summary counts against
+    summary}`` right after the head-kept messages (among Gemini contents or
+    Bedrock messages, shaped as one of them; where its role would repeat the
+    head's last message's in a format whose roles alternate, it is added to a
+    copy of that message as one more text part). The summary counts against
     the budget: if it no longer fits, further whole groups are dropped, oldest
     first, and the summary is not regenerated. With ``target_tokens``, those
     further groups are dropped on the same grid of steps as the cut (the summary
@@ -565,7 +640,7 @@ def compact_with_summary(
     )
     if summarize is None or plan.cut == plan.head_end:
         return plan.result_with_summary(None, role)
-    return plan.result_with_summary(check_summary(summarize(plan.dropped)), role)
+    return plan.result_with_summary(check_summary(summarize(plan.summarized)), role)
 
 
 async def acompact_with_summary(
@@ -612,7 +687,7 @@ async def acompact_with_summary(
     )
     if summarize is None or plan.cut == plan.head_end:
         return plan.result_with_summary(None, role)
-    summary: object = summarize(plan.dropped)
+    summary: object = summarize(plan.summarized)
     if inspect.isawaitable(summary):
         summary = await summary
     return plan.result_with_summary(check_summary(summary), role)
