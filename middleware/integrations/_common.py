@@ -27,7 +27,8 @@ turns its framework's hook into one call of a ``Compactor``, and nothing more:
      ``pre_model_hook``, pydantic-ai's history processors, openai-agents'
      ``call_model_input_filter``) takes ``compactor.compacted(messages, fixed)``
      or ``await compactor.acompacted(...)``: the compacted list
-     (``wraps_call=False`` refuses ``on_overflow="retry"``, which needs the call).
+     (``wraps_call=False`` refuses ``on_overflow="retry"``, which needs the call
+     made again; so does a hook that may make it only once).
 
 4. Turn what comes back into the framework's own message objects: the
    compacted list holds the caller's objects, plus a summary as a
@@ -93,16 +94,19 @@ class HookOptions(TypedDict, total=False):
     on_compact: Hooks
 
 
-def missing(integration: str, pip: str) -> ImportError:
+def missing(integration: str, pip: str, error: Optional[BaseException] = None) -> ImportError:
     """The error an integration module raises when its framework cannot be imported.
 
     Args:
         integration: The module's name, ``"langchain"``.
         pip: What to install, ``"langchain>=1"``.
+        error: The ``ImportError`` met, whose text says what was missing (a
+            framework too old to have a name is not a framework missing).
     """
+    reason = f" ({error})" if error is not None else ""
     return ImportError(
         f"middleware.integrations.{integration} needs its framework, which cannot be "
-        f"imported; install it with: pip install '{pip}'"
+        f"imported{reason}; install it with: pip install '{pip}'"
     )
 
 
@@ -141,8 +145,8 @@ class Compactor:
         max_tokens: The budget for everything the model call sends: the
             messages and the ``fixed_tokens`` beside them.
         options: ``HookOptions`` by keyword (``on_compact`` among them).
-        wraps_call: Whether the hook makes the model call (``run``/``arun``);
-            without it ``on_overflow="retry"`` is refused.
+        wraps_call: Whether the hook makes the model call (``run``/``arun``)
+            and may make it again; without it ``on_overflow="retry"`` is refused.
 
     Raises:
         TypeError, ValueError: A bad or unknown option, as ``budgeted`` raises.
@@ -168,9 +172,9 @@ class Compactor:
         self.options = CompactionOptions.build(caller, max_tokens, given)
         if not wraps_call and self.options.on_overflow == "retry":
             raise ValueError(
-                f"{caller} prepares the model's input but does not make the call, so it "
-                "cannot retry a call the provider refuses for length: on_overflow must be "
-                "'call' or 'raise' here (got 'retry')"
+                f"{caller} does not make the model call a second time, so it cannot retry a "
+                "call the provider refuses for length: on_overflow must be 'call' or 'raise' "
+                "here (got 'retry')"
             )
         # Built as async: the sync paths check for async helpers themselves (below),
         # because a framework hook serves both a sync and an async agent.
