@@ -28,11 +28,11 @@ from .formats._base import Media
 
 __all__ = ["MediaAwareCounter", "media_aware_counter", "media_tokens"]
 
-# What any format names as media: part types (a "type" field) and part keys (a
-# part without a type, keyed by what it holds), and the parts that may hold
-# media parts in their own "content" (a tool result).
-_TYPES = frozenset(t for f in FORMATS for t in f.media_types)
-_KEYS = frozenset(k for f in FORMATS for k in f.media_keys)
+# Which format names each media marker: a part type (a part's "type"), a part key
+# (a part without a type, keyed by what it holds), or a part that may hold media
+# parts in its own "content" (a tool result).
+_BY_TYPE = {t: f for f in FORMATS for t in f.media_types}
+_BY_KEY = {k: f for f in FORMATS for k in f.media_keys}
 _HOLDERS = frozenset(t for f in FORMATS for t in f.media_holders)
 # Where a message keeps its parts: Chat, Anthropic, Responses and Bedrock
 # messages in "content", Gemini's in "parts", a Responses output item in "output".
@@ -40,45 +40,56 @@ _CONTAINERS = ("content", "parts", "output")
 _TEXT_MIMES = ("text/", "txt", "csv", "md", "html")
 
 
-def _part_holds_media(part: Any) -> bool:
-    if type(part) is not dict:
-        return isinstance(part, Mapping) and _part_holds_media(dict(part))
-    kind = part.get("type")
-    if kind is None:
-        for name in part:
-            if name in _KEYS:
-                return True
-            if name in _HOLDERS:
-                inner = part[name]
-                if isinstance(inner, Mapping) and _list_holds_media(inner.get("content")):
-                    return True
-        return False
-    if kind in _TYPES:
-        return True
-    return kind in _HOLDERS and _list_holds_media(part.get("content"))
+def _is_array(value: Any) -> bool:
+    return type(value) is list or isinstance(value, (list, tuple))
 
 
-def _list_holds_media(parts: Any) -> bool:
-    if type(parts) is not list and not isinstance(parts, (list, tuple)):
-        return False
-    return any(map(_part_holds_media, parts))
+def _scan(parts: Any, found: List[Any]) -> None:
+    """Add to ``found`` the format of every media marker among ``parts``."""
+    for part in parts:
+        if type(part) is not dict:
+            if not isinstance(part, Mapping):
+                continue
+            part = dict(part)
+        kind = part.get("type")
+        if kind is None:
+            for name in part:
+                fmt = _BY_KEY.get(name)
+                if fmt is not None:
+                    found.append(fmt)
+                elif name in _HOLDERS:
+                    inner = part[name]
+                    if isinstance(inner, Mapping) and _is_array(inner.get("content")):
+                        _scan(inner["content"], found)
+        elif type(kind) is str:
+            fmt = _BY_TYPE.get(kind)
+            if fmt is not None:
+                found.append(fmt)
+            elif kind in _HOLDERS and _is_array(part.get("content")):
+                _scan(part["content"], found)
 
 
-def holds_media(view: Mapping[str, Any]) -> bool:
-    """Whether a message view may hold a media part (the formats' ``media`` say which).
+def media_readers(view: Mapping[str, Any]) -> Tuple[Any, ...]:
+    """The formats whose media parts ``view`` may hold, ``()`` for a message without media.
 
     Written for speed: a message with string content is settled by three lookups.
     """
+    found: List[Any] = []
     for name in _CONTAINERS:
         parts = view.get(name)
-        if parts is not None and type(parts) is not str and _list_holds_media(parts):
-            return True
-    return False
+        if parts is not None and type(parts) is not str and _is_array(parts):
+            _scan(parts, found)
+    return tuple(dict.fromkeys(found)) if found else ()
 
 
-def media_parts(view: Mapping[str, Any]) -> List[Media]:
-    """Every media part of a message view, as the formats read them."""
-    return [m for fmt in FORMATS for m in fmt.media(view)]
+def holds_media(view: Mapping[str, Any]) -> bool:
+    """Whether a message view may hold a media part (the formats' ``media`` say which)."""
+    return bool(media_readers(view))
+
+
+def media_parts(view: Mapping[str, Any], formats: Sequence[Any] = FORMATS) -> List[Media]:
+    """The media parts of a message view, as ``formats`` read them."""
+    return [m for fmt in formats for m in fmt.media(view)]
 
 
 def _without(value: Any, paths: Iterable[Tuple[Any, ...]]) -> Any:
@@ -188,9 +199,9 @@ class MediaAwareCounter(SpecCounter):
         """Whether a message view holds a media part."""
         return holds_media(view)
 
-    def count_marked(self, view: Any) -> int:
+    def count_marked(self, view: Any, formats: Sequence[Any] = FORMATS) -> int:
         """A message view's count: its media parts billed, the rest as the specification counts."""
-        found = media_parts(view)
+        found = media_parts(view, formats)
         if not found:
             return default_count_tokens(view)
         rest = _without(view, [m.path for m in found])
@@ -205,8 +216,9 @@ class MediaAwareCounter(SpecCounter):
             if type(message) is dict and not holds_objects(message)
             else message_view(message, None)
         )
-        if holds_media(view):
-            return self.count_marked(view)
+        formats = media_readers(view)
+        if formats:
+            return self.count_marked(view, formats)
         return default_count_tokens(view)
 
 

@@ -176,7 +176,9 @@ def _jpeg(payload: Payload) -> Optional[Tuple[int, int]]:
             continue
         if marker in (0xD9, 0xDA):  # end of image, or the scan before any frame header
             return None
-        segment = payload.read(at + fill + 1, 7)
+        segment = head[fill + 1 : fill + 8]
+        if len(segment) < 7:
+            segment = payload.read(at + fill + 1, 7)
         if len(segment) < 2:
             return None
         length = int.from_bytes(segment[:2], "big")
