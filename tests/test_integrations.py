@@ -103,6 +103,7 @@ INTEGRATIONS = {
     "langchain": ("langchain", "langchain>=1"),
     "langgraph": ("langgraph", "langgraph"),
     "pydantic_ai": ("pydantic_ai", "pydantic-ai-slim"),
+    "openai_agents": ("agents", "openai-agents"),
 }
 
 
@@ -110,7 +111,10 @@ INTEGRATIONS = {
 def no_frameworks(monkeypatch: pytest.MonkeyPatch) -> None:
     # A None entry in sys.modules makes importing it raise ImportError, as when it is
     # not installed; the integration modules are imported afresh.
+    # Their submodules too, which an earlier test in this process may have imported.
     for framework, _ in INTEGRATIONS.values():
+        for name in [n for n in sys.modules if n.startswith(f"{framework}.")]:
+            monkeypatch.setitem(sys.modules, name, None)
         monkeypatch.setitem(sys.modules, framework, None)
     for name in INTEGRATIONS:
         monkeypatch.delitem(sys.modules, f"middleware.integrations.{name}", raising=False)

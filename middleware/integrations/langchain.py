@@ -29,7 +29,7 @@ try:
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - the message is tested without langchain
-    raise missing("langchain", "langchain>=1") from exc
+    raise missing("langchain", "langchain>=1", exc) from exc
 
 from ._langchain_messages import changed, native, replacing
 

@@ -29,7 +29,7 @@ try:
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.prebuilt import ToolNode
 except ImportError as exc:  # pragma: no cover - the message is tested without langgraph
-    raise missing("langgraph", "langgraph") from exc
+    raise missing("langgraph", "langgraph", exc) from exc
 
 from ._langchain_messages import changed, native, replacing
 

@@ -41,7 +41,7 @@ try:
     )
     from pydantic_ai.tools import Tool, ToolDefinition
 except ImportError as exc:  # pragma: no cover - the message is tested without pydantic-ai
-    raise missing("pydantic_ai", "pydantic-ai-slim") from exc
+    raise missing("pydantic_ai", "pydantic-ai-slim", exc) from exc
 
 from ctx_compact._contract import message_views
 
