@@ -25,10 +25,12 @@ from ctx_compact import (
     compact_with_summary,
     estimate_tokens,
 )
+from ctx_compact._compact import measure
 from ctx_compact._grouping import group_bounds
 from ctx_compact.cli import main
 from ctx_compact.testing import bedrock as kit
 from middleware import CompactingSession, budgeted
+from middleware._cache import CountCache
 
 Message = Dict[str, Any]
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -320,3 +322,11 @@ def test_the_middleware_and_its_session_cache_cut_where_bedrock_resumes(summariz
             assert kit.validate_messages(sent) == []
             messages = [*messages, using(f"g{n}"), answering(f"g{n}", size=150)]
     assert any(event.dropped for event in session.events)
+
+
+@PROPERTY
+@given(histories())
+def test_the_session_cache_groups_a_growing_history_as_from_scratch(history: List[Any]) -> None:
+    cache = CountCache(None)
+    for end in range(1, len(history) + 1):
+        assert cache.arrays(history[:end]) == measure(history[:end], None)
