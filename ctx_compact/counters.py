@@ -20,7 +20,7 @@ from ._checks import must
 from ._media import part_tokens
 from ._tokens import ENCODER
 from ._views import message_view
-from .formats import chat, responses
+from .formats import anthropic, bedrock, chat, gemini, responses
 
 __all__ = ["openai_chat_counter"]
 
@@ -38,12 +38,19 @@ _PROVIDERS: Tuple[Tuple[str, str], ...] = (
 _ENCODINGS: Dict[str, Any] = {}
 
 # Media parts are priced by the media-aware estimate's rules (``_media``): the
-# image's size read from its header, OpenAI's tile formula, its ``detail``.
-_MEDIA_READERS = (chat.media_part, responses.media_part)
+# image's size read from its header, OpenAI's tile formula, its ``detail``. A
+# block of another format (an Anthropic image pasted into the list) is priced
+# by its own provider's formula rather than as the JSON of its base64.
+_OPENAI_READERS = (chat.media_part, responses.media_part)
+_MEDIA_READERS = (
+    *_OPENAI_READERS,
+    anthropic.media_block,
+    gemini.media_part,
+    bedrock.media_block,
+)
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS = frozenset({"image_url", "input_image"})
-_MEDIA_PARTS = frozenset(chat.MEDIA_TYPES + responses.MEDIA_TYPES)
 
 
 def openai_chat_counter(
@@ -67,8 +74,9 @@ def openai_chat_counter(
       (``image_url``, ``input_image``, ``input_audio``, ``file``,
       ``input_file``) what OpenAI bills for them, by the same rules as
       ``media_aware_counter`` (an image by its size, read from its header, and
-      its ``detail``; see ``tokens_per_image``); any other part the tokens of
-      its compact JSON.
+      its ``detail``; see ``tokens_per_image``), and another format's media
+      block (an Anthropic ``image``) by its own provider's formula; any other
+      part the tokens of its compact JSON.
     - ``tool_calls``: each call counts its function's name and arguments (a
       ``custom`` call its name and input; any other kind its JSON) plus
       ``tokens_per_tool_call``. The legacy ``function_call`` counts as one call.
@@ -199,9 +207,8 @@ def openai_chat_counter(
             return length(part["refusal"])
         if part.get("type") in _IMAGE_PARTS:
             return image_tokens(part)
-        if part.get("type") in _MEDIA_PARTS:
-            return part_tokens(part, _MEDIA_READERS) or 0
-        return _count_value(part, length)
+        media = part_tokens(part, _MEDIA_READERS)
+        return _count_value(part, length) if media is None else media
 
     def count_call(call: Any) -> int:
         if type(call) is dict and call.get("type", "function") == "function":
@@ -279,7 +286,7 @@ def _image_pricer(tokens_per_image: Optional[ImageTokens]) -> Callable[[Mapping[
 
 
 def _default_image_tokens(part: Mapping[str, Any]) -> int:
-    return part_tokens(part, _MEDIA_READERS) or 0
+    return part_tokens(part, _OPENAI_READERS) or 0
 
 
 def _text_encoder(encoding: Any, encode: Callable[..., Any]) -> Callable[[str], Sequence[Any]]:

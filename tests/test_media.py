@@ -554,6 +554,12 @@ def test_openai_chat_counter_uses_the_same_media_rules() -> None:
         ],
     }
     assert count(document) == count(empty) + 3 * 2265
+    # Another format's block in the list: its own provider's price, not its base64's.
+    block = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/jpeg", "data": files.b64(PHOTO)},
+    }
+    assert count({"role": "user", "content": [block]}) == count(empty) + 1049
 
 
 def test_the_issue_s_table() -> None:
