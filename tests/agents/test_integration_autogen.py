@@ -125,7 +125,7 @@ def test_cleared_results_are_function_execution_results(provider: FakeProvider) 
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [
-        ({"on_overflow": "retry"}, ValueError, "does not make the call"),
+        ({"on_overflow": "retry"}, ValueError, "cannot retry"),
         ({"summary_role": "tool"}, ValueError, "summary_role"),
         ({"messages_arg": "messages"}, TypeError, "messages_arg"),
     ],

@@ -81,7 +81,7 @@ def test_an_async_summarizer_is_awaited_and_sent(provider: FakeProvider) -> None
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [
-        ({"on_overflow": "retry"}, ValueError, "does not make the call"),
+        ({"on_overflow": "retry"}, ValueError, "cannot retry"),
         ({"keep_head": "1"}, TypeError, "keep_head"),
         ({"messages_arg": "contents"}, TypeError, "messages_arg"),
         ({"nope": True}, TypeError, "'nope'"),

@@ -119,7 +119,7 @@ def test_the_provider_refusing_a_compacted_history_is_raised(provider: FakeProvi
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [
-        ({"on_overflow": "retry"}, ValueError, "does not make the call"),
+        ({"on_overflow": "retry"}, ValueError, "cannot retry"),
         ({"keep_tail": -1}, ValueError, "keep_tail"),
         ({"messages_arg": "messages"}, TypeError, "messages_arg"),
         ({"on_compact": 3}, TypeError, "on_compact"),
