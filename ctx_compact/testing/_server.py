@@ -310,7 +310,8 @@ class FakeProvider:
         port: The port to bind; 0 picks a free one.
         reply: The assistant text of every reply, or a callable given the
             request's messages (Responses input items, a string input as one
-            user message). By default ``"Fake reply to N messages."``.
+            user message; Gemini ``contents``; Converse ``messages``). By
+            default ``"Fake reply to N messages."``.
         tool_calls: How many tool calls the model makes after each user
             prompt before it answers with text: while fewer than this many tool
             results follow the last user prompt and the request offers a
