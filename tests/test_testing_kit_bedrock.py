@@ -398,3 +398,13 @@ def test_the_bedrock_fixture_without_boto3_fails_naming_the_package(
     result.assert_outcomes(errors=1)
     assert "fake_bedrock needs the boto3 SDK" in result.stdout.str()
     assert "Install it with: pip install boto3" in result.stdout.str()
+
+
+def test_a_reply_callable_is_given_the_messages() -> None:
+    def reply(messages: List[Message]) -> str:
+        return f"{len(messages)} messages, the last {messages[-1]['role']}'s"
+
+    with FakeProvider(reply=reply) as provider:
+        _, body = converse(provider, {"messages": tool_conversation(), "toolConfig": TOOL_CONFIG})
+
+    assert body["output"]["message"]["content"] == [{"text": "6 messages, the last assistant's"}]

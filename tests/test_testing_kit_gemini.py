@@ -444,3 +444,13 @@ def test_the_gemini_fixtures_without_the_sdk_fail_naming_the_package(
     assert "fake_gemini needs the google-genai SDK" in output
     assert "fake_async_gemini needs the google-genai SDK" in output
     assert "Install it with: pip install google-genai" in output
+
+
+def test_a_reply_callable_is_given_the_contents() -> None:
+    def reply(contents: List[Content]) -> str:
+        return f"{len(contents)} contents, the last {contents[-1]['role']}'s"
+
+    with FakeProvider(reply=reply) as provider:
+        _, body = generate(provider, {"contents": tool_conversation()})
+
+    assert body["candidates"][0]["content"]["parts"] == [{"text": "7 contents, the last user's"}]
