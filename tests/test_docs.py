@@ -20,6 +20,8 @@ RUN_ELSEWHERE = {"docs/batch.md"}  # run by tests/test_engines.py
 # Optional packages a page's example may need; CI runs these pages where they are installed.
 OPTIONAL = (
     "pydantic_ai",
+    "langchain",
+    "langgraph",
     "langchain_openai",
     "langchain_anthropic",
     "litellm",
