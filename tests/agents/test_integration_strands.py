@@ -3,8 +3,9 @@
 The agent's conversation manager is ``CompactingConversationManager``: nothing
 intercepts the SDK, so the manager alone keeps the requests under the kit's
 limit. The model is strands' OpenAI provider (the kit's Chat Completions
-route); the messages the manager compacts are strands' own, in Bedrock
-Converse form. See ``_scenario.py``.
+route) or its Bedrock one (boto3, the kit's Converse routes); the messages the
+manager compacts are strands' own, in Bedrock Converse form either way. See
+``_scenario.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import Any, List
 import anyio
 import pytest
 from strands import Agent, tool
-from strands.models.openai import OpenAIModel
 from strands.types.exceptions import ContextWindowOverflowException
 
 from ctx_compact import check_pairing
@@ -28,17 +28,16 @@ from middleware import CompactingSession, CompactionEvent
 from middleware.integrations.strands import CompactingConversationManager
 
 from ._scenario import LIMIT, SYSTEM_PROMPT, TURNS, check, get_report, prompts
+from ._strands import bedrock_model, openai_model
 
 VERSION = version("strands-agents")
 
 
-def make_agent(provider: FakeProvider, manager: CompactingConversationManager) -> Agent:
-    model = OpenAIModel(
-        client_args={"base_url": provider.openai_url, "api_key": "test", "max_retries": 0},
-        model_id="gpt-4o",
-    )
+def make_agent(
+    provider: FakeProvider, manager: CompactingConversationManager, bedrock: bool = False
+) -> Agent:
     return Agent(
-        model=model,
+        model=bedrock_model(provider) if bedrock else openai_model(provider),
         tools=[tool(get_report)],
         system_prompt=SYSTEM_PROMPT,
         callback_handler=None,
@@ -46,19 +45,20 @@ def make_agent(provider: FakeProvider, manager: CompactingConversationManager) -
     )
 
 
-def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider) -> None:
+@pytest.mark.parametrize("bedrock", [False, True], ids=["openai", "bedrock"])
+def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider, bedrock: bool) -> None:
     seen: List[CompactionEvent] = []
     manager = CompactingConversationManager(max_tokens=LIMIT, on_compact=seen.append)
-    agent = make_agent(provider, manager)
+    agent = make_agent(provider, manager, bedrock)
 
     with CompactingSession() as session:  # observes the manager's events
         for prompt in prompts():
             agent(prompt)
 
     check(
-        "strands-agents CompactingConversationManager",
+        f"strands-agents CompactingConversationManager ({'Bedrock' if bedrock else 'OpenAI'})",
         VERSION,
-        "chat",
+        "bedrock" if bedrock else "chat",
         provider,
         session.events,
         expected_requests=2 * TURNS,

@@ -2,51 +2,61 @@
 
 The agent keeps every message (``NullConversationManager``), so only
 ``CompactingSession(intercept="openai")`` keeps the requests under the kit's
-limit. See ``_scenario.py``; the Bedrock model is ``test_strands_bedrock_run.py``.
+limit, on the OpenAI model (``intercept="openai"``) and on the Bedrock model
+through boto3 (``intercept="bedrock"``, converse-stream and converse). See
+``_scenario.py``.
 """
 
 from __future__ import annotations
 
 from importlib.metadata import version
+from typing import Any
 
+import pytest
 from strands import Agent, tool
 from strands.agent.conversation_manager import NullConversationManager
-from strands.models.openai import OpenAIModel
+from strands.models import Model
 
 from ctx_compact.testing import FakeProvider
 from middleware import CompactingSession
 
 from ._scenario import LIMIT, SYSTEM_PROMPT, TURNS, check, get_report, prompts
+from ._strands import bedrock_model, openai_model
 
 VERSION = version("strands-agents")
 
 
-def openai_model(provider: FakeProvider) -> OpenAIModel:
-    return OpenAIModel(
-        client_args={"base_url": provider.openai_url, "api_key": "test", "max_retries": 0},
-        model_id="gpt-4o",
-    )
-
-
 def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider) -> None:
+    run(provider, openai_model(provider), "openai", "chat", "strands-agents OpenAIModel")
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["converse-stream", "converse"])
+def test_a_long_tool_run_on_bedrock_stays_within_the_limit(
+    provider: FakeProvider, streaming: bool
+) -> None:
+    model = bedrock_model(provider, streaming)
+    name = f"strands-agents BedrockModel ({'stream' if streaming else 'converse'})"
+
+    events = run(provider, model, "bedrock", "bedrock", name)
+
+    assert all(event.provider_tokens is not None for event in events)
+
+
+def run(provider: FakeProvider, model: Model, sdk: str, api: str, name: str) -> Any:
     agent = Agent(
-        model=openai_model(provider),
+        model=model,
         tools=[tool(get_report)],
         system_prompt=SYSTEM_PROMPT,
         callback_handler=None,
         conversation_manager=NullConversationManager(),
     )
 
-    with CompactingSession(max_tokens=LIMIT, intercept="openai") as session:
+    with CompactingSession(max_tokens=LIMIT, intercept=sdk) as session:
         for prompt in prompts():
             agent(prompt)
 
     check(
-        "strands-agents OpenAIModel (intercept)",
-        VERSION,
-        "chat",
-        provider,
-        session.events,
-        expected_requests=2 * TURNS,
+        f"{name} (intercept)", VERSION, api, provider, session.events, expected_requests=2 * TURNS
     )
     assert sum(1 for m in agent.messages for b in m["content"] if "toolUse" in b) == TURNS
+    return session.events
