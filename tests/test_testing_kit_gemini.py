@@ -147,6 +147,20 @@ def test_empty_parts_empty_parts_lists_and_unknown_roles() -> None:
     ]
 
 
+def test_a_field_set_to_null_is_not_set() -> None:
+    # As an SDK's dump of a part sends it: every field, the unset ones as null.
+    dumped = {"text": None, "function_call": None, "function_response": None, "thought": None}
+
+    assert validate_contents([{"role": "user", "parts": [{**dumped, "text": "hi"}]}]) == []
+    assert validate_contents([{"role": None, "parts": [dumped]}]) == [
+        Problem(
+            0,
+            "* GenerateContentRequest.contents[0].parts[0].data: required oneof field 'data' must "
+            "have one initialized field\n",
+        )
+    ]
+
+
 def test_the_callers_contents_are_not_changed() -> None:
     contents = tool_conversation()[1:]
     before = repr(contents)

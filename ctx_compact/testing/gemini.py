@@ -79,7 +79,7 @@ CONTEXT_LENGTH = (
 #: Roles a content may have; a missing role is the user's. ``function`` and ``tool`` are
 #: accepted for function response turns, as the API does.
 ROLES = ("user", "model", "function", "tool")
-#: The fields of a part's ``data`` oneof, in both spellings.
+#: The fields of a part's ``data`` oneof, in both spellings; ``null`` is a field not set.
 DATA_FIELDS = frozenset(
     {
         "text",
@@ -100,11 +100,15 @@ DATA_FIELDS = frozenset(
 
 
 def field(value: Json, name: str) -> Any:
-    """``value[name]`` under its lowerCamel name or its snake_case one (``functionCall``)."""
-    if name in value:
-        return value[name]
-    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
-    return value.get(snake)
+    """``value[name]`` under its lowerCamel name or its snake_case one; ``None`` if neither is set.
+
+    ``functionCall`` is read as ``function_call`` too, as protobuf's JSON reads
+    both, and ``null`` is a field not set.
+    """
+    found = value.get(name)
+    if found is None:
+        found = value.get("".join(f"_{c.lower()}" if c.isupper() else c for c in name))
+    return found
 
 
 def parts(content: Any) -> List[Any]:
@@ -169,7 +173,7 @@ def _check_content(index: int, content: Any) -> List[Problem]:
     return [
         Problem(index, EMPTY_PART.format(index=index, part=k))
         for k, part in enumerate(found)
-        if not isinstance(part, dict) or not DATA_FIELDS.intersection(part)
+        if not isinstance(part, dict) or all(part.get(name) is None for name in DATA_FIELDS)
     ]
 
 
