@@ -27,7 +27,9 @@ signature alike).
 Token figures are deterministic. Every message costs ``count_tokens(message)``:
 its compact JSON (``separators=(",", ":")``, ``ensure_ascii=False``), measured in
 UTF-16 code units, divided by 4 and rounded up, which is also ctx-compact's
-default estimator. What each API sums is said in its module.
+default estimator, with its media parts (images, PDFs, audio) left out and each
+billed as its provider publishes instead (``_billing``). What each API sums is
+said in its module.
 
 Standard library only, Python 3.9+. Run ``python -m ctx_compact.testing
 [--port N]`` to serve in the foreground for the examples.
