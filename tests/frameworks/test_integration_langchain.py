@@ -191,3 +191,16 @@ def test_bad_options_are_refused_when_the_middleware_is_made() -> None:
         CompactionMiddleware(LIMIT, rewrite_state="yes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="messages_arg"):
         CompactionMiddleware(LIMIT, messages_arg="messages")  # type: ignore[call-arg]
+
+
+def test_a_session_intercepting_the_sdk_records_one_event_per_call(provider: FakeProvider) -> None:
+    seen: List[CompactionEvent] = []
+    agent = make_agent(provider, CompactionMiddleware(LIMIT, on_compact=seen.append))
+
+    label = f"{LANGCHAIN} create_agent (inside intercept='openai')"
+    with Run(label, "/v1/chat/completions", provider, intercept="openai") as run:
+        converse(agent)
+
+    # The middleware's call is exclusive: the SDK's interception underneath passes through.
+    check_integration(run, seen, expected_requests=2 * TURNS)
+    assert {event.function for event in run.session.events} == {"langchain wrap_model_call"}
