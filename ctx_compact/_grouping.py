@@ -22,14 +22,16 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 from ._views import message_view, message_views
 from .formats import FOLLOWED, Links, recognise
 from .formats.responses import answers_earlier
 
 
-def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int]:
+def group_bounds(
+    views: Sequence[Mapping[str, Any]], start: int = 0, restarts: Optional[List[int]] = None
+) -> List[int]:
     """Return the group boundaries of ``views[start:]``, validating every message.
 
     ``views[start:]`` is grouped as if it were the whole list: ``start`` must be
@@ -38,6 +40,10 @@ def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int
     Args:
         views: The messages' mapping views (see ``message_views``).
         start: Where to begin.
+        restarts: A list to append, in order, the index of every message from
+            ``start`` on that holds a provider's compaction item (a Responses
+            ``compaction`` item, an Anthropic ``compaction`` block): where the
+            provider restarts the conversation (``Compaction``'s ``restart``).
 
     Returns:
         The start index of each group from ``start`` on, then ``len(views)``.
@@ -50,6 +56,8 @@ def group_bounds(views: Sequence[Mapping[str, Any]], start: int = 0) -> List[int
     n = len(views)
     bounds: List[int] = []
     links = Links()
+    if restarts is not None:
+        links.restarts = restarts
     for i in range(start, n):
         view = views[i]
         followed = links.left is FOLLOWED

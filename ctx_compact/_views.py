@@ -202,6 +202,32 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
     )
 
 
+class _Trailing(Sequence):  # type: ignore[type-arg]
+    """The views of a list's messages, each made when it is read (the formats read the
+    last few only)."""
+
+    __slots__ = ("_messages",)
+
+    def __init__(self, messages: Sequence[Any]) -> None:
+        self._messages = messages
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, int):
+            raise TypeError("trailing views are read one index at a time")
+        if index < 0:
+            index += len(self._messages)
+        return message_view(self._messages[index], index)
+
+
+def trailing_views(messages: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
+    """The views of ``messages`` for a reader of its last messages only: each view is made
+    when it is read, so a long list costs what the messages read cost."""
+    return _Trailing(messages)
+
+
 def message_views(messages: Sequence[Any], start: int = 0) -> Sequence[Mapping[str, Any]]:
     """The views of ``messages[start:]`` (earlier items are left as they are).
 

@@ -41,12 +41,13 @@ forgotten first.
   afresh on every call.
 
 What a line keeps per message: the copy of its containers, or its pickle (and
-its share of a run's pickle), and its type; per conversation, the prefix sums
-and group boundaries. A line is never changed once published: an update
-publishes a new one, which for a history that only grew shares the old one's
-per-message records and appends to them (under the lock, past the old line's
-length, which the old line never reads), so a turn costs what its new messages
-cost, not a copy of the whole history. A call reads lines with no lock held,
+its share of a run's pickle), and its type; per conversation, the prefix sums,
+the group boundaries and where its provider's compaction items are. A line is
+never changed once published: an update publishes a new one, which for a
+history that only grew shares the old one's per-message records and appends to
+them (under the lock, past the old line's length, which the old line never
+reads), so a turn costs what its new messages cost, not a copy of the whole
+history. A call reads lines with no lock held,
 and ``count_tokens`` is called with no lock held too: it may itself make a
 compacting call through the same cache.
 
@@ -321,13 +322,16 @@ class _Line:
     conversation appends to the columns in place, past ``size``.
     """
 
-    __slots__ = ("bounds", "cols", "key", "size")
+    __slots__ = ("bounds", "cols", "key", "restarts", "size")
 
-    def __init__(self, key: _Key, size: int, cols: _Columns, bounds: List[int]) -> None:
+    def __init__(
+        self, key: _Key, size: int, cols: _Columns, bounds: List[int], restarts: List[int]
+    ) -> None:
         self.key = key
         self.size = size
         self.cols = cols
         self.bounds = bounds
+        self.restarts = restarts  # the messages holding a provider's compaction item
 
     def equal_prefix(self, messages: List[Any]) -> int:
         """How many leading messages are == to their copies: at least the unchanged prefix."""
@@ -450,8 +454,13 @@ class CountCache:
             self._lines.clear()
             self._by_key.clear()
 
-    def arrays(self, messages: List[Any]) -> Tuple[List[Any], List[int]]:
+    def arrays(
+        self, messages: List[Any], restarts: Optional[List[int]] = None
+    ) -> Tuple[List[Any], List[int]]:
         """Prefix token sums and group boundaries of ``messages``, as computed from scratch.
+
+        ``restarts``, when given, gets what ``measure`` would give it: the
+        messages holding a provider's compaction item.
 
         Returns:
             ``(pre, bounds)``, new lists, equal to ``measure(messages, count_tokens)``.
@@ -460,7 +469,7 @@ class CountCache:
             InvalidMessageError: As ``compact`` would, naming the message index.
         """
         if not messages:
-            return measure(messages, self.count_tokens)
+            return measure(messages, self.count_tokens, restarts)
         key = _key(messages)
         with self._lock:
             candidates = list(self._by_key.get(key, ()))
@@ -490,11 +499,16 @@ class CountCache:
             # an earlier state re-sent), which the line serves as it stands.
             self._touch(line)
             if keep == line.size:
+                if restarts is not None:
+                    restarts.extend(line.restarts)
                 return line.cols.pre[: keep + 1], old_bounds[:]
         regroup_at = regroup_from(messages, old_bounds, keep)
         start = old_bounds[regroup_at]
         views = message_views(messages, start)
-        bounds = old_bounds[:regroup_at] + group_bounds(views, start)
+        found = [r for r in line.restarts if r < start] if line is not None else []
+        bounds = old_bounds[:regroup_at] + group_bounds(views, start, found)
+        if restarts is not None:
+            restarts.extend(found)
         if line is not None and keep == len(messages):
             return line.cols.pre[: keep + 1], bounds
         counts = count_all(views, self.count_tokens, keep)
@@ -522,7 +536,7 @@ class CountCache:
                 base = line.cols.exact_at[start:known] if line is not None else []
                 added.runs = _runs(messages, base + added.exact_at)
         cols = self._extend(line, keep, added)
-        updated = _Line(key, len(messages), cols, bounds)
+        updated = _Line(key, len(messages), cols, bounds, found)
         follows = line is not None and keep > 0 and keep >= line.size - _TAIL_EDITS
         self._publish(updated, line if follows else None)
         return cols.pre[: len(messages) + 1], bounds[:]

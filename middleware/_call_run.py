@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
-from ctx_compact import ClearedToolResult, check_pairing
+from ctx_compact import ClearedToolResult, check_pairing, repair_pairing
 from ctx_compact._contract import (
     CALL_OUTPUTS,
     Compaction,
     check_messages,
+    count_all,
     group_bounds,
     measure,
     message_views,
@@ -63,7 +65,7 @@ def _cleared(
     views = message_views(messages)
     if options.clear_thinking is not None:
         done, counts = options.clear_thinking.apply(
-            messages, views, counts, max_tokens=budget, count_tokens=options.count_tokens
+            messages, views, counts, max_tokens=budget, count_tokens=options.counter
         )
         if done.cleared:
             thinking = tuple(done.cleared)
@@ -79,7 +81,7 @@ def _cleared(
             views,
             counts,
             max_tokens=budget,
-            count_tokens=options.count_tokens,
+            count_tokens=options.counter,
             target_tokens=target,
         )
         saved = edited.tokens_before - edited.tokens_after
@@ -191,12 +193,14 @@ class CallRun:
             # Read once: a retry compacts the same messages again, and a generator
             # or other one-shot iterable would give it none.
             self.located = located._replace(value=messages)
+        restarts: List[int] = []  # the messages holding a provider's compaction item
         if states:
-            pre, bounds = states[-1].cache(options.count_tokens).arrays(messages)
+            pre, bounds = states[-1].cache(options.counter).arrays(messages, restarts)
             self.calibration = calibration_factor(states)
         else:
-            pre, bounds = measure(messages, options.count_tokens)
+            pre, bounds = measure(messages, options.counter, restarts)
             self.calibration = 1.0
+        restart = restarts[-1] if restarts else -1
         self.tokens_before = pre[-1] + self.fixed
         # Calibrated: the estimate times the factor is what the provider will count.
         full = options.max_tokens / self.calibration
@@ -231,6 +235,9 @@ class CallRun:
             ) = _cleared(options, messages, pre, bounds, budget, target)
             if messages is not given:
                 self.given = given
+        if restart >= 0 and self.origin is not None:
+            # Clearing removed reasoning items before it: where the item is now.
+            restart = bisect_left(self.origin, restart)
         plan = self.plan = Compaction(
             messages,
             pre,
@@ -238,9 +245,10 @@ class CallRun:
             max_tokens=budget,
             keep_head=options.keep_head,
             keep_tail=options.keep_tail,
-            count_tokens=options.count_tokens,
+            count_tokens=options.counter,
             target_tokens=target,
             saved=saved,
+            restart=restart,
         )
         self.cut_reused = plan.step is not None and _cut_stood(plan)
 
@@ -251,7 +259,10 @@ class CallRun:
 
     def _callers(self, count: int) -> List[Any]:
         """The caller's messages for the ``count`` dropped from the decision's head on."""
-        head_end = self.plan.head_end
+        plan = self.plan
+        head_end, start = plan.head_end, plan.start
+        if start:  # what came before the latest compaction item went first
+            return self.originals(0, start) + self.originals(head_end, head_end + count - start)
         return self.originals(head_end, head_end + count)
 
     def originals(self, start: int, stop: int) -> List[Any]:
@@ -290,7 +301,7 @@ class CallRun:
         budget: the summary to send is then that of the further cut.
         """
         result = self.plan.result_with_summary(summary, self.options.summary_role, covered)
-        return self.plan.head_end + len(result.dropped)
+        return self.plan.head_end + len(result.dropped) - self.plan.start
 
     def event(
         self, summary: Optional[str], summary_error: Optional[str] = None, covered: int = 0
@@ -312,7 +323,20 @@ class CallRun:
             result = plan.result_with_summary(summary, options.summary_role, covered)
             messages, dropped = tuple(result.messages), tuple(self._callers(len(result.dropped)))
             after, fits, summary = result.tokens_after, result.fits, result.summary
-        problems = tuple(check_pairing(messages)) if options.validate else ()
+        problems: Tuple[Any, ...] = ()
+        repairs: Tuple[Any, ...] = ()
+        if options.validate == "repair":
+            # What is about to be sent, compaction's own work included, so a history
+            # that was already poisoned still gets through.
+            repaired = repair_pairing(messages)
+            problems, repairs = tuple(repaired.problems), tuple(repaired.changes)
+            if repairs:
+                messages = tuple(repaired.messages)
+                views = message_views(repaired.messages)
+                after = sum(count_all(views, options.counter))
+                fits = after <= plan.max_tokens
+        elif options.validate:
+            problems = tuple(check_pairing(messages))
         return new_event(
             function=self.function,
             max_tokens=options.max_tokens,
@@ -332,6 +356,7 @@ class CallRun:
             cut_reused=self.cut_reused,
             retried=self.retried,
             summary_error=summary_error,
+            repairs=repairs,
         )
 
     def quiet_arguments(self) -> Optional[Tuple[Tuple[Any, ...], Dict[str, Any]]]:
@@ -352,7 +377,7 @@ class CallRun:
         of the caller's), not a new one.
         """
         plan = self.plan
-        if plan.cut == plan.head_end:
+        if plan.cut == plan.head_end and not plan.start:
             return plan.messages, plan.tokens_before
         return plan.kept(), plan.tokens_after
 

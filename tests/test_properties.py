@@ -52,14 +52,29 @@ class Split:
     tail: List[Group]
 
 
+def reference_awaiting(messages: List[Any]) -> int:
+    """Where calls still awaiting their results end the list: the last assistant message
+    with tool_calls when only tool messages follow it and they leave a call unanswered."""
+    at = len(messages) - 1
+    while at >= 0 and messages[at].get("role") == "tool":
+        at -= 1
+    if at >= 0 and messages[at].get("role") == "assistant" and messages[at].get("tool_calls"):
+        ids = {call.get("id") for call in messages[at]["tool_calls"]} - {None}
+        if ids - {m.get("tool_call_id") for m in messages[at + 1 :]}:
+            return at
+    return len(messages)
+
+
 def reference_split(messages: List[Any], keep_head: int, keep_tail: int) -> Split:
-    """Head: every group holding one of the first keep_head messages; tail likewise."""
+    """Head: every group holding one of the first keep_head messages; tail likewise, and
+    the calls awaiting their results at the end whatever keep_tail says."""
     n = len(messages)
+    awaits = reference_awaiting(messages)
     head, middle, tail = [], [], []
     for start, end in reference_groups(messages):
         if start < keep_head:
             head.append((start, end))
-        elif end > n - keep_tail:
+        elif end > n - keep_tail or end > awaits:
             tail.append((start, end))
         else:
             middle.append((start, end))

@@ -155,7 +155,8 @@ def _from_pieces(
         Unencodable: A message the pieces cannot serialise; the plain way gives its count
             or its error.
     """
-    bounds = group_bounds(messages)  # validates every message, as compact's grouping does
+    restarts: List[int] = []  # the messages holding a provider's compaction item
+    bounds = group_bounds(messages, 0, restarts)  # validates every message, as compact's does
     pieces = Pieces(fast)
     counts = pieces.count_all(messages)
     counter = settings.counter
@@ -173,6 +174,7 @@ def _from_pieces(
         keep_tail=settings.keep_tail,
         count_tokens=counter,
         target_tokens=settings.target_tokens,
+        restart=restarts[-1] if restarts else -1,
     )
     result = plan.result()
     rows = plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()

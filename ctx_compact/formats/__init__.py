@@ -122,8 +122,15 @@ class Resuming(Protocol):
     def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]: ...
 
 
+class Waiting(Protocol):
+    """A format whose calls may be left awaiting their results at the end of a list."""
+
+    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int: ...
+
+
 FORMATS: Tuple[Format, ...] = (CHAT, ANTHROPIC, RESPONSES, GEMINI, BEDROCK)
 RESUMING: Tuple[Resuming, ...] = (GEMINI, BEDROCK)
+WAITING: Tuple[Waiting, ...] = (CHAT, ANTHROPIC, RESPONSES)
 
 # The format reading a message that carries no tool structure, by role.
 OWNERS: Dict[Any, Format] = {**dict.fromkeys(CHAT.roles, CHAT), None: RESPONSES}
@@ -193,6 +200,17 @@ def resumes(before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> boo
     return all(fmt.resumes(before, view) for fmt in RESUMING)
 
 
+def awaiting(views: Sequence[Mapping[str, Any]]) -> int:
+    """Where the calls still awaiting their results at the end of ``views`` start.
+
+    An agent's history saved between a call and its result ends with the call
+    (and the results that came so far); an approval awaits its human. Each
+    format in ``WAITING`` reads only the last messages. ``len(views)`` when
+    nothing awaits.
+    """
+    return min([fmt.awaiting(views) for fmt in WAITING], default=len(views))
+
+
 def summary_note(
     text: str, summary_role: str, beside: Optional[Mapping[str, Any]]
 ) -> Dict[str, Any]:
@@ -225,12 +243,15 @@ __all__ = [
     "FORMATS",
     "OWNERS",
     "RESUMING",
+    "WAITING",
     "Format",
     "Links",
     "Media",
     "Resuming",
     "ToolCall",
     "ToolResult",
+    "Waiting",
+    "awaiting",
     "joined",
     "recognise",
     "resumes",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._errors import InvalidMessageError
 
@@ -16,14 +16,17 @@ class Links:
     value of the format that opened it (its own type), ``FOLLOWED`` when the
     previous message must stay with whatever follows, or ``None``. ``memory``
     holds a format's state that reaches further back (Responses calls answered
-    many items later), under the format's name.
+    many items later), under the format's name. ``restarts`` is where a format
+    notes each message holding a provider's compaction item (the provider's
+    own summary of everything before it), by index, in order.
     """
 
-    __slots__ = ("left", "memory")
+    __slots__ = ("left", "memory", "restarts")
 
     def __init__(self) -> None:
         self.left: Any = None
         self.memory: Dict[str, Any] = {}
+        self.restarts: List[int] = []
 
 
 # ``Links.left`` for a message that stays with the next one, whatever that is.

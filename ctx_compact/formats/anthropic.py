@@ -4,6 +4,11 @@ Grouping: a user message starting with ``tool_result`` blocks stays with the
 assistant message right before it, when one of those blocks answers one of its
 ``tool_use`` ids (``thinking`` blocks live in the same message as the
 ``tool_use``).
+
+A ``compaction`` block in an assistant message is the API's own summary of
+everything before it (server-side compaction, 2026): the API ignores every
+block before the latest one, so the conversation restarts at that message
+(``Links.restarts``; see ``Compaction``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ from ._shapes import blocks, is_block, is_list, key, text_name
 
 PROVIDER = "anthropic"
 # The content blocks that carry this format's tool structure, and the role each belongs to.
-BLOCKS = {"tool_use": "assistant", "tool_result": "user"}
+BLOCKS = {"tool_use": "assistant", "tool_result": "user", "compaction": "assistant"}
+# The block holding the provider's summary of everything before it (server-side
+# compaction, 2026): the API ignores every block before the latest one.
+COMPACTION = "compaction"
 THINKING_BLOCKS = ("thinking", "redacted_thinking")
 # The content blocks holding media (in a message's content or a tool_result's).
 MEDIA_TYPES = ("image", "document")
@@ -82,7 +90,8 @@ class AnthropicFormat:
     media_holders: Tuple[str, ...] = ("tool_result",)
 
     def carries(self, view: Mapping[str, Any]) -> bool:
-        """Whether ``view``'s content holds ``tool_use`` or ``tool_result`` blocks."""
+        """Whether ``view``'s content holds ``tool_use``, ``tool_result`` or ``compaction``
+        blocks."""
         content = view.get("content")
         if type(content) is str or not is_list(content):
             return False
@@ -107,6 +116,8 @@ class AnthropicFormat:
         left = links.left
         content = blocks(view, index)
         if view.get("role") == "assistant":
+            if any(is_block(b, COMPACTION) for b in content):
+                links.restarts.append(index)
             uses = tool_use_ids(content, index)
             links.left = _Uses(uses) if uses else None
             return -1
@@ -208,6 +219,15 @@ class AnthropicFormat:
             gone = [k for k, b in enumerate(content) if _result_id(b, allowed) is not _KEPT]
             _rebuild_next(edits, i, content, gone, [], [], code)
 
+    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+        """Where calls still awaiting their results end ``views``: a last assistant
+        message with ``tool_use`` blocks; ``len(views)`` when there is none."""
+        n = len(views)
+        last = views[-1] if n else None
+        if last is not None and last.get("role") == "assistant":
+            return n - 1 if any(is_block(b, "tool_use") for b in blocks(last, n - 1)) else n
+        return n
+
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """An assistant message's ``tool_use`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
@@ -298,7 +318,8 @@ def _exchange(
     parts: List[int] = list(range(len(content)))
     if unanswered and answer is not None:
         added = [_placeholder(u, answer) for u in unanswered]
-        edits.note(at, "answered_call", unanswered, PROVIDER, code)
+        into = None if following is None else nxt
+        edits.note(at, "answered_call", unanswered, PROVIDER, code, into)
         if following is None:
             edits.insert(at, {"role": "user", "content": added})
             added = []
@@ -355,9 +376,11 @@ def _rebuild_next(
     for k in gone:
         ids = [content[k].get("tool_use_id")]
         edits.note(i, "dropped_result", ids, PROVIDER, "unexpected_tool_result")
+    text = message.get("content")
+    if isinstance(text, str) and not added:
+        return  # a text message: nothing in it to move or drop
     rest = [k for k in range(len(content)) if k not in gone and k not in first]
     parts: List[Part] = [*first, *added, *rest]
-    text = message.get("content")
     if isinstance(text, str) and text:
         parts.append({"type": "text", "text": text})
     if not parts:

@@ -43,7 +43,7 @@ from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
 from ._base import Links, Media, ToolCall, ToolResult, data_url, unrecognised
 from ._edits import Edits
-from ._shapes import blocks, id_set, is_list, key, text_name
+from ._shapes import blocks, hashable, id_set, is_list, key, text_name
 
 PROVIDER = "openai"
 # Tool calls without ids, answered in order: Ollama's native API.
@@ -213,6 +213,25 @@ def _unanswered(views: Sequence[Mapping[str, Any]], at: int) -> List[Any]:
     return [call_id for call_id in order if call_id not in answered]
 
 
+def _function_name(call: Mapping[str, Any]) -> Optional[str]:
+    function = call.get("function")
+    return text_name(function.get("name")) if isinstance(function, Mapping) else None
+
+
+def _idless_unanswered(views: Sequence[Mapping[str, Any]], at: int) -> List[int]:
+    """The positions in ``tool_calls`` of the assistant message at ``at`` of its id-less
+    calls that its run does not answer (by order, as ``answer_by_order`` pairs them)."""
+    calls = views[at].get("tool_calls") or ()
+    pending = [k for k, call in enumerate(calls) if call.get("id") is None]
+    named = list(idless_calls(views[at])) if pending else []
+    for k in range(at + 1, _run_end(views, at) + 1):
+        if views[k].get("tool_call_id") is None:
+            position = answer_by_order(named, views[k].get("tool_name"))
+            if position >= 0:
+                del pending[position], named[position]
+    return pending
+
+
 def _run_end(views: Sequence[Mapping[str, Any]], at: int) -> int:
     """The last message of the run of ``tool`` messages after the one at ``at`` (``at`` if none)."""
     end = at
@@ -249,28 +268,43 @@ def _settle(
     views: Sequence[Mapping[str, Any]],
     at: int,
     ids: List[Any],
+    idless: List[int],
     edits: Edits,
     answer: Optional[str],
 ) -> None:
-    """Answer or drop the unanswered calls ``ids`` of the assistant message at ``at``."""
+    """Answer or drop the unanswered calls of the assistant message at ``at``: those with
+    the ids ``ids``, and the id-less ones at the positions ``idless`` of its ``tool_calls``."""
     problem = "missing_tool_results"
+    view = views[at]
+    calls = view.get("tool_calls") or ()
+    function_names = [_function_name(calls[k]) for k in idless]
+    shown = ["?" if name is None else name for name in function_names]
     if answer is not None:
         end = _run_end(views, at)
         for call_id in ids:
             edits.insert(end, {"role": "tool", "tool_call_id": call_id, "content": answer})
-        edits.note(at, "answered_call", ids, PROVIDER, problem)
+        for name in function_names:
+            made: Dict[str, Any] = {"role": "tool", "content": answer}
+            if name is not None:
+                made["tool_name"] = name
+            edits.insert(end, made)
+        if ids:
+            edits.note(at, "answered_call", ids, PROVIDER, problem)
+        if idless:
+            edits.note(at, "answered_call", shown, OLLAMA, problem)
         return
-    view = views[at]
-    calls = view.get("tool_calls") or ()
-    kept = [k for k, call in enumerate(calls) if call.get("id") not in ids]
-    edits.note(at, "dropped_call", ids, PROVIDER, problem)
+    kept = [k for k, call in enumerate(calls) if k not in idless and call.get("id") not in ids]
+    if ids:
+        edits.note(at, "dropped_call", ids, PROVIDER, problem)
+    if idless:
+        edits.note(at, "dropped_call", shown, OLLAMA, problem)
     if kept:
         edits.rebuild(at, "tool_calls", kept)
     elif view.get("content") or view.get("function_call"):
         edits.rebuild(at, None, unset=("tool_calls",))
     else:
         edits.drop(at)
-        edits.note(at, "dropped_empty", ids, PROVIDER, problem)
+        edits.note(at, "dropped_empty", ids or shown, PROVIDER if ids else OLLAMA, problem)
 
 
 class ChatFormat:
@@ -408,25 +442,33 @@ class ChatFormat:
         before it, else it is dropped. Calls still unanswered are answered
         after their run with ``answer`` (a ``tool`` message), or, when
         ``answer`` is ``None``, dropped from ``tool_calls``: the key goes when
-        none is left, and the message when it then says nothing.
+        none is left, and the message when it then says nothing. Ollama's
+        id-less calls likewise: a ``tool`` message without an id answering none
+        is dropped, and an id-less call its run does not answer (by order) is
+        answered with a ``{"role": "tool", "content": answer, "tool_name": ...}``
+        message or dropped.
         """
         unanswered: Dict[int, List[Any]] = {}
+        idless: Dict[int, List[int]] = {}  # Ollama's calls: positions in tool_calls
         for problem in problems:
             if problem.code == "missing_tool_results":
-                unanswered[problem.index] = _unanswered(views, problem.index)
+                at = problem.index
+                unanswered.setdefault(at, _unanswered(views, at))
+                idless.setdefault(at, _idless_unanswered(views, at))
         taken: Set[int] = set()  # function calls given a stray function message
         for problem in problems:
             i = problem.index
             if problem.code in ("orphan_tool_result", "unknown_tool_call_id"):
                 call_id = views[i].get("tool_call_id")
-                target = _owed(unanswered, call_id, i)
+                target = None if call_id is None else _owed(unanswered, call_id, i)
                 if target is None:
                     edits.drop(i)
-                    edits.note(i, "dropped_result", problem.ids, PROVIDER, problem.code)
+                    edits.note(i, "dropped_result", problem.ids, problem.provider, problem.code)
                 else:
                     unanswered[target].remove(call_id)
-                    edits.move(i, _run_end(views, target))
-                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code)
+                    end = _run_end(views, target)
+                    edits.move(i, end)
+                    edits.note(i, "moved_result", problem.ids, problem.provider, problem.code, end)
             elif problem.code == "orphan_function_result":
                 target = _function_owed(views, i, taken)
                 if target is None:
@@ -435,10 +477,35 @@ class ChatFormat:
                 else:
                     taken.add(target)
                     edits.move(i, target)
-                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code)
+                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code, target)
         for at, ids in unanswered.items():
-            if ids:
-                _settle(views, at, ids, edits, answer)
+            if ids or idless[at]:
+                _settle(views, at, ids, idless[at], edits, answer)
+
+    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+        """Where calls still awaiting their results end ``views``: the assistant message
+        whose run of ``tool`` messages reaches the end without answering every call (a
+        legacy ``function_call`` with nothing after it); ``len(views)`` when none."""
+        n = len(views)
+        at = n - 1
+        while at >= 0 and views[at].get("role") == "tool":
+            at -= 1
+        if at < 0 or views[at].get("role") != "assistant":
+            return n
+        calling = views[at]
+        if calling.get("function_call") and at == n - 1:
+            return at
+        ids, idless = _calls_of(calling, at)
+        owed = set(ids)
+        for k in range(at + 1, n):
+            call_id = hashable(views[k].get("tool_call_id"))
+            if call_id is None:
+                position = answer_by_order(idless, views[k].get("tool_name"))
+                if position >= 0:
+                    idless = _answered(idless, position)
+            else:
+                owed.discard(call_id)
+        return at if owed or idless else n
 
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """An assistant message's calls, with the tool each names."""

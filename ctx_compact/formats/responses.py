@@ -5,6 +5,12 @@ Items carry a ``type`` and no ``role``. Grouping: a call item (``function_call``
 apart, matched by ``call_id`` (see ``Matcher``); an ``mcp_approval_request``
 with its ``mcp_approval_response``; a ``reasoning`` item with the message right
 after it, whatever that message is.
+
+A ``compaction`` item (``{"type": "compaction", "encrypted_content": ...}``,
+from ``/responses/compact`` or server-side compaction) carries the provider's
+summary of everything before it: the items before the latest one may be
+dropped, so the conversation restarts there (``Links.restarts``; see
+``Compaction``).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 from .._problems import PairingProblem, names
 from ._base import FOLLOWED, Links, Media, ToolCall, ToolResult, data_url, unrecognised
 from ._edits import Edits
-from ._shapes import blocks, is_list, item_type, key, text_name
+from ._shapes import blocks, hashable, is_list, item_type, key, text_name
 
 PROVIDER = "openai-responses"
 
@@ -226,6 +232,8 @@ class ResponsesFormat:
                 return found
         elif kind == "reasoning":
             links.left = FOLLOWED
+        elif kind == "compaction":
+            links.restarts.append(index)
         elif kind == "mcp_approval_request":
             request = key(view.get("id"), index, "an approval request's id")
             _matchers(links)[1].open([request], index)
@@ -311,8 +319,9 @@ class ResponsesFormat:
                     edits.note(i, "dropped_result", problem.ids, PROVIDER, problem.code)
                 else:
                     unanswered.remove(target)
-                    edits.move(i, _calls_end(views, target))
-                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code)
+                    end = _calls_end(views, target)
+                    edits.move(i, end)
+                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code, end)
             elif problem.code == "reasoning_without_following_item":
                 edits.drop(i)
                 edits.note(i, "dropped_reasoning", problem.ids, PROVIDER, problem.code)
@@ -327,6 +336,34 @@ class ResponsesFormat:
             else:
                 edits.insert(_calls_end(views, j), output)
                 edits.note(j, "answered_call", ids, PROVIDER, code)
+
+    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+        """Where calls still awaiting their results end ``views``: the earliest call item or
+        ``mcp_approval_request`` in the items after the last message that nothing after
+        it answers (parallel calls awaiting their outputs, a human approval);
+        ``len(views)`` when none."""
+        n = len(views)
+        found = n
+        outputs: Set[Any] = set()
+        responses: Set[Any] = set()
+        for i in range(n - 1, -1, -1):
+            item = views[i]
+            if item.get("role") is not None:
+                break
+            kind = item.get("type")
+            if kind in OUTPUT_TYPES:
+                outputs.add(hashable(item_call_id(item)))
+            elif kind == "mcp_approval_response":
+                responses.add(hashable(item.get("approval_request_id")))
+            elif kind in CALL_OUTPUTS:
+                keys = [hashable(item.get("call_id"))]
+                if kind == "local_shell_call":
+                    keys.append(hashable(item.get("id")))
+                if not any(k in outputs for k in keys if k is not None):
+                    found = i
+            elif kind == "mcp_approval_request" and hashable(item.get("id")) not in responses:
+                found = i
+        return found
 
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """A call item, answerable by its ``call_id`` (a ``local_shell_call`` also by its id)."""
