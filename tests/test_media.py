@@ -8,9 +8,12 @@ from typing import Any, Dict, List
 
 import media_files as files
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctx_compact import compact, estimate_tokens, media_aware_counter, openai_chat_counter
 from ctx_compact._contract import count_all
+from ctx_compact._media import media_readers
 from ctx_compact._media_headers import Payload, audio_seconds, image_size, pdf_pages
 from ctx_compact._media_rates import (
     anthropic_image_tokens,
@@ -617,3 +620,33 @@ def test_the_issue_s_table() -> None:
     assert figures["responses"][1] == 765 + estimate_tokens({"role": "user", "content": []})
     assert figures["anthropic"][1] == 1049 + estimate_tokens({"role": "user", "content": []})
     assert figures["pdf"][1] == 3 * 3100 + estimate_tokens({"role": "user", "content": []})
+
+
+# Any JSON message whose parts carry no media marker: the specification's figure.
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+_part = st.dictionaries(
+    st.sampled_from(["type", "text", "source", "data", "url", "toolResult", "content"]),
+    _json,
+    max_size=4,
+).filter(lambda part: media_readers({"content": [part], "parts": [part]}) == ())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["user", "assistant", "model", None]),
+    st.sampled_from(["content", "parts", "output"]),
+    st.lists(_part, max_size=4),
+    st.dictionaries(st.text(max_size=5), _json, max_size=3),
+)
+def test_any_message_without_media_counts_as_the_specification_says(
+    role: Any, field: str, parts: List[Any], extra: Dict[str, Any]
+) -> None:
+    message: Dict[str, Any] = {**extra, field: parts}
+    if role is not None:
+        message["role"] = role
+    assert COUNT(message) == estimate_tokens(message)
+    assert count_all([message, message], COUNT) == [estimate_tokens(message)] * 2
