@@ -153,7 +153,7 @@ def _check_tool_pairing(messages: Sequence[Json], index: int, message: Json) -> 
 
 
 def input_tokens(messages: Sequence[Any], system: Any = None) -> int:
-    """``inputTokens``: ``count_tokens`` of each message, plus the ``system`` list's."""
+    """``inputTokens``: each message as billed (``_billing``), plus the ``system`` list's."""
     total = sum(billed(message, bedrock_part, count_tokens) for message in messages)
     if system is not None:
         total += count_tokens(system)

@@ -195,7 +195,7 @@ def _check_turn(contents: Sequence[Json], index: int, content: Json) -> List[Pro
 
 
 def prompt_tokens(contents: Sequence[Any], system: Any = None) -> int:
-    """``promptTokenCount``: ``count_tokens`` of each content, plus the system instruction's."""
+    """``promptTokenCount``: each content as billed (``_billing``), plus the system's."""
     total = sum(billed(content, gemini_part, count_tokens) for content in contents)
     if system is not None:
         total += count_tokens(system)
