@@ -146,7 +146,7 @@ def test_summaries_and_cleared_results_reach_the_model_and_the_state(
     middleware = CompactionMiddleware(
         LIMIT,
         summarize=summarize,
-        clear_tool_results={"keep": 2},
+        clear_tool_results={"keep": 2, "clear_inputs": True},
         rewrite_state=True,
         on_compact=seen.append,
     )
@@ -170,6 +170,10 @@ def test_summaries_and_cleared_results_reach_the_model_and_the_state(
     )
     assert check_pairing(history) == []
     assert len({m.id for m in history}) == len(history)
+    # A cleared call keeps its id and name, with its arguments emptied, in the state too.
+    cleared_calls = [c for m in history for c in getattr(m, "tool_calls", ()) if c["args"] == {}]
+    assert cleared_calls
+    assert all(c["name"] == "get_report" for c in cleared_calls)
 
 
 def test_an_async_summarizer_needs_the_async_agent(provider: FakeProvider) -> None:
