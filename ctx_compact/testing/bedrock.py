@@ -11,9 +11,10 @@ The routes are ``POST /model/{modelId}/converse`` and ``/converse-stream``
 (its events in AWS's event-stream framing, ``_eventstream``), for any model id.
 A refusal is a ``ValidationException``: HTTP 400, ``{"message": ...}`` and the
 ``x-amzn-ErrorType`` header boto3 reads. A request whose messages hold tool
-blocks needs a ``toolConfig``, as Bedrock's does. ``inputTokens`` is the sum of
-``count_tokens`` over ``messages`` plus ``count_tokens(system)`` when a
-``system`` list is given (``input_tokens``); over ``context_limit`` the request
+blocks needs a ``toolConfig``, as Bedrock's does. ``inputTokens`` is the sum over
+``messages`` of each one's ``count_tokens`` (its image and document blocks
+billed at Claude's prices instead, ``_billing``) plus ``count_tokens(system)``
+when a ``system`` list is given (``input_tokens``); over ``context_limit`` the request
 gets Bedrock's "Input is too long for requested model.".
 """
 

@@ -13,9 +13,10 @@ The routes are ``POST /v1beta/models/{model}:generateContent``,
 ``:streamGenerateContent`` (server-sent events with ``?alt=sse``, as google-genai
 asks; one JSON array sent in pieces without) and ``:countTokens``, and the same
 under ``/v1``, google-genai's default. A refusal is Google's ``{"error": {"code",
-"message", "status"}}``. ``promptTokenCount`` is the sum of ``count_tokens`` over
-``contents`` plus ``count_tokens(systemInstruction)`` when one is given
-(``prompt_tokens``), which is also what ``countTokens`` answers; over
+"message", "status"}}``. ``promptTokenCount`` is the sum over ``contents`` of each one's
+``count_tokens`` (its media parts billed at Gemini's prices instead, ``_billing``)
+plus ``count_tokens(systemInstruction)`` when one is given (``prompt_tokens``),
+which is also what ``countTokens`` answers; over
 ``context_limit`` the request gets Gemini's "The input token count (N) exceeds
 the maximum number of tokens allowed (M).". The scripted model's calls carry no
 ``id``, as the Gemini API's do not: a response answers its call by position.
