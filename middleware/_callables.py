@@ -11,7 +11,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from ctx_compact._contract import CountTokens, default_count_tokens
+from ctx_compact._contract import CountTokens, count_value
 
 
 def is_async_callable(fn: object) -> bool:
@@ -106,9 +106,7 @@ def count_fixed(value: Any, count_tokens: Optional[CountTokens]) -> int:
     The default estimator counts it as its JSON; a custom counter counts
     messages, so the part is counted as the message it stands for.
     """
-    if count_tokens is None:
-        return default_count_tokens(value)
-    return int(count_tokens({"role": "system", "content": value}))
+    return count_value(value, count_tokens)
 
 
 @dataclass(frozen=True)

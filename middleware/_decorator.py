@@ -27,6 +27,7 @@ def budgeted(
     keep_head: int = KEEP_HEAD,
     keep_tail: int = KEEP_TAIL,
     count_tokens: Optional[CountTokens] = None,
+    count_media: bool = True,
     summarize: Optional[Summarize] = None,
     summary_role: str = "user",
     messages_arg: str = "messages",
@@ -56,7 +57,14 @@ def budgeted(
         max_tokens: The budget (required): a finite positive number.
         keep_head: Leading messages always kept.
         keep_tail: Trailing messages always kept.
-        count_tokens: ``(message) -> int``; the default is the core's estimator.
+        count_tokens: ``(message) -> int``; the default is the media-aware
+            estimate (``ctx_compact.media_aware_counter()``): the
+            specification's estimate on a message without media, and an
+            image, PDF or recording at the tokens its provider bills for it
+            (docs/media.md).
+        count_media: ``False`` counts with the specification's estimator
+            everywhere, a media part as the length of its JSON (base64
+            included); ignored when ``count_tokens`` is given.
         summarize: ``(dropped) -> str``, sync or async, called when something
             was dropped; its text is inserted after the head. On async
             callables an async one is awaited and a sync one runs on a worker
@@ -86,7 +94,12 @@ def budgeted(
             runs ``ctx_compact.check_pairing`` on the list about to be sent and
             puts the problems on the event; ``"raise"`` also raises
             ``UnpairedMessagesError`` instead of making a call the provider
-            would reject.
+            would reject; ``"repair"`` runs ``ctx_compact.repair_pairing`` on
+            it instead and sends what it returns (orphaned results dropped,
+            misplaced ones moved to their calls, unanswered calls dropped), so
+            a conversation that is already poisoned still gets through; the
+            event's ``problems`` and ``repairs`` say what was wrong and what
+            changed.
         clear_tool_results: ``True`` (or a dict of ``ctx_compact.clear_tool_results``'
             options: ``keep``, ``exclude_tools``, ``placeholder``, ``clear_inputs``):
             while the call is over budget, the oldest tool results are replaced

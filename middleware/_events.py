@@ -41,14 +41,17 @@ class CompactionEvent:
         fits: ``tokens_after * calibration <= max_tokens`` (``calibration`` is
             ``1.0`` unless a calibrating session is active).
         messages: The messages passed on to the function (the caller's own
-            message objects, plus the summary message if one was inserted);
+            message objects, plus the summary message if one was inserted, and
+            with ``validate="repair"`` the repaired messages as new dicts);
             the function itself receives them as a new list.
         dropped: The caller's messages that were left out, in original order.
         summary: The inserted summary text, or ``None``.
         elapsed: Seconds spent compacting, the summarizer included.
         messages_before: How many messages the caller passed.
         problems: With ``validate=``, the pairing problems of ``messages``
-            (``ctx_compact.PairingProblem``); empty otherwise.
+            (``ctx_compact.PairingProblem``); empty otherwise. With
+            ``validate="repair"``, the problems of the compacted list before
+            it was repaired (``messages`` then has none).
         provider_tokens: The prompt size the provider reported in the call's
             response (``usage.prompt_tokens``, or Anthropic's ``usage.input_tokens``
             plus its cache figures), also from an SDK raw response once the
@@ -76,6 +79,11 @@ class CompactionEvent:
             which then went on without a summary; ``None`` when it succeeded,
             was not needed or the summary was read from the store. Nothing
             failed is stored, so the next call with the same cut tries again.
+        repairs: With ``validate="repair"``, what ``ctx_compact.repair_pairing``
+            changed in the compacted list so that the provider takes it
+            (``ctx_compact.RepairChange``: its ``index`` is a position in the
+            compacted list, before the repair); empty when it had no problems
+            (or with any other ``validate``).
     """
 
     function: str
@@ -96,6 +104,7 @@ class CompactionEvent:
     cut_reused: bool = False
     retried: bool = False
     summary_error: Optional[str] = None
+    repairs: Tuple[Any, ...] = ()
 
     @property
     def compacted(self) -> bool:
@@ -111,7 +120,7 @@ class CompactionEvent:
 def new_event(**fields: Any) -> CompactionEvent:
     """An event from every one of its fields, without the frozen ``__init__``'s cost.
 
-    The call path makes one event per call; assigning eighteen fields through
+    The call path makes one event per call; assigning nineteen fields through
     ``object.__setattr__`` one by one was a fifth of its overhead.
     """
     event = object.__new__(CompactionEvent)

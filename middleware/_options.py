@@ -18,10 +18,12 @@ from typing import Any, Callable, Dict, List, Literal, Optional, Protocol, Seque
 from ctx_compact._contract import (
     KEEP_HEAD,
     KEEP_TAIL,
+    MEDIA_AWARE,
     CountTokens,
     ThinkingClearing,
     ToolResultClearing,
     check_callable,
+    check_flag,
     check_keep,
     check_max_tokens,
     check_summary_role,
@@ -33,7 +35,7 @@ from ._callables import is_async_callable
 from ._store import SummaryStore, check_store
 
 OVERFLOW_CHOICES = ("call", "raise", "retry")
-VALIDATE_CHOICES = (None, "raise", "report")
+VALIDATE_CHOICES = (None, "raise", "report", "repair")
 
 # The options' types as callers give them, for the explicit signatures of
 # budgeted, CompactingSession and CompactingSession.wrap (type checkers and
@@ -48,7 +50,7 @@ class RollingSummarize(Protocol):
 
 Summarize = Union[Callable[[List[Any]], Any], RollingSummarize]
 OnOverflow = Literal["call", "raise", "retry"]
-Validate = Optional[Literal["raise", "report"]]
+Validate = Optional[Literal["raise", "report", "repair"]]
 Clearing = Union[bool, Mapping[str, Any], None]
 
 
@@ -73,6 +75,7 @@ class CompactionOptions:
     keep_head: int = KEEP_HEAD
     keep_tail: int = KEEP_TAIL
     count_tokens: Optional[CountTokens] = None
+    count_media: bool = True
     summarize: Optional[Summarize] = None
     summary_role: str = "user"
     messages_arg: str = "messages"
@@ -99,6 +102,19 @@ class CompactionOptions:
         checked = check_options(caller, options)
         check_target_tokens(checked["target_tokens"], budget)
         return cls(max_tokens=budget, **checked)
+
+    @property
+    def counter(self) -> Optional[CountTokens]:
+        """What every figure is counted with: ``count_tokens``, else the default counting.
+
+        The default is the media-aware estimate (``ctx_compact.media_aware_counter()``:
+        the specification's estimate on a message without media, a media part at
+        its billed tokens); with ``count_media=False``, the specification's
+        estimator everywhere (``None``).
+        """
+        if self.count_tokens is not None or not self.count_media:
+            return self.count_tokens
+        return MEDIA_AWARE
 
 
 OPTION_NAMES = tuple(
@@ -135,6 +151,7 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
             "tokenizer's figures)",
             merged["count_tokens"],
         )
+    check_flag(merged["count_media"], "count_media")
     check_callable(merged["summarize"], "summarize")
     check_summary_role(merged["summary_role"])
     messages_arg = merged["messages_arg"]

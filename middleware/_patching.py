@@ -160,9 +160,9 @@ def intercept(
             check_awaitables(patch.kind.is_async, patch.kind.value, patch.name, None, state.hooks)
             site: Optional[Site] = None
             if sdk is not None and sdk.site is not None:
-                site = sdk.site(patch.descriptor, options.count_tokens)
+                site = sdk.site(patch.descriptor, options.counter)
             elif sdk is not None and sdk.routes:
-                site = RequestSite(sdk, patch.descriptor, options.count_tokens)
+                site = RequestSite(sdk, patch.descriptor, options.counter)
             elif sdk is not None and sdk.messages_arg is not None:
                 options = dataclasses.replace(options, messages_arg=sdk.messages_arg)
             name = target.name if isinstance(target, SdkTarget) else patch.name

@@ -84,6 +84,7 @@ class CompactingSession:
         keep_head: As for ``budgeted``.
         keep_tail: As for ``budgeted``.
         count_tokens: As for ``budgeted``.
+        count_media: As for ``budgeted``.
         summarize: As for ``budgeted``.
         summary_role: As for ``budgeted``.
         messages_arg: As for ``budgeted``.
@@ -126,6 +127,7 @@ class CompactingSession:
         keep_head: int = KEEP_HEAD,
         keep_tail: int = KEEP_TAIL,
         count_tokens: Optional[CountTokens] = None,
+        count_media: bool = True,
         summarize: Optional[Summarize] = None,
         summary_role: str = "user",
         messages_arg: str = "messages",
@@ -235,6 +237,7 @@ class CompactingSession:
         keep_head: int = INHERIT,
         keep_tail: int = INHERIT,
         count_tokens: Optional[CountTokens] = INHERIT,
+        count_media: bool = INHERIT,
         summarize: Optional[Summarize] = INHERIT,
         summary_role: str = INHERIT,
         messages_arg: str = INHERIT,
@@ -256,6 +259,7 @@ class CompactingSession:
             keep_head: As for ``budgeted``; by default the session's.
             keep_tail: As for ``budgeted``; by default the session's.
             count_tokens: As for ``budgeted``; by default the session's.
+            count_media: As for ``budgeted``; by default the session's.
             summarize: As for ``budgeted``; by default the session's.
             summary_role: As for ``budgeted``; by default the session's.
             messages_arg: As for ``budgeted``; by default the session's.

@@ -58,7 +58,7 @@ from typing import (
     TypedDict,
 )
 
-from ctx_compact._contract import CountTokens, default_count_tokens, measure
+from ctx_compact._contract import CountTokens, count_value, measure
 
 from .._callables import Arguments, Kind, Located, is_async_callable
 from .._calls import Interceptor
@@ -83,6 +83,7 @@ class HookOptions(TypedDict, total=False):
     keep_head: int
     keep_tail: int
     count_tokens: Optional[CountTokens]
+    count_media: bool
     summarize: Optional[Summarize]
     summary_role: str
     on_overflow: OnOverflow
@@ -202,13 +203,10 @@ class Compactor:
                 estimator counts any value, or by a custom ``count_tokens`` as
                 the content of a system message.
         """
-        counter = self.options.count_tokens
+        counter = self.options.counter
         total = measure(list(messages), counter)[0][-1] if messages else 0
         for part in parts:
-            if counter is None:
-                total += default_count_tokens(part)
-            else:
-                total += int(counter({"role": "system", "content": part}))
+            total += count_value(part, counter)
         return int(total)
 
     def _check_sync(self) -> None:
