@@ -30,14 +30,28 @@ OPTIONAL = (
     # The providers extra: google-genai (imported as google) and boto3.
     "google",
     "boto3",
+    # The agents extra's frameworks (tests/agents/test_docs_examples.py runs their pages).
+    "google.adk",
+    "strands",
+    "llama_index",
+    "autogen_agentchat",
+    "autogen_core",
+    "autogen_ext",
 )
 
 
 def missing_optional(code: str) -> List[str]:
-    imported = set(re.findall(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", code, re.M))
-    return [
-        name for name in OPTIONAL if name in imported and importlib.util.find_spec(name) is None
-    ]
+    modules = set(re.findall(r"^\s*(?:from|import)\s+([A-Za-z_][\w.]*)", code, re.M))
+    # A name is a package ("google") or a package in a namespace ("google.adk").
+    imported = {".".join(m.split(".")[:depth]) for m in modules for depth in (1, 2)}
+    return [name for name in OPTIONAL if name in imported and not _installed(name)]
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # "google.adk" without any google package
+        return False
 
 
 def blocks() -> List[Tuple[str, int, str]]:
