@@ -184,7 +184,12 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
             mapping: Mapping[str, Any] = view
             if holds_objects(mapping):  # a custom model_dump
                 mapping = _plain_view(mapping, index)
-            if mapping.get("role") is None and mapping.get("type") is None:
+            # A Gemini content needs no role (the API's default is the user's).
+            if (
+                mapping.get("role") is None
+                and mapping.get("type") is None
+                and "parts" not in mapping
+            ):
                 # Neither a wire message nor a known framework's: grouping it alone
                 # could keep a tool call without its result, so say so instead.
                 raise InvalidMessageError(

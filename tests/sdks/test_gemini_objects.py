@@ -97,3 +97,13 @@ def test_clearing_an_object_gives_its_edited_json_and_leaves_the_object_alone() 
     assert [c.model_dump() for c in contents] == before
     assert result.messages[6] is contents[6]
     assert kit.validate_contents(_wire(result.messages)) == []
+
+
+def test_a_content_object_without_a_role_is_a_user_turn() -> None:
+    contents = [
+        types.Content(parts=[types.Part.from_text(text="hi")]),
+        types.ModelContent(parts=[types.Part.from_function_call(name="f", args={})]),
+        types.Content(parts=[types.Part.from_function_response(name="f", response={})]),
+    ]
+    assert group_bounds(message_views(contents)) == [0, 1, 3]
+    assert check_pairing(contents) == []
