@@ -99,8 +99,9 @@ class CompactingSession:
             Async hooks are awaited for async calls; for sync calls they are
             skipped and the skip is logged.
         intercept: What to intercept while the session is active: a whole SDK
-            (``"openai"``, ``"anthropic"``, ``"litellm"``: every request it sends
-            inside the block, whichever route and client; see
+            (``"openai"``, ``"anthropic"``, ``"litellm"``, ``"gemini"`` for
+            google-genai, ``"bedrock"`` for boto3's Bedrock Runtime: every request
+            it sends inside the block, whichever route and client; see
             docs/sdk-interception.md), methods as ``"package.module.Class.method"``
             or ``(Class, "method")``, or a list mixing both.
         calibrate: Learn, from the prompt sizes providers report in their
