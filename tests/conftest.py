@@ -16,6 +16,7 @@ test that skips for any other reason cannot pass testing nothing.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any, Iterator, List
 
@@ -42,6 +43,63 @@ SLOW_MODULES = (
 
 
 NO_SKIP = os.environ.get("CTX_COMPACT_NO_SKIP") == "1"
+
+# The test files of each optional extra, with the modules they import: where one of
+# them is missing, the files are not collected (the header says so), except under
+# CTX_COMPACT_NO_SKIP=1, where their import error fails the run.
+EXTRAS = {
+    "providers": (
+        ("google.genai", "boto3"),
+        (
+            "sdks/test_kit_gemini_sdk.py",
+            "sdks/test_kit_bedrock_sdk.py",
+            "sdks/test_gemini_*.py",
+            "sdks/test_bedrock_*.py",
+        ),
+    ),
+    "frameworks": (
+        ("langchain", "langgraph", "langchain_openai", "pydantic_ai", "agents"),
+        ("frameworks/test_integration_*.py",),
+    ),
+    "agents": (
+        (
+            "google.adk",
+            "strands",
+            "llama_index.core",
+            "autogen_agentchat",
+            "autogen_core",
+            "smolagents",
+            "mistralai",
+            "cohere",
+        ),
+        ("agents/*.py",),
+    ),
+}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # the parent package is missing
+        return False
+
+
+MISSING_EXTRAS = [
+    extra for extra, (modules, _) in EXTRAS.items() if not all(map(_installed, modules))
+]
+collect_ignore_glob = (
+    [] if NO_SKIP else [glob for extra in MISSING_EXTRAS for glob in EXTRAS[extra][1]]
+)
+
+
+def pytest_report_header() -> str:
+    if not MISSING_EXTRAS or NO_SKIP:
+        return "optional extras: all test files collected"
+    return (
+        f"not collected here, for want of the {', '.join(MISSING_EXTRAS)} extra(s) "
+        "(CI runs them in their venvs under CTX_COMPACT_NO_SKIP=1): "
+        + ", ".join(glob for extra in MISSING_EXTRAS for glob in EXTRAS[extra][1])
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
