@@ -121,19 +121,21 @@ def run(
     validate: Callable[[Any], List[Any]],
     budget: int,
     seed: int,
-) -> Tuple[int, int, Counter[str]]:
-    """``(rejected, seen by check_pairing, reasons)`` over the loop's requests."""
+) -> Tuple[int, int, int, Counter[str]]:
+    """``(rejected, seen by check_pairing, fitting, reasons)`` over the loop's requests."""
     rng = random.Random(seed)
     history: List[Message] = [first]
-    rejected = seen = 0
+    rejected = seen = fitting = 0
     reasons: Counter[str] = Counter()
     for n in range(CALLS):
         try:
-            request = ctx_compact.compact(history, max_tokens=budget).messages
+            result = ctx_compact.compact(history, max_tokens=budget)
         except ctx_compact.InvalidMessageError as exc:
             rejected += 1
             reasons[f"InvalidMessageError: {exc.reason[:60]}"] += 1
         else:
+            request = result.messages
+            fitting += result.fits
             problems = validate(request)
             if problems:
                 rejected += 1
@@ -142,7 +144,7 @@ def run(
                 if ctx_compact.check_pairing(request):
                     seen += 1
         step(rng, history, n)
-    return rejected, seen, reasons
+    return rejected, seen, fitting, reasons
 
 
 def main() -> None:
@@ -161,10 +163,10 @@ def main() -> None:
     for name, first, step, kit in formats:
         validate = kit.validate_contents if name == "Gemini" else kit.validate_messages
         for budget in BUDGETS:
-            rejected, seen, reasons = run(first, step, validate, budget, args.seed)
+            rejected, seen, fitting, reasons = run(first, step, validate, budget, args.seed)
             print(
                 f"{name:8} max_tokens {budget:>5,}: {rejected:2} of {CALLS} requests rejected"
-                f" ({seen} flagged by check_pairing)"
+                f" ({seen} flagged by check_pairing), {fitting} within the budget"
             )
             for reason, count in reasons.most_common():
                 print(f"{'':10}{count:3} x {reason}")
