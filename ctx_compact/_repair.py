@@ -63,6 +63,14 @@ class RepairChange:
             legacy ``function`` message, its function's name).
         provider: The format's provider, as in ``PairingProblem.provider``.
         problem: The ``PairingProblem.code`` the change repairs.
+        into: The position in the input of the message another one changed:
+            for a ``"moved_result"`` that moved a whole message, the message it
+            now follows; for a ``"merged_message"``, the message it went into;
+            for an ``"answered_call"`` whose answer went into the next message
+            (an Anthropic ``tool_result`` block, a Gemini ``function_response``
+            part, a Bedrock ``toolResult`` block), that message. ``None``
+            otherwise (a new message inserted, a block moved inside its own
+            message).
     """
 
     index: int
@@ -70,6 +78,7 @@ class RepairChange:
     ids: Tuple[str, ...]
     provider: str
     problem: str
+    into: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -185,15 +194,26 @@ def repair_pairing(
         if not problems:
             return RepairResult(current, changes, first)
         edits = Edits(views)
+        reported = set(problems)
         for fmt in FORMATS:
-            own = [p for p in problems if p.provider == fmt.provider]
+            # Each format repairs what it reported (under any provider's name: Chat's
+            # Ollama problems too), of what the check reports.
+            own = [p for p in fmt.problems(views) if p in reported]
             if own:
                 fmt.repair(views, own, edits, answer)
         if not edits:
             break
         done = sorted(edits.changes, key=lambda c: c.at)  # stable: a message's in order
         changes.extend(
-            RepairChange(origin[c.at], c.action, c.ids, c.provider, c.problem) for c in done
+            RepairChange(
+                origin[c.at],
+                c.action,
+                c.ids,
+                c.provider,
+                c.problem,
+                None if c.into is None else origin[c.into],
+            )
+            for c in done
         )
         current, origin = _applied(edits, current, origin)
         views = message_views(current)

@@ -113,6 +113,7 @@ def test_a_dataset_is_repaired_line_by_line_with_a_report(tmp_path: Path) -> Non
                 "ids": ["lost"],
                 "provider": "openai",
                 "problem": "orphan_tool_result",
+                "into": None,
             },
             {
                 "index": 2,
@@ -120,6 +121,7 @@ def test_a_dataset_is_repaired_line_by_line_with_a_report(tmp_path: Path) -> Non
                 "ids": ["a"],
                 "provider": "openai",
                 "problem": "missing_tool_results",
+                "into": None,
             },
             {
                 "index": 2,
@@ -127,6 +129,7 @@ def test_a_dataset_is_repaired_line_by_line_with_a_report(tmp_path: Path) -> Non
                 "ids": ["a"],
                 "provider": "openai",
                 "problem": "missing_tool_results",
+                "into": None,
             },
         ],
     }

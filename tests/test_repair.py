@@ -37,6 +37,7 @@ from ctx_compact.testing._api import RequestRejected
 from ctx_compact.testing.anthropic import validate_messages as anthropic_validator
 from ctx_compact.testing.bedrock import validate_messages as bedrock_validator
 from ctx_compact.testing.gemini import validate_contents as gemini_validator
+from ctx_compact.testing.ollama import validate_messages as ollama_validator
 from ctx_compact.testing.openai_chat import validate_chat_completions
 from ctx_compact.testing.responses import validate_responses
 
@@ -78,6 +79,10 @@ def gemini_rejects(contents: List[Any]) -> bool:
 
 def bedrock_rejects(messages: List[Any]) -> bool:
     return bool(bedrock_validator(messages))
+
+
+def ollama_rejects(messages: List[Any]) -> bool:
+    return bool(ollama_validator(messages))
 
 
 # --- the API ---------------------------------------------------------------------------
@@ -138,6 +143,7 @@ def test_chat_orphans_go_and_misplaced_results_move_to_their_call() -> None:
         (6, "dropped_call", ("c",)),
         (6, "dropped_empty", ("c",)),
     ]
+    assert result.changes[1].into == 2  # it now follows the run of its call
     assert check_pairing(result.messages) == []
 
 
@@ -247,6 +253,13 @@ def test_anthropic_unanswered_uses_dropped_or_answered() -> None:
         assert not anthropic_rejects(result.messages)
 
 
+def test_anthropic_a_text_message_after_a_dropped_call_stays_the_callers() -> None:
+    history = [user("q"), claude("assistant", text_block("Hm."), tool_use_block("x")), user("?")]
+    result = repair_pairing(history)
+    assert result.messages[2] is history[2]
+    assert result.messages[1]["content"] == [history[1]["content"][0]]
+
+
 def test_anthropic_sdk_blocks_beside_a_dropped_one_stay_the_callers() -> None:
     from anthropic.types import TextBlock, ToolUseBlock
 
@@ -290,6 +303,7 @@ def test_responses_an_output_before_its_call_moves_after_it() -> None:
         (4, "dropped_call", ("b",)),
         (6, "dropped_reasoning", ("r2",)),
     ]
+    assert result.changes[0].into == 4  # after the run of calls its call is in
     answered = repair_pairing(history, answer_unanswered=True)
     assert answered.messages[3:6] == [history[4], history[1], out("b", PLACEHOLDER)]
     assert not responses_rejects(answered.messages)
@@ -390,6 +404,8 @@ def test_bedrock_order_then_pairing() -> None:
         history[4]["content"][0],
     ]
     assert [c.action for c in result.changes][:2] == ["dropped_message", "merged_message"]
+    assert result.changes[1].into == 1
+    assert result.changes[2].into == 4  # the answer went into the results' message
     assert check_pairing(result.messages) == []
     assert not bedrock_rejects(result.messages)
 
@@ -546,12 +562,46 @@ def bedrock_histories(draw: st.DrawFn) -> List[Message]:
     return messages
 
 
+def idless_call(name: str) -> Message:
+    return {"function": {"name": name, "arguments": {}}}
+
+
+def idless_result(name: Any) -> Message:
+    message: Message = {"role": "tool", "content": "ok"}
+    if name is not None:
+        message["tool_name"] = name
+    return message
+
+
+@st.composite
+def ollama_histories(draw: st.DrawFn) -> List[Message]:
+    """Ollama's id-less calls, answered in order by tool messages naming the tool or not."""
+    messages: List[Message] = [user("start")]
+    tools = st.sampled_from(["weather", "search", "clock"])
+    for _ in range(draw(st.integers(0, 7))):
+        kind = draw(st.sampled_from(["user", "text", "exchange", "stray"]))
+        if kind == "user":
+            messages.append(user("go on"))
+        elif kind == "text":
+            messages.append(assistant("Sure."))
+        elif kind == "exchange":
+            calls = draw(st.lists(tools, min_size=1, max_size=3))
+            messages.append(assistant("", [idless_call(name) for name in calls]))
+            answered = draw(st.permutations(calls))[: draw(st.integers(0, len(calls) + 1))]
+            named = draw(st.booleans())
+            messages.extend(idless_result(name if named else None) for name in answered)
+        else:
+            messages.append(idless_result(draw(st.sampled_from(["weather", "other", None]))))
+    return messages
+
+
 FORMATS = {
     "chat": (chat_histories(), chat_rejects),
     "anthropic": (anthropic_histories(), anthropic_rejects),
     "responses": (responses_histories(), responses_rejects),
     "gemini": (gemini_histories(), gemini_rejects),
     "bedrock": (bedrock_histories(), bedrock_rejects),
+    "ollama": (ollama_histories(), ollama_rejects),
 }
 
 
@@ -573,6 +623,12 @@ def test_the_kit_accepts_every_repaired_history(name: str, answer: bool) -> None
             assert all(a is b for a, b in zip(result.messages, history))
         else:
             assert result.changes
+        # Every message not sent as the caller's own object is one a change names: where
+        # it was (dropped, moved, rebuilt) or what it went into (an answer, a merge).
+        named = {c.index for c in result.changes}
+        named |= {c.into for c in result.changes if c.into is not None}
+        kept = {id(m) for m in result.messages}
+        assert {i for i, m in enumerate(history) if id(m) not in kept} <= named
         # Repairing again changes nothing.
         again = repair_pairing(result.messages, answer_unanswered=answer)
         assert again.changes == []

@@ -304,10 +304,10 @@ def _build_repair_parser() -> argparse.ArgumentParser:
             "  The repaired conversations, as compaction writes them (--indent, -o, .gz).\n"
             "  A summary line on standard error; with --explain, one line per change\n"
             "  before it:\n"
-            "    FILE: message N [PROVIDER ACTION] IDS (repairs CODE)\n"
+            "    FILE: message N [PROVIDER ACTION] IDS [-> message M] (repairs CODE)\n"
             "  (FILE:LINE with --jsonl); with --report FILE, one JSON line per\n"
             '  conversation: {"line", "problems", "changes": [{"index", "action", "ids",\n'
-            '  "provider", "problem"}, ...]}.\n'
+            '  "provider", "problem", "into"}, ...]}.\n'
             "\n" + status.help_section(REPAIR) + "\n"
             "examples:\n"
             "  ctx-compact repair --explain -o fixed.json examples/broken.json\n"

@@ -61,10 +61,12 @@ def problem_text(problem: PairingProblem) -> str:
 
 
 def change_text(change: RepairChange) -> str:
-    """``message N [PROVIDER ACTION] IDS (repairs CODE)``, on one printable line."""
+    """``message N [PROVIDER ACTION] IDS [-> message M] (repairs CODE)``, on one printable
+    line; ``M`` is the message a moved one now follows, or the one it went into."""
     ids = f" {', '.join(change.ids)}" if change.ids else ""
+    into = "" if change.into is None else f" -> message {change.into}"
     return _one_line(
-        f"message {change.index} [{change.provider} {change.action}]{ids}"
+        f"message {change.index} [{change.provider} {change.action}]{ids}{into}"
         f" (repairs {change.problem})"
     )
 

@@ -29,6 +29,7 @@ class Change(NamedTuple):
     ids: Tuple[str, ...]
     provider: str
     problem: str
+    into: Optional[int]  # the message it went after or into (a move, a merge)
 
 
 class Rebuild(NamedTuple):
@@ -63,10 +64,17 @@ class Edits:
         return bool(self.dropped or self.rebuilt or self.after)
 
     def note(
-        self, index: int, action: str, ids: Sequence[Any], provider: str, problem: str
+        self,
+        index: int,
+        action: str,
+        ids: Sequence[Any],
+        provider: str,
+        problem: str,
+        into: Optional[int] = None,
     ) -> None:
-        """Record one step (what ``RepairChange`` reports)."""
-        self.changes.append(Change(index, action, names(ids), provider, problem))
+        """Record one step (what ``RepairChange`` reports); ``into`` is the message a moved
+        one now follows, or the one a merged one went into."""
+        self.changes.append(Change(index, action, names(ids), provider, problem, into))
 
     def drop(self, index: int) -> None:
         """The message at ``index`` goes."""

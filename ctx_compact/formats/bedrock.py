@@ -328,7 +328,7 @@ def _reorder(
         into[target].extend(b if isinstance(b, dict) else dict(b) for b in _blocks(views[i]))
         root[i] = target
         edits.drop(i)
-        edits.note(i, "merged_message", (), PROVIDER, problem.code)
+        edits.note(i, "merged_message", (), PROVIDER, problem.code, target)
     for at, blocks in into.items():
         edits.rebuild(at, "content", blocks)
 
@@ -347,6 +347,8 @@ def _rebuild(
     if gone:
         edits.note(i, action, ids, PROVIDER, code)
     content = views[i].get("content")
+    if isinstance(content, str) and not first:
+        return  # a text message: nothing in it to drop
     kept: List[Part] = [*first, *(k for k in range(len(_blocks(views[i]))) if k not in gone)]
     if isinstance(content, str) and content:
         kept.append({"text": content})
@@ -373,7 +375,7 @@ def _answer(
         {"toolResult": {"toolUseId": m, "content": [{"text": answer}], "status": "error"}}
         for m in missing
     ]
-    edits.note(i - 1, "answered_call", missing, PROVIDER, code)
+    edits.note(i - 1, "answered_call", missing, PROVIDER, code, i)
     _rebuild(views, i, [], added, edits, "answered_call", missing, code)
 
 

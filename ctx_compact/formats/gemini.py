@@ -430,7 +430,11 @@ def _recount(
                 made["id"] = call.get("id")
             first.append({spelling: made})
         if unanswered:
-            edits.note(i - 1, "answered_call", ids, PROVIDER, code)
+            edits.note(i - 1, "answered_call", ids, PROVIDER, code, i)
+    order = [k for k in first if isinstance(k, int)]
+    if order != sorted(order):  # put in the calls' order: Gemini pairs by position
+        ids = [_call_key(r) for k, r in given if k in order]
+        edits.note(i, "moved_result", ids, PROVIDER, code)
     _rebuild(views, i, extra, first, edits, "dropped_result", extra_ids, code)
 
 
