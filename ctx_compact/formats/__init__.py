@@ -38,16 +38,24 @@ formats export (``anthropic.THINKING_BLOCKS``).
 Which format reads a message (``recognise``): the one whose tool structure it
 carries; a message carrying none is plain text, read by the format owning its
 role (``tool``/``function``: Chat Completions; no role: Responses) or by none.
+A Gemini content (``parts`` and no ``content``) holding function responses
+with role ``function`` or ``tool`` is Gemini's, not Chat's.
 
 Tool structure no format recognises is refused with an ``InvalidMessageError``
 naming the index and the keys, never grouped as plain text:
 
 - the structure of two formats in one message (``tool_calls`` or
   ``function_call`` with ``tool_use``/``tool_result`` blocks, with a Responses
-  call, output or reasoning ``type``, or on a ``tool``/``function`` message);
+  call, output or reasoning ``type``, or on a ``tool``/``function`` message;
+  Gemini function parts or Bedrock tool blocks with any other format's);
 - ``tool_calls`` or ``function_call`` on anything but an assistant message
   (an item without a role included);
 - a ``tool_use`` block outside an assistant message;
+- Gemini function parts beside a ``content`` key, on a role the API does not
+  take, a ``function_call`` part outside a model turn or a
+  ``function_response`` part in one;
+- a Bedrock ``toolUse`` block outside an assistant message, a ``toolResult``
+  block outside a user message;
 - a role-less item whose type ends in ``_call`` or ``_call_output`` and that is
   neither a call this library pairs, its output, nor a call the provider runs
   itself (``web_search_call``, ``file_search_call``, ``image_generation_call``,
