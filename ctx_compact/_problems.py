@@ -18,11 +18,17 @@ class PairingProblem:
             ``"missing_tool_result_blocks"``, ``"tool_result_not_at_start"``,
             ``"unexpected_tool_result"`` (Anthropic), ``"missing_call_output"``,
             ``"orphan_call_output"``, ``"reasoning_without_following_item"``
-            (OpenAI Responses).
+            (OpenAI Responses), ``"orphan_function_response"``,
+            ``"function_response_count"``, ``"function_call_not_after_user"``
+            (Gemini), ``"too_many_tool_results"``, ``"missing_tool_results"``,
+            ``"first_message_not_user"``, ``"roles_not_alternating"`` (Bedrock).
         ids: The tool call, tool use or item ids concerned (for a legacy
-            ``function`` message, which has no id, its function's name).
-        provider: ``"openai"``, ``"anthropic"``, ``"openai-responses"``, or
-            ``"ollama"`` for Ollama's tool messages without ids.
+            ``function`` message, which has no id, its function's name; for a
+            Gemini function part without an id, its function's name; none for
+            Bedrock's role problems).
+        provider: ``"openai"``, ``"anthropic"``, ``"openai-responses"``,
+            ``"gemini"``, ``"bedrock"``, or ``"ollama"`` for Ollama's tool
+            messages without ids.
         message: The provider's own wording for the rejection. Ollama accepts
             any order and rejects nothing, so its problems are worded by this
             library: a result the model would read with no call before it
