@@ -39,14 +39,19 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
     """Report every tool-pairing problem that would make a provider reject ``messages``.
 
     Reads OpenAI Chat Completions messages, Anthropic Messages, OpenAI Responses
-    input items and SDK message models, mixed freely. It finds: a tool result
+    input items, Gemini contents, Bedrock Converse messages and SDK message
+    models, mixed freely. It finds: a tool result
     with no call before it; a call whose results are missing; a legacy
     ``function`` message not right after an assistant's ``function_call``; an
     Anthropic ``tool_result`` that is not at the start of the next message, or
     answers no ``tool_use`` of the previous message; a Responses ``*_call``
     without its output, an output without its call (an output answers the most
     recent unanswered call with its ``call_id``, each call once), and a
-    ``reasoning`` item without its following item.
+    ``reasoning`` item without its following item; a Gemini function response
+    turn not right after a function call turn or with another number of parts,
+    and a function call turn not right after a user turn; Bedrock ``toolUse``
+    ids the next message does not answer, surplus ``toolResult`` blocks, and a
+    conversation that does not start with a user message or alternate roles.
 
     It reads exchanges exactly as the grouping does, so whatever it accepts,
     it accepts after any compaction.
