@@ -312,16 +312,26 @@ def test_the_command_line_cuts_where_bedrock_resumes(
     assert kit.validate_messages(kept) == []
 
 
-@pytest.mark.parametrize("summarize", [None, lambda dropped: f"{len(dropped)} messages earlier"])
-def test_the_middleware_and_its_session_cache_cut_where_bedrock_resumes(summarize: Any) -> None:
-    ask = budgeted(max_tokens=400, summarize=summarize)(lambda messages: messages)
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"summarize": lambda dropped: f"{len(dropped)} messages earlier"},
+        {"summarize": lambda dropped: "earlier", "clear_tool_results": True},
+        {"clear_tool_results": True, "target_tokens": 250},
+    ],
+)
+def test_the_middleware_and_its_session_cache_cut_where_bedrock_resumes(
+    options: Dict[str, Any],
+) -> None:
+    ask = budgeted(max_tokens=400, **options)(lambda messages: messages)
     messages = loop(0)
     with CompactingSession() as session:
         for n in range(20):
             sent = ask(messages)
             assert kit.validate_messages(sent) == []
             messages = [*messages, using(f"g{n}"), answering(f"g{n}", size=150)]
-    assert any(event.dropped for event in session.events)
+    assert any(event.dropped or event.cleared_results for event in session.events)
 
 
 @PROPERTY

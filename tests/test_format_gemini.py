@@ -378,18 +378,26 @@ def test_the_command_line_cuts_where_gemini_resumes(
     assert kit.validate_contents(kept) == []
 
 
-@pytest.mark.parametrize("summarize", [None, lambda dropped: f"{len(dropped)} turns earlier"])
-def test_the_middleware_and_its_session_cache_cut_where_gemini_resumes(summarize: Any) -> None:
-    ask = budgeted(max_tokens=400, messages_arg="contents", summarize=summarize)(
-        lambda contents: contents
-    )
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"summarize": lambda dropped: f"{len(dropped)} turns earlier"},
+        {"summarize": lambda dropped: "earlier", "clear_tool_results": True},
+        {"clear_tool_results": True, "target_tokens": 250},
+    ],
+)
+def test_the_middleware_and_its_session_cache_cut_where_gemini_resumes(
+    options: Dict[str, Any],
+) -> None:
+    ask = budgeted(max_tokens=400, messages_arg="contents", **options)(lambda contents: contents)
     contents = loop(0)
     with CompactingSession() as session:
         for n in range(20):
             sent = ask(contents)
             assert kit.validate_contents(sent) == []
             contents = [*contents, calling(f"g{n}"), answering(f"g{n}", size=150)]
-    assert any(event.dropped for event in session.events)
+    assert any(event.dropped or event.cleared_results for event in session.events)
 
 
 @PROPERTY
