@@ -1,6 +1,7 @@
 """google-genai ``types.Content`` objects are grouped, checked and cleared as the JSON they send.
 
-Runs in the ``providers`` extra's venv (google-genai installed).
+Runs in the ``providers`` extra's venv (google-genai installed); the last test
+sends a compacted chat history to the testing kit through the SDK.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from google.genai import types
 from ctx_compact import check_pairing, clear_tool_results, compact, compact_with_summary
 from ctx_compact._grouping import group_bounds
 from ctx_compact._views import message_views
+from ctx_compact.testing import FakeProvider
 from ctx_compact.testing import gemini as kit
+
+MODEL = "gemini-2.5-flash"
 
 
 def _loop(turns: int, size: int = 300) -> List[Any]:
@@ -107,3 +111,28 @@ def test_a_content_object_without_a_role_is_a_user_turn() -> None:
     ]
     assert group_bounds(message_views(contents)) == [0, 1, 3]
     assert check_pairing(contents) == []
+
+
+def get_weather(city: str, days: int) -> str:
+    """The weather in a city over the next days."""
+    return f"Sunny in {city} for {days} days, " + "with a light breeze " * 20
+
+
+def test_a_chats_own_history_compacted_is_taken_by_the_kit(
+    fake_gemini: Any, fake_provider: FakeProvider
+) -> None:
+    """The SDK's own objects: a chat's history after automatic function calling."""
+    fake_provider.tool_calls = 2
+    chat = fake_gemini.chats.create(
+        model=MODEL, config=types.GenerateContentConfig(tools=[get_weather])
+    )
+    for city in ("Paris", "Rome", "Oslo", "Lima"):
+        chat.send_message(f"Weather in {city}?")
+    history = chat.get_history()
+    assert any(p.function_call for c in history for p in c.parts or [])
+    for budget in (200, 400, 800):
+        result = compact_with_summary(history, max_tokens=budget, summarize=lambda d: "earlier")
+        assert result.dropped
+        assert check_pairing(result.messages) == []
+        response = fake_gemini.models.generate_content(model=MODEL, contents=result.messages)
+        assert response.text.startswith("Fake reply")
