@@ -37,6 +37,9 @@ OPTIONAL = (
     "autogen_agentchat",
     "autogen_core",
     "autogen_ext",
+    # SDK message objects read as what they send (docs/formats/message-objects.md).
+    "mistralai",
+    "smolagents",
 )
 
 
