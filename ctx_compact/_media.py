@@ -74,6 +74,12 @@ def media_readers(view: Mapping[str, Any]) -> Tuple[Any, ...]:
 
     Written for speed: a message with string content is settled by three lookups.
     """
+    get = view.get
+    content = get("content")
+    if (content is None or type(content) is str) and get("parts") is None:
+        output = get("output")
+        if output is None or type(output) is str:
+            return ()  # the usual message: settled without a loop
     found: List[Any] = []
     for name in _CONTAINERS:
         parts = view.get(name)
@@ -197,7 +203,7 @@ class MediaAwareCounter(SpecCounter):
 
     def marked(self, view: Any) -> bool:
         """Whether a message view holds a media part."""
-        return holds_media(view)
+        return bool(media_readers(view))
 
     def count_marked(self, view: Any, formats: Sequence[Any] = FORMATS) -> int:
         """A message view's count: its media parts billed, the rest as the specification counts."""

@@ -166,11 +166,13 @@ def count_all(
     messages: Sequence[Any], count_tokens: Optional[CountTokens], start: int = 0
 ) -> List[int]:
     """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
-    marks: Optional[SpecCounter] = None
+    # A SpecCounter's marked messages are counted by it; the rest in this loop.
+    marked: Optional[Callable[[Any], bool]] = None
+    count_marked: Callable[[Any], int] = default_count_tokens
     if count_tokens is not None:
         if not isinstance(count_tokens, SpecCounter):
             return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
-        marks = count_tokens
+        marked, count_marked = count_tokens.marked, count_tokens.count_marked
     state = _THREAD
     own = not state.busy  # else re-entered from a default= hook: leave its markers alone
     chunks = state.chunks if own else _encoder_chunks
@@ -179,8 +181,8 @@ def count_all(
     counts: List[int] = []
     try:
         for m in islice(messages, start, None):
-            if marks is not None and marks.marked(m):
-                counts.append(marks.count_marked(m))
+            if marked is not None and marked(m):
+                counts.append(count_marked(m))
                 continue
             text = join(chunks(m, 0))
             # tokens_of_units, written out: one call less per message on the hot path.
