@@ -643,3 +643,48 @@ def test_mixed_formats_in_one_list() -> None:
     result = repair_pairing(history)
     assert check_pairing(result.messages) == []
     assert {c.provider for c in result.changes} == {"openai", "anthropic", "openai-responses"}
+
+
+@st.composite
+def messy_chat(draw: st.DrawFn) -> List[Message]:
+    """Ids reused across exchanges and answers repeated: every answer may belong anywhere."""
+    pool = st.sampled_from(["a", "b", "c"])
+    messages: List[Message] = [user("start")]
+    for _ in range(draw(st.integers(0, 10))):
+        kind = draw(st.sampled_from(["user", "calls", "tool", "tool"]))
+        if kind == "user":
+            messages.append(user("go on"))
+        elif kind == "calls":
+            ids = draw(st.lists(pool, min_size=1, max_size=3))
+            messages.append(calling(*ids))
+        else:
+            messages.append(tool(draw(pool), "{}"))
+    return messages
+
+
+@st.composite
+def mixed_histories(draw: st.DrawFn) -> List[Message]:
+    """Segments of every format in one list, as a proxy may hold them."""
+    parts = [strategy for strategy, _ in FORMATS.values()]
+    history: List[Message] = []
+    for _ in range(draw(st.integers(1, 3))):
+        history += draw(draw(st.sampled_from(parts)))
+    return history
+
+
+@PROPERTY
+@given(messy_chat(), st.booleans())
+def test_reused_ids_are_repaired_for_the_provider(history: List[Message], answer: bool) -> None:
+    result = repair_pairing(history, answer_unanswered=answer)
+    assert check_pairing(result.messages) == []
+    assert not chat_rejects(result.messages)
+
+
+@PROPERTY
+@given(mixed_histories(), st.booleans())
+def test_mixed_histories_are_repaired_to_no_problem(history: List[Message], answer: bool) -> None:
+    before = copy.deepcopy(history)
+    result = repair_pairing(history, answer_unanswered=answer)
+    assert history == before
+    assert check_pairing(result.messages) == []
+    assert repair_pairing(result.messages, answer_unanswered=answer).changes == []
