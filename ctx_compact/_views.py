@@ -166,6 +166,8 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
         return _plain_view(message, index) if holds_objects(message) else message
     try:
         framework = framework_view(message)
+    except InvalidMessageError:
+        raise
     except Exception as exc:  # a framework object of a shape its version does not have
         raise InvalidMessageError(
             f"{type(message).__name__} could not be read as the message its framework "

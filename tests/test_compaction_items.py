@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctx_compact import check_pairing, compact, compact_with_summary
+from ctx_compact import check_pairing, clear_tool_results, compact, compact_with_summary
 from ctx_compact._contract import measure, prepare
 from ctx_compact.cli import main
 from ctx_compact.testing._api import RequestRejected
@@ -424,3 +424,17 @@ def test_generated_anthropic_histories(messages, budget, keep_head, keep_tail):
         else:
             accepted = True
         assert accepted == (check_pairing(history) == [])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(responses_histories(), st.integers(1, 500), st.integers(0, 3))
+def test_clearing_generated_responses_histories(items, budget, keep):
+    cleared = clear_tool_results(items, max_tokens=budget, keep=keep).messages
+    for before, after in zip(items, cleared):
+        if before.get("type") == "compaction":
+            assert after is before  # passed through, never a copy
+    try:
+        responses_ok(items)
+    except RequestRejected:
+        return
+    responses_ok(cleared)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctx_compact import check_pairing, compact
+from ctx_compact import check_pairing, clear_tool_results, compact
 from ctx_compact._contract import group_bounds, measure
 from ctx_compact.cli import main
 from ctx_compact.testing import ollama
@@ -216,3 +216,14 @@ def test_generated_histories_compact_without_new_problems(messages, max_tokens, 
     for history in (messages, kept):
         flagged = {p.index for p in check_pairing(history)}
         assert {p.index for p in ollama.validate_messages(history)} <= flagged
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ollama_histories(), st.integers(1, 400), st.integers(0, 3))
+def test_clearing_generated_histories_keeps_the_pairing(messages, max_tokens, keep):
+    before = ollama.validate_messages(messages)
+    cleared = clear_tool_results(messages, max_tokens=max_tokens, keep=keep)
+    assert ollama.validate_messages(cleared.messages) == before
+    assert [(p.index, p.code) for p in check_pairing(cleared.messages)] == [
+        (p.index, p.code) for p in check_pairing(messages)
+    ]
