@@ -150,9 +150,11 @@ def count_value(value: Any, count_tokens: Optional[CountTokens]) -> int:
 
 def count_one(message: Any, count_tokens: Optional[CountTokens], index: Optional[int]) -> int:
     """Count one message with ``count_tokens`` or the default estimator, checking the result."""
-    if count_tokens is None:
+    if count_tokens is None or isinstance(count_tokens, SpecCounter):
         try:
-            return default_count_tokens(message)
+            return (count_tokens or default_count_tokens)(message)
+        except InvalidMessageError:
+            raise
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidMessageError(
                 f"the default estimator cannot serialise this message as JSON ({exc}); "

@@ -650,3 +650,22 @@ def test_any_message_without_media_counts_as_the_specification_says(
         message["role"] = role
     assert COUNT(message) == estimate_tokens(message)
     assert count_all([message, message], COUNT) == [estimate_tokens(message)] * 2
+
+
+def test_a_message_json_cannot_hold_is_refused_naming_its_index() -> None:
+    import datetime
+
+    from ctx_compact import InvalidMessageError, clear_tool_results
+
+    image = {
+        "type": "image_url",
+        "image_url": {"url": files.data_url("image/png", files.png(8, 8))},
+    }
+    bad = {"role": "user", "content": [image], "at": datetime.datetime(2026, 1, 1)}
+    messages = [{"role": "user", "content": "hi"}, bad]
+    for count in (None, COUNT):
+        with pytest.raises(InvalidMessageError, match="cannot serialise") as caught:
+            compact(messages, max_tokens=10, count_tokens=count)
+        assert caught.value.index == 1
+        with pytest.raises(InvalidMessageError, match="cannot serialise"):
+            clear_tool_results(messages, max_tokens=10, count_tokens=count)
