@@ -438,3 +438,23 @@ def test_clearing_generated_responses_histories(items, budget, keep):
     except RequestRejected:
         return
     responses_ok(cleared)
+
+
+def test_gemini_and_bedrock_calls_awaiting_results_are_kept_where_the_turn_may_resume():
+    bedrock = [
+        {"role": "user", "content": [{"text": "x" * 400}]},
+        {"role": "assistant", "content": [{"text": "ok"}]},
+        {"role": "user", "content": [{"text": "go"}]},
+        {
+            "role": "assistant",
+            "content": [{"toolUse": {"toolUseId": "t", "name": "f", "input": {}}}],
+        },
+    ]
+    assert compact(bedrock, max_tokens=10, keep_head=0, keep_tail=0).messages == bedrock[2:]
+    gemini = [
+        {"role": "user", "parts": [{"text": "x" * 400}]},
+        {"role": "model", "parts": [{"text": "ok"}]},
+        {"role": "user", "parts": [{"text": "go"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+    ]
+    assert compact(gemini, max_tokens=10, keep_head=0, keep_tail=0).messages == gemini[2:]

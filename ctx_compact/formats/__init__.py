@@ -138,7 +138,7 @@ class Waiting(Protocol):
 
 FORMATS: Tuple[Format, ...] = (CHAT, ANTHROPIC, RESPONSES, GEMINI, BEDROCK)
 RESUMING: Tuple[Resuming, ...] = (GEMINI, BEDROCK)
-WAITING: Tuple[Waiting, ...] = (CHAT, ANTHROPIC, RESPONSES)
+WAITING: Tuple[Waiting, ...] = (CHAT, ANTHROPIC, RESPONSES, GEMINI, BEDROCK)
 
 # The format reading a message that carries no tool structure, by role.
 OWNERS: Dict[Any, Format] = {**dict.fromkeys(CHAT.roles, CHAT), None: RESPONSES}

@@ -279,6 +279,15 @@ class BedrockFormat:
             elif code == "missing_tool_results":
                 _answer(views, i, edits, answer, code)
 
+    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+        """Where calls still awaiting their results end ``views``: a last assistant
+        message with ``toolUse`` blocks; ``len(views)`` when there is none."""
+        n = len(views)
+        last = views[-1] if n else None
+        if last is not None and last.get("role") == "assistant" and is_message(last):
+            return n - 1 if uses(last) else n
+        return n
+
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """An assistant message's ``toolUse`` blocks, with the tool each names."""
         if view.get("role") == "assistant":

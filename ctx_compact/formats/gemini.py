@@ -319,8 +319,9 @@ class GeminiFormat:
     ) -> None:
         """Repair this format's ``problems`` (see ``repair_pairing``).
 
-        A function-call turn not right after a user turn loses its calls; a
-        function-response turn not right after a call turn loses its responses;
+        A function-call turn right after a model turn is merged into it (its
+        parts after that turn's: one model turn, as Gemini writes text and
+        calls); one opening the conversation loses its calls; a function-response turn not right after a call turn loses its responses;
         a response turn whose responses do not match its call turn's calls one
         for one keeps the responses that answer a call (by id, else by name, in
         order), in the calls' order, and the calls left unanswered are answered
@@ -328,10 +329,21 @@ class GeminiFormat:
         ``{"output": answer}``) or, when ``answer`` is ``None``, dropped. A turn
         left without parts goes.
         """
+        merged = set()
         for problem in problems:
             i = problem.index
             code = problem.code
+            if i - 1 in merged:
+                continue  # it answers a turn merged in this pass: read again in the next
             if code == "function_call_not_after_user":
+                before = views[i - 1] if i else None
+                if before is not None and is_content(before) and role(before) == "model":
+                    joined = [p if isinstance(p, dict) else dict(p) for p in parts(views[i])]
+                    edits.rebuild(i - 1, "parts", [*range(len(parts(before))), *joined])
+                    edits.drop(i)
+                    edits.note(i, "merged_message", problem.ids, PROVIDER, code, i - 1)
+                    merged.add(i)
+                    continue
                 gone = [k for k, _ in calls(views[i])]
                 _rebuild(views, i, gone, [], edits, "dropped_call", problem.ids, code)
             elif code == "orphan_function_response":
@@ -339,6 +351,12 @@ class GeminiFormat:
                 _rebuild(views, i, gone, [], edits, "dropped_result", problem.ids, code)
             elif code == "function_response_count":
                 _recount(views, i, edits, answer, code)
+
+    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+        """Where calls still awaiting their results end ``views``: a last model turn of
+        ``functionCall`` parts; ``len(views)`` when there is none."""
+        n = len(views)
+        return n - 1 if n and is_call_turn(views[-1]) else n
 
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """A model turn's function calls; one without an id is answered through its name."""
