@@ -35,6 +35,14 @@ shape the summary message ``compact_with_summary`` inserts among their messages
 blocks, Responses' reasoning items) is read by ``_clearing`` from the names the
 formats export (``anthropic.THINKING_BLOCKS``).
 
+Where a conversation starts again: a format's ``link`` notes in
+``Links.restarts`` each message holding the provider's own compaction item (a
+Responses ``compaction`` item, an Anthropic ``compaction`` block), which
+``Compaction`` takes as the start of the conversation. Calls still awaiting
+their results at the end: the formats in ``WAITING`` say where they start
+(``awaiting(views)``, reading the last messages only), and ``Compaction`` keeps
+them with the tail.
+
 Which format reads a message (``recognise``): the one whose tool structure it
 carries; a message carrying none is plain text, read by the format owning its
 role (``tool``/``function``: Chat Completions; no role: Responses) or by none.
