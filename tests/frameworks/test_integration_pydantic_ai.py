@@ -16,7 +16,15 @@ import openai
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory
-from pydantic_ai.messages import ModelRequest, UserPromptPart
+from pydantic_ai.messages import (
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -120,3 +128,43 @@ def test_bad_tools_and_retries_are_refused() -> None:
         history_processor(LIMIT, instructions=[ModelRequest(parts=[UserPromptPart("x")])])
     with pytest.raises(ValueError, match="cannot retry"):
         CompactionCapability(LIMIT, on_overflow="retry")
+
+
+def test_cleared_thinking_and_returns_come_back_as_copies_of_their_messages() -> None:
+    history: List[Any] = []
+    for turn in range(6):
+        call = ToolCallPart("get_report", {"city": f"City {turn}"}, tool_call_id=f"c{turn}")
+        history += [
+            ModelRequest(parts=[UserPromptPart(f"Turn {turn}?")]),
+            ModelResponse(parts=[ThinkingPart("Let me think. " * 30), call]),
+            ModelRequest(parts=[ToolReturnPart("get_report", get_report("Oslo"), f"c{turn}")]),
+            ModelResponse(parts=[TextPart(f"Answer {turn}.")]),
+        ]
+    seen: List[CompactionEvent] = []
+    processor = history_processor(
+        900,
+        clear_thinking=True,
+        clear_tool_results={"keep": 1, "clear_inputs": True},
+        keep_head=0,
+        on_compact=seen.append,
+    )
+
+    kept = asyncio.run(processor(history))
+
+    (event,) = seen
+    assert event.cleared_thinking
+    assert event.cleared_results
+    assert all(isinstance(m, (ModelRequest, ModelResponse)) for m in kept)
+    assert check_pairing(kept) == []
+    copies = [m for m in kept if not any(m is own for own in history)]
+    assert copies  # the edited messages are new objects; the caller's are untouched
+    thinking = [p for m in kept for p in m.parts if isinstance(p, ThinkingPart)]
+    assert len(thinking) < sum(1 for m in history for p in m.parts if isinstance(p, ThinkingPart))
+    returns = [p for m in kept for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert any(p.content != get_report("Oslo") for p in returns)
+    assert all(
+        p.content == get_report("Oslo")
+        for m in history
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+    )
