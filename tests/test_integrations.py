@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from ctx_compact.testing import count_tokens
-from middleware import CompactingSession, CompactionEvent, budgeted
+from middleware import BudgetExceededError, CompactingSession, CompactionEvent, budgeted
 from middleware.integrations._common import Compactor, HookOptions
 
 
@@ -81,6 +81,32 @@ def test_a_sync_call_refuses_an_async_summarizer() -> None:
 
     with pytest.raises(TypeError, match="a sync model call cannot await"):
         compactor.compacted(conversation(8), 0)
+
+
+def test_an_unmet_budget_is_reported_then_raised_with_on_overflow_raise() -> None:
+    seen: List[CompactionEvent] = []
+    options = {"on_overflow": "raise", "on_compact": seen.append}
+    compactor = Compactor("T", "test hook", 600, options, wraps_call=True)
+    sent: List[Any] = []
+
+    with pytest.raises(BudgetExceededError):
+        compactor.run(conversation(8), 590, sent.append)  # the tools alone nearly fill it
+
+    assert sent == []
+    (event,) = seen
+    assert not event.fits
+
+
+def test_a_failing_hook_never_breaks_the_call(caplog: pytest.LogCaptureFixture) -> None:
+    def hook(event: CompactionEvent) -> None:
+        raise RuntimeError("the hook failed")
+
+    compactor = Compactor("T", "test hook", 600, {"on_compact": hook}, wraps_call=False)
+
+    kept = compactor.compacted(conversation(8), 0)
+
+    assert kept
+    assert "on_compact hook" in caplog.text
 
 
 @pytest.mark.parametrize(
