@@ -146,6 +146,7 @@ def check(
     expected_requests: Optional[int] = None,
     tools_counted: bool = False,
     dropping: bool = True,
+    retry_limit: Optional[int] = None,
 ) -> Row:
     """Assert what the kit received against ``events``; add the run's row to ``ROWS``.
 
@@ -161,13 +162,17 @@ def check(
             integration counts them; an SDK interception counts the messages).
         dropping: The run must have dropped messages (not when clearing alone
             keeps it in budget).
+        retry_limit: The kit's limit, when a test lowered it below the budget
+            to provoke ``on_overflow="retry"``: then every request over it must
+            be one the session retried, and its retry within it.
     """
     route = APIS[api]
     requests: List[RecordedRequest] = [
         r for r in provider.requests[first_request:] if route.path(r.path)
     ]
     tokens = [route.tokens(r.body, tools_counted) for r in requests]
-    over = [(i, t) for i, t in enumerate(tokens) if t > LIMIT]
+    limit = LIMIT if retry_limit is None else retry_limit
+    over = [(i, t) for i, t in enumerate(tokens) if t > limit]
     problems = [(i, p) for i, r in enumerate(requests) if (p := route.problem(r.body))]
     retries = sum(1 for event in events if event.retried)
     row = Row(
@@ -183,11 +188,16 @@ def check(
     )
     ROWS.append(row)
     assert problems == [], f"requests the provider refuses for their shape: {problems}"
-    assert over == [], f"requests over the {LIMIT}-token limit (index, tokens): {over}"
+    if retry_limit is None:
+        assert over == [], f"requests over the {limit}-token limit (index, tokens): {over}"
+    else:
+        assert len(over) == retries > 0, f"over the limit: {over}; retried: {retries}"
+        assert all(tokens[i + 1] <= limit for i, _ in over), "a retry went over the limit"
     assert len(events) == len(requests) - retries, f"{len(events)} events, {len(requests)} requests"
     if expected_requests is not None:
         assert len(requests) - retries == expected_requests
-    assert all(event.fits for event in events), "an event does not fit its budget"
+    if retry_limit is None:  # a retry's budget is the provider's figure less a margin
+        assert all(event.fits for event in events), "an event does not fit its budget"
     if dropping:
         assert any(event.dropped for event in events), "no request needed compacting"
     return row

@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib.metadata import version
 
 import anyio
+import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
@@ -29,7 +30,12 @@ def client_for(provider: FakeProvider) -> OpenAIChatCompletionClient:
     )
 
 
-def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider) -> None:
+@pytest.mark.parametrize("retry", [False, True], ids=["limit", "lower-limit-retry"])
+def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider, retry: bool) -> None:
+    retry_limit = LIMIT - 300 if retry else None
+    if retry_limit is not None:
+        provider.context_limit = retry_limit
+
     async def main() -> None:
         client = client_for(provider)
         agent = AssistantAgent(
@@ -45,14 +51,16 @@ def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider) -> None:
         finally:
             await client.close()
 
-    with CompactingSession(max_tokens=LIMIT, intercept="openai") as session:
+    overflow = "retry" if retry else "call"
+    with CompactingSession(max_tokens=LIMIT, intercept="openai", on_overflow=overflow) as session:
         anyio.run(main)
 
     check(
-        "AutoGen AssistantAgent (intercept)",
+        f"AutoGen AssistantAgent (intercept{', retry' if retry else ''})",
         VERSION,
         "chat",
         provider,
         session.events,
         expected_requests=2 * TURNS,
+        retry_limit=retry_limit,
     )

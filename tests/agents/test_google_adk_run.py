@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib.metadata import version
 
 import anyio
+import pytest
 
 from ctx_compact.testing import FakeProvider
 from middleware import CompactingSession
@@ -21,18 +22,24 @@ VERSION = version("google-adk")
 pytestmark = AIOHTTP_SUBCLASS
 
 
-def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider) -> None:
+@pytest.mark.parametrize("retry", [False, True], ids=["limit", "lower-limit-retry"])
+def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider, retry: bool) -> None:
     agent = make_agent(provider)
+    retry_limit = LIMIT - 300 if retry else None
+    if retry_limit is not None:
+        provider.context_limit = retry_limit
 
-    with CompactingSession(max_tokens=LIMIT, intercept="gemini") as session:
+    overflow = "retry" if retry else "call"
+    with CompactingSession(max_tokens=LIMIT, intercept="gemini", on_overflow=overflow) as session:
         anyio.run(converse, agent, prompts())
 
     check(
-        "google-adk LlmAgent (intercept)",
+        f"google-adk LlmAgent (intercept{', retry' if retry else ''})",
         VERSION,
         "gemini",
         provider,
         session.events,
         expected_requests=2 * TURNS,
+        retry_limit=retry_limit,
     )
     assert all(event.provider_tokens is not None for event in session.events)

@@ -26,25 +26,31 @@ VERSION = version("llama-index-core")
 pytestmark = pytest.mark.filterwarnings("ignore::pydantic.PydanticDeprecationWarning")
 
 
-def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider) -> None:
+@pytest.mark.parametrize("retry", [False, True], ids=["limit", "lower-limit-retry"])
+def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider, retry: bool) -> None:
     llm = OpenAI(model="gpt-4o", api_base=provider.openai_url, api_key="test", max_retries=0)
     agent = FunctionAgent(tools=[get_report], llm=llm, system_prompt=SYSTEM_PROMPT)
     memory = ChatMemoryBuffer.from_defaults(token_limit=10**6)
+    retry_limit = LIMIT - 300 if retry else None
+    if retry_limit is not None:
+        provider.context_limit = retry_limit
 
     async def main() -> None:
         for prompt in prompts():
             await agent.run(prompt, memory=memory)
 
-    with CompactingSession(max_tokens=LIMIT, intercept="openai") as session:
+    overflow = "retry" if retry else "call"
+    with CompactingSession(max_tokens=LIMIT, intercept="openai", on_overflow=overflow) as session:
         anyio.run(main)
 
     check(
-        "LlamaIndex FunctionAgent (intercept)",
+        f"LlamaIndex FunctionAgent (intercept{', retry' if retry else ''})",
         VERSION,
         "chat",
         provider,
         session.events,
         expected_requests=2 * TURNS,
+        retry_limit=retry_limit,
     )
     calls = [m for m in memory.get_all() if m.additional_kwargs.get("tool_calls")]
     assert len(calls) == TURNS  # the memory kept everything: only the requests were compacted

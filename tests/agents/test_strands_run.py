@@ -10,7 +10,7 @@ through boto3 (``intercept="bedrock"``, converse-stream and converse). See
 from __future__ import annotations
 
 from importlib.metadata import version
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from strands import Agent, tool
@@ -42,7 +42,23 @@ def test_a_long_tool_run_on_bedrock_stays_within_the_limit(
     assert all(event.provider_tokens is not None for event in events)
 
 
-def run(provider: FakeProvider, model: Model, sdk: str, api: str, name: str) -> Any:
+@pytest.mark.parametrize("sdk", ["openai", "bedrock"])
+def test_a_lower_provider_limit_is_met_by_retrying(provider: FakeProvider, sdk: str) -> None:
+    provider.context_limit = LIMIT - 300
+    model = bedrock_model(provider) if sdk == "bedrock" else openai_model(provider)
+    api = "bedrock" if sdk == "bedrock" else "chat"
+
+    run(provider, model, sdk, api, f"strands-agents ({sdk}, retry)", retry_limit=LIMIT - 300)
+
+
+def run(
+    provider: FakeProvider,
+    model: Model,
+    sdk: str,
+    api: str,
+    name: str,
+    retry_limit: Optional[int] = None,
+) -> Any:
     agent = Agent(
         model=model,
         tools=[tool(get_report)],
@@ -51,12 +67,19 @@ def run(provider: FakeProvider, model: Model, sdk: str, api: str, name: str) -> 
         conversation_manager=NullConversationManager(),
     )
 
-    with CompactingSession(max_tokens=LIMIT, intercept=sdk) as session:
+    overflow = "call" if retry_limit is None else "retry"
+    with CompactingSession(max_tokens=LIMIT, intercept=sdk, on_overflow=overflow) as session:
         for prompt in prompts():
             agent(prompt)
 
     check(
-        f"{name} (intercept)", VERSION, api, provider, session.events, expected_requests=2 * TURNS
+        f"{name} (intercept)",
+        VERSION,
+        api,
+        provider,
+        session.events,
+        expected_requests=2 * TURNS,
+        retry_limit=retry_limit,
     )
     assert sum(1 for m in agent.messages for b in m["content"] if "toolUse" in b) == TURNS
     return session.events
