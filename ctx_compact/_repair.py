@@ -53,9 +53,10 @@ class RepairChange:
             - ``"dropped_empty"``: a message left with nothing to send (an
               assistant message whose only calls went, a user message of
               dropped results) was removed;
-            - ``"merged_message"``: a message of the same role as the one
-              before it was merged into it, its blocks after that message's
-              (Bedrock, whose roles must alternate);
+            - ``"merged_message"``: a message was merged into the one before
+              it, its blocks or parts after that message's (Bedrock, whose
+              roles must alternate; a Gemini function-call turn after a model
+              turn);
             - ``"dropped_message"``: a message the provider does not take
               where it is was removed (Bedrock: an assistant message opening
               the conversation).
@@ -139,8 +140,8 @@ def repair_pairing(
       dropped even then: its output must be a screenshot or a tool list;
     - Anthropic text blocks after an assistant's ``tool_use`` blocks are moved
       before them (the results must follow the calls immediately);
-    - Gemini: a function-call turn not right after a user turn loses its
-      calls, a function-response turn not right after a call turn its
+    - Gemini: a function-call turn right after a model turn is merged into
+      it, one opening the conversation loses its calls, a function-response turn not right after a call turn its
       responses, and a response turn answers its call turn one for one (the
       responses that answer no call go; the placeholder answer is a
       ``function_response`` part whose ``response`` is ``{"output":

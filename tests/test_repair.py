@@ -381,6 +381,24 @@ def test_gemini_responses_answer_their_calls_one_for_one() -> None:
         assert not gemini_rejects(result.messages)
 
 
+def test_gemini_a_call_turn_after_a_model_turn_joins_it() -> None:
+    history = [
+        {"role": "user", "parts": [{"text": "q"}]},
+        {"role": "model", "parts": [{"text": "Let me look."}]},
+        {"role": "model", "parts": [g_call("a")]},
+        {"role": "user", "parts": [g_response("a")]},
+    ]
+    result = repair_pairing(history)
+    assert result.messages[1] == {"role": "model", "parts": [{"text": "Let me look."}, g_call("a")]}
+    assert result.messages[1]["parts"][1] is history[2]["parts"][0]
+    assert result.messages[2] is history[3]
+    assert actions(result) == [(2, "merged_message", ("a",))]
+    assert result.changes[0].into == 1
+    opening = repair_pairing(history[2:])
+    assert opening.messages == []  # nothing before the call: it goes, and its answer with it
+    assert not gemini_rejects(result.messages)
+
+
 def b_use(use_id: str) -> Message:
     return {"toolUse": {"toolUseId": use_id, "name": "f", "input": {}}}
 

@@ -32,7 +32,7 @@ is refused.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
@@ -321,7 +321,8 @@ class GeminiFormat:
 
         A function-call turn right after a model turn is merged into it (its
         parts after that turn's: one model turn, as Gemini writes text and
-        calls); one opening the conversation loses its calls; a function-response turn not right after a call turn loses its responses;
+        calls); one opening the conversation loses its calls; a
+        function-response turn not right after a call turn loses its responses;
         a response turn whose responses do not match its call turn's calls one
         for one keeps the responses that answer a call (by id, else by name, in
         order), in the calls' order, and the calls left unanswered are answered
@@ -329,7 +330,7 @@ class GeminiFormat:
         ``{"output": answer}``) or, when ``answer`` is ``None``, dropped. A turn
         left without parts goes.
         """
-        merged = set()
+        merged: Set[int] = set()
         for problem in problems:
             i = problem.index
             code = problem.code
