@@ -31,7 +31,7 @@ try:
         UserMessage,
     )
 except ImportError as exc:  # pragma: no cover - the message is tested without autogen
-    raise missing("autogen", "autogen-core") from exc
+    raise missing("autogen", "autogen-core", exc) from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

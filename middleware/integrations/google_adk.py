@@ -23,7 +23,7 @@ try:
     from google.adk.models import LlmRequest, LlmResponse
     from google.genai import types
 except ImportError as exc:  # pragma: no cover - the message is tested without google-adk
-    raise missing("google_adk", "google-adk") from exc
+    raise missing("google_adk", "google-adk", exc) from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -26,7 +26,7 @@ try:
     from llama_index.core.tools import BaseTool, FunctionTool
     from pydantic import PrivateAttr
 except ImportError as exc:  # pragma: no cover - the message is tested without llama-index
-    raise missing("llama_index", "llama-index-core") from exc
+    raise missing("llama_index", "llama-index-core", exc) from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -27,7 +27,7 @@ try:
     from strands.agent.conversation_manager import ConversationManager
     from strands.hooks import BeforeModelCallEvent, HookRegistry
 except ImportError as exc:  # pragma: no cover - the message is tested without strands
-    raise missing("strands", "strands-agents") from exc
+    raise missing("strands", "strands-agents", exc) from exc
 
 if TYPE_CHECKING:
     from strands import Agent
