@@ -78,6 +78,32 @@ def test_an_async_summarizer_is_awaited_and_sent(provider: FakeProvider) -> None
     check("google-adk (summarize)", VERSION, "gemini", provider, session.events)
 
 
+def test_cleared_function_responses_are_contents(provider: FakeProvider) -> None:
+    callback = before_model_callback(LIMIT, clear_tool_results={"placeholder": "[cleared]"})
+    agent = make_agent(provider, before_model_callback=callback)
+
+    with CompactingSession() as session:
+        anyio.run(converse, agent, prompts(8))
+
+    check(
+        "google-adk (clear_tool_results)",
+        VERSION,
+        "gemini",
+        provider,
+        session.events,
+        dropping=False,
+    )
+    assert any(event.cleared_results for event in session.events)
+    responses = [
+        part["functionResponse"]["response"]
+        for content in provider.requests[-1].body["contents"]
+        for part in content["parts"]
+        if "functionResponse" in part
+    ]
+    assert "[cleared]" in str(responses[0])
+    assert "Report for" in str(responses[-1])
+
+
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [

@@ -104,6 +104,28 @@ def test_an_async_summarizer_is_awaited_and_the_summary_kept(provider: FakeProvi
     assert validate_messages(json.loads(json.dumps(agent.messages))) == []
 
 
+def test_cleared_tool_results_replace_theirs_in_the_history(provider: FakeProvider) -> None:
+    manager = CompactingConversationManager(
+        max_tokens=LIMIT, clear_tool_results={"placeholder": "[cleared]"}
+    )
+    agent = make_agent(provider, manager, bedrock=True)
+
+    with CompactingSession() as session:
+        for prompt in prompts(8):
+            agent(prompt)
+
+    check(
+        "strands (clear_tool_results)", VERSION, "bedrock", provider, session.events, dropping=False
+    )
+    assert any(event.cleared_results for event in session.events)
+    results = [b["toolResult"] for m in agent.messages for b in m["content"] if "toolResult" in b]
+    assert len(results) == 8  # nothing dropped: clearing was enough
+    assert "[cleared]" in json.dumps(results[0])
+    assert "Report for" in json.dumps(results[-1])
+    assert manager.removed_message_count == 0
+    assert validate_messages(json.loads(json.dumps(agent.messages))) == []
+
+
 def test_the_provider_refusing_a_compacted_history_is_raised(provider: FakeProvider) -> None:
     provider.context_limit = 400  # below the budget: compaction alone cannot meet it
     agent = make_agent(provider, CompactingConversationManager(max_tokens=LIMIT))
