@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ctx_compact._contract import default_count_tokens
+from ctx_compact._contract import MEDIA_AWARE, default_count_tokens
 
 from .._events import CompactionEvent, check_hooks
 from ._common import Compactor, HookOptions, missing
@@ -38,16 +38,27 @@ __all__ = ["CompactingConversationManager", "sent_tokens"]
 _SENT = ("role", "content")
 
 
+def _sent(message: Any) -> Any:
+    if isinstance(message, Mapping) and "content" in message:
+        return {key: message[key] for key in _SENT if key in message}
+    return message
+
+
 def sent_tokens(message: Any) -> int:
     """The default estimate of a strands message as the model is sent it: its role and content.
 
     Strands keeps each assistant message's usage figures (``metadata``) and a
     ``tracking_id`` beside them, which no model provider sends; counted, they
-    would make the history look about a third bigger than it is.
+    would make the history look about a third bigger than it is. The rest is
+    the middleware's default counting, media-aware (an image at its billed
+    tokens, ``ctx_compact.media_aware_counter``).
     """
-    if isinstance(message, Mapping) and "content" in message:
-        message = {key: message[key] for key in _SENT if key in message}
-    return default_count_tokens(message)
+    return MEDIA_AWARE(_sent(message))
+
+
+def _sent_spec_tokens(message: Any) -> int:
+    # sent_tokens with count_media=False: the specification's estimator throughout.
+    return default_count_tokens(_sent(message))
 
 
 class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
@@ -71,7 +82,8 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
             prompt and the tools' specs (counted as Bedrock Converse sends them).
         **options: ``budgeted``'s options (``keep_head``, ``summarize``,
             ``on_compact``, ``clear_tool_results``, ...), with the same meanings;
-            ``count_tokens`` defaults to ``sent_tokens``.
+            ``count_tokens`` defaults to ``sent_tokens`` (the specification's
+            estimator on what is sent with ``count_media=False``).
 
     Raises:
         TypeError, ValueError: A bad option, naming it.
@@ -84,7 +96,8 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         # the estimator's too, not the content of a system message.
         self._estimated = given.get("count_tokens") is None
         if self._estimated:
-            given["count_tokens"] = sent_tokens
+            media = given.get("count_media", True)
+            given["count_tokens"] = sent_tokens if media is True else _sent_spec_tokens
         # The manager notes each event too, for removed_message_count.
         given["on_compact"] = [self._note, *check_hooks(given.get("on_compact"))]
         self._compactor = Compactor(

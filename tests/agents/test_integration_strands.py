@@ -25,7 +25,7 @@ from ctx_compact import check_pairing
 from ctx_compact.testing import FakeProvider, count_tokens
 from ctx_compact.testing.bedrock import validate_messages
 from middleware import CompactingSession, CompactionEvent
-from middleware.integrations.strands import CompactingConversationManager
+from middleware.integrations.strands import CompactingConversationManager, sent_tokens
 
 from ._scenario import LIMIT, SYSTEM_PROMPT, TURNS, check, get_report, prompts
 from ._strands import bedrock_model, openai_model
@@ -136,6 +136,18 @@ def test_the_provider_refusing_a_compacted_history_is_raised(provider: FakeProvi
 
     with pytest.raises(ContextWindowOverflowException):
         converse()
+
+
+def test_a_message_is_counted_as_sent() -> None:
+    message = {
+        "role": "assistant",
+        "content": [{"text": "Sunny."}],
+        "metadata": {"usage": {"inputTokens": 30, "outputTokens": 6, "totalTokens": 36}},
+        "tracking_id": "8cb8090c-3bf9-4373-9fe4-b4354b924a18",
+    }
+    sent = {"role": "assistant", "content": [{"text": "Sunny."}]}
+
+    assert sent_tokens(message) == count_tokens(sent) < count_tokens(message)
 
 
 @pytest.mark.parametrize(
