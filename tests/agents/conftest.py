@@ -7,7 +7,6 @@ in its own venv, where a missing framework fails them.
 from __future__ import annotations
 
 import gc
-import os
 from typing import Any, Iterator
 
 import pytest
@@ -15,10 +14,6 @@ import pytest
 from ctx_compact.testing import FakeProvider
 
 from ._scenario import LIMIT, ROWS, markdown_table
-
-# Nothing may leave 127.0.0.1: the frameworks' own telemetry stays off.
-os.environ.setdefault("OTEL_SDK_DISABLED", "true")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "false")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
