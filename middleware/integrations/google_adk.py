@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["before_model_callback"]
 
+_ROLES = ("user", "model")
+
 BeforeModelCallback = Callable[[CallbackContext, LlmRequest], Awaitable[Optional[LlmResponse]]]
 
 
@@ -76,7 +78,8 @@ def before_model_callback(max_tokens: float, **options: Unpack[HookOptions]) -> 
         The callback, ``async (callback_context, llm_request) -> None``.
 
     Raises:
-        TypeError, ValueError: A bad option, naming it.
+        TypeError, ValueError: A bad option, naming it (a ``summary_role``
+            other than Gemini's ``"user"`` and ``"model"`` among them).
     """
     compactor = Compactor(
         "before_model_callback",
@@ -85,6 +88,11 @@ def before_model_callback(max_tokens: float, **options: Unpack[HookOptions]) -> 
         options,
         wraps_call=False,
     )
+    if compactor.options.summary_role not in _ROLES:
+        raise ValueError(
+            "summary_role must be 'user' or 'model' (Gemini's roles), got "
+            f"{compactor.options.summary_role!r}"
+        )
 
     async def compact_contents(
         callback_context: CallbackContext, llm_request: LlmRequest

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 from ._common import Compactor, HookOptions, missing
 
 try:
-    from llama_index.core.base.llms.types import ChatMessage
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
     from llama_index.core.llms import LLM
     from llama_index.core.memory.types import DEFAULT_CHAT_STORE_KEY, BaseChatStoreMemory
     from llama_index.core.storage.chat_store import BaseChatStore, SimpleChatStore
@@ -100,7 +100,8 @@ class CompactingMemory(BaseChatStoreMemory):  # type: ignore[misc]
             but does not make the call.
 
     Raises:
-        TypeError, ValueError: A bad option, naming it.
+        TypeError, ValueError: A bad option, naming it (a ``summary_role`` that
+            is no ``MessageRole`` among them).
     """
 
     _compactor: Compactor = PrivateAttr()
@@ -119,6 +120,12 @@ class CompactingMemory(BaseChatStoreMemory):  # type: ignore[misc]
         compactor = Compactor(
             "CompactingMemory", "llama_index memory.get", max_tokens, options, wraps_call=False
         )
+        roles = [role.value for role in MessageRole]
+        if compactor.options.summary_role not in roles:
+            raise ValueError(
+                f"summary_role must be one of LlamaIndex's roles ({', '.join(roles)}), got "
+                f"{compactor.options.summary_role!r}"
+            )
         system = [{"role": "system", "content": system_prompt}] if system_prompt else []
         fixed = compactor.fixed_tokens(system, [_schema(tool) for tool in tools])
         super().__init__(chat_store=chat_store or SimpleChatStore(), chat_store_key=chat_store_key)

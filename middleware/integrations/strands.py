@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["CompactingConversationManager", "sent_tokens"]
 
 _SENT = ("role", "content")
+_ROLES = ("user", "assistant")
 
 
 def _sent(message: Any) -> Any:
@@ -86,7 +87,8 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
             estimator on what is sent with ``count_media=False``).
 
     Raises:
-        TypeError, ValueError: A bad option, naming it.
+        TypeError, ValueError: A bad option, naming it (a ``summary_role``
+            other than ``"user"`` and ``"assistant"`` among them).
     """
 
     def __init__(self, max_tokens: float, **options: Unpack[HookOptions]) -> None:
@@ -107,6 +109,11 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
             given,
             wraps_call=False,
         )
+        if self._compactor.options.summary_role not in _ROLES:
+            raise ValueError(
+                "summary_role must be 'user' or 'assistant' (a strands message's roles), got "
+                f"{self._compactor.options.summary_role!r}"
+            )
         self._dropped = 0
 
     def _note(self, event: CompactionEvent) -> None:

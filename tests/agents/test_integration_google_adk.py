@@ -108,6 +108,7 @@ def test_cleared_function_responses_are_contents(provider: FakeProvider) -> None
     ("options", "error", "match"),
     [
         ({"on_overflow": "retry"}, ValueError, "cannot retry"),
+        ({"summary_role": "assistant"}, ValueError, "summary_role"),
         ({"keep_head": "1"}, TypeError, "keep_head"),
         ({"messages_arg": "contents"}, TypeError, "messages_arg"),
         ({"nope": True}, TypeError, "'nope'"),

@@ -132,6 +132,7 @@ def test_without_a_budget_the_llms_window_is_the_budget() -> None:
     ("options", "error", "match"),
     [
         ({"on_overflow": "retry"}, ValueError, "cannot retry"),
+        ({"summary_role": "robot"}, ValueError, "summary_role"),
         ({"keep_tail": 1.5}, TypeError, "keep_tail"),
         ({"messages_arg": "messages"}, TypeError, "messages_arg"),
     ],

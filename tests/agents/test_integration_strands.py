@@ -154,6 +154,7 @@ def test_a_message_is_counted_as_sent() -> None:
     ("options", "error", "match"),
     [
         ({"on_overflow": "retry"}, ValueError, "cannot retry"),
+        ({"summary_role": "system"}, ValueError, "summary_role"),
         ({"keep_tail": -1}, ValueError, "keep_tail"),
         ({"messages_arg": "messages"}, TypeError, "messages_arg"),
         ({"on_compact": 3}, TypeError, "on_compact"),
