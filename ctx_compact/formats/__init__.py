@@ -224,7 +224,21 @@ def awaiting(views: Sequence[Mapping[str, Any]]) -> int:
     format in ``WAITING`` reads only the last messages. ``len(views)`` when
     nothing awaits.
     """
-    return min([fmt.awaiting(views) for fmt in WAITING], default=len(views))
+    n = len(views)
+    if not n:
+        return 0
+    last = views[-1]
+    if (
+        type(last.get("content")) is str
+        and last.get("role") in _TEXT_ROLES
+        and not any(map(last.get, _TEXT_KEYS))
+    ):
+        return n  # a text message ends the list: every format's calls are settled by it
+    return min(fmt.awaiting(views) for fmt in WAITING)
+
+
+# The roles of a text message that no format's pending call survives.
+_TEXT_ROLES = ("user", "assistant", "system", "developer")
 
 
 def summary_note(
