@@ -72,7 +72,7 @@ EXTRAS = {
             "mistralai",
             "cohere",
         ),
-        ("agents/*.py",),
+        ("agent_frameworks/*.py",),
     ),
 }
 

@@ -7,6 +7,7 @@ Each block runs in its own interpreter, as a reader would paste it. The recipes 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -17,44 +18,51 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ELSEWHERE = {"docs/batch.md"}  # run by tests/test_engines.py
-# Optional packages a page's example may need; CI runs these pages where they are installed.
-OPTIONAL = (
-    "pydantic_ai",
-    "langchain",
-    "langgraph",
-    "langchain_openai",
-    "langchain_anthropic",
-    "litellm",
-    "agents",
-    "instructor",
-    # The providers extra: google-genai (imported as google) and boto3.
-    "google",
-    "boto3",
-    # The agents extra's frameworks (tests/agents/test_docs_examples.py runs their pages).
-    "google.adk",
-    "strands",
-    "llama_index",
-    "autogen_agentchat",
-    "autogen_core",
-    "autogen_ext",
-    # SDK message objects read as what they send (docs/formats/message-objects.md).
-    "mistralai",
-    "smolagents",
-)
+# The optional packages a page's example may need (top-level import names), by the extra
+# that installs them. Where one is missing the example skips, except in a run that names
+# its extra in CTX_COMPACT_EXTRAS (CI's venv of that extra): there it fails.
+OPTIONAL = {
+    "pydantic_ai": "frameworks",
+    "langchain": "frameworks",
+    "langgraph": "frameworks",
+    "langchain_openai": "frameworks",
+    "langchain_anthropic": "frameworks",
+    "litellm": "frameworks",
+    "agents": "frameworks",  # openai-agents
+    "instructor": "instructor",
+    "google": "providers",  # google-genai; google.adk is the agents extra's (below)
+    "boto3": "providers",
+    "strands": "agents",
+    "llama_index": "agents",
+    "autogen_agentchat": "agents",
+    "autogen_core": "agents",
+    "autogen_ext": "agents",
+    "mistralai": "agents",
+    "smolagents": "agents",
+}
+REQUIRED_EXTRAS = set(filter(None, os.environ.get("CTX_COMPACT_EXTRAS", "").split(",")))
 
 
 def missing_optional(code: str) -> List[str]:
-    modules = set(re.findall(r"^\s*(?:from|import)\s+([A-Za-z_][\w.]*)", code, re.M))
-    # A name is a package ("google") or a package in a namespace ("google.adk").
-    imported = {".".join(m.split(".")[:depth]) for m in modules for depth in (1, 2)}
-    return [name for name in OPTIONAL if name in imported and not _installed(name)]
+    imported = set(re.findall(r"^\s*(?:from|import)\s+([A-Za-z_][\w.]*)", code, re.M))
+    missing = []
+    for name in sorted(imported):
+        top = name.split(".")[0]
+        if top not in OPTIONAL:
+            continue
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:  # its parent package is missing
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
 
 
-def _installed(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:  # "google.adk" without any google package
-        return False
+def extra_of(module: str) -> str:
+    if module.startswith("google.adk"):
+        return "agents"
+    return OPTIONAL[module.split(".")[0]]
 
 
 def blocks() -> List[Tuple[str, int, str]]:
@@ -80,8 +88,12 @@ def test_the_readme_and_the_site_have_examples() -> None:
 @pytest.mark.parametrize(("page", "index", "code"), BLOCKS, ids=[f"{p}:{k}" for p, k, _ in BLOCKS])
 def test_example_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
     missing = missing_optional(code)
+    required = sorted(m for m in missing if extra_of(m) in REQUIRED_EXTRAS)
+    if required:
+        pytest.fail(f"needs {', '.join(required)}, which the extras of this run must install")
     if missing:
-        pytest.skip(f"needs {', '.join(missing)} (the frameworks or providers extra)")
+        extras = sorted({extra_of(m) for m in missing})
+        pytest.skip(f"needs {', '.join(missing)} (the {', '.join(extras)} extra)")
     script = tmp_path / f"example_{index}.py"
     script.write_text(code, encoding="utf-8")
     done = subprocess.run(

@@ -1,7 +1,7 @@
 """How a message object is seen: an SDK model's defaulted role, and the frameworks' view shapes.
 
 The framework objects themselves (Mistral, Cohere, LlamaIndex, AutoGen, smolagents,
-google-genai) are read in tests/agents/test_message_objects.py, with the real packages;
+google-genai) are read in tests/agent_frameworks/test_message_objects.py, with the real packages;
 here, the wire shapes their views take are grouped and checked as the core reads them.
 """
 
