@@ -157,7 +157,7 @@ def test_messages_that_are_not_iterable_fail_before_the_call():
     def ask(messages: Any) -> None:
         called.append(True)
 
-    with pytest.raises(TypeError, match=r"'messages' must be a list.* \(got 5\)"):
+    with pytest.raises(TypeError, match=r"'messages' must be a list.* \(got 42\)"):
         budgeted(**SPEC)(ask)(42)
     assert called == []
 
