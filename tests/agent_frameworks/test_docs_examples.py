@@ -1,16 +1,13 @@
-"""The agent framework pages' examples run as written, in this venv where their frameworks are.
+"""The agent framework integration pages open as the issue asks: the pip line, then an agent.
 
-``tests/test_docs.py`` skips them where the frameworks are not installed; here a missing
-framework fails them. Each block runs in its own interpreter, as a reader would paste it.
+Their examples run in CI's venv of the agents extra, where ``tests/test_docs.py`` (under
+``CTX_COMPACT_EXTRAS=agents``) fails rather than skips an example whose framework is missing.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
-from typing import List, Tuple
 
 import pytest
 
@@ -18,33 +15,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["google-adk.md", "strands.md", "llama-index.md", "autogen.md"]
 
 
-def blocks() -> List[Tuple[str, int, str]]:
-    found = []
-    for name in PAGES:
-        text = (ROOT / "docs" / "integrations" / name).read_text("utf-8")
-        for index, code in enumerate(re.findall(r"```python\n(.*?)```", text, re.S)):
-            found.append((name, index, code))
-    return found
+@pytest.mark.parametrize("page", PAGES)
+def test_the_page_opens_with_its_pip_line_and_a_runnable_agent(page: str) -> None:
+    text = (ROOT / "docs" / "integrations" / page).read_text("utf-8")
+    blocks = re.findall(r"```(\w+)\n(.*?)```", text, re.S)
 
-
-BLOCKS = blocks()
-
-
-def test_every_page_opens_with_its_pip_line_and_an_agent() -> None:
-    for name in PAGES:
-        text = (ROOT / "docs" / "integrations" / name).read_text("utf-8")
-        first = re.search(r"```(\w+)\n(.*?)```", text, re.S)
-        assert first is not None, name
-        assert first.group(1) == "sh", name
-        assert first.group(2).startswith("python -m pip install ctx-compact "), name
-    assert {name for name, _, _ in BLOCKS} == set(PAGES)
-
-
-@pytest.mark.parametrize(("page", "index", "code"), BLOCKS, ids=[f"{p}:{k}" for p, k, _ in BLOCKS])
-def test_example_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
-    script = tmp_path / f"example_{index}.py"
-    script.write_text(code, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
-    )
-    assert done.returncode == 0, f"{page} block {index}:\n{done.stderr}"
+    (first, pip), (second, agent) = blocks[:2]
+    assert first == "sh"
+    assert pip.startswith("python -m pip install ctx-compact ")
+    assert second == "python"
+    assert "from middleware.integrations." in agent
+    assert "FakeProvider(" in agent  # it runs offline, against the local provider
+    assert f"integrations/{page}" in (ROOT / "mkdocs.yml").read_text("utf-8")
+    assert f"docs/integrations/{page}" in (ROOT / "README.md").read_text("utf-8")
