@@ -458,3 +458,13 @@ def test_gemini_and_bedrock_calls_awaiting_results_are_kept_where_the_turn_may_r
         {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
     ]
     assert compact(gemini, max_tokens=10, keep_head=0, keep_tail=0).messages == gemini[2:]
+
+
+def test_a_call_followed_by_an_answer_to_something_else_is_not_taken_as_waiting():
+    # The output answers no call after the last message: broken input, left as the
+    # specification decides it (keep_tail=0 keeps nothing).
+    history = [item("q " * 200), call("a"), output("elsewhere")]
+    assert compact(history, max_tokens=5, keep_head=0, keep_tail=0).messages == []
+    # A call answered later in the run keeps its group, and the call still waiting in it.
+    history = [item("q " * 200), call("a"), call("b"), output("a")]
+    assert compact(history, max_tokens=5, keep_head=0, keep_tail=0).messages == history[1:]

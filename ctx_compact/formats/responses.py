@@ -148,6 +148,13 @@ class Matcher:
                 yield index, call_id
 
 
+def _answerable(item: Mapping[str, Any]) -> Tuple[Any, ...]:
+    """The ids an output may name to answer a call item (unchecked: see ``call_keys``)."""
+    if item.get("type") == "local_shell_call":
+        return (item.get("call_id"), item.get("id"))
+    return (item.get("call_id"),)
+
+
 def answers_earlier(views: Sequence[Mapping[str, Any]], start: int, keep: int) -> bool:
     """Whether an item from ``keep`` on answers no call from ``start`` on.
 
@@ -338,30 +345,42 @@ class ResponsesFormat:
                 edits.note(j, "answered_call", ids, PROVIDER, code)
 
     def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
-        """Where calls still awaiting their results end ``views``: the earliest call item or
-        ``mcp_approval_request`` in the items after the last message that nothing after
-        it answers (parallel calls awaiting their outputs, a human approval);
-        ``len(views)`` when none."""
+        """Where calls still awaiting their results end ``views``: in the items after the
+        last message, the earliest call item or ``mcp_approval_request`` that nothing
+        answers and that no answer to anything earlier follows (parallel calls awaiting
+        their outputs, a human approval); ``len(views)`` when none."""
         n = len(views)
-        found = n
-        outputs: Set[Any] = set()
-        responses: Set[Any] = set()
-        for i in range(n - 1, -1, -1):
+        run = n
+        while run > 0 and views[run - 1].get("role") is None:
+            run -= 1
+        called: Set[Any] = set()  # what the run's calls and requests may be answered by
+        for i in range(run, n):
             item = views[i]
-            if item.get("role") is not None:
-                break
             kind = item.get("type")
-            if kind in OUTPUT_TYPES:
-                outputs.add(hashable(item_call_id(item)))
-            elif kind == "mcp_approval_response":
-                responses.add(hashable(item.get("approval_request_id")))
+            if kind in CALL_OUTPUTS:
+                called.update(hashable(k) for k in _answerable(item))
+            elif kind == "mcp_approval_request":
+                called.add(("approval", hashable(item.get("id"))))
+        answered: Set[Any] = set()
+        found = n
+        for i in range(n - 1, run - 1, -1):
+            item = views[i]
+            kind = item.get("type")
+            if kind in OUTPUT_TYPES or kind == "mcp_approval_response":
+                answer = (
+                    hashable(item_call_id(item))
+                    if kind in OUTPUT_TYPES
+                    else ("approval", hashable(item.get("approval_request_id")))
+                )
+                if answer not in called:
+                    break  # an answer to something earlier: what precedes it is not waiting
+                answered.add(answer)
             elif kind in CALL_OUTPUTS:
-                keys = [hashable(item.get("call_id"))]
-                if kind == "local_shell_call":
-                    keys.append(hashable(item.get("id")))
-                if not any(k in outputs for k in keys if k is not None):
+                if not any(hashable(k) in answered for k in _answerable(item)):
                     found = i
-            elif kind == "mcp_approval_request" and hashable(item.get("id")) not in responses:
+            elif kind == "mcp_approval_request" and (
+                ("approval", hashable(item.get("id"))) not in answered
+            ):
                 found = i
         return found
 
