@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, List
 
 import anyio
@@ -166,3 +168,29 @@ def test_the_package_imports_no_framework() -> None:
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
 
     assert found.stdout.strip() == "[]"
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("page", "module"),
+    [
+        ("langchain.md", "langchain"),
+        ("langgraph.md", "langgraph"),
+        ("pydantic-ai.md", "pydantic_ai"),
+        ("openai-agents.md", "openai_agents"),
+    ],
+)
+def test_each_page_opens_with_its_pip_line_and_an_offline_agent(page: str, module: str) -> None:
+    # The examples themselves run in tests/test_docs.py, where the framework is installed.
+    text = (ROOT / "docs" / "integrations" / page).read_text("utf-8")
+    (first, pip), (second, agent) = re.findall(r"```(\w+)\n(.*?)```", text, re.S)[:2]
+
+    assert first == "sh"
+    assert pip.startswith("python -m pip install ctx-compact ")
+    assert second == "python"
+    assert f"from middleware.integrations.{module} import " in agent
+    assert "FakeProvider(" in agent
+    assert f"integrations/{page}" in (ROOT / "mkdocs.yml").read_text("utf-8")
+    assert f"(docs/integrations/{page})" in (ROOT / "README.md").read_text("utf-8")
