@@ -141,8 +141,9 @@ def repair_pairing(
     - Anthropic text blocks after an assistant's ``tool_use`` blocks are moved
       before them (the results must follow the calls immediately);
     - Gemini: a function-call turn right after a model turn is merged into
-      it, one opening the conversation loses its calls, a function-response turn not right after a call turn its
-      responses, and a response turn answers its call turn one for one (the
+      it, one opening the conversation loses its calls, a function-response
+      turn not right after a call turn its responses, and a response turn
+      answers its call turn one for one (the
       responses that answer no call go; the placeholder answer is a
       ``function_response`` part whose ``response`` is ``{"output":
       placeholder}``);
