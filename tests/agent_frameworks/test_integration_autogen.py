@@ -122,6 +122,19 @@ def test_cleared_results_are_function_execution_results(provider: FakeProvider) 
     assert not any(m in context._messages for m in results[:cleared])  # copies, not originals
 
 
+def test_the_state_keeps_every_message(provider: FakeProvider) -> None:
+    context = make_context()
+    run_agent(provider, context, 8)
+
+    state = anyio.run(context.save_state)
+    restored = make_context()
+    anyio.run(restored.load_state, state)
+
+    assert restored._messages == context._messages
+    assert anyio.run(restored.get_messages) == anyio.run(context.get_messages)
+    assert len(anyio.run(restored.get_messages)) < len(restored._messages)
+
+
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [
