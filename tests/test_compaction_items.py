@@ -468,3 +468,24 @@ def test_a_call_followed_by_an_answer_to_something_else_is_not_taken_as_waiting(
     # A call answered later in the run keeps its group, and the call still waiting in it.
     history = [item("q " * 200), call("a"), call("b"), output("a")]
     assert compact(history, max_tokens=5, keep_head=0, keep_tail=0).messages == history[1:]
+
+
+def test_the_middleware_summary_stands_for_what_goes_after_the_item():
+    history = responses_history()
+    at = history.index(compaction_item(1))
+    given: List[List[Any]] = []
+
+    def summarize(dropped: List[Any]) -> str:
+        given.append(list(dropped))
+        return f"{len(dropped)} items before"
+
+    ask = budgeted(max_tokens=120, keep_tail=2, summarize=summarize)(lambda messages: messages)
+    with CompactingSession() as session:
+        sent = ask(history)
+        event = session.events[-1]
+    # The call goes out with the summary of its own cut: everything it drops after the
+    # item's head; what precedes the item is dropped too, unsummarised.
+    assert sent[0] is history[at]
+    assert sent[1] == {"role": "user", "content": f"{len(given[-1])} items before"}
+    assert list(event.dropped) == history[:at] + given[-1]
+    assert all(history.index(m) > at for m in given[-1])
