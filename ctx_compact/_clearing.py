@@ -54,10 +54,8 @@ from ._defaults import KEEP_RESULTS, KEEP_TURNS, PLACEHOLDER
 from ._steps import reduction, step_began, step_size
 from ._tokens import CountTokens, count_all, count_one, prefix_sums
 from ._views import message_views
-from .formats import ToolCall, recognise
-from .formats._shapes import blocks, hashable, is_block, is_list, sdk_dump
-from .formats.anthropic import THINKING_BLOCKS
-from .formats.responses import CALL_OUTPUTS, OUTPUT_TYPES
+from .formats import CALLS, OPENS_TURN, REPLIES, Thinking, ToolCall, recognise, step, thinking
+from .formats._shapes import blocks, hashable, is_list, sdk_dump
 
 # The arguments a cleared call is given (``clear_inputs``): an empty JSON object.
 # Chat Completions and Responses carry arguments as a JSON string and Anthropic as
@@ -552,84 +550,39 @@ def clear_tool_results(
 # --- thinking -------------------------------------------------------------------
 
 
-def _starts_turn(view: Mapping[str, Any]) -> bool:
-    """A user's own message: a user message that does not carry tool results."""
-    if view.get("role") != "user":
-        return False
-    return not any(is_block(b, "tool_result") for b in blocks(view))
-
-
-def _is_call(view: Mapping[str, Any]) -> bool:
-    if view.get("role") is None:
-        kind = view.get("type")
-        return kind in CALL_OUTPUTS or kind in OUTPUT_TYPES
-    return bool(view.get("tool_calls")) or any(is_block(b, "tool_use") for b in blocks(view))
-
-
-def _loop_in_progress(views: Sequence[Mapping[str, Any]], turn_start: int) -> bool:
+def _loop_in_progress(steps: Sequence[str], turn_start: int) -> bool:
     """Whether the turn starting at ``turn_start`` (the last one) is a tool loop in progress.
 
-    It is when the model's last step in it is a tool call (Chat ``tool_calls``,
-    Anthropic ``tool_use``) or a Responses call or call output: the next request
-    continues it.
+    It is when the model's last step in it calls tools (or is an output the
+    model has yet to read): the next request continues it.
     """
-    for i in range(len(views) - 1, turn_start - 1, -1):
-        view = views[i]
-        role = view.get("role")
-        if role == "assistant" or (role is None and view.get("type") != "reasoning"):
-            return _is_call(view)
+    for i in range(len(steps) - 1, turn_start - 1, -1):
+        if steps[i] in (CALLS, REPLIES):
+            return steps[i] == CALLS
     return False
 
 
-def _reasoning_required(views: Sequence[Mapping[str, Any]], i: int) -> bool:
-    """Whether the item a reasoning item leads to is passed with its id (``fc_``, ``msg_``).
-
-    OpenAI rejects such an item without the reasoning item it was produced with.
-    """
-    for j in range(i + 1, len(views)):
-        view = views[j]
-        if view.get("type") == "reasoning" and view.get("role") is None:
-            continue
-        return view.get("id") is not None and view.get("role") != "user"
-    return False
-
-
-@dataclass(frozen=True)
-class _Thinking:
-    index: int
-    blocks: Tuple[Tuple[int, str], ...]  # (position, kind); empty for a reasoning item
-
-
-def _find_thinking(views: Sequence[Mapping[str, Any]], keep_turns: int) -> List[_Thinking]:
-    """The thinking that may be cleared, oldest first."""
+def _find_thinking(
+    views: Sequence[Mapping[str, Any]], keep_turns: int
+) -> List[Tuple[int, Thinking]]:
+    """The thinking that may be cleared, oldest first, with the index of its message."""
     turn, last_start = 0, 0
-    found: List[Tuple[int, _Thinking]] = []
+    found: List[Tuple[int, int, Thinking]] = []
     with_thinking: List[int] = []  # the turns holding any thinking, clearable or not
-    for i, view in enumerate(views):
-        if _starts_turn(view):
+    steps = [step(view) for view in views]
+    for i, kind in enumerate(steps):
+        if kind == OPENS_TURN:
             turn, last_start = turn + 1, i
-        role = view.get("role")
-        if role == "assistant":
-            content = blocks(view)
-            thinking = tuple(
-                (k, b["type"])
-                for k, b in enumerate(content)
-                if isinstance(b, Mapping) and b.get("type") in THINKING_BLOCKS
-            )
-            if thinking:
-                with_thinking.append(turn)
-                # A message of thinking alone would be left empty, which providers reject.
-                if len(thinking) < len(content):
-                    found.append((turn, _Thinking(i, thinking)))
-        elif role is None and view.get("type") == "reasoning":
+        held = thinking(views, i)
+        if held is not None:
             with_thinking.append(turn)
-            if not _reasoning_required(views, i):
-                found.append((turn, _Thinking(i, ())))
+            if held.blocks or held.item is not None:
+                found.append((turn, i, held))
     turns = sorted(set(with_thinking))
     protected = set(turns[len(turns) - keep_turns :])
-    if _loop_in_progress(views, last_start):
+    if _loop_in_progress(steps, last_start):
         protected.add(turn)
-    return [item for t, item in found if t not in protected]
+    return [(i, held) for t, i, held in found if t not in protected]
 
 
 @dataclass(frozen=True)
@@ -668,18 +621,17 @@ class ThinkingClearing:
         editor = _Editor(messages, views)
         removed: Set[int] = set()
         if max_tokens is None or total > max_tokens:
-            for item in _find_thinking(views, self.keep_turns):
+            for i, item in _find_thinking(views, self.keep_turns):
                 if max_tokens is not None and total <= max_tokens:
                     break
-                i = item.index
-                if not item.blocks:
+                if item.item is not None:  # a message that is thinking itself: it goes
                     removed.add(i)
                     total -= counts[i]
-                    cleared.append(ClearedThinking(i, "reasoning", None))
+                    cleared.append(ClearedThinking(i, item.item, None))
                     continue
                 positions = {k for k, _ in item.blocks}
-                content = editor.items(i, "content")
-                editor.message(i)["content"] = [
+                content = editor.items(i, item.items)
+                editor.message(i)[item.items] = [
                     b for k, b in enumerate(content) if k not in positions
                 ]
                 new = count_one(editor.edited[i], count_tokens, i)

@@ -14,6 +14,12 @@ are one generic rule each over this interface, and name no format. A format:
 - ``problems(views)``: its pairing problems, in the provider's own words;
 - ``tool_calls(view, index)`` and ``tool_results(view, index)``: its tool
   calls and results, for clearing;
+- ``step(view)``: what its message is among a conversation's turns (a user's
+  own message opening a turn, a model step calling tools or replying, or none
+  of these), ``None`` for a message that is not its own; and
+  ``thinking(views, index)``: the thinking a message holds and what of it
+  clearing may remove (``_base.Thinking``), ``None`` for none; both for
+  ``clear_thinking`` (``step`` and ``thinking`` below);
 - ``repair(views, problems, edits, answer)``: how its ``problems`` (what its
   ``problems`` reported on ``views``) are repaired, recorded in ``edits``
   (``_edits.Edits``: a message dropped, moved, rebuilt from some of its parts,
@@ -31,9 +37,7 @@ drops what lies between them leaves a request the provider takes. Every other
 format accepts every group boundary, and ``resumes`` below asks only these
 (the decision for the others stays the specification's, at no cost). They also
 shape the summary message ``compact_with_summary`` inserts among their messages
-(``summary_note``). Thinking (Anthropic's
-blocks, Responses' reasoning items) is read by ``_clearing`` from the names the
-formats export (``anthropic.THINKING_BLOCKS``).
+(``summary_note``).
 
 Where a conversation starts again: a format's ``link`` notes in
 ``Links.restarts`` each message holding the provider's own compaction item (a
@@ -77,7 +81,19 @@ from typing import Any, Dict, Iterator, Optional, Protocol, Sequence, Tuple
 
 from .._problems import PairingProblem
 from . import gemini
-from ._base import FOLLOWED, Links, Media, ToolCall, ToolResult, unrecognised
+from ._base import (
+    ASIDE,
+    CALLS,
+    FOLLOWED,
+    OPENS_TURN,
+    REPLIES,
+    Links,
+    Media,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    unrecognised,
+)
 from ._edits import Edits
 from .anthropic import ANTHROPIC
 from .bedrock import BEDROCK
@@ -106,6 +122,10 @@ class Format(Protocol):
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]: ...
 
     def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]: ...
+
+    def step(self, view: Mapping[str, Any]) -> Optional[str]: ...
+
+    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]: ...
 
     def repair(
         self,
@@ -241,6 +261,37 @@ def awaiting(views: Sequence[Mapping[str, Any]]) -> int:
 _TEXT_ROLES = ("user", "assistant", "system", "developer")
 
 
+def step(view: Mapping[str, Any]) -> str:
+    """What ``view`` is among a conversation's turns: ``OPENS_TURN``, ``CALLS``,
+    ``REPLIES`` or ``ASIDE``.
+
+    The format whose message it is says (``Format.step``); a message no format
+    claims is the specification's: a ``user`` message opens a turn, an
+    ``assistant`` message replies, any other is none of a turn's steps.
+    """
+    for fmt in FORMATS:
+        found = fmt.step(view)
+        if found is not None:
+            return found
+    role = view.get("role")
+    if role == "user":
+        return OPENS_TURN
+    return REPLIES if role == "assistant" else ASIDE
+
+
+def thinking(views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+    """The thinking of the message at ``index`` (``Format.thinking``), ``None`` for none.
+
+    The formats' thinking shapes do not overlap (typed blocks, typeless blocks,
+    parts, role-less items), so at most one format finds any.
+    """
+    for fmt in FORMATS:
+        found = fmt.thinking(views, index)
+        if found is not None:
+            return found
+    return None
+
+
 def summary_note(
     text: str, summary_role: str, beside: Optional[Mapping[str, Any]]
 ) -> Dict[str, Any]:
@@ -269,15 +320,20 @@ def _owner(role: Any) -> Optional[Format]:
 
 
 __all__ = [
+    "ASIDE",
+    "CALLS",
     "FOLLOWED",
     "FORMATS",
+    "OPENS_TURN",
     "OWNERS",
+    "REPLIES",
     "RESUMING",
     "WAITING",
     "Format",
     "Links",
     "Media",
     "Resuming",
+    "Thinking",
     "ToolCall",
     "ToolResult",
     "Waiting",
@@ -285,5 +341,7 @@ __all__ = [
     "joined",
     "recognise",
     "resumes",
+    "step",
     "summary_note",
+    "thinking",
 ]

@@ -61,6 +61,29 @@ class ToolResult:
     wrap: Optional[Callable[[str], Any]] = None
 
 
+# What a message is among a conversation's turns (``Format.step``), for clearing thinking.
+OPENS_TURN = "opens_turn"  # a user's own message: the next turn starts at it
+CALLS = "calls"  # a model step calling tools (or an output the model has yet to read)
+REPLIES = "replies"  # a model step that calls nothing
+ASIDE = "aside"  # none of these: tool results, a system message, a reasoning item
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """A message's thinking, as clearing reads it (see ``Format.thinking``).
+
+    A message that holds thinking clearing may not remove (a message of
+    thinking alone, which removing would leave empty; a reasoning item another
+    item needs) has no ``blocks`` and no ``item``: it still counts as a turn
+    holding thinking.
+    """
+
+    # (position, kind) of each block or part clearing may remove from ``items``.
+    blocks: Tuple[Tuple[int, str], ...] = ()
+    items: str = "content"  # the list holding them: "content", or "parts" (Gemini)
+    item: Optional[str] = None  # the kind of a message that is thinking itself, removed whole
+
+
 def unrecognised(
     view: Mapping[str, Any], index: int, structure: Sequence[str], why: str
 ) -> InvalidMessageError:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import Links, Media, ToolCall, ToolResult, unrecognised
+from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, unrecognised
 from ._edits import Edits, Part
 from ._shapes import blocks, is_block, is_list, key, text_name
 
@@ -245,6 +245,32 @@ class AnthropicFormat:
                     yield ToolResult(
                         index, k, "content", block.get("tool_use_id"), block.get("content"), False
                     )
+
+    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+        """A user message carrying ``tool_result`` blocks is no user's own message, and an
+        assistant message with ``tool_use`` blocks calls tools; ``None`` for any other."""
+        role = view.get("role")
+        if role == "user" and any(is_block(b, "tool_result") for b in blocks(view)):
+            return ASIDE
+        if role == "assistant" and any(is_block(b, "tool_use") for b in blocks(view)):
+            return CALLS
+        return None
+
+    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+        """An assistant message's ``thinking`` and ``redacted_thinking`` blocks; none may go
+        from a message of thinking alone (Anthropic rejects an empty content)."""
+        view = views[index]
+        if view.get("role") != "assistant":
+            return None
+        content = blocks(view, index)
+        found = tuple(
+            (k, b["type"])
+            for k, b in enumerate(content)
+            if isinstance(b, Mapping) and b.get("type") in THINKING_BLOCKS
+        )
+        if not found:
+            return None
+        return Thinking(found if len(found) < len(content) else ())
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``image`` and ``document`` blocks of ``view``, in ``tool_result`` blocks too."""

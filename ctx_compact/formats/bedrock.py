@@ -23,7 +23,18 @@ from collections.abc import Mapping
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import Links, Media, ToolCall, ToolResult, unrecognised
+from ._base import (
+    ASIDE,
+    CALLS,
+    OPENS_TURN,
+    REPLIES,
+    Links,
+    Media,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    unrecognised,
+)
 from ._edits import Edits, Part
 from ._shapes import is_list, key, text_name
 
@@ -33,6 +44,8 @@ MEDIA_KEYS = ("image", "document", "video")
 # The blocks that carry this format's tool structure, and the role each belongs to.
 BLOCKS = {"toolUse": "assistant", "toolResult": "user"}
 ROLES = ("user", "assistant")
+# The block holding the model's reasoning (Claude's extended thinking, signed or redacted).
+REASONING = "reasoningContent"
 
 _EXCEEDS = (
     "The number of toolResult blocks at messages.{index}.content exceeds the number of "
@@ -288,6 +301,30 @@ class BedrockFormat:
             return n - 1 if uses(last) else n
         return n
 
+    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+        """A user message opens a turn unless it holds ``toolResult`` blocks; an assistant
+        message calls tools when it holds ``toolUse`` blocks, else replies; ``None`` for
+        no Converse message."""
+        if not is_message(view):
+            return None
+        if view.get("role") == "assistant":
+            return CALLS if uses(view) else REPLIES
+        return ASIDE if results(view) else OPENS_TURN
+
+    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+        """An assistant message's ``reasoningContent`` blocks; none may go from a message of
+        reasoning alone (Bedrock rejects an empty content)."""
+        view = views[index]
+        if view.get("role") != "assistant" or not is_message(view):
+            return None
+        content = _blocks(view)
+        found = tuple(
+            (k, REASONING) for k, b in enumerate(content) if _inner(b, REASONING) is not None
+        )
+        if not found:
+            return None
+        return Thinking(found if len(found) < len(content) else ())
+
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """An assistant message's ``toolUse`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
@@ -372,7 +409,11 @@ def _answer(
     views: Sequence[Mapping[str, Any]], i: int, edits: Edits, answer: Optional[str], code: str
 ) -> None:
     """The ``toolUse`` ids of the message before ``i`` that ``i`` does not answer: answered
-    at its start, or dropped from the message before it."""
+    at its start, or dropped from the message before it. Calls awaiting their results at
+    the end (reported at the calls themselves) are answered in a new message after them."""
+    if i == len(views) - 1 and views[i].get("role") == "assistant" and uses(views[i]):
+        _answer_at_end(views, i, edits, answer, code)
+        return
     called = _ids(uses(views[i - 1]), i - 1)
     answered = _ids(results(views[i]), i) if views[i].get("role") == "user" else []
     missing = [c for c in dict.fromkeys(called) if c not in answered]
@@ -386,6 +427,22 @@ def _answer(
     ]
     edits.note(i - 1, "answered_call", missing, PROVIDER, code, i)
     _rebuild(views, i, [], added, edits, "answered_call", missing, code)
+
+
+def _answer_at_end(
+    views: Sequence[Mapping[str, Any]], i: int, edits: Edits, answer: Optional[str], code: str
+) -> None:
+    missing = list(dict.fromkeys(_ids(uses(views[i]), i)))
+    if answer is None:
+        gone = [k for k, _ in uses(views[i])]
+        _rebuild(views, i, gone, [], edits, "dropped_call", missing, code)
+        return
+    added: List[Part] = [
+        {"toolResult": {"toolUseId": m, "content": [{"text": answer}], "status": "error"}}
+        for m in missing
+    ]
+    edits.insert(i, {"role": "user", "content": added})
+    edits.note(i, "answered_call", missing, PROVIDER, code)
 
 
 # The problems of the messages' order, repaired before their pairing.

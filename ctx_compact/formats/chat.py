@@ -41,7 +41,17 @@ from typing import (
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
-from ._base import Links, Media, ToolCall, ToolResult, data_url, unrecognised
+from ._base import (
+    ASIDE,
+    CALLS,
+    Links,
+    Media,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    data_url,
+    unrecognised,
+)
 from ._edits import Edits
 from ._shapes import blocks, hashable, id_set, is_list, key, text_name
 
@@ -514,6 +524,17 @@ class ChatFormat:
                 function = call.get("function")
                 name = function.get("name") if isinstance(function, Mapping) else None
                 yield ToolCall(index, "tool_calls", j, text_name(name), (call.get("id"),))
+
+    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+        """A message with ``tool_calls`` or ``function_call`` calls tools, a ``tool`` or
+        ``function`` message is none of a turn's steps; ``None`` for any other."""
+        if view.get("tool_calls") or view.get("function_call"):
+            return CALLS
+        return ASIDE if view.get("role") in ROLES else None
+
+    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+        """Nothing: Chat Completions messages carry no thinking a provider takes back."""
+        return None
 
     def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
         """A ``tool`` message's content."""

@@ -36,7 +36,18 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Se
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
-from ._base import Links, Media, ToolCall, ToolResult, unrecognised
+from ._base import (
+    ASIDE,
+    CALLS,
+    OPENS_TURN,
+    REPLIES,
+    Links,
+    Media,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    unrecognised,
+)
 from ._edits import Edits, Part
 from ._shapes import dump_failed, is_list, key, sdk_dump, text_name
 
@@ -358,6 +369,42 @@ class GeminiFormat:
         ``functionCall`` parts; ``len(views)`` when there is none."""
         n = len(views)
         return n - 1 if n and is_call_turn(views[-1]) else n
+
+    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+        """A user turn opens a turn unless it holds function responses; a model turn calls
+        tools when it holds function calls, else replies; ``None`` for no Gemini content."""
+        if not is_content(view):
+            return None
+        if role(view) == "model":
+            return CALLS if _has(view, CALL_KEYS) else REPLIES
+        return ASIDE if _has(view, RESPONSE_KEYS) else OPENS_TURN
+
+    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+        """A model turn's thought parts (``{"text": ..., "thought": true}``).
+
+        Never a part holding a ``thought_signature`` (Gemini wants it back with the
+        call it signs, on the part it came on) nor a ``function_call`` part, and none
+        from a turn of thoughts alone (Gemini rejects a content without parts).
+        """
+        view = views[index]
+        if not is_content(view) or role(view) != "model":
+            return None
+        found = parts(view)
+        thoughts = [
+            k for k, p in enumerate(found) if isinstance(p, Mapping) and p.get("thought") is True
+        ]
+        if not thoughts:
+            return None
+        # A call part with "thought" set is still the call; a signed part is the signature's.
+        clearable = tuple(
+            (k, "thought")
+            for k in thoughts
+            if _field(found[k], SIGNATURE_KEYS)[1] is None
+            and _field(found[k], CALL_KEYS)[1] is None
+        )
+        if len(clearable) == len(found):
+            clearable = ()
+        return Thinking(clearable, items="parts")
 
     def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
         """A model turn's function calls; one without an id is answered through its name."""

@@ -19,7 +19,19 @@ from collections.abc import Mapping
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import FOLLOWED, Links, Media, ToolCall, ToolResult, data_url, unrecognised
+from ._base import (
+    ASIDE,
+    CALLS,
+    FOLLOWED,
+    REPLIES,
+    Links,
+    Media,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    data_url,
+    unrecognised,
+)
 from ._edits import Edits
 from ._shapes import blocks, hashable, is_list, item_type, key, text_name
 
@@ -401,6 +413,28 @@ class ResponsesFormat:
             chunks = kind == "shell_call_output"
             yield ToolResult(index, None, field, item_call_id(view), view.get(field), chunks)
 
+    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+        """A typed item without a role: a ``reasoning`` item is none of a turn's steps, a
+        call item (or an output the model has yet to read) calls tools, any other item
+        replies; ``None`` for a message with a role or an item without a type."""
+        kind = view.get("type")
+        if view.get("role") is not None or kind is None:
+            return None
+        if kind == "reasoning":
+            return ASIDE
+        if type(kind) is str and (kind in CALL_OUTPUTS or kind in OUTPUT_TYPES):
+            return CALLS
+        return REPLIES
+
+    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+        """A ``reasoning`` item, which may go unless the item it leads to is passed with its
+        id (``fc_...``, ``msg_...``): OpenAI rejects that item without the reasoning item it
+        was produced with."""
+        view = views[index]
+        if view.get("role") is not None or view.get("type") != "reasoning":
+            return None
+        return Thinking() if _reasoning_required(views, index) else Thinking(item="reasoning")
+
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``input_image`` and ``input_file`` parts of a message's content or an output's."""
         parts: Sequence[Any] = ()
@@ -436,6 +470,16 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
             mime = "application/pdf" if pdf else None
         return Media(path, _BILLED_AS, "document", data, start, mime)
     return None
+
+
+def _reasoning_required(views: Sequence[Mapping[str, Any]], at: int) -> bool:
+    """Whether the item the reasoning item at ``at`` leads to carries its id."""
+    for j in range(at + 1, len(views)):
+        view = views[j]
+        if view.get("type") == "reasoning" and view.get("role") is None:
+            continue
+        return view.get("id") is not None and view.get("role") != "user"
+    return False
 
 
 def _calls_end(views: Sequence[Mapping[str, Any]], at: int) -> int:
