@@ -18,11 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctx_compact import (
+    ClearedThinking,
     InvalidMessageError,
     check_pairing,
+    clear_thinking,
     clear_tool_results,
     compact,
     compact_with_summary,
+    estimate_tokens,
 )
 from ctx_compact._compact import measure
 from ctx_compact._grouping import group_bounds
@@ -406,3 +409,165 @@ def test_the_session_cache_groups_a_growing_history_as_from_scratch(history: Lis
     cache = CountCache(None)
     for end in range(1, len(history) + 1):
         assert cache.arrays(history[:end]) == measure(history[:end], None)
+
+
+# --- clearing thinking ------------------------------------------------------------------
+
+
+def thought(words: str = "Let me think this through.", **extra: Any) -> Dict[str, Any]:
+    return {"text": words, "thought": True, **extra}
+
+
+def thinking_turns(turns: int, *, open_loop: bool = False) -> List[Content]:
+    """``turns`` turns, each a question, a call turn with a thought, its response, an answer
+    with a thought; with ``open_loop``, the last turn ends at its response."""
+    contents: List[Content] = []
+    for t in range(turns):
+        call = calling(f"look_{t}")
+        call["parts"].insert(0, thought(f"Turn {t}: I should look."))
+        contents += [text("user", f"Question {t}?"), call, answering(f"look_{t}")]
+        if not (open_loop and t == turns - 1):
+            contents.append({"role": "model", "parts": [thought(), {"text": f"Answer {t}."}]})
+    return contents
+
+
+def thoughts_at(contents: List[Any]) -> List[int]:
+    return [i for i, c in enumerate(contents) if any(p.get("thought") for p in c["parts"])]
+
+
+def test_thought_parts_of_earlier_turns_are_cleared() -> None:
+    contents = thinking_turns(3)
+    before = copy.deepcopy(contents)
+    result = clear_thinking(contents)
+    assert result.cleared == [
+        ClearedThinking(1, "thought", 0),
+        ClearedThinking(3, "thought", 0),
+        ClearedThinking(5, "thought", 0),
+        ClearedThinking(7, "thought", 0),
+    ]
+    assert thoughts_at(result.messages) == [9, 11]  # the last turn keeps its thoughts
+    # The call keeps its part, its thought signature and all, as the caller's object.
+    assert result.messages[1]["parts"] == contents[1]["parts"][1:]
+    assert result.messages[1]["parts"][0] is contents[1]["parts"][1]
+    assert [m is c for m, c in zip(result.messages, contents)].count(False) == 4
+    assert contents == before
+    assert kit.validate_contents(result.messages) == []
+    assert check_pairing(result.messages) == []
+    assert result.tokens_after == sum(map(estimate_tokens, result.messages))
+    assert result.tokens_after < result.tokens_before
+    assert clear_thinking(result.messages).cleared == []
+
+
+def test_a_function_response_turn_opens_no_turn() -> None:
+    # One question: its call, the response (role "function" too) and the answer are one turn.
+    for response_role in ("user", "function"):
+        contents = thinking_turns(1)
+        contents[2] = {**contents[2], "role": response_role}
+        assert clear_thinking(contents).cleared == []
+        assert [c.index for c in clear_thinking(contents, keep_turns=0).cleared] == [1, 3]
+
+
+def test_a_gemini_tool_loop_in_progress_keeps_its_thoughts_whatever_keep_turns_says() -> None:
+    looping = thinking_turns(2, open_loop=True)
+    for contents in (looping, looping[:-1]):  # at the response, and at the call awaiting it
+        result = clear_thinking(contents, keep_turns=0)
+        assert [c.index for c in result.cleared] == [1, 3]
+        assert thoughts_at(result.messages) == [5]
+        assert kit.validate_contents(result.messages) == []
+
+
+def test_signed_thoughts_and_turns_of_thoughts_alone_stay() -> None:
+    signed = {
+        "role": "model",
+        "parts": [
+            thought(thoughtSignature="c2ln"),
+            thought(thought_signature="c2ln"),
+            {"text": "A."},
+        ],
+    }
+    alone = {"role": "model", "parts": [thought()]}
+    contents = [text("user", "Q0?"), signed, text("user", "Q1?"), alone, text("user", "Q2?")]
+    result = clear_thinking(contents, keep_turns=0)
+    assert result.cleared == []
+    assert all(m is c for m, c in zip(result.messages, contents))
+    # Both count as turns holding thinking: keep_turns=1 keeps the later one, not an older.
+    older = [*thinking_turns(1), *contents]
+    assert [c.index for c in clear_thinking(older).cleared] == [1, 3]
+
+
+def test_google_genai_parts_beside_a_cleared_thought_stay_the_callers() -> None:
+    answer = {"text": "Answer."}
+    contents = [
+        text("user", "Q0?"),
+        {"role": "model", "parts": (thought(), answer)},  # any sequence of parts
+        text("user", "Q1?"),
+    ]
+    result = clear_thinking(contents, keep_turns=0)
+    assert result.cleared == [ClearedThinking(1, "thought", 0)]
+    assert result.messages[1] == {"role": "model", "parts": [answer]}
+    assert result.messages[1]["parts"][0] is answer
+
+
+@st.composite
+def thinking_histories(draw: st.DrawFn) -> List[Content]:
+    """``histories`` whose model text turns carry thoughts too: beside their text, signed,
+    or alone."""
+    contents = []
+    for content in draw(histories()):
+        if content["role"] == "model" and not kit.function_calls(content):
+            kind = draw(st.sampled_from(["none", "beside", "signed", "alone"]))
+            if kind == "beside":
+                content = {**content, "parts": [thought(), *content["parts"]]}
+            elif kind == "signed":
+                content = {**content, "parts": [thought(thoughtSignature="c2ln"), {"text": "A"}]}
+            elif kind == "alone":
+                content = {**content, "parts": [thought()]}
+        contents.append(content)
+    assert kit.validate_contents(contents) == []
+    return contents
+
+
+def _signed(part: Dict[str, Any]) -> bool:
+    return "thoughtSignature" in part or "thought_signature" in part
+
+
+def _last_loop(contents: List[Content]) -> List[int]:
+    """The contents of the last turn when its last model turn calls functions, else none."""
+    opens = [
+        i
+        for i, c in enumerate(contents)
+        if c.get("role", "user") == "user" and not kit.function_responses(c)
+    ]
+    start = opens[-1] if opens else 0
+    models = [i for i in range(start, len(contents)) if contents[i]["role"] == "model"]
+    return (
+        list(range(start, len(contents)))
+        if models and kit.function_calls(contents[models[-1]])
+        else []
+    )
+
+
+@PROPERTY
+@given(thinking_histories(), st.integers(0, 3), st.one_of(st.none(), budgets))
+def test_no_thinking_clearing_the_validator_rejects(
+    contents: List[Content], keep_turns: int, budget: Any
+) -> None:
+    before = copy.deepcopy(contents)
+    result = clear_thinking(contents, keep_turns=keep_turns, max_tokens=budget)
+    assert kit.validate_contents(result.messages) == []
+    assert check_pairing(result.messages) == check_pairing(contents)
+    assert group_bounds(result.messages) == group_bounds(contents)
+    assert contents == before
+    assert len(result.messages) == len(contents)
+    loop = _last_loop(contents)
+    for i, (out, given_content) in enumerate(zip(result.messages, contents)):
+        gone = {c.block for c in result.cleared if c.index == i}
+        parts = given_content["parts"]
+        # Only unsigned thought parts go; a signed part and a call part always stay.
+        assert all(parts[k].get("thought") and not _signed(parts[k]) for k in gone)
+        assert out["parts"] == [p for k, p in enumerate(parts) if k not in gone]
+        if i in loop:  # the tool loop in progress keeps its thoughts
+            assert out is given_content
+    assert result.tokens_after == sum(map(estimate_tokens, result.messages))
+    if budget is None:
+        assert clear_thinking(result.messages, keep_turns=keep_turns).cleared == []
