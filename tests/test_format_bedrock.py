@@ -18,8 +18,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ctx_compact import (
+    ClearedThinking,
     InvalidMessageError,
     check_pairing,
+    clear_thinking,
     clear_tool_results,
     compact,
     compact_with_summary,
@@ -340,3 +342,133 @@ def test_the_session_cache_groups_a_growing_history_as_from_scratch(history: Lis
     cache = CountCache(None)
     for end in range(1, len(history) + 1):
         assert cache.arrays(history[:end]) == measure(history[:end], None)
+
+
+# --- clearing thinking ------------------------------------------------------------------
+
+SIGNED = {"reasoningContent": {"reasoningText": {"text": "hm", "signature": "s"}}}
+REDACTED = {"reasoningContent": {"redactedContent": "cmVkYWN0ZWQ="}}
+
+
+def reasoning_turns(turns: int, *, open_loop: bool = False) -> List[Message]:
+    """``turns`` turns, each a question, a tool use with reasoning, its result, an answer with
+    redacted reasoning; with ``open_loop``, the last turn ends at its result."""
+    messages: List[Message] = []
+    for t in range(turns):
+        messages += [text("user", f"Question {t}?"), using(f"u{t}", reasoning=True)]
+        messages.append(answering(f"u{t}"))
+        if not (open_loop and t == turns - 1):
+            messages.append({"role": "assistant", "content": [REDACTED, {"text": f"Answer {t}."}]})
+    return messages
+
+
+def reasoning_at(messages: List[Any]) -> List[int]:
+    return [i for i, m in enumerate(messages) if any("reasoningContent" in b for b in m["content"])]
+
+
+def test_reasoning_blocks_of_earlier_turns_are_cleared() -> None:
+    messages = reasoning_turns(3)
+    before = copy.deepcopy(messages)
+    result = clear_thinking(messages)
+    assert result.cleared == [ClearedThinking(i, "reasoningContent", 0) for i in (1, 3, 5, 7)]
+    assert reasoning_at(result.messages) == [9, 11]  # the last turn keeps its reasoning
+    assert result.messages[1] == {"role": "assistant", "content": messages[1]["content"][1:]}
+    assert result.messages[1]["content"][0] is messages[1]["content"][1]
+    assert [m is o for m, o in zip(result.messages, messages)].count(False) == 4
+    assert messages == before
+    assert kit.validate_messages(result.messages) == []
+    assert check_pairing(result.messages) == []
+    assert result.tokens_after == sum(map(estimate_tokens, result.messages))
+    assert result.tokens_after < result.tokens_before
+    assert clear_thinking(result.messages).cleared == []
+
+
+def test_a_tool_result_message_opens_no_turn() -> None:
+    messages = reasoning_turns(1)  # one question: its tool use, the result and the answer
+    assert clear_thinking(messages).cleared == []
+    assert [c.index for c in clear_thinking(messages, keep_turns=0).cleared] == [1, 3]
+
+
+def test_a_bedrock_tool_loop_in_progress_keeps_its_reasoning_whatever_keep_turns_says() -> None:
+    # Bedrock, as Anthropic, wants the reasoning of the assistant turn whose tool uses the
+    # results answer, while the loop goes on.
+    looping = reasoning_turns(2, open_loop=True)
+    for messages in (looping, looping[:-1]):  # at the results, and at the use awaiting them
+        result = clear_thinking(messages, keep_turns=0)
+        assert [c.index for c in result.cleared] == [1, 3]
+        assert reasoning_at(result.messages) == [5]
+    assert kit.validate_messages(clear_thinking(looping, keep_turns=0).messages) == []
+
+
+def test_a_message_of_reasoning_alone_is_left_whole() -> None:
+    alone = {"role": "assistant", "content": [SIGNED]}
+    messages = [text("user", "Hm?"), alone, text("user", "Well?")]
+    assert clear_thinking(messages, keep_turns=0).cleared == []
+    # It still counts as a turn holding reasoning: keep_turns=1 keeps it, not an older one.
+    older = [*reasoning_turns(1), *messages]
+    assert [c.index for c in clear_thinking(older).cleared] == [1, 3]
+
+
+def test_max_tokens_clears_reasoning_only_as_far_as_needed() -> None:
+    messages = reasoning_turns(3)
+    total = sum(map(estimate_tokens, messages))
+    assert clear_thinking(messages, max_tokens=total).cleared == []
+    result = clear_thinking(messages, max_tokens=total - 1)
+    assert [c.index for c in result.cleared] == [1]
+    assert result.fits
+
+
+@st.composite
+def reasoning_histories(draw: st.DrawFn) -> List[Message]:
+    """``histories`` whose text answers may carry reasoning too: beside their text or alone."""
+    messages = []
+    for message in draw(histories()):
+        if message["role"] == "assistant" and not kit.tool_uses(message):
+            kind = draw(st.sampled_from(["none", "signed", "redacted", "alone"]))
+            if kind == "signed":
+                message = {**message, "content": [SIGNED, *message["content"]]}
+            elif kind == "redacted":
+                message = {**message, "content": [REDACTED, SIGNED, *message["content"]]}
+            elif kind == "alone":
+                message = {**message, "content": [SIGNED]}
+        messages.append(message)
+    return messages
+
+
+def _last_loop(messages: List[Message]) -> List[int]:
+    """The messages of the last turn when its last assistant message uses tools, else none."""
+    opens = [i for i, m in enumerate(messages) if m["role"] == "user" and not kit.tool_results(m)]
+    start = opens[-1] if opens else 0
+    replies = [i for i in range(start, len(messages)) if messages[i]["role"] == "assistant"]
+    if replies and kit.tool_uses(messages[replies[-1]]):
+        return list(range(start, len(messages)))
+    return []
+
+
+@PROPERTY
+@given(reasoning_histories(), st.integers(0, 3), st.one_of(st.none(), budgets))
+def test_no_thinking_clearing_the_validator_rejects(
+    messages: List[Message], keep_turns: int, budget: Any
+) -> None:
+    before = copy.deepcopy(messages)
+    result = clear_thinking(messages, keep_turns=keep_turns, max_tokens=budget)
+    assert _beyond_the_end(kit.validate_messages(result.messages), result.messages) == (
+        _beyond_the_end(kit.validate_messages(messages), messages)
+    )
+    assert check_pairing(result.messages) == check_pairing(messages)
+    assert group_bounds(result.messages) == group_bounds(messages)
+    assert messages == before
+    loop = _last_loop(messages)
+    for i, (out, given_message) in enumerate(zip(result.messages, messages)):
+        gone = {c.block for c in result.cleared if c.index == i}
+        content = given_message["content"]
+        assert all("reasoningContent" in content[k] for k in gone)
+        # All of a message's reasoning goes at once: what is left never starts with text
+        # after reasoning Bedrock would want first.
+        assert not gone or not any("reasoningContent" in b for b in out["content"])
+        assert out["content"] == [b for k, b in enumerate(content) if k not in gone]
+        if i in loop:  # the tool loop in progress keeps its reasoning
+            assert out is given_message
+    assert result.tokens_after == sum(map(estimate_tokens, result.messages))
+    if budget is None:
+        assert clear_thinking(result.messages, keep_turns=keep_turns).cleared == []
