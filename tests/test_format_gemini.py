@@ -495,7 +495,7 @@ def test_signed_thoughts_and_turns_of_thoughts_alone_stay() -> None:
     assert [c.index for c in clear_thinking(older).cleared] == [1, 3]
 
 
-def test_google_genai_parts_beside_a_cleared_thought_stay_the_callers() -> None:
+def test_parts_beside_a_cleared_thought_stay_the_callers() -> None:
     answer = {"text": "Answer."}
     contents = [
         text("user", "Q0?"),

@@ -11,7 +11,14 @@ from typing import Any, List
 
 from google.genai import types
 
-from ctx_compact import check_pairing, clear_tool_results, compact, compact_with_summary
+from ctx_compact import (
+    ClearedThinking,
+    check_pairing,
+    clear_thinking,
+    clear_tool_results,
+    compact,
+    compact_with_summary,
+)
 from ctx_compact._grouping import group_bounds
 from ctx_compact._views import message_views
 from ctx_compact.testing import FakeProvider
@@ -101,6 +108,38 @@ def test_clearing_an_object_gives_its_edited_json_and_leaves_the_object_alone() 
     assert [c.model_dump() for c in contents] == before
     assert result.messages[6] is contents[6]
     assert kit.validate_contents(_wire(result.messages)) == []
+
+
+def test_thought_parts_go_from_an_objects_json_and_signed_parts_stay() -> None:
+    signed = types.Part(
+        function_call=types.FunctionCall(name="f", args={}), thought_signature=b"signature"
+    )
+    called = types.ModelContent(parts=[types.Part(text="I should call f.", thought=True), signed])
+    answer = types.Part.from_text(text="Answer 0.")
+    contents: List[Any] = [
+        types.UserContent(parts=[types.Part.from_text(text="Question 0?")]),
+        called,
+        types.UserContent(parts=[types.Part.from_function_response(name="f", response={})]),
+        {"role": "model", "parts": [types.Part(text="Done.", thought=True), answer]},
+        types.UserContent(parts=[types.Part.from_text(text="Question 1?")]),
+        types.ModelContent(parts=[types.Part(text="Easy.", thought=True), answer]),
+    ]
+    before = [c if isinstance(c, dict) else c.model_dump() for c in contents]
+    before = copy.deepcopy(before)
+    result = clear_thinking(contents)
+    assert result.cleared == [ClearedThinking(1, "thought", 0), ClearedThinking(3, "thought", 0)]
+    # The object is sent as its JSON without the thought; the signed call part is kept whole.
+    assert result.messages[1] == {
+        "role": "model",
+        "parts": [signed.model_dump(mode="json", exclude_unset=True)],
+    }
+    assert result.messages[3]["parts"] == [answer]  # a dict's other parts: the caller's objects
+    assert result.messages[3]["parts"][0] is answer
+    assert result.messages[5] is contents[5]  # the last turn keeps its thoughts
+    assert [c if isinstance(c, dict) else c.model_dump() for c in contents] == before
+    # What the SDK sends for the list: each dict read as a Content, as it reads it.
+    sent = [types.Content.model_validate(m) if isinstance(m, dict) else m for m in result.messages]
+    assert kit.validate_contents(_wire(sent)) == []
 
 
 def test_a_content_object_without_a_role_is_a_user_turn() -> None:
