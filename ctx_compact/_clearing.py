@@ -89,15 +89,16 @@ class ClearedToolResult:
 
 @dataclass(frozen=True)
 class ClearedThinking:
-    """One thinking block or reasoning item that ``clear_thinking`` removed.
+    """One thinking block, thought part or reasoning item that ``clear_thinking`` removed.
 
     Attributes:
         index: The position, in the input, of the message holding the block, or of
             the Responses ``reasoning`` item.
-        kind: ``"thinking"``, ``"redacted_thinking"`` (Anthropic blocks) or
-            ``"reasoning"`` (a Responses item).
-        block: The block's position in the message's content; ``None`` for a
-            ``reasoning`` item, which is removed whole.
+        kind: ``"thinking"``, ``"redacted_thinking"`` (Anthropic blocks),
+            ``"reasoningContent"`` (a Bedrock Converse block), ``"thought"`` (a
+            Gemini part) or ``"reasoning"`` (a Responses item).
+        block: The block's position in the message's content (a Gemini content's
+            ``parts``); ``None`` for a ``reasoning`` item, which is removed whole.
     """
 
     index: int
@@ -659,34 +660,45 @@ def clear_thinking(
     max_tokens: Optional[float] = None,
     count_tokens: Optional[CountTokens] = None,
 ) -> ClearResult[ClearedThinking]:
-    """Remove the thinking of earlier turns: Anthropic thinking blocks, Responses reasoning.
+    """Remove the thinking of earlier turns, in every format that carries it.
 
-    A *turn* starts at a user's own message (a ``user`` message that carries no
-    ``tool_result`` blocks) and holds everything the model did in answer to it:
-    its assistant messages, the tool results it was sent and its Responses
-    items, up to the next user's own message. Messages before the first user
-    message belong to turn 0.
+    Thinking is Anthropic ``thinking`` and ``redacted_thinking`` blocks, Bedrock
+    ``reasoningContent`` blocks, Gemini thought parts (``{"text": ...,
+    "thought": true}``) and Responses ``reasoning`` items.
+
+    A *turn* starts at a user's own message (a user message, or a Gemini user
+    content, that carries no tool results: no ``tool_result`` or ``toolResult``
+    blocks, no ``function_response`` parts) and holds everything the model did
+    in answer to it: its assistant messages or model contents, the tool results
+    it was sent and its Responses items, up to the next user's own message.
+    Messages before the first one belong to turn 0. Each format says what its
+    messages are (``formats.step``) and what thinking they hold
+    (``formats.thinking``).
 
     The thinking of the ``keep_turns`` most recent turns that hold any is kept.
     Whatever ``keep_turns`` says, this never removes:
 
     - the thinking of the last turn while it is a tool loop in progress (its
-      last model step is a ``tool_use``, a Responses call, or a call output
-      waiting for the model): Anthropic requires the thinking blocks of the
-      assistant turn that made the calls it is answering, and OpenAI the
+      last model step calls tools: a ``tool_use`` or ``toolUse`` block, a
+      ``function_call`` part, a Responses call, or a call output waiting for
+      the model): Anthropic and Bedrock require the thinking blocks of the
+      assistant turn that made the calls they are answering, and OpenAI the
       reasoning item before a ``function_call`` whose output it is sent;
     - a Responses ``reasoning`` item followed by an item that carries its id
       (``fc_...``, ``msg_...``, as passed back from a response's output): OpenAI
       rejects that item without the reasoning item it was produced with, in
       any turn. Reasoning can be cleared from items passed without ids;
-    - an Anthropic message's thinking when the message holds nothing else (an
-      empty content is rejected).
+    - a Gemini part holding a ``thought_signature`` (Gemini wants it back where
+      it came, with the call it signs), or a ``function_call`` part;
+    - a message's thinking when the message holds nothing else (the providers
+      reject an empty content or parts list).
 
-    Anthropic blocks are removed from a new copy of their message (the message
-    stays, with its other blocks as the caller's objects); a ``reasoning`` item
-    is removed from the list, so ``messages`` may be shorter than the input. Chat
-    Completions messages carry no thinking a provider takes back, and are left as
-    they are.
+    Blocks and parts are removed from a new copy of their message (the message
+    stays, with its other blocks or parts as the caller's objects), all of a
+    message's at once (Bedrock wants a message's reasoning first, or none); a
+    ``reasoning`` item is removed from the list, so ``messages`` may be shorter
+    than the input. Chat Completions messages carry no thinking a provider
+    takes back, and are left as they are.
 
     Args:
         messages: The message list. Never mutated.
