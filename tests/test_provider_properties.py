@@ -37,7 +37,7 @@ from ctx_compact.testing._api import RequestRejected
 
 Message = Dict[str, Any]
 History = Tuple[List[Message], List[Message], List[Message]]  # (history, pending, completion)
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 sizes = st.integers(0, 120)
 
@@ -465,7 +465,7 @@ FORMATS = {
     "responses": Format(
         responses_histories(),
         responses_rejection,
-        _starts("No tool call found", "No tool output found"),
+        _starts("No tool call found", "No tool output found", "Item 'rs_"),
         ({"type": "function_call_output", "call_id": "nobody", "output": "x"},),
     ),
     "gemini": Format(
@@ -494,6 +494,25 @@ def accepted(form: Format, sent: List[Any], completion: List[Message]) -> None:
     if request:  # an empty request is no pairing question
         error = form.rejection(request)
         assert error is None, (error, request)
+
+
+def signatures_kept(name: str, before: List[Any], sent: List[Any]) -> None:
+    """Gemini 3 rejects a ``functionCall`` part sent back without its ``thoughtSignature``
+    ("Function call is missing a thought_signature in functionCall parts"): each call
+    part sent carries the one it was given (the generated call names are unique)."""
+    if name != "gemini":
+        return
+
+    def signed(contents: List[Any]) -> Dict[str, Any]:
+        return {
+            part["functionCall"]["name"]: part.get("thoughtSignature")
+            for content in contents
+            for part in content.get("parts", ())
+            if "functionCall" in part
+        }
+
+    given_ = signed(before)
+    assert all(given_[call] == signature for call, signature in signed(sent).items())
 
 
 def ends_with(sent: List[Any], pending: List[Message]) -> bool:
@@ -528,6 +547,7 @@ def test_no_compaction_the_validator_rejects(name: str) -> None:
         ]
         for result in results:
             accepted(form, result.messages, completion)
+            signatures_kept(name, messages, result.messages)
             assert ends_with(result.messages, pending)  # the unfinished calls, whole
         assert messages == before
 
@@ -546,12 +566,14 @@ def test_no_clearing_the_validator_rejects(name: str) -> None:
         before = copy.deepcopy(messages)
         cleared = clear_tool_results(messages, max_tokens=budget, keep=keep, clear_inputs=inputs)
         accepted(form, cleared.messages, completion)
+        signatures_kept(name, messages, cleared.messages)
         assert len(cleared.messages) == len(messages)
         for result in (
             clear_thinking(messages, keep_turns=turns),
             clear_thinking(messages, keep_turns=turns, max_tokens=budget),
         ):
             accepted(form, result.messages, completion)
+            signatures_kept(name, messages, result.messages)
             # The thinking of a loop in progress stays: its calls' message is the caller's.
             if pending:
                 assert any(m is pending[0] for m in result.messages)
@@ -635,8 +657,9 @@ def test_check_pairing_flags_what_the_validator_rejects(name: str) -> None:
     @given(damaged(form))
     def check(messages: List[Message]) -> None:
         error = form.rejection(messages) if messages else None
-        if error is not None and form.pairing(error):
-            assert check_pairing(messages), error
+        rejected = error is not None and form.pairing(error)
+        # Every orphan the validator rejects is flagged, and nothing it accepts is.
+        assert bool(check_pairing(messages)) == rejected, (error, check_pairing(messages))
 
     check()
 
@@ -668,3 +691,37 @@ def test_check_pairing_flags_each_message_the_validator_names(name: str) -> None
         assert rejected <= flagged, (rejected, flagged)
 
     check()
+
+
+@pytest.mark.parametrize(
+    "following",
+    [
+        [],
+        [{"role": "user", "content": "next"}],
+        [{"type": "function_call_output", "call_id": "c", "output": "again"}],
+    ],
+    ids=["at the end", "before a user message", "before an output"],
+)
+def test_the_responses_kit_rejects_reasoning_without_the_item_it_came_with(
+    following: List[Message],
+) -> None:
+    # OpenAI's 400 when a reasoning item is passed back without the output item the model
+    # produced right after it (reported in openai/openai-node#1567, continuedev/continue#8933).
+    start: List[Message] = [{"role": "user", "content": "q"}, fc("c"), fc_output_text("c")]
+    items = [*start, {"type": "reasoning", "id": "rs_1", "summary": []}, *following]
+    error = "Item 'rs_1' of type 'reasoning' was provided without its required following item."
+    assert responses_rejection(items) == error
+    assert check_pairing(items)
+    # With the call it came with next to it, the same reasoning item is taken.
+    items = [
+        *start,
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        fc("d"),
+        fc_output_text("d"),
+    ]
+    assert responses_rejection(items) is None
+    assert check_pairing(items) == []
+
+
+def fc_output_text(call_id: str) -> Message:
+    return {"type": "function_call_output", "call_id": call_id, "output": "x"}

@@ -3,7 +3,9 @@
 The validator checks a request as OpenAI does and answers a broken one with
 OpenAI's own 400 wording: each ``function_call_output`` needs an earlier
 ``function_call`` with its ``call_id``, each call an output (not necessarily
-next). ``previous_response_id`` is refused, as the kit keeps no responses.
+next), and a ``reasoning`` item needs the item the model produced after it (a
+call or an assistant message) next to it. ``previous_response_id`` is refused,
+as the kit keeps no responses.
 ``input_tokens`` is the sum of ``count_tokens`` over the ``input`` items (or
 ``count_tokens(input)`` for a string) plus ``count_tokens(instructions)`` when
 given; over ``context_limit`` the request gets the Responses API's
@@ -42,6 +44,9 @@ CONTEXT_LENGTH = (
 )
 ORPHAN_OUTPUT = "No tool call found for function call output with call_id {id}."
 MISSING_OUTPUT = "No tool output found for function call {id}."
+REASONING_ALONE = (
+    "Item '{id}' of type 'reasoning' was provided without its required following item."
+)
 ROLES = ("assistant", "system", "developer", "user")
 
 
@@ -115,6 +120,20 @@ def _check_tool_pairing(items: Sequence[Json]) -> None:
     for item in items:
         if item_type(item) == "function_call" and item.get("call_id") not in answered:
             raise openai_error(MISSING_OUTPUT.format(id=item.get("call_id")), param="input")
+    for index, item in enumerate(items):
+        if item_type(item) == "reasoning" and not _produced(items[index + 1 : index + 2]):
+            raise openai_error(REASONING_ALONE.format(id=item.get("id")), param="input")
+
+
+def _produced(following: Sequence[Json]) -> bool:
+    """Whether ``following`` is one item the model could have produced after reasoning:
+    not the end, nor a message of the user's side, nor a tool's output or an approval."""
+    if not following:
+        return False
+    kind, role = item_type(following[0]), following[0].get("role")
+    if kind == "message":
+        return role == "assistant"
+    return isinstance(kind, str) and not kind.endswith(("_output", "_response"))
 
 
 def first_tool(tools: Any) -> Optional[Tool]:
