@@ -33,7 +33,8 @@ imports from this module's users.
   rule's grid (``_steps``): how many steps a history is reduced by, for a caller
   that reports whether a cut stood. ``prefix_sums``
   turns counts into what it takes;
-  ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as);
+  ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as),
+  ``compact_json`` its text from a C encoder built once per thread;
   ``default_count_tokens`` is the estimator on any JSON value (a system prompt),
   ``count_value`` a value sent beside the messages counted by the options'
   counter; ``MEDIA_AWARE`` is the media-aware estimate with its defaults, the
@@ -73,6 +74,7 @@ from ._tokens import (
     ENCODER,
     CountTokens,
     SpecCounter,
+    compact_json,
     count_all,
     count_value,
     default_count_tokens,
@@ -106,6 +108,7 @@ __all__ = [
     "check_summary",
     "check_summary_role",
     "check_target_tokens",
+    "compact_json",
     "count_all",
     "count_value",
     "default_count_tokens",

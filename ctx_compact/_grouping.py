@@ -25,7 +25,9 @@ from collections.abc import Mapping
 from typing import Any, List, Optional, Sequence
 
 from ._views import message_view, message_views
-from .formats import FOLLOWED, Links, recognise
+from .formats import FOLLOWED, OWNERS, Links, recognise
+from .formats.chat import CHAT
+from .formats.gemini import GEMINI
 from .formats.responses import answers_earlier
 
 
@@ -58,10 +60,23 @@ def group_bounds(
     links = Links()
     if restarts is not None:
         links.restarts = restarts
+    owners, chat = OWNERS, CHAT
     for i in range(start, n):
         view = views[i]
         followed = links.left is FOLLOWED
-        fmt = recognise(view, i)
+        # recognise(view, i), settled in place for most messages (see _CALLS).
+        get = view.get
+        content = get("content")
+        role = get("role")
+        if (content is None or type(content) is str) and type(role) is str and not get(_PARTS):
+            if not (get(_CALLS) or get(_FUNCTION)):
+                fmt = owners.get(role)
+            elif role == "assistant":
+                fmt = chat
+            else:
+                fmt = recognise(view, i)
+        else:
+            fmt = recognise(view, i)
         if fmt is None:  # plain text: it answers nothing and leaves nothing open
             links.left = None
             linked = -1
@@ -76,6 +91,14 @@ def group_bounds(
                 bounds.pop()  # this message joins the group its partner is in
     bounds.append(n)
     return bounds
+
+
+# The keyed formats' keys. A message with string (or no) content, a string role and
+# none of them set is read by its role's owner, as ``recognise`` reads it; one with
+# Chat's keys set on an assistant message and no Gemini parts is Chat's alone (no
+# other format claims it, and Chat allows calls there). The unpacking fails at import
+# if the formats' keys change, so this cannot drift from ``recognise`` silently.
+_CALLS, _FUNCTION, _PARTS = (*CHAT.keys, *GEMINI.keys)
 
 
 def regroup_from(messages: Sequence[Any], bounds: Sequence[int], keep: int) -> int:

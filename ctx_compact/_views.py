@@ -243,8 +243,17 @@ def message_views(messages: Sequence[Any], start: int = 0) -> Sequence[Mapping[s
     views: Optional[List[Any]] = None
     for i in range(start, len(messages)):
         message = messages[i]
-        if type(message) is dict and not holds_objects(message):
-            continue
+        if type(message) is dict:
+            # holds_objects(message), settled in place for a message with string (or no)
+            # content and neither tool_calls nor function_call: most messages.
+            get = message.get
+            content = get("content")
+            if (
+                (content is None or type(content) is str)
+                and get("tool_calls") is None
+                and get("function_call") is None
+            ) or not holds_objects(message):
+                continue
         if views is None:
             views = list(messages)
         views[i] = message_view(message, i)

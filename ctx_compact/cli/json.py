@@ -25,7 +25,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .._contract import ENCODER, tokens_of_units, utf16_length
+from .._contract import compact_json, tokens_of_units, utf16_length
 
 orjson: Any
 try:
@@ -126,7 +126,7 @@ class Pieces:
             return [
                 tokens(len(b) if b.isascii() else utf16_length(b.decode("utf-8"))) for b in packed
             ]
-        encode = ENCODER.encode  # the estimator's own text
+        encode = compact_json  # the estimator's own text, from its encoder built once
         try:
             texts: List[str] = [encode(m) for m in messages]
         except (TypeError, ValueError, RecursionError):
@@ -156,7 +156,7 @@ class Pieces:
             return b"{" + b",".join(fields) + b"}\n"
         text = "[" + ",".join([p for a, b in kept for p in pieces[a:b]]) + "]"
         if holder is not None:
-            encode = ENCODER.encode
+            encode = compact_json
             try:
                 parts = [
                     encode(k) + ":" + (text if k == "messages" else encode(v))
