@@ -117,6 +117,17 @@ def _without(value: Any, paths: Iterable[Tuple[Any, ...]]) -> Any:
     return kept
 
 
+def _without_one(view: Any, path: Tuple[Any, ...]) -> Any:
+    """``_without(view, [path])``, written out for the usual path: a part of a message's list."""
+    if len(path) != 2 or type(view) is not dict:
+        return _without(view, [path])
+    name, k = path
+    parts = view[name]
+    rest = dict(view)
+    rest[name] = [*parts[:k], *parts[k + 1 :]]
+    return rest
+
+
 @dataclass(frozen=True)
 class _Defaults:
     unsized_image_tokens: Optional[int] = None
@@ -201,19 +212,25 @@ class MediaAwareCounter(SpecCounter):
     def __hash__(self) -> int:
         return hash(self._defaults)
 
-    def marked(self, view: Any) -> bool:
-        """Whether a message view holds a media part."""
-        return bool(media_readers(view))
+    # Whether a message view holds a media part: the formats that read its media,
+    # () for none. The function itself, not a method calling it: count_all asks
+    # it of every message, and a plain one is settled in its first lines.
+    marked = staticmethod(media_readers)
 
     def count_marked(self, view: Any, formats: Sequence[Any] = FORMATS) -> int:
         """A message view's count: its media parts billed, the rest as the specification counts."""
-        found = media_parts(view, formats)
+        found = [m for fmt in formats for m in fmt.media(view)]
         if not found:
             return default_count_tokens(view)
-        rest = _without(view, [m.path for m in found])
-        return -(-utf16_length(compact_json(rest)) // 4) + sum(
-            media_tokens(m, self._defaults) for m in found
-        )
+        if len(found) == 1:
+            media = found[0]
+            rest = _without_one(view, media.path)
+            tokens = media_tokens(media, self._defaults)
+        else:
+            rest = _without(view, [m.path for m in found])
+            tokens = sum(media_tokens(m, self._defaults) for m in found)
+        text = compact_json(rest)
+        return -(-(len(text) if text.isascii() else utf16_length(text)) // 4) + tokens
 
     def __call__(self, message: Any) -> int:
         """Count one message (a mapping or an SDK model, as ``estimate_tokens`` takes)."""

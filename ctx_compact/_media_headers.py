@@ -23,6 +23,9 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _URLSAFE = str.maketrans("-_", "+/")
 # A JPEG segment at most, and what any other header reader asks for at once.
 _CHUNK = 64
+# The bytes decoded on a payload's first read, kept for the reads that follow: a
+# PNG, GIF or WebP header, and a JPEG's first segments (a JFIF file's frame header).
+_HEAD = 96
 
 
 class Payload:
@@ -33,17 +36,22 @@ class Payload:
         start: Where the base64 text begins in ``data`` (after a data URL's comma).
     """
 
-    __slots__ = ("_bytes", "_end", "_start", "_text")
+    __slots__ = ("_bytes", "_end", "_head", "_start", "_text")
 
     def __init__(self, data: Data, start: int = 0) -> None:
         self._text: Optional[str] = None
         self._bytes: Optional[bytes] = None
+        # The first _HEAD bytes, decoded on the first read; b"" when they are not
+        # clean base64 (line breaks): every read then refuses, and the payload is
+        # read whole, as a MIME text must be.
+        self._head: Optional[bytes] = None
         self._start = start
         if isinstance(data, str):
             self._text = data
-            self._end = len(data)
-            while self._end > start and data[self._end - 1] == "=":
-                self._end -= 1
+            end = len(data)
+            while end > start and data[end - 1] == "=":
+                end -= 1
+            self._end = end
         else:
             self._bytes = bytes(data) if not isinstance(data, bytes) else data
             self._end = len(self._bytes)
@@ -65,20 +73,46 @@ class Payload:
         if self._text is None:
             assert self._bytes is not None
             return self._bytes[offset : offset + length]
-        if offset < 0 or length <= 0:
+        if offset < 0 or length <= 0 or self._start >= self._end:
             return b""
-        first = offset // 3 * 4 + self._start
-        last = min(-(-(offset + length) // 3) * 4 + self._start, self._end)
+        head = self._head
+        if head is None:
+            try:
+                head = self._decode(self._start, min(self._start + _HEAD // 3 * 4, self._end))
+            except ValueError:
+                head = b""
+            self._head = head
+        if not head:
+            raise ValueError("not base64 in its first bytes")
+        if offset + length <= len(head) or self._start + _HEAD // 3 * 4 >= self._end:
+            return head[offset : offset + length]  # within the head, or the head is everything
+        start = self._start
+        first = offset // 3 * 4 + start
+        last = min(-(-(offset + length) // 3) * 4 + start, self._end)
         if first >= last:
             return b""
+        skip = offset - (first - start) // 4 * 3
+        return self._decode(first, last)[skip : skip + length]
+
+    def _decode(self, first: int, last: int) -> bytes:
+        """The bytes of the base64 text ``[first, last)``, ``first`` on the 4-character grid."""
+        assert self._text is not None
         chunk = self._text[first:last]
+        # The usual case in one C call: a2b_base64 skips what is not base64, so the
+        # text was clean exactly when nothing is missing from what it gives.
+        try:
+            padded = chunk + "=" * (-len(chunk) % 4) if len(chunk) & 3 else chunk
+            found = binascii.a2b_base64(padded)
+            if len(found) == len(chunk) * 3 // 4:
+                return found
+        except binascii.Error:
+            pass
         if not _BASE64.fullmatch(chunk):
             chunk = chunk.translate(_URLSAFE)
             if not _BASE64.fullmatch(chunk):
                 raise ValueError("not base64")
         chunk += "=" * (-len(chunk) % 4)
-        skip = offset - (first - self._start) // 4 * 3
-        return binascii.a2b_base64(chunk)[skip : skip + length]
+        return binascii.a2b_base64(chunk)
 
     def whole(self) -> bytes:
         """Every byte of the payload (line breaks and other whitespace in base64 ignored).
@@ -116,7 +150,7 @@ def image_size(payload: Payload) -> Optional[Tuple[int, int]]:
 
 def _image_size(payload: Payload) -> Optional[Tuple[int, int]]:
     try:
-        head = payload.read(0, 32)
+        head = payload.read(0, _HEAD)
         if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] in (b"IHDR", b"CgBI"):
             return _positive(struct.unpack(">II", head[16:24])) if len(head) >= 24 else None
         if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
@@ -124,7 +158,7 @@ def _image_size(payload: Payload) -> Optional[Tuple[int, int]]:
         if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
             return _webp(head)
         if head[:2] == b"\xff\xd8":
-            return _jpeg(payload)
+            return _jpeg(payload, head)
     except struct.error:
         return None
     return None
@@ -156,10 +190,18 @@ _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
 
 
-def _jpeg(payload: Payload) -> Optional[Tuple[int, int]]:
+def _jpeg(payload: Payload, buffer: bytes) -> Optional[Tuple[int, int]]:
+    """A JPEG's frame size, segment by segment; ``buffer``: the payload's first bytes."""
     at = 2
+    # The segments that fit in the bytes read last are read from them, not read again.
+    base = 0
     while True:
-        head = payload.read(at, _CHUNK)
+        i = at - base
+        if i + _CHUNK <= len(buffer):
+            head = buffer[i : i + _CHUNK]
+        else:
+            head = buffer = payload.read(at, _CHUNK)
+            base = at
         if len(head) < 4:
             return None
         if head[0] != 0xFF:

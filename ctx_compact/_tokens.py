@@ -24,8 +24,8 @@ class SpecCounter:
     counter on one message gives the same figure.
     """
 
-    def marked(self, view: Any) -> bool:
-        """Whether ``view`` (a message's mapping view) is counted by ``count_marked``."""
+    def marked(self, view: Any) -> object:
+        """Whether ``view`` (a message's mapping view) is counted by ``count_marked`` (truthy)."""
         raise NotImplementedError
 
     def count_marked(self, view: Any) -> int:
@@ -169,7 +169,7 @@ def count_all(
 ) -> List[int]:
     """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
     # A SpecCounter's marked messages are counted by it; the rest in this loop.
-    marked: Optional[Callable[[Any], bool]] = None
+    marked: Optional[Callable[[Any], object]] = None
     count_marked: Callable[[Any], int] = default_count_tokens
     if count_tokens is not None:
         if not isinstance(count_tokens, SpecCounter):

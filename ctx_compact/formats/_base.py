@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._errors import InvalidMessageError
 
@@ -65,7 +65,10 @@ class ToolResult:
 OPENS_TURN = "opens_turn"  # a user's own message: the next turn starts at it
 CALLS = "calls"  # a model step calling tools (or an output the model has yet to read)
 REPLIES = "replies"  # a model step that calls nothing
-ASIDE = "aside"  # none of these: tool results, a system message, a reasoning item
+THINKS = "thinks"  # no step, but the model's thinking itself (a Responses reasoning item)
+ASIDE = "aside"  # none of these: tool results, a system message
+# The steps that may hold thinking: only the model's own messages do.
+MODELS = (CALLS, REPLIES, THINKS)
 
 
 @dataclass(frozen=True)
@@ -97,13 +100,14 @@ def unrecognised(
     )
 
 
-@dataclass(frozen=True)
-class Media:
+class Media(NamedTuple):
     """A media part, as a format reads it for counting (see ``Format.media``).
 
     ``data`` is the payload when the message carries it: base64 text (from
     ``start`` on, past a data URL's header) or raw bytes; ``None`` for a URL or
-    a file id, whose size cannot be known offline.
+    a file id, whose size cannot be known offline. A named tuple, not a frozen
+    dataclass: one is built for every media part counted, and a tuple is built
+    in half the time.
     """
 
     path: Tuple[Any, ...]  # the keys and positions leading from the message to the part
