@@ -219,7 +219,10 @@ class MediaAwareCounter(SpecCounter):
 
     def count_marked(self, view: Any, formats: Sequence[Any] = FORMATS) -> int:
         """A message view's count: its media parts billed, the rest as the specification counts."""
-        found = [m for fmt in formats for m in fmt.media(view)]
+        if len(formats) == 1:
+            found = list(formats[0].media(view))
+        else:
+            found = [m for fmt in formats for m in fmt.media(view)]
         if not found:
             return default_count_tokens(view)
         if len(found) == 1:

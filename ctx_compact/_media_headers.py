@@ -188,6 +188,8 @@ def _webp(head: bytes) -> Optional[Tuple[int, int]]:
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 # Markers standing alone, without a length: TEM and the restart markers.
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
+# A frame header's height and width, after its sample precision.
+_FRAME_SIZE = struct.Struct(">HH").unpack_from
 
 
 def _jpeg(payload: Payload, buffer: bytes) -> Optional[Tuple[int, int]]:
@@ -202,16 +204,16 @@ def _jpeg(payload: Payload, buffer: bytes) -> Optional[Tuple[int, int]]:
         else:
             head = buffer = payload.read(at, _CHUNK)
             base = at
-        if len(head) < 4:
-            return None
-        if head[0] != 0xFF:
-            return None  # not on a marker: a broken file
+        size = len(head)
+        if size < 4 or head[0] != 0xFF:
+            return None  # the file's end, or not on a marker: a broken file
         fill = 1
-        while fill < len(head) and head[fill] == 0xFF:  # fill bytes before the marker
-            fill += 1
-        if fill + 1 > len(head):
-            at += fill
-            continue
+        if head[1] == 0xFF:  # fill bytes before the marker
+            while fill < size and head[fill] == 0xFF:
+                fill += 1
+            if fill == size:
+                at += fill
+                continue
         marker = head[fill]
         if marker in _STANDALONE:
             at += fill + 1
@@ -229,8 +231,8 @@ def _jpeg(payload: Payload, buffer: bytes) -> Optional[Tuple[int, int]]:
         if marker in _SOF:
             if len(segment) < 7:
                 return None
-            height, width = struct.unpack(">HH", segment[3:7])
-            return _positive((width, height))
+            height, width = _FRAME_SIZE(segment, 3)
+            return (width, height) if width and height else None
         at += fill + 1 + length
 
 
