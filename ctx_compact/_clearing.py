@@ -54,7 +54,17 @@ from ._defaults import KEEP_RESULTS, KEEP_TURNS, PLACEHOLDER
 from ._steps import reduction, step_began, step_size
 from ._tokens import CountTokens, count_all, count_one, prefix_sums
 from ._views import message_views
-from .formats import CALLS, OPENS_TURN, REPLIES, Thinking, ToolCall, recognise, step, thinking
+from .formats import (
+    CALLS,
+    MODELS,
+    OPENS_TURN,
+    REPLIES,
+    Thinking,
+    ToolCall,
+    recognise,
+    step,
+    thinking,
+)
 from .formats._shapes import blocks, hashable, is_list, sdk_dump
 
 # The arguments a cleared call is given (``clear_inputs``): an empty JSON object.
@@ -574,7 +584,7 @@ def _find_thinking(
     for i, kind in enumerate(steps):
         if kind == OPENS_TURN:
             turn, last_start = turn + 1, i
-        held = thinking(views, i)
+        held = thinking(views, i) if kind in MODELS else None
         if held is not None:
             with_thinking.append(turn)
             if held.blocks or held.item is not None:

@@ -85,8 +85,10 @@ from ._base import (
     ASIDE,
     CALLS,
     FOLLOWED,
+    MODELS,
     OPENS_TURN,
     REPLIES,
+    THINKS,
     Links,
     Media,
     Thinking,
@@ -263,7 +265,7 @@ _TEXT_ROLES = ("user", "assistant", "system", "developer")
 
 def step(view: Mapping[str, Any]) -> str:
     """What ``view`` is among a conversation's turns: ``OPENS_TURN``, ``CALLS``,
-    ``REPLIES`` or ``ASIDE``.
+    ``REPLIES``, ``THINKS`` or ``ASIDE``; only the model's own (``MODELS``) hold thinking.
 
     The format whose message it is says (``Format.step``); a message no format
     claims is the specification's: a ``user`` message opens a turn, an
@@ -324,10 +326,12 @@ __all__ = [
     "CALLS",
     "FOLLOWED",
     "FORMATS",
+    "MODELS",
     "OPENS_TURN",
     "OWNERS",
     "REPLIES",
     "RESUMING",
+    "THINKS",
     "WAITING",
     "Format",
     "Links",

@@ -250,27 +250,30 @@ class AnthropicFormat:
         """A user message carrying ``tool_result`` blocks is no user's own message, and an
         assistant message with ``tool_use`` blocks calls tools; ``None`` for any other."""
         role = view.get("role")
-        if role == "user" and any(is_block(b, "tool_result") for b in blocks(view)):
-            return ASIDE
-        if role == "assistant" and any(is_block(b, "tool_use") for b in blocks(view)):
-            return CALLS
+        content = view.get("content")
+        if type(content) is str or content is None or role not in _STEPS:
+            return None
+        wanted, step = _STEPS[role]
+        for block in blocks(view):
+            if isinstance(block, Mapping) and block.get("type") == wanted:
+                return step
         return None
 
     def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
         """An assistant message's ``thinking`` and ``redacted_thinking`` blocks; none may go
         from a message of thinking alone (Anthropic rejects an empty content)."""
         view = views[index]
-        if view.get("role") != "assistant":
+        content = view.get("content")
+        if type(content) is str or content is None or view.get("role") != "assistant":
             return None
         content = blocks(view, index)
-        found = tuple(
-            (k, b["type"])
-            for k, b in enumerate(content)
-            if isinstance(b, Mapping) and b.get("type") in THINKING_BLOCKS
-        )
+        found = []
+        for k, block in enumerate(content):
+            if isinstance(block, Mapping) and block.get("type") in THINKING_BLOCKS:
+                found.append((k, block["type"]))
         if not found:
             return None
-        return Thinking(found if len(found) < len(content) else ())
+        return Thinking(tuple(found) if len(found) < len(content) else ())
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``image`` and ``document`` blocks of ``view``, in ``tool_result`` blocks too."""
@@ -305,6 +308,9 @@ def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
         mime = "application/pdf"
     return Media(path, PROVIDER, "image" if block["type"] == "image" else "document", data, 0, mime)
 
+
+# What a message of each role is among a turn's steps when it holds a block of this type.
+_STEPS = {"user": ("tool_result", ASIDE), "assistant": ("tool_use", CALLS)}
 
 _KEPT = object()  # what _result_id says of a block that is not a stray tool_result
 

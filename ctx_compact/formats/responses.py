@@ -20,10 +20,10 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .._problems import PairingProblem, names
 from ._base import (
-    ASIDE,
     CALLS,
     FOLLOWED,
     REPLIES,
+    THINKS,
     Links,
     Media,
     Thinking,
@@ -414,14 +414,14 @@ class ResponsesFormat:
             yield ToolResult(index, None, field, item_call_id(view), view.get(field), chunks)
 
     def step(self, view: Mapping[str, Any]) -> Optional[str]:
-        """A typed item without a role: a ``reasoning`` item is none of a turn's steps, a
-        call item (or an output the model has yet to read) calls tools, any other item
-        replies; ``None`` for a message with a role or an item without a type."""
+        """A typed item without a role: a ``reasoning`` item is thinking, a call item (or an
+        output the model has yet to read) calls tools, any other item replies; ``None``
+        for a message with a role or an item without a type."""
         kind = view.get("type")
         if view.get("role") is not None or kind is None:
             return None
         if kind == "reasoning":
-            return ASIDE
+            return THINKS
         if type(kind) is str and (kind in CALL_OUTPUTS or kind in OUTPUT_TYPES):
             return CALLS
         return REPLIES
