@@ -190,9 +190,11 @@ def repair_pairing(
     problems = first = pairing_problems(views)
     origin = list(range(len(current)))
     changes: List[RepairChange] = []
-    # Each pass removes, moves or answers something; a history of n messages
-    # needs at most a few passes, so a bound that is never reached stops a loop.
-    for _ in range(len(current) + 3):
+    # Each pass removes, moves, merges or answers something, and may take one step of a
+    # cascade only (Gemini: a call turn merged into the model turn before it, then its
+    # calls dropped, then their responses): about three passes a message at most, so
+    # a bound that is never reached stops a loop.
+    for _ in range(3 * len(current) + 3):
         if not problems:
             return RepairResult(current, changes, first)
         edits = Edits(views)

@@ -34,6 +34,7 @@ from ctx_compact import (
 )
 from ctx_compact.testing import anthropic, bedrock, gemini, ollama, openai_chat, responses
 from ctx_compact.testing._api import RequestRejected
+from middleware import budgeted
 
 Message = Dict[str, Any]
 History = Tuple[List[Message], List[Message], List[Message]]  # (history, pending, completion)
@@ -126,15 +127,18 @@ def ollama_histories(draw: st.DrawFn) -> History:
             messages.append({"role": "user", "content": pad(draw, "u")})
             continue
         names = draw(st.lists(tools, min_size=1, max_size=3))
-        call: Message = {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [ollama_call(n) for n in names],
-        }
+        calls = [ollama_call(n) for n in names]
+        answers = _ollama_answers(draw, names)
+        if draw(st.integers(0, 3)) == 0:  # a call with an id beside the id-less ones
+            call_id = f"call_{len(messages)}"
+            calls.append({"id": call_id, **ollama_call("search")})
+            answer = {"role": "tool", "tool_call_id": call_id, "content": "x"}
+            answers.insert(draw(st.integers(0, len(answers))), answer)
+        call: Message = {"role": "assistant", "content": "", "tool_calls": calls}
         if draw(st.booleans()):
             call["thinking"] = pad(draw, "t")
         messages.append(call)
-        messages += _ollama_answers(draw, names)
+        messages += answers
     pending: List[Message] = []
     completion: List[Message] = []
     if draw(st.booleans()):
@@ -346,7 +350,24 @@ def gemini_histories(draw: st.DrawFn) -> History:
         with_id = draw(st.booleans())
         pending = [g_call_turn(draw, names, with_id)]
         completion = [g_responses(names, with_id, draw)]
+    if draw(st.booleans()):
+        return snake(contents), snake(pending), snake(completion)
     return contents, pending, completion
+
+
+SNAKE = {
+    "functionCall": "function_call",
+    "functionResponse": "function_response",
+    "thoughtSignature": "thought_signature",
+}
+
+
+def snake(contents: List[Message]) -> List[Message]:
+    """The contents in google-genai's snake_case spelling."""
+    return [
+        {**content, "parts": [{SNAKE.get(k, k): v for k, v in p.items()} for p in content["parts"]]}
+        for content in contents
+    ]
 
 
 def gemini_rejection(contents: List[Any]) -> Optional[str]:
@@ -397,7 +418,10 @@ def bedrock_histories(draw: st.DrawFn) -> History:
         messages.append(
             {"role": "assistant", "content": [*reasoning(draw), *preface, *b_uses(ids)]}
         )
-        messages.append(b_results(ids, draw))
+        results = b_results(ids, draw)
+        if draw(st.booleans()):
+            results["content"].append({"text": "and more"})
+        messages.append(results)
     pending: List[Message] = []
     completion: List[Message] = []
     if draw(st.booleans()):
@@ -504,12 +528,15 @@ def signatures_kept(name: str, before: List[Any], sent: List[Any]) -> None:
         return
 
     def signed(contents: List[Any]) -> Dict[str, Any]:
-        return {
-            part["functionCall"]["name"]: part.get("thoughtSignature")
-            for content in contents
-            for part in content.get("parts", ())
-            if "functionCall" in part
-        }
+        found = {}
+        for content in contents:
+            for part in content.get("parts", ()):
+                call = part.get("functionCall") or part.get("function_call")
+                if call is not None:
+                    found[call["name"]] = part.get(
+                        "thoughtSignature", part.get("thought_signature")
+                    )
+        return found
 
     given_ = signed(before)
     assert all(given_[call] == signature for call, signature in signed(sent).items())
@@ -582,6 +609,42 @@ def test_no_clearing_the_validator_rejects(name: str) -> None:
     check()
 
 
+middleware_options = st.fixed_dictionaries(
+    {},
+    optional={
+        "summarize": st.just(lambda dropped: f"{len(dropped)} earlier messages"),
+        "clear_tool_results": st.sampled_from([True, {"keep": 1}]),
+        "clear_thinking": st.just(True),
+        "keep_tail": st.integers(0, 3),
+    },
+)
+
+
+@pytest.mark.parametrize("name", names)
+def test_no_request_of_the_middleware_the_validator_rejects(name: str) -> None:
+    # budgeted: clearing (in steps towards target_tokens), then dropping, then the summary.
+    form = FORMATS[name]
+
+    @settings(PROPERTY, max_examples=60)
+    @given(form.histories, budgets, st.none() | st.floats(0.2, 1.0), middleware_options)
+    def check(drawn: History, budget: int, share: Optional[float], options: Dict[str, Any]) -> None:
+        history, pending, completion = drawn
+        messages = history + pending
+        before = copy.deepcopy(messages)
+        target = None if share is None else budget * share
+        sent: List[List[Any]] = []
+
+        def send(messages: List[Any]) -> None:
+            sent.append(messages)
+
+        budgeted(max_tokens=budget, target_tokens=target, **options)(send)(messages)
+        accepted(form, sent[0], completion)
+        signatures_kept(name, messages, sent[0])
+        assert messages == before
+
+    check()
+
+
 def damaged(form: Format) -> st.SearchStrategy[List[Message]]:
     """A generated history with messages deleted, moved and stray results inserted."""
 
@@ -629,6 +692,11 @@ REPAIR_EXAMPLES: Dict[str, List[List[Message]]] = {
         + _gemini_exchange("d")
     ],
 }
+# Five such exchanges (ten contents) need more passes than the bound of eleven allowed: each
+# call turn is merged into the model turn left before it, then its calls go, then its responses.
+REPAIR_EXAMPLES["gemini"].append(
+    [m for n in "abcde" for m in _gemini_exchange(n, preface=n == "a")]
+)
 
 
 @pytest.mark.parametrize("name", names)
