@@ -467,6 +467,13 @@ def test_a_function_response_turn_opens_no_turn() -> None:
         assert [c.index for c in clear_thinking(contents, keep_turns=0).cleared] == [1, 3]
 
 
+def test_a_content_without_a_role_opens_a_turn_as_the_users() -> None:
+    contents = thinking_turns(2)
+    del contents[4]["role"]  # the API's default role: the user's second question
+    assert [c.index for c in clear_thinking(contents).cleared] == [1, 3]
+    assert kit.validate_contents(clear_thinking(contents).messages) == []
+
+
 def test_a_gemini_tool_loop_in_progress_keeps_its_thoughts_whatever_keep_turns_says() -> None:
     looping = thinking_turns(2, open_loop=True)
     for contents in (looping, looping[:-1]):  # at the response, and at the call awaiting it

@@ -251,7 +251,9 @@ class AnthropicFormat:
         assistant message with ``tool_use`` blocks calls tools; ``None`` for any other."""
         role = view.get("role")
         content = view.get("content")
-        if type(content) is str or content is None or role not in _STEPS:
+        if type(content) is str or content is None or type(role) is not str:
+            return None
+        if role not in _STEPS:
             return None
         wanted, step = _STEPS[role]
         for block in blocks(view):
