@@ -16,6 +16,7 @@ from ._grouping import group_bounds
 from ._problems import PairingProblem
 from ._views import message_views
 from .formats import FORMATS, Format, recognise
+from .formats.chat import CHAT
 
 
 class PairingError(ValueError):
@@ -80,14 +81,32 @@ def pairing_problems(views: Sequence[Mapping[str, Any]]) -> List[PairingProblem]
     For a caller that compacts the same list anyway (the command line): the
     compaction's grouping is the validation, so it is not done twice.
     """
+    formats = (CHAT,) if _text_shaped(views) else FORMATS
     problems = [
         problem
-        for fmt in FORMATS
+        for fmt in formats
         for problem in fmt.problems(views)
         if not _read_by_another(fmt, views, problem.index)
     ]
     problems.sort(key=lambda p: p.index)
     return problems
+
+
+def _text_shaped(views: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether every message has a role, string or no content and no ``parts``.
+
+    Only Chat Completions' rules can find a problem in such a list: the other
+    formats' tool structure lives in content blocks (Anthropic, Bedrock), in
+    ``parts`` (Gemini) and in role-less items (Responses), so their ``problems``
+    report nothing on it (``tests/test_hot_path.py`` holds them to that). Most
+    conversations the command line compacts are such lists.
+    """
+    for view in views:
+        get = view.get
+        content = get("content")
+        if get("role") is None or not (content is None or type(content) is str) or get("parts"):
+            return False
+    return True
 
 
 def _read_by_another(fmt: Format, views: Sequence[Mapping[str, Any]], index: int) -> bool:

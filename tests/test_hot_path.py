@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from ctx_compact import InvalidMessageError
 from ctx_compact._grouping import group_bounds
+from ctx_compact._pairing import pairing_problems
 from ctx_compact._views import holds_objects, message_view, message_views
-from ctx_compact.formats import FOLLOWED, Links, recognise
+from ctx_compact.formats import FOLLOWED, FORMATS, Links, recognise
+from ctx_compact.formats.chat import CHAT
 
 
 def general_bounds(views: Sequence[Mapping[str, Any]], restarts: List[int]) -> List[int]:
@@ -61,6 +63,7 @@ CONTENTS = st.sampled_from(
         MappingProxyType({"text": "a mapping"}),
     ]
 )
+CALLS_A = [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
 CALLS = st.sampled_from(
     [
         ABSENT,
@@ -112,6 +115,34 @@ def messages(draw: Any) -> dict:
     return message
 
 
+# Well-formed messages of every format, which lists of put together pair or fail to pair.
+SHAPES = [
+    {"role": "user", "content": "hi"},
+    {"role": "assistant", "content": "hello"},
+    {"role": "system", "content": "be brief"},
+    {"role": "assistant", "content": None, "tool_calls": CALLS_A},
+    {"role": "tool", "tool_call_id": "a", "content": "done"},
+    {"role": "tool", "tool_call_id": "b", "content": "done"},
+    {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]},
+    {"role": "tool", "content": "done"},
+    {"role": "tool", "content": "done", "tool_name": "f"},
+    {"role": "assistant", "content": None, "function_call": {"name": "f", "arguments": "{}"}},
+    {"role": "function", "name": "f", "content": "done"},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}]},
+    {"role": "model", "parts": [{"function_call": {"name": "f", "args": {}}}]},
+    {"role": "user", "parts": [{"function_response": {"name": "f", "response": {}}}]},
+    {"role": "user", "parts": [{"text": "hi"}]},
+    {"role": "assistant", "content": [{"toolUse": {"toolUseId": "a", "name": "f", "input": {}}}]},
+    {"role": "user", "content": [{"toolResult": {"toolUseId": "a", "content": [{"text": "ok"}]}}]},
+    {"role": "user", "content": [{"text": "hi"}]},
+    {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "a", "output": "ok"},
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+]
+ANY_MESSAGE = st.one_of(messages(), st.sampled_from(SHAPES))
+
+
 def outcome(run: Any) -> Tuple[str, Any]:
     try:
         return "ok", run()
@@ -120,7 +151,7 @@ def outcome(run: Any) -> Tuple[str, Any]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(messages(), max_size=8))
+@given(st.lists(ANY_MESSAGE, max_size=8))
 def test_group_bounds_equals_the_general_rule(conversation: List[dict]) -> None:
     views = message_views(conversation)
     restarts: List[int] = []
@@ -136,7 +167,7 @@ def general_views(conversation: Sequence[Any]) -> List[Optional[Mapping[str, Any
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(messages(), max_size=8))
+@given(st.lists(ANY_MESSAGE, max_size=8))
 def test_message_views_equal_the_general_rule(conversation: List[dict]) -> None:
     found = outcome(lambda: list(message_views(conversation)))
     assert found == outcome(lambda: general_views(conversation))
@@ -144,3 +175,43 @@ def test_message_views_equal_the_general_rule(conversation: List[dict]) -> None:
         for message, view in zip(conversation, found[1]):
             # A message is its own view exactly when holds_objects says it holds no objects.
             assert (view is message) == (not holds_objects(message))
+
+
+def text_shaped(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return (
+        message.get("role") is not None
+        and (content is None or type(content) is str)
+        and not message.get("parts")
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(ANY_MESSAGE.filter(text_shaped), max_size=8))
+def test_only_chat_finds_problems_in_text_shaped_lists(conversation: List[dict]) -> None:
+    views = message_views(conversation)
+    try:
+        group_bounds(views)
+    except InvalidMessageError:
+        return  # refused before any format's problems are asked
+    for fmt in FORMATS:
+        if fmt is not CHAT:
+            assert list(fmt.problems(views)) == []
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(ANY_MESSAGE, max_size=8))
+def test_pairing_problems_equal_every_format_asked(conversation: List[dict]) -> None:
+    views = message_views(conversation)
+    try:
+        group_bounds(views)
+    except InvalidMessageError:
+        return
+    every = [
+        p
+        for fmt in FORMATS
+        for p in fmt.problems(views)
+        if not (0 <= p.index < len(views)) or recognise(views[p.index], p.index) in (None, fmt)
+    ]
+    every.sort(key=lambda p: p.index)
+    assert pairing_problems(views) == every
