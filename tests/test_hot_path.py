@@ -18,7 +18,7 @@ from ctx_compact._grouping import group_bounds
 from ctx_compact._pairing import pairing_problems
 from ctx_compact._views import holds_objects, message_view, message_views
 from ctx_compact.formats import FOLLOWED, FORMATS, Links, recognise
-from ctx_compact.formats.chat import CHAT
+from ctx_compact.formats.chat import CHAT, call_ids
 
 
 def general_bounds(views: Sequence[Mapping[str, Any]], restarts: List[int]) -> List[int]:
@@ -215,3 +215,35 @@ def test_pairing_problems_equal_every_format_asked(conversation: List[dict]) -> 
     ]
     every.sort(key=lambda p: p.index)
     assert pairing_problems(views) == every
+
+
+def general_call_ids(tool_calls: List[Any]) -> Tuple[str, Any]:
+    """``call_ids`` of a non-empty list as its general rule states it."""
+    if not all(isinstance(call, Mapping) for call in tool_calls):
+        return "error", None
+    ids = [call.get("id") for call in tool_calls if call.get("id") is not None]
+    try:
+        return "ok", frozenset(ids)
+    except TypeError:
+        return "error", None
+
+
+CALL_ID_VALUES = st.sampled_from([ABSENT, None, "a", "b", 3, ("t",), ["unhashable"]])
+
+
+@st.composite
+def tool_call(draw: Any) -> Any:
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.sampled_from(["a string", 3, MappingProxyType({"id": "a"})]))
+    call_id = draw(CALL_ID_VALUES)
+    return {"function": {"name": "f"}} if call_id is ABSENT else {"id": call_id}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(tool_call(), min_size=1, max_size=4))
+def test_call_ids_equal_the_general_rule(tool_calls: List[Any]) -> None:
+    found = outcome(lambda: call_ids({"role": "assistant", "tool_calls": tool_calls}, 0))
+    expected = general_call_ids(tool_calls)
+    assert found[0] == expected[0]
+    if found[0] == "ok":
+        assert found[1] == expected[1]

@@ -91,6 +91,7 @@ _OLLAMA_MISSING = (
     "'tool' messages right after it; Ollama would show the model calls without results: {names}"
 )
 _NO_IDS: FrozenSet[Any] = frozenset()
+_STRINGS = frozenset({str})
 _NO_CALLS: Tuple[Any, ...] = ()
 
 
@@ -102,13 +103,11 @@ def call_ids(message: Mapping[str, Any], index: int) -> Optional[FrozenSet[Any]]
     tool_calls = message.get("tool_calls")
     if not tool_calls:
         return None
-    if type(tool_calls) is list and len(tool_calls) == 1:
-        # One call with a string id: most calling messages, without the general checks.
-        call = tool_calls[0]
-        if type(call) is dict:
-            call_id = call.get("id")
-            if type(call_id) is str:
-                return frozenset((call_id,))
+    if type(tool_calls) is list:
+        # Dicts with string ids: most calling messages, without the general checks.
+        ids = [call.get("id") for call in tool_calls if type(call) is dict]
+        if len(ids) == len(tool_calls) and _STRINGS.issuperset(map(type, ids)):
+            return frozenset(ids)
     if not is_list(tool_calls):
         raise InvalidMessageError(
             f"tool_calls must be a list of mappings, not {type(tool_calls).__name__}", index
