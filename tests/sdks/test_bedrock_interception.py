@@ -369,3 +369,30 @@ def test_a_long_tool_using_run_under_the_limit_is_never_refused(
     assert len(provider.requests) == len(session.events) == 48
     assert sum(e.compacted for e in session.events) >= 20
     assert all(e.provider_tokens is not None and e.provider_tokens <= limit for e in session.events)
+
+
+REASONING = {"reasoningContent": {"reasoningText": {"text": "Check each city.", "signature": "s"}}}
+
+
+def _reasons(message: Message) -> bool:
+    return any("reasoningContent" in block for block in message["content"])
+
+
+def test_clear_thinking_takes_earlier_reasoning_off_before_anything_is_dropped(
+    provider: FakeProvider, client: Any
+) -> None:
+    history = bedrock_history()
+    for message in history:
+        if message["role"] == "assistant" and any("toolUse" in b for b in message["content"]):
+            message["content"] = [REASONING, *message["content"]]
+    snapshot = copy.deepcopy(history)
+    with CompactingSession(max_tokens=BUDGET, intercept="bedrock", clear_thinking=True) as session:
+        client.converse(modelId=MODEL, messages=history, toolConfig=TOOL_CONFIG)
+    (event,) = session.events
+    assert history == snapshot
+    reasoning = [i for i, m in enumerate(history) if _reasons(m)]
+    # Every turn's but the last one holding any (the trailing question holds none yet).
+    assert [c.index for c in event.cleared_thinking] == reasoning[:-1]
+    assert {c.kind for c in event.cleared_thinking} == {"reasoningContent"}
+    sent = provider.requests[0].body["messages"]  # the kit took it: no ValidationException
+    assert [m for m in sent if _reasons(m)] in ([], [history[reasoning[-1]]])
