@@ -46,7 +46,7 @@ class Payload:
         # read whole, as a MIME text must be.
         self._head: Optional[bytes] = None
         self._start = start
-        if isinstance(data, str):
+        if type(data) is str or isinstance(data, str):
             self._text = data
             end = len(data)
             while end > start and data[end - 1] == "=":
@@ -151,14 +151,14 @@ def image_size(payload: Payload) -> Optional[Tuple[int, int]]:
 def _image_size(payload: Payload) -> Optional[Tuple[int, int]]:
     try:
         head = payload.read(0, _HEAD)
+        if head[:2] == b"\xff\xd8":  # first: photos are JPEGs (the signatures exclude each other)
+            return _jpeg(payload, head)
         if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] in (b"IHDR", b"CgBI"):
             return _positive(struct.unpack(">II", head[16:24])) if len(head) >= 24 else None
         if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
             return _positive(struct.unpack("<HH", head[6:10]))
         if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
             return _webp(head)
-        if head[:2] == b"\xff\xd8":
-            return _jpeg(payload, head)
     except struct.error:
         return None
     return None

@@ -552,13 +552,17 @@ class ChatFormat:
 
 def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     """A Chat Completions media part, or ``None`` for any other part."""
-    if not isinstance(part, Mapping):
+    # type() before isinstance(): a Mapping check costs a tenth of a microsecond
+    # more, and this runs on every media part the media-aware estimate counts.
+    if type(part) is not dict and not isinstance(part, Mapping):
         return None
     kind = part.get("type")
     if kind == "image_url":
         image = part.get("image_url")
-        url = image.get("url") if isinstance(image, Mapping) else image
-        detail = image.get("detail") if isinstance(image, Mapping) else None
+        if type(image) is dict or isinstance(image, Mapping):
+            url, detail = image.get("url"), image.get("detail")
+        else:
+            url, detail = image, None
         mime, data, start = data_url(url)
         return Media(path, PROVIDER, "image", data, start, mime, text_name(detail))
     if kind == "input_audio":
