@@ -86,6 +86,8 @@ def media_readers(view: Mapping[str, Any]) -> Tuple[Any, ...]:
         parts = view.get(name)
         if parts is not None and type(parts) is not str and _is_array(parts):
             _scan(parts, found)
+    if len(found) == 1:
+        return (found[0],)  # the usual media message: one part, no duplicates to drop
     return tuple(dict.fromkeys(found)) if found else ()
 
 
@@ -143,18 +145,19 @@ def _is_pdf(mime: Optional[str]) -> bool:
 
 def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
     """What the provider bills for one media part (see the module ``_media_rates``)."""
-    provider = media.provider
-    payload = None if media.data is None else Payload(media.data, media.start)
-    if media.kind == "image":
+    # One unpacking, not seven attribute reads: a named tuple's fields are properties.
+    _, provider, kind, data, start, mime, detail = media
+    payload = None if data is None else Payload(data, start)
+    if kind == "image":
         size = None if payload is None else image_size(payload)
         if size is None:
             if defaults.unsized_image_tokens is not None:
                 return defaults.unsized_image_tokens
-            return rates.unsized_image_tokens(provider, media.detail)
-        return rates.image_tokens(provider, size[0], size[1], media.detail)
-    if media.kind == "document":
-        if not _is_pdf(media.mime):
-            text = _text_document(payload, media.mime)
+            return rates.unsized_image_tokens(provider, detail)
+        return rates.image_tokens(provider, size[0], size[1], detail)
+    if kind == "document":
+        if not _is_pdf(mime):
+            text = _text_document(payload, mime)
             if text is not None:
                 return -(-utf16_length(text) // 4)
             pages = None
@@ -166,12 +169,10 @@ def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
             pages = 1
         per_page = defaults.pdf_page_tokens
         return pages * (rates.PDF_PAGE_TOKENS[provider] if per_page is None else per_page)
-    table = (
-        rates.VIDEO_TOKENS_PER_SECOND if media.kind == "video" else rates.AUDIO_TOKENS_PER_SECOND
-    )
-    seconds = None if payload is None or media.kind == "video" else audio_seconds(payload)
+    table = rates.VIDEO_TOKENS_PER_SECOND if kind == "video" else rates.AUDIO_TOKENS_PER_SECOND
+    seconds = None if payload is None or kind == "video" else audio_seconds(payload)
     if seconds is None:
-        if media.kind == "audio" and defaults.unsized_audio_tokens is not None:
+        if kind == "audio" and defaults.unsized_audio_tokens is not None:
             return defaults.unsized_audio_tokens
         seconds = rates.UNSIZED_SECONDS
     found = rates.seconds_tokens(table, provider, seconds)
@@ -220,16 +221,17 @@ class MediaAwareCounter(SpecCounter):
 
     def count_marked(self, view: Any, formats: Sequence[Any] = FORMATS) -> int:
         """A message view's count: its media parts billed, the rest as the specification counts."""
-        if len(formats) == 1:
-            found = list(formats[0].media(view))
-        else:
-            found = [m for fmt in formats for m in fmt.media(view)]
-        if not found:
-            return default_count_tokens(view)
+        found = (
+            [*formats[0].media(view)]
+            if len(formats) == 1
+            else [m for fmt in formats for m in fmt.media(view)]
+        )
         if len(found) == 1:
             media = found[0]
             rest = _without_one(view, media.path)
             tokens = media_tokens(media, self._defaults)
+        elif not found:
+            return default_count_tokens(view)
         else:
             rest = _without(view, [m.path for m in found])
             tokens = sum(media_tokens(m, self._defaults) for m in found)
