@@ -92,6 +92,16 @@ class Payload:
         if first >= last:
             return b""
         skip = offset - (first - start) // 4 * 3
+        # _decode's usual case written out: a JPEG's frame header behind its EXIF
+        # and ICC segments is reached by one such read per segment.
+        chunk = self._text[first:last]
+        if not len(chunk) & 3:
+            try:
+                found = binascii.a2b_base64(chunk)
+                if len(found) == (len(chunk) >> 2) * 3:
+                    return found[skip : skip + length]
+            except binascii.Error:
+                pass
         return self._decode(first, last)[skip : skip + length]
 
     def _decode(self, first: int, last: int) -> bytes:
