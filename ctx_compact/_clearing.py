@@ -51,7 +51,7 @@ from ._checks import (
     check_tool_names,
 )
 from ._defaults import KEEP_RESULTS, KEEP_TURNS, PLACEHOLDER
-from ._steps import reduction, step_began, step_size
+from ._steps import step_size, steps
 from ._tokens import CountTokens, count_all, count_one, prefix_sums
 from ._views import message_views
 from .formats import (
@@ -418,10 +418,10 @@ class ToolResultClearing:
         if total > max_tokens:
             goal = max_tokens
             if step:
-                # Whole steps, from the results of the history as it was when its
-                # step began: the same ones on every call until the next step.
-                goal = before - reduction(before - max_tokens, step)
-                began = step_began(prefix_sums(counts), max_tokens, step)
+                # The step rule's reduction, from the results of the prefix that
+                # made it: the same ones on every call until the cut moves.
+                taken, began = steps(prefix_sums(counts), max_tokens, step)
+                goal = before - taken
                 results = [r for r in results if r.index < began]
             older = results[: max(len(results) - self.keep, 0)]
             for result in older:
@@ -501,14 +501,14 @@ def clear_tool_results(
 
     With ``target_tokens``, clearing goes in steps, as ``compact``'s cut does, so
     that it keeps the provider's prompt cache: a history over ``max_tokens`` is
-    cleared until it has lost the smallest multiple of ``max_tokens -
-    target_tokens`` tokens that gets it within ``max_tokens`` (down to about the
-    target, not one more result per call), and only results of the history as
-    it was when that step began are cleared (its ``keep`` most recent ones
-    kept), so the same results are cleared on every call, in every process,
-    until the history has grown by another step. What clearing could not take
-    off is left to ``compact`` (the command line passes it on, so that clearing
-    and dropping together take off whole steps).
+    cleared until it has lost the reduction of ``compact``'s step rule (down to
+    about the target, not one more result per call), and only results of the
+    prefix of the history that made that reduction are cleared (its ``keep``
+    most recent ones kept), so the same results are cleared on every call, in
+    every process, until the history has grown by more than ``max_tokens -
+    target_tokens`` since. What clearing could not take off is left to
+    ``compact`` (the command line passes it on, so that clearing and dropping
+    together take off the reduction once).
 
     Args:
         messages: The message list. Never mutated.

@@ -27,7 +27,7 @@ from ._checks import (
 from ._defaults import KEEP_HEAD, KEEP_TAIL
 from ._errors import InvalidMessageError
 from ._grouping import group_bounds
-from ._steps import reduction, step_size
+from ._steps import step_size, steps, whole_steps
 from ._tokens import CountTokens, check_sums, count_all, count_one, finite, prefix_sums
 from ._views import message_view, message_views, trailing_views
 from .formats import awaiting, joined, resumes, summary_note
@@ -119,12 +119,14 @@ class Compaction:
         bounds: Group boundaries (see ``group_bounds``).
         max_tokens, keep_head, keep_tail, count_tokens: The checked options.
         target_tokens: The checked target, for the step rule (see ``_steps``):
-            the reduction is rounded up to a multiple of ``max_tokens -
-            target_tokens``; ``None`` for the specification's rule.
-        saved: With ``target_tokens``, the tokens clearing in steps already took
-            off these messages: it counts towards the step's reduction, so that
-            clearing and dropping together take off whole steps of the history
-            as it was before clearing.
+            the reduction is the history's own, made from its prefix sums
+            alone; ``None`` for the specification's rule.
+        uncleared: With ``target_tokens``, the prefix sums of these messages as
+            they were before clearing in steps edited some of them (the same
+            messages and groups; ``None``: ``pre``). The step rule reads the
+            history as it was before clearing, and what clearing took off counts
+            towards its reduction, so that clearing and dropping together take
+            off the reduction once.
         restart: The index of the latest message holding a provider's
             compaction item (``group_bounds``' ``restarts``), ``-1`` for none.
             The provider ignores what comes before it, so the conversation is
@@ -141,6 +143,7 @@ class Compaction:
 
     __slots__ = (
         "awaits",
+        "began",
         "bounds",
         "count_tokens",
         "cut",
@@ -152,7 +155,9 @@ class Compaction:
         "saved",
         "start",
         "step",
+        "sums",
         "tail_start",
+        "taken",
         "tokens_before",
     )
 
@@ -167,7 +172,7 @@ class Compaction:
         keep_tail: int,
         count_tokens: Optional[CountTokens],
         target_tokens: Optional[float] = None,
-        saved: int = 0,
+        uncleared: Optional[Sequence[int]] = None,
         restart: int = -1,
     ) -> None:
         n = len(messages)
@@ -178,9 +183,15 @@ class Compaction:
         self.max_tokens = max_tokens
         self.count_tokens = count_tokens
         self.step = step_size(max_tokens, target_tokens)
-        self.saved = saved if self.step is not None else 0
         self.tokens_before = pre[n]
-        excess = self._to_drop(self.tokens_before)
+        # The step rule reads the history as it was before clearing.
+        self.sums = pre if uncleared is None or self.step is None else uncleared
+        self.saved = self.sums[-1] - pre[n]
+        self.taken: float = 0
+        self.began = n
+        if self.step is not None:
+            self.taken, self.began = steps(self.sums, max_tokens, self.step)
+        excess = self._to_drop()
         # Over budget, a compaction item starts the conversation: what is before it goes first.
         self.restart = restart if excess > 0 and 0 <= restart < n else -1
         self.start = bounds[bisect_right(bounds, self.restart) - 1] if self.restart >= 0 else 0
@@ -247,11 +258,18 @@ class Compaction:
         before = self._head_last()
         return [b for b in self.bounds if self.head_end < b < stop and self._may_resume(before, b)]
 
-    def _to_drop(self, total: float) -> float:
-        """The tokens to drop from after the head when the kept messages would hold ``total``."""
+    def _to_drop(self, extra: float = 0) -> float:
+        """The tokens to drop from the messages when ``extra`` more are sent with them
+        (a summary): what the step rule takes off, less what clearing took."""
         if self.step is None:
-            return total - self.max_tokens
-        return reduction(total + self.saved - self.max_tokens, self.step) - self.saved
+            return self.tokens_before + extra - self.max_tokens
+        taken = self.taken
+        if extra:
+            # What the summary puts over the budget goes in whole steps on top of the
+            # reduction: the same summary of the same history makes the same further
+            # cut in every process, and it changes about when the reduction does.
+            taken += whole_steps(self.sums[-1] - taken + extra - self.max_tokens, self.step)
+        return taken - self.saved
 
     def tokens_after_cut(self, cut: int) -> int:
         """The estimated tokens left when the groups in ``[head_end, cut)`` are dropped
@@ -353,9 +371,9 @@ class Compaction:
         if self.step is None or after <= self.max_tokens:
             cut = _cut_after(pre, self.bounds, self.cut, self.tail_start, after - self.max_tokens)
         else:
-            # On the grid again, the summary counted: the same summary of the same
-            # cut makes the same further cut in every process.
-            more = self._to_drop(self.tokens_before + summary_tokens) - pre[start]
+            # By the step rule again, the summary counted: the same summary of the
+            # same cut makes the same further cut in every process.
+            more = self._to_drop(summary_tokens) - pre[start]
             cut = max(_cut_after(pre, self.bounds, head_end, self.tail_start, more), self.cut)
         cut = max(cut, at_least)
         resumed = self._resumed(
@@ -479,11 +497,12 @@ def prepare(
     keep_head: object,
     keep_tail: object,
     target_tokens: object = None,
-    saved: int = 0,
+    uncleared: Optional[Sequence[int]] = None,
 ) -> Compaction:
     """Check every argument, group and count the messages once, and decide what to drop.
 
-    ``saved`` is what clearing in steps took off ``messages`` first (see ``Compaction``).
+    ``uncleared`` is the prefix sums of ``messages`` before clearing in steps
+    edited them (see ``Compaction``).
     """
     budget = check_max_tokens(max_tokens)
     target = check_target_tokens(target_tokens, budget)
@@ -502,7 +521,7 @@ def prepare(
         keep_tail=tail,
         count_tokens=count_tokens,
         target_tokens=target,
-        saved=saved,
+        uncleared=uncleared,
         restart=restarts[-1] if restarts else -1,
     )
 
@@ -538,16 +557,20 @@ def compact(
     cheapest cut is not one, else the furthest one before the tail (then
     ``fits`` is ``False``). See docs/formats/.
 
-    With ``target_tokens``, the cut keeps the provider's prompt cache: a history
-    over ``max_tokens`` loses the smallest multiple of ``step = max_tokens -
-    target_tokens`` tokens that gets it within ``max_tokens``, counted from the
-    end of the head along the messages' running token count and widened to the
-    next group boundary. The cut is a function of the history alone (every
-    process makes the same one, with no memory between calls), and as a
-    conversation grows it moves only once per ``step`` tokens of growth; in
-    between, the prompt's prefix stays the same. What is kept is at most
-    ``max_tokens`` (when the tail allows) and more than ``target_tokens`` less
-    the group the cut widened into. See docs/prompt-cache.md.
+    With ``target_tokens``, the cut keeps the provider's prompt cache: it is the
+    cut one process would have made had it been called after every message of
+    the history, remembering its cut in between. The first prefix of the
+    history over ``max_tokens`` comes down to ``target_tokens``, and that
+    reduction stands until a longer prefix is over ``max_tokens`` with it, which
+    then comes down to ``target_tokens`` in its turn; the reduction is counted
+    from the end of the head along the messages' running token count and
+    widened to the next group boundary. The cut is a function of the history
+    alone (every process makes the same one, with no memory between calls), and
+    as a conversation grows it moves only after more than ``step = max_tokens -
+    target_tokens`` tokens of growth; in between, the prompt's prefix stays the
+    same. What is kept is at most ``max_tokens`` (when the tail allows) and more
+    than ``target_tokens`` less the group the cut widened into. See
+    docs/prompt-cache.md.
 
     Args:
         messages: A list (or other sequence) of message mappings. Never mutated.
@@ -605,8 +628,8 @@ def compact_with_summary(
     copy of that message as one more text part). The summary counts against
     the budget: if it no longer fits, further whole groups are dropped, oldest
     first, and the summary is not regenerated. With ``target_tokens``, those
-    further groups are dropped on the same grid of steps as the cut (the summary
-    counted), so the same summary of the same history gives the same prompt.
+    further groups are dropped by the same rule as the cut, with the summary's
+    room set aside, so the same summary of the same history gives the same prompt.
 
     Args:
         messages: As for ``compact``.

@@ -28,10 +28,10 @@ imports from this module's users.
   (``repair_pairing``'s ``placeholder``), for the CLI's and the middleware's own
   signatures.
 - Deciding: ``Compaction`` (what to drop, from those arrays alone;
-  ``target_tokens=`` and ``saved=`` for the step rule) and ``prepare`` (check,
-  measure and decide in one step, as ``compact`` does). ``step_of`` is the step
-  rule's grid (``_steps``): how many steps a history is reduced by, for a caller
-  that reports whether a cut stood. ``prefix_sums``
+  ``target_tokens=`` and ``uncleared=`` for the step rule, whose ``began`` is
+  the length of the prefix that made the reduction, for a caller that reports
+  whether a cut stood) and ``prepare`` (check, measure and decide in one step,
+  as ``compact`` does). ``prefix_sums``
   turns counts into what it takes;
   ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as),
   ``compact_json`` its text from a C encoder built once per thread;
@@ -69,7 +69,6 @@ from ._defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL, REPAIR_PLACEHOLDER
 from ._grouping import group_bounds, regroup_from
 from ._media import MEDIA_AWARE
 from ._pairing import pairing_problems
-from ._steps import step_of
 from ._tokens import (
     ENCODER,
     CountTokens,
@@ -121,7 +120,6 @@ __all__ = [
     "prepare",
     "regroup_from",
     "sdk_dump",
-    "step_of",
     "tokens_of_units",
     "utf16_length",
 ]

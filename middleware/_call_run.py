@@ -22,7 +22,6 @@ from ctx_compact._contract import (
     measure,
     message_views,
     prefix_sums,
-    step_of,
 )
 
 from ._callables import Located
@@ -42,25 +41,32 @@ def _cleared(
     budget: float,
     target: Optional[float],
 ) -> Tuple[
-    List[Any], List[int], List[int], Tuple[Any, ...], Tuple[Any, ...], Optional[List[int]], int
+    List[Any],
+    List[int],
+    List[int],
+    Tuple[Any, ...],
+    Tuple[Any, ...],
+    Optional[List[int]],
+    Optional[List[int]],
 ]:
     """Clear old thinking, then old tool results, until the messages fit ``budget``.
 
     With ``target`` (the budget's ``target_tokens``), tool results are cleared in
-    the core's steps, and dropping takes off the rest of the step.
+    the core's steps, and dropping takes off the rest of the reduction.
 
     Returns the messages, prefix sums and bounds to compact, with what each step
     cleared (indexing ``messages``, the caller's list), where each returned
     message is in the caller's list when a removed reasoning item shifted them
-    (``None`` when they are where they were), and the tokens clearing tool
-    results saved (what ``Compaction``'s ``saved`` takes).
+    (``None`` when they are where they were), and the prefix sums of the
+    messages before clearing tool results edited them (what ``Compaction``'s
+    ``uncleared`` takes; ``None`` when it did not run).
     """
     thinking: Tuple[Any, ...] = ()
     results: Tuple[Any, ...] = ()
     origin: Optional[List[int]] = None
-    saved = 0
+    uncleared: Optional[List[int]] = None
     if pre[-1] <= budget:
-        return messages, pre, bounds, thinking, results, origin, saved
+        return messages, pre, bounds, thinking, results, origin, uncleared
     counts = [pre[i + 1] - pre[i] for i in range(len(messages))]
     views = message_views(messages)
     if options.clear_thinking is not None:
@@ -76,6 +82,7 @@ def _cleared(
             views = message_views(messages)
             bounds = group_bounds(views)  # a removed reasoning item shifts what follows
     if options.clear_tool_results is not None and sum(counts) > budget:
+        uncleared = prefix_sums(counts)
         edited, counts = options.clear_tool_results.apply(
             messages,
             views,
@@ -84,13 +91,12 @@ def _cleared(
             count_tokens=options.counter,
             target_tokens=target,
         )
-        saved = edited.tokens_before - edited.tokens_after
         if edited.cleared:
             results = tuple(edited.cleared)
             if origin is not None:
                 results = tuple(_moved(c, origin) for c in results)
             messages = edited.messages  # the same groups: results are edited, never removed
-    return messages, prefix_sums(counts), bounds, thinking, results, origin, saved
+    return messages, prefix_sums(counts), bounds, thinking, results, origin, uncleared
 
 
 def _moved(cleared: ClearedToolResult, origin: List[int]) -> ClearedToolResult:
@@ -108,13 +114,12 @@ def _cut_stood(plan: Compaction) -> bool:
 
     The previous call's history is taken to be this one without the model's last
     reply and what followed it (in a chat, the last answer and the new
-    question). It is cut the same way when both are reduced by the same number of
-    steps and the cut is not at the start of the kept tail (which moves as the
-    history grows).
+    question). It is cut the same way when the step rule's reduction was made by
+    a prefix of it and the cut is not at the start of the kept tail (which moves
+    as the history grows).
     """
     if plan.step is None or not plan.head_end < plan.cut < plan.tail_start:
         return False
-    pre = plan.pre
     views = message_views(plan.messages)
     previous = len(views) - 1
     for i in range(len(views) - 1, plan.cut - 1, -1):
@@ -123,9 +128,7 @@ def _cut_stood(plan: Compaction) -> bool:
         if role in _MODEL_ROLES or (role is None and view.get("type") in CALL_OUTPUTS):
             previous = i
             break
-    budget, step = plan.max_tokens, plan.step
-    now = step_of(pre[-1] + plan.saved - budget, step)
-    return now == step_of(pre[previous] + plan.saved - budget, step)
+    return plan.began <= previous
 
 
 class CallRun:
@@ -215,13 +218,13 @@ class CallRun:
         self.given: Optional[List[Any]] = None
         self.origin: Optional[List[int]] = None
         # The core's step rule: the cut (and the clearing) is a function of the
-        # history alone, the same in every process, moving once per step of growth.
+        # history alone, the same in every process, moving after a step of growth.
         target: Optional[float] = None
         if options.target_tokens is not None:
             target = min(
                 max(options.target_tokens / self.calibration * scale - self.fixed, 0.0), budget
             )
-        saved = 0
+        uncleared: Optional[List[int]] = None
         if options.clear_thinking is not None or options.clear_tool_results is not None:
             given = messages
             (
@@ -231,7 +234,7 @@ class CallRun:
                 self.cleared_thinking,
                 self.cleared_results,
                 self.origin,
-                saved,
+                uncleared,
             ) = _cleared(options, messages, pre, bounds, budget, target)
             if messages is not given:
                 self.given = given
@@ -247,7 +250,7 @@ class CallRun:
             keep_tail=options.keep_tail,
             count_tokens=options.counter,
             target_tokens=target,
-            saved=saved,
+            uncleared=uncleared,
             restart=restart,
         )
         self.cut_reused = plan.step is not None and _cut_stood(plan)

@@ -109,7 +109,7 @@ def budgeted(
         target_tokens: Cut (and clear tool results) in steps of ``max_tokens -
             target_tokens``, as ``ctx_compact.compact(..., target_tokens=...)``
             does: down to about ``target_tokens``, then the same cut until the
-            history has grown by another step, so the prompt's prefix (and the
+            history has grown by more than a step, so the prompt's prefix (and the
             provider's prompt cache) stays the same. A function of the history
             alone, the same in every process (at most ``max_tokens``).
         store: Where summaries are kept, keyed by the content of the dropped

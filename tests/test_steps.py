@@ -20,7 +20,8 @@ from ctx_compact import (
     compact_with_summary,
     estimate_tokens,
 )
-from ctx_compact._contract import prepare
+from ctx_compact._contract import prefix_sums, prepare
+from ctx_compact._steps import step_size, steps
 from ctx_compact.batch import compact_indices, compact_many
 from ctx_compact.cli import main
 from middleware import CompactionEvent, budgeted
@@ -51,6 +52,18 @@ def recording(sent: List[List[Any]]) -> Any:
     return call
 
 
+def stated_reduction(history: List[Message], max_tokens: float, target_tokens: float) -> float:
+    """The step rule as docs/prompt-cache.md states it, walked message by message: the
+    reduction one process would make if it were called after every message."""
+    taken: float = 0
+    total = 0
+    for message in history:
+        total += estimate_tokens(message)
+        if total - taken > max_tokens:
+            taken = total - target_tokens
+    return taken
+
+
 def cut_of(messages: List[Message], **options: Any) -> Tuple[Tuple[int, int], ...]:
     return compact_indices(messages, **options).kept
 
@@ -76,6 +89,28 @@ def test_without_a_target_or_with_one_at_max_tokens_the_cut_is_the_specification
 
 
 # --- what the step rule promises --------------------------------------------------
+
+
+@PROPERTY
+@given(st.lists(st.integers(0, 400), max_size=80), st.floats(1, 3000), shares)
+def test_the_bisecting_walk_is_the_walk_message_by_message(
+    counts: List[int], max_tokens: float, share: float
+) -> None:
+    pre = prefix_sums(counts)
+    step = step_size(max_tokens, max_tokens * share)
+    assert step is not None
+    taken: float = 0
+    began = len(counts)
+    for end in range(1, len(pre)):
+        if pre[end] - taken > max_tokens:
+            taken, began = pre[end] - (max_tokens - step), end
+    if taken == 0 or step == 0:
+        taken = max(pre[-1] - max_tokens, 0)
+    walked = steps(pre, max_tokens, step)
+    assert walked.reduction == pytest.approx(taken)
+    assert walked.reduction >= pre[-1] - max_tokens
+    if step > 0:
+        assert walked.began == began
 
 
 @PROPERTY
@@ -176,6 +211,41 @@ def test_over_200_turns_the_cut_moves_once_per_step_of_growth(share: float) -> N
     assert cuts == sorted(cuts)
 
 
+@pytest.mark.parametrize(("budget", "share"), [(3000, 0.5), (6000, 0.6), (6000, 0.8), (9000, 0.9)])
+def test_the_cut_drops_what_the_stated_rule_takes_off_and_moves_after_a_step(
+    budget: int, share: float
+) -> None:
+    target = budget * share
+    moved_at: List[int] = []
+    last = None
+    for history in agent_turns(200, result_size=400):
+        plan = prepare(
+            history,
+            max_tokens=budget,
+            count_tokens=None,
+            keep_head=1,
+            keep_tail=2,
+            target_tokens=target,
+        )
+        taken = stated_reduction(history, budget, target)
+        dropped = plan.pre[plan.cut] - plan.pre[plan.head_end]
+        if plan.cut < plan.tail_start:
+            # The smallest group boundary that takes off the stated reduction.
+            assert dropped >= taken
+            if plan.cut > plan.head_end:
+                last_group = max(b for b in plan.bounds if b < plan.cut)
+                assert plan.pre[last_group] - plan.pre[plan.head_end] < taken
+        assert plan.tokens_after <= budget
+        if plan.cut != last:
+            moved_at.append(plan.pre[-1])
+            last = plan.cut
+    assert len(moved_at) > 3
+    # After the first cut, each move comes after a step of growth at least (more
+    # than one between the prefixes that made them; seen here at the calls).
+    growth = [later - earlier for earlier, later in zip(moved_at[1:], moved_at[2:])]
+    assert min(growth) >= budget - target
+
+
 def test_the_summary_is_counted_and_the_prompt_moves_in_steps() -> None:
     def summarize(dropped: List[Message]) -> str:
         return f"{len(dropped)} earlier messages " + "s" * 200
@@ -192,7 +262,7 @@ def test_the_summary_is_counted_and_the_prompt_moves_in_steps() -> None:
     assert 0 < moves(prompts) <= grown / 2000 + 1
 
 
-def test_a_group_bigger_than_a_step_holds_the_cut_until_the_grid_passes_it() -> None:
+def test_a_group_bigger_than_a_step_holds_the_cut_until_the_reduction_passes_it() -> None:
     huge = [assistant(None, [tool_call("big", "fetch")]), tool("big", "x" * 8000)]
     history = [system("s"), user("go"), *huge]
     cuts = []
@@ -238,17 +308,16 @@ def cleared_ids(result: Any) -> Tuple[Any, ...]:
     return tuple(c.call_id for c in result.cleared)
 
 
-def test_clearing_in_steps_changes_what_is_cleared_only_when_a_step_is_crossed() -> None:
+def test_clearing_in_steps_changes_what_is_cleared_only_when_the_reduction_does() -> None:
     budget, target = 8000, 5000
-    sets, steps = [], []
+    sets, reductions = [], []
     for history in agent_turns(120):
         result = clear_tool_results(history, max_tokens=budget, target_tokens=target)
         sets.append(cleared_ids(result))
-        total = sum(estimate_tokens(m) for m in history)
-        steps.append(max(0, -(-(total - budget) // (budget - target))))
+        reductions.append(stated_reduction(history, budget, target))
     changes = [i for i in range(1, len(sets)) if sets[i] != sets[i - 1]]
     assert changes
-    assert all(steps[i] != steps[i - 1] for i in changes)
+    assert all(reductions[i] != reductions[i - 1] for i in changes)
     # Only ever more: a result once cleared stays cleared.
     assert all(set(a) <= set(b) for a, b in zip(sets, sets[1:]))
     plain = [cleared_ids(clear_tool_results(h, max_tokens=budget)) for h in agent_turns(120)]

@@ -36,7 +36,9 @@ from .._contract import (
     Compaction,
     MessageRow,
     SpecCounter,
+    count_all,
     group_bounds,
+    message_views,
     pairing_problems,
     prefix_sums,
     prepare,
@@ -184,8 +186,9 @@ def _from_pieces(
 def _plain(settings: Settings, messages: List[Any]) -> Decision:
     """The decision through the public functions and the default estimator (output dumped)."""
     before: Optional[int] = None
-    saved = 0
+    uncleared: Optional[List[int]] = None
     if settings.clear_tool_results:
+        given = messages
         cleared = clear_tool_results(
             messages,
             max_tokens=settings.max_tokens,
@@ -195,19 +198,20 @@ def _plain(settings: Settings, messages: List[Any]) -> Decision:
             count_tokens=settings.counter,
         )
         messages, before = cleared.messages, cleared.tokens_before
-        # Clearing and dropping together take off whole steps, as the middleware's do.
-        if settings.target_tokens is not None:
-            saved = cleared.tokens_before - cleared.tokens_after
+        # Clearing and dropping together take off the step rule's reduction once,
+        # read from the history before clearing, as the middleware's do.
+        if settings.target_tokens is not None and cleared.cleared:
+            uncleared = prefix_sums(count_all(message_views(given), settings.counter))
     options: Dict[str, Any] = {
         "max_tokens": settings.max_tokens,
         "target_tokens": settings.target_tokens,
         "keep_head": settings.keep_head,
         "keep_tail": settings.keep_tail,
     }
-    if settings.explain or saved:
+    if settings.explain or uncleared is not None:
         # One decision gives both the result and its rows, so they never disagree;
-        # Compaction.result() is what compact() returns (given what clearing saved).
-        plan = prepare(messages, saved=saved, count_tokens=settings.counter, **options)
+        # Compaction.result() is what compact() returns (given what clearing took).
+        plan = prepare(messages, uncleared=uncleared, count_tokens=settings.counter, **options)
         result = plan.result()
         rows: Sequence[MessageRow] = (
             plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
