@@ -92,8 +92,9 @@ def _build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="keep the provider's prompt cache: cut (and, with --clear-tool-results, clear)"
-        " in steps of max-tokens minus N, so a growing conversation is cut where a live"
-        " service with target_tokens=N cuts it; at most --max-tokens",
+        " down to about N, then the same cut until the conversation has grown by more than"
+        " max-tokens minus N, where a live service with target_tokens=N cuts it; at most"
+        " --max-tokens",
     )
     parser.add_argument(
         "--keep-head",
