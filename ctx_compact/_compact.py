@@ -628,8 +628,9 @@ def compact_with_summary(
     copy of that message as one more text part). The summary counts against
     the budget: if it no longer fits, further whole groups are dropped, oldest
     first, and the summary is not regenerated. With ``target_tokens``, those
-    further groups are dropped by the same rule as the cut, with the summary's
-    room set aside, so the same summary of the same history gives the same prompt.
+    further groups take off whole steps of ``max_tokens - target_tokens`` on top
+    of the cut's reduction (the summary counted), so the same summary of the
+    same history gives the same prompt.
 
     Args:
         messages: As for ``compact``.

@@ -13,8 +13,8 @@ comes down to ``target_tokens`` in its turn; and so on to the whole history.
 The walk reads the prefix sums of the messages' counts alone, so every process
 given the same history makes the same reduction, with no memory between calls;
 and each reduction stands until the history has grown by more than one *step*,
-``max_tokens - target_tokens``, since it was made (the length of the message
-that crossed the budget more). A history's reduction *began* at the prefix that
+``max_tokens - target_tokens``, since it was made (more by the part of the
+message that crossed the budget). A history's reduction *began* at the prefix that
 made it: the history as it was when the current cut (or clearing) was first
 made. What is cleared for a reduction is chosen from that prefix alone, so that
 it does not change while the reduction stands.
