@@ -82,7 +82,8 @@ def _cleared(
             views = message_views(messages)
             bounds = group_bounds(views)  # a removed reasoning item shifts what follows
     if options.clear_tool_results is not None and sum(counts) > budget:
-        uncleared = prefix_sums(counts)
+        if target is not None:  # the step rule reads the history before clearing
+            uncleared = prefix_sums(counts)
         edited, counts = options.clear_tool_results.apply(
             messages,
             views,
