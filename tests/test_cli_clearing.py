@@ -93,3 +93,24 @@ def test_jsonl_with_jobs_gives_the_same_lines(tmp_path: Path) -> None:
         outputs.append(target.read_bytes())
     assert outputs[0] == outputs[1]
     assert b"[cleared]" in outputs[0]
+
+
+@pytest.mark.parametrize("share", [3, 5, 7, 9, 12])
+@pytest.mark.parametrize("explain", [False, True])
+def test_one_count_gives_what_clearing_then_compact_give(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], share: int, explain: bool
+) -> None:
+    # The command line clears and drops from one count of the messages; what it writes
+    # and reports is what the two public calls give, at budgets that clear some, all or
+    # none of the results and drop some or none of the messages.
+    messages = loop(10, tools=("read", "grep"))
+    total = sum(estimate_tokens(m) for m in messages)
+    budget = total * share // 10
+    args = ["--max-tokens", str(budget), "--keep-results", "1", "--clear-tool-results", "--stats"]
+    status, out, err = run([*args, *(["--explain"] if explain else [])], messages, tmp_path, capsys)
+    cleared = clear_tool_results(messages, max_tokens=budget, keep=1)
+    expected = compact(cleared.messages, max_tokens=budget)
+    assert out == expected.messages
+    assert status == (0 if expected.fits else 3)
+    assert f"tokens {total} -> {expected.tokens_after}," in err
+    assert messages == loop(10, tools=("read", "grep"))  # the input is left as it was

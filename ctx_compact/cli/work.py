@@ -5,8 +5,10 @@ the bytes to write and the figures to report (worded by ``words``). It does no
 I/O, so it runs the same in the main process and in a ``--jobs`` worker.
 
 Checking goes through the public ``check_pairing``; compacting through the
-public ``compact`` and ``clear_tool_results``, or, for a line written as compact
-JSON, through the contract's measuring steps (``group_bounds``, ``prefix_sums``,
+public ``compact``; clearing (``--clear-tool-results``) through the contract's
+``ToolResultClearing``, which gives ``clear_tool_results``' result and the counts
+that dropping then decides from, so the messages are counted once; or, for a line
+written as compact JSON, through the contract's measuring steps (``group_bounds``, ``prefix_sums``,
 ``Compaction``) with counts that keep each message's JSON (``json.Pieces``), so
 every message is serialised once, not twice. A conversation parsed from JSON is
 its own message views (it holds no SDK objects), so it is grouped and its
@@ -23,7 +25,6 @@ from .. import (
     CompactResult,
     RepairChange,
     check_pairing,
-    clear_tool_results,
     compact,
     repair_pairing,
 )
@@ -36,6 +37,7 @@ from .._contract import (
     Compaction,
     MessageRow,
     SpecCounter,
+    ToolResultClearing,
     count_all,
     group_bounds,
     message_views,
@@ -185,40 +187,66 @@ def _from_pieces(
 
 def _plain(settings: Settings, messages: List[Any]) -> Decision:
     """The decision through the public functions and the default estimator (output dumped)."""
-    before: Optional[int] = None
-    uncleared: Optional[List[int]] = None
     if settings.clear_tool_results:
-        given = messages
-        cleared = clear_tool_results(
-            messages,
-            max_tokens=settings.max_tokens,
-            keep=settings.keep_results,
-            exclude_tools=settings.exclude_tools,
-            target_tokens=settings.target_tokens,
-            count_tokens=settings.counter,
-        )
-        messages, before = cleared.messages, cleared.tokens_before
-        # Clearing and dropping together take off the step rule's reduction once,
-        # read from the history before clearing, as the middleware's do.
-        if settings.target_tokens is not None and cleared.cleared:
-            uncleared = prefix_sums(count_all(message_views(given), settings.counter))
+        return _cleared(settings, messages)
     options: Dict[str, Any] = {
         "max_tokens": settings.max_tokens,
         "target_tokens": settings.target_tokens,
         "keep_head": settings.keep_head,
         "keep_tail": settings.keep_tail,
     }
-    if settings.explain or uncleared is not None:
+    if settings.explain:
         # One decision gives both the result and its rows, so they never disagree;
-        # Compaction.result() is what compact() returns (given what clearing took).
-        plan = prepare(messages, uncleared=uncleared, count_tokens=settings.counter, **options)
+        # Compaction.result() is what compact() returns.
+        plan = prepare(messages, count_tokens=settings.counter, **options)
         result = plan.result()
-        rows: Sequence[MessageRow] = (
-            plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
-        )
-    else:
-        result, rows = compact(messages, count_tokens=settings.counter, **options), ()
-    return result, rows, result.tokens_before if before is None else before, None
+        return result, plan.rows(settings.keep_head, settings.keep_tail), result.tokens_before, None
+    result = compact(messages, count_tokens=settings.counter, **options)
+    return result, (), result.tokens_before, None
+
+
+def _cleared(settings: Settings, messages: List[Any]) -> Decision:
+    """``clear_tool_results`` then ``compact`` of what it gives, the messages counted once.
+
+    What the two public calls give (the tests hold it to them), from one count:
+    clearing keeps the group boundaries and gives the output's counts, and with
+    ``--target-tokens`` the step rule reads the history before clearing, as the
+    middleware's does.
+    """
+    counter = settings.counter
+    views = message_views(messages)
+    counts = count_all(views, counter)
+    clearing = ToolResultClearing.checked(
+        keep=settings.keep_results, exclude_tools=settings.exclude_tools
+    )
+    # Clearing first: its checks name a malformed message as clear_tool_results does.
+    cleared, after = clearing.apply(
+        messages,
+        views,
+        counts,
+        max_tokens=settings.max_tokens,
+        count_tokens=counter,
+        target_tokens=settings.target_tokens,
+    )
+    restarts: List[int] = []
+    bounds = group_bounds(views, 0, restarts)
+    uncleared = None
+    if settings.target_tokens is not None and cleared.cleared:
+        uncleared = prefix_sums(counts)
+    plan = Compaction(
+        cleared.messages,
+        prefix_sums(after),
+        bounds,
+        max_tokens=settings.max_tokens,
+        keep_head=settings.keep_head,
+        keep_tail=settings.keep_tail,
+        count_tokens=counter,
+        target_tokens=settings.target_tokens,
+        uncleared=uncleared,
+        restart=restarts[-1] if restarts else -1,
+    )
+    rows = plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
+    return plan.result(), rows, cleared.tokens_before, None
 
 
 def _compact(
