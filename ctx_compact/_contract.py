@@ -40,7 +40,8 @@ imports from this module's users.
   counter; ``MEDIA_AWARE`` is the media-aware estimate with its defaults, the
   middleware's and the command line's default counting, a ``SpecCounter``
   (``marked(message)``: whether it counts a message other than the
-  specification does, ``count_marked(message)``: that count).
+  specification does, its truthy mark if so; ``count_marked(message, mark)``:
+  that count, from what ``marked`` found).
 - Checking pairing after compacting: ``pairing_problems`` is ``check_pairing``
   of message views the compaction's grouping has already validated.
 - Reporting: ``Compaction.rows`` gives one ``MessageRow`` per message (tokens,

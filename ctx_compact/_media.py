@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _media_rates as rates
 from ._checks import must
-from ._media_headers import Payload, audio_seconds, image_size, pdf_pages
+from ._media_headers import Payload, audio_seconds, image_size_of, pdf_pages
 from ._tokens import SpecCounter, compact_json, default_count_tokens, utf16_length
 from ._views import holds_objects, message_view
 from .formats import FORMATS
@@ -147,14 +147,14 @@ def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
     """What the provider bills for one media part (see the module ``_media_rates``)."""
     # One unpacking, not seven attribute reads: a named tuple's fields are properties.
     _, provider, kind, data, start, mime, detail = media
-    payload = None if data is None else Payload(data, start)
     if kind == "image":
-        size = None if payload is None else image_size(payload)
+        size = None if data is None else image_size_of(data, start)
         if size is None:
             if defaults.unsized_image_tokens is not None:
                 return defaults.unsized_image_tokens
             return rates.unsized_image_tokens(provider, detail)
         return rates.image_tokens(provider, size[0], size[1], detail)
+    payload = None if data is None else Payload(data, start)
     if kind == "document":
         if not _is_pdf(mime):
             text = _text_document(payload, mime)

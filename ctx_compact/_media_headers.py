@@ -163,15 +163,72 @@ def _image_size(payload: Payload) -> Optional[Tuple[int, int]]:
         head = payload.read(0, _HEAD)
         if head[:2] == b"\xff\xd8":  # first: photos are JPEGs (the signatures exclude each other)
             return _jpeg(payload, head)
-        if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] in (b"IHDR", b"CgBI"):
-            return _positive(struct.unpack(">II", head[16:24])) if len(head) >= 24 else None
-        if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
-            return _positive(struct.unpack("<HH", head[6:10]))
-        if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-            return _webp(head)
+        return _not_jpeg(head)
     except struct.error:
         return None
+
+
+def _not_jpeg(head: bytes) -> Optional[Tuple[int, int]]:
+    """The size of a PNG, GIF or WebP from its first bytes; ``None`` for anything else."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n") and head[12:16] in (b"IHDR", b"CgBI"):
+        return _positive(struct.unpack(">II", head[16:24])) if len(head) >= 24 else None
+    if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
+        return _positive(struct.unpack("<HH", head[6:10]))
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return _webp(head)
     return None
+
+
+# The base64 characters of a payload's first _HEAD bytes.
+_HEAD_CHARS = _HEAD // 3 * 4
+
+
+def image_size_of(data: Data, start: int = 0) -> Optional[Tuple[int, int]]:
+    """``image_size(Payload(data, start))``, the usual base64 image read from its first bytes.
+
+    The size counting a photo costs most of the time: one decode of the first
+    ``_HEAD`` bytes, then, for a JPEG, its segments walked in those bytes. A
+    payload whose first bytes do not decode cleanly to exactly that many (raw
+    bytes, line breaks, the URL-safe alphabet, a payload shorter than that), or
+    a JPEG whose frame header is further on, takes ``image_size``'s general
+    path, which gives the same answer for every payload (``tests/test_media``
+    holds the two to it).
+    """
+    if type(data) is not str:
+        return image_size(Payload(data, start))
+    chunk = data[start : start + _HEAD_CHARS]
+    try:
+        head = binascii.a2b_base64(chunk) if len(chunk) == _HEAD_CHARS else b""
+    except binascii.Error:
+        head = b""
+    if len(head) != _HEAD:
+        return image_size(Payload(data, start))
+    if head[0] != 0xFF or head[1] != 0xD8:
+        try:
+            return _not_jpeg(head)
+        except struct.error:
+            return None
+    # The JPEG segments that fit in the head, walked as _jpeg does on its usual path: a
+    # marker, its length, and the frame size of a start-of-frame segment.
+    at = 2
+    while at + 9 <= _HEAD and head[at] == 0xFF:
+        marker = head[at + 1]
+        length = head[at + 2] << 8 | head[at + 3]
+        if marker == 0xFF or marker in _STANDALONE or marker in (0xD9, 0xDA) or length < 2:
+            break  # fill bytes, a marker without a length, the end: the general walk decides
+        if marker in _SOF:
+            height = head[at + 5] << 8 | head[at + 6]
+            width = head[at + 7] << 8 | head[at + 8]
+            return (width, height) if width and height else None
+        at += 2 + length
+    payload = Payload(data, start)
+    payload._head = head  # the bytes just decoded, not decoded again
+    try:
+        return _jpeg(payload, head)
+    except ValueError:
+        return image_size(Payload(data, start))
+    except struct.error:
+        return None
 
 
 def _positive(size: Tuple[int, int]) -> Optional[Tuple[int, int]]:

@@ -115,13 +115,29 @@ def gemini_image_tokens(width: int, height: int) -> int:
     return GEMINI_TILE_TOKENS * math.ceil(width / GEMINI_TILE) * math.ceil(height / GEMINI_TILE)
 
 
+# image_tokens' figures by (provider, width, height, detail): a conversation's photos
+# come in a few sizes, and each is counted again on every call that sends it. A pure
+# function of four small values, so the table can only be right; it is emptied when full.
+_IMAGE_TOKENS: Dict[Tuple[str, int, int, Optional[str]], int] = {}
+_IMAGE_TOKENS_SIZE = 1024
+
+
 def image_tokens(provider: str, width: int, height: int, detail: Optional[str] = None) -> int:
     """What ``provider`` bills for a ``width`` x ``height`` image (``detail``: OpenAI's)."""
+    key = (provider, width, height, detail)
+    found = _IMAGE_TOKENS.get(key)
+    if found is not None:
+        return found
     if provider == OPENAI:
-        return openai_image_tokens(width, height, detail)
-    if provider == GEMINI:
-        return gemini_image_tokens(width, height)
-    return anthropic_image_tokens(width, height)  # Anthropic, and Claude on Bedrock
+        found = openai_image_tokens(width, height, detail)
+    elif provider == GEMINI:
+        found = gemini_image_tokens(width, height)
+    else:
+        found = anthropic_image_tokens(width, height)  # Anthropic, and Claude on Bedrock
+    if len(_IMAGE_TOKENS) >= _IMAGE_TOKENS_SIZE:
+        _IMAGE_TOKENS.clear()
+    _IMAGE_TOKENS[key] = found
+    return found
 
 
 def unsized_image_tokens(provider: str, detail: Optional[str] = None) -> int:

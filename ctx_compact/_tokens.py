@@ -25,16 +25,21 @@ class SpecCounter:
     """
 
     def marked(self, view: Any) -> object:
-        """Whether ``view`` (a message's mapping view) is counted by ``count_marked`` (truthy)."""
+        """Whether ``view`` (a message's mapping view) is counted by ``count_marked`` (truthy).
+
+        What it returns, its mark, is handed to ``count_marked``: what it found
+        need not be looked for again.
+        """
         raise NotImplementedError
 
-    def count_marked(self, view: Any) -> int:
-        """The count of a marked message's view."""
+    def count_marked(self, view: Any, mark: Any) -> int:
+        """The count of a marked message's view; ``mark``: what ``marked`` returned for it."""
         raise NotImplementedError
 
     def __call__(self, message: Any) -> int:
         view = message_view(message, None)
-        return self.count_marked(view) if self.marked(view) else default_count_tokens(view)
+        mark = self.marked(view)
+        return self.count_marked(view, mark) if mark else default_count_tokens(view)
 
 
 # The estimator's text, as a JSONEncoder: byte-identical to json.dumps(message,
@@ -164,13 +169,17 @@ def count_one(message: Any, count_tokens: Optional[CountTokens], index: Optional
     return check_count(count_tokens(message), index)
 
 
+def _unmarked(view: Any, _mark: Any) -> int:
+    return default_count_tokens(view)
+
+
 def count_all(
     messages: Sequence[Any], count_tokens: Optional[CountTokens], start: int = 0
 ) -> List[int]:
     """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
     # A SpecCounter's marked messages are counted by it; the rest in this loop.
     marked: Optional[Callable[[Any], object]] = None
-    count_marked: Callable[[Any], int] = default_count_tokens
+    count_marked: Callable[[Any, Any], int] = _unmarked
     if count_tokens is not None:
         if not isinstance(count_tokens, SpecCounter):
             return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
@@ -183,9 +192,11 @@ def count_all(
     counts: List[int] = []
     try:
         for m in islice(messages, start, None):
-            if marked is not None and marked(m):
-                counts.append(count_marked(m))
-                continue
+            if marked is not None:
+                mark = marked(m)
+                if mark:
+                    counts.append(count_marked(m, mark))
+                    continue
             text = join(chunks(m, 0))
             # tokens_of_units, written out: one call less per message on the hot path.
             counts.append(-(-(len(text) if text.isascii() else utf16_length(text)) // 4))

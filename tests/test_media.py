@@ -8,16 +8,18 @@ from typing import Any, Dict, List
 
 import media_files as files
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ctx_compact import _media_rates as rates
 from ctx_compact import compact, estimate_tokens, media_aware_counter, openai_chat_counter
 from ctx_compact._contract import count_all
 from ctx_compact._media import media_readers
-from ctx_compact._media_headers import Payload, audio_seconds, image_size, pdf_pages
+from ctx_compact._media_headers import Payload, audio_seconds, image_size, image_size_of, pdf_pages
 from ctx_compact._media_rates import (
     anthropic_image_tokens,
     gemini_image_tokens,
+    image_tokens,
     openai_image_tokens,
 )
 from ctx_compact.testing import _billing as kit
@@ -88,6 +90,26 @@ def test_gemini_image_formula(size: Any, tokens: int) -> None:
     assert kit.image_price("gemini", size) == tokens
 
 
+def test_the_figures_kept_by_size_are_the_formulas(monkeypatch: pytest.MonkeyPatch) -> None:
+    # image_tokens keeps its figures by (provider, size, detail), in a table emptied
+    # when full: every figure, first computed or read back, is the formula's.
+    monkeypatch.setattr(rates, "_IMAGE_TOKENS", {})
+    monkeypatch.setattr(rates, "_IMAGE_TOKENS_SIZE", 7)
+    formulas = {
+        "openai": openai_image_tokens,
+        "anthropic": lambda w, h, d: anthropic_image_tokens(w, h),
+        "bedrock": lambda w, h, d: anthropic_image_tokens(w, h),
+        "gemini": lambda w, h, d: gemini_image_tokens(w, h),
+    }
+    for _ in range(2):
+        for provider, formula in formulas.items():
+            for width, height in [*SIZES, (2048, 4096), (385, 100)]:
+                for detail in (None, "low", "high"):
+                    expected = formula(width, height, detail)
+                    assert image_tokens(provider, width, height, detail) == expected
+                    assert len(rates._IMAGE_TOKENS) <= 7
+
+
 # -- the header readers, on real files -------------------------------------------------
 
 SIZES = [(1, 1), (640, 480), (1024, 768), (4000, 3000), (77, 1999)]
@@ -111,7 +133,9 @@ def _images(width: int, height: int) -> Dict[str, bytes]:
 def test_image_sizes_from_the_header(size: Any) -> None:
     for name, data in _images(*size).items():
         assert image_size(Payload(files.b64(data))) == size, name
+        assert image_size_of(files.b64(data)) == size, name  # the counters' shortcut
         assert image_size(Payload(data)) == size, name  # raw bytes, as boto3 sends them
+        assert image_size_of(data) == size, name
         assert kit.pixels(data) == size, name
 
 
@@ -127,7 +151,63 @@ def test_a_jpeg_frame_header_after_large_segments_is_found() -> None:
     data = plain[:2] + segments + b"\xff\xff" + plain[2:]
     assert data.index(b"\xff\xc0") > 180000
     assert image_size(Payload(files.b64(data))) == (1200, 900)
+    assert image_size_of(files.b64(data)) == (1200, 900)
     assert kit.pixels(data) == (1200, 900)
+
+
+def _segment(marker: int, body: bytes) -> bytes:
+    return bytes([0xFF, marker]) + (len(body) + 2).to_bytes(2, "big") + body
+
+
+_SEGMENTS = st.one_of(
+    st.builds(
+        _segment, st.sampled_from([0xE0, 0xE1, 0xED, 0xFE, 0xDB, 0xC4]), st.binary(max_size=90)
+    ),
+    st.builds(  # a frame header, zero sizes included
+        lambda kind, h, w: _segment(kind, b"\x08" + h.to_bytes(2, "big") + w.to_bytes(2, "big")),
+        st.sampled_from([0xC0, 0xC2, 0xC3, 0xC9, 0xCF]),
+        st.integers(0, 65535),
+        st.integers(0, 65535),
+    ),
+    st.sampled_from([b"\xff\xff", b"\xff\xd0", b"\xff\x01", b"\xff\xd9", b"\xff\xda", b"\x00"]),
+    st.builds(  # a marker and a length, what follows cut short or not a segment's
+        lambda marker, n: bytes([0xFF, marker, n >> 8, n & 0xFF]),
+        st.sampled_from([0xC0, 0xC2, 0xE1, 0xFE]),
+        st.one_of(st.integers(0, 3), st.integers(0, 65535)),
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.one_of(
+        st.builds(
+            lambda parts, tail: b"\xff\xd8" + b"".join(parts) + tail,
+            st.lists(_SEGMENTS, max_size=6),
+            st.one_of(st.binary(min_size=96, max_size=200), st.binary(max_size=20)),
+        ),
+        st.binary(max_size=200),
+    ),
+    st.sampled_from(["standard", "standard", "urlsafe", "unpadded", "lines", "url"]),
+)
+# A frame header whose length is impossible, then a size: no size, as the general walk says.
+@example(b"\xff\xd8\xff\xc0\x00\x01\x08\x01\x00\x02\x00" + bytes(100), "standard")
+def test_the_counters_shortcut_reads_every_header_as_the_general_reader(
+    data: bytes, spelling: str
+) -> None:
+    # image_size_of reads a base64 image's first 96 bytes itself and walks a JPEG's
+    # segments there; every payload, whatever its spelling, gets image_size's answer.
+    text, start = files.b64(data), 0
+    if spelling == "urlsafe":
+        text = base64.urlsafe_b64encode(data).decode()
+    elif spelling == "unpadded":
+        text = text.rstrip("=")
+    elif spelling == "lines":
+        text = "\n".join(text[i : i + 76] for i in range(0, len(text), 76))
+    elif spelling == "url":
+        text, start = "data:image/jpeg;base64," + text, len("data:image/jpeg;base64,")
+    assert image_size_of(text, start) == image_size(Payload(text, start))
+    assert image_size_of(data) == image_size(Payload(data))
 
 
 def test_payload_spellings() -> None:
@@ -138,6 +218,7 @@ def test_payload_spellings() -> None:
     url = files.data_url("image/jpeg", data)
     for text, start in ((urlsafe, 0), (unpadded, 0), (lines, 0), (url, url.index(",") + 1)):
         assert image_size(Payload(text, start)) == (333, 222)
+        assert image_size_of(text, start) == (333, 222)
 
 
 @pytest.mark.parametrize(

@@ -167,8 +167,9 @@ def _from_pieces(
     if counter is not None:
         # A media part counts at its billed tokens, not as the base64 just serialised.
         for i, message in enumerate(messages):
-            if counter.marked(message):
-                counts[i] = counter.count_marked(message)
+            mark = counter.marked(message)
+            if mark:
+                counts[i] = counter.count_marked(message, mark)
     plan = Compaction(
         messages,
         prefix_sums(counts),
