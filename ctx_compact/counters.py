@@ -20,7 +20,7 @@ from ._checks import must
 from ._media import part_tokens
 from ._tokens import ENCODER
 from ._views import message_view
-from .formats import anthropic, bedrock, chat, gemini, responses
+from .formats import FORMATS
 
 __all__ = ["openai_chat_counter"]
 
@@ -37,20 +37,17 @@ _PROVIDERS: Tuple[Tuple[str, str], ...] = (
 # the fallback answers; doing it once per process is enough.
 _ENCODINGS: Dict[str, Any] = {}
 
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+_IMAGE_PARTS = frozenset({"image_url", "input_image"})
+
 # Media parts are priced by the media-aware estimate's rules (``_media``): the
 # image's size read from its header, OpenAI's tile formula, its ``detail``. A
 # block of another format (an Anthropic image pasted into the list) is priced
-# by its own provider's formula rather than as the JSON of its base64.
-_OPENAI_READERS = (chat.media_part, responses.media_part)
-_MEDIA_READERS = (
-    *_OPENAI_READERS,
-    anthropic.media_block,
-    gemini.media_part,
-    bedrock.media_block,
-)
-
-_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
-_IMAGE_PARTS = frozenset({"image_url", "input_image"})
+# by its own provider's formula rather than as the JSON of its base64. Each
+# format reads its own parts (``Format.media_of``); OpenAI's image parts are
+# read by the formats whose media they are (Chat's and Responses').
+_MEDIA_READERS = tuple(f.media_of for f in FORMATS)
+_OPENAI_READERS = tuple(f.media_of for f in FORMATS if _IMAGE_PARTS & set(f.media_types))
 
 
 def openai_chat_counter(

@@ -27,7 +27,8 @@ are one generic rule each over this interface, and name no format. A format:
   unanswered call, ``None`` to drop the call (``repair_pairing``);
 - ``media(view)``: its media parts (images, documents, audio) and where each
   is, for the media-aware count (``_media``), with the part types and keys
-  that name them (``media_types``, ``media_keys``).
+  that name them (``media_types``, ``media_keys``); ``media_of(part, path)``
+  reads one part.
 
 Where a conversation may resume after a cut: the formats in ``RESUMING``
 (Gemini, Bedrock) have rules on it, as ``Resuming`` objects:
@@ -140,12 +141,16 @@ class Format(Protocol):
     # Media, for the media-aware count: the part types (parts with a "type") and
     # part keys (typeless parts named by what they hold) this format's media
     # parts have, the parts that may hold media parts of their own (a tool
-    # result), and ``media(view)``, each media part of a message with where it is.
+    # result), ``media(view)``, each media part of a message with where it is,
+    # and ``media_of(part, path)``, one part read alone (for a counter that
+    # walks the parts itself: ``openai_chat_counter``).
     media_types: Tuple[str, ...]
     media_keys: Tuple[str, ...]
     media_holders: Tuple[str, ...]
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]: ...
+
+    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]: ...
 
 
 class Resuming(Protocol):

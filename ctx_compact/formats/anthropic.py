@@ -277,6 +277,10 @@ class AnthropicFormat:
             return None
         return Thinking(tuple(found) if len(found) < len(content) else ())
 
+    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+        """One part read as this format's media (``None`` for any other part); ``path``: where."""
+        return media_block(part, path)
+
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``image`` and ``document`` blocks of ``view``, in ``tool_result`` blocks too."""
         for k, block in enumerate(blocks(view)):

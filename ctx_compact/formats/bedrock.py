@@ -130,6 +130,10 @@ class BedrockFormat:
     media_keys: Tuple[str, ...] = MEDIA_KEYS
     media_holders: Tuple[str, ...] = ("toolResult",)
 
+    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+        """One part read as this format's media (``None`` for any other part); ``path``: where."""
+        return media_block(part, path)
+
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``image``, ``document`` and ``video`` blocks of a message, in ``toolResult`` too."""
         for k, block in enumerate(_blocks(view)):

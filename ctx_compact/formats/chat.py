@@ -542,6 +542,10 @@ class ChatFormat:
                 index, None, "content", view.get("tool_call_id"), view.get("content"), False
             )
 
+    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+        """One part read as this format's media (``None`` for any other part); ``path``: where."""
+        return media_part(part, path)
+
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``image_url``, ``input_audio`` and ``file`` parts of ``view``'s content."""
         for k, part in enumerate(blocks(view)):

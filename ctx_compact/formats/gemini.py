@@ -198,6 +198,10 @@ class GeminiFormat:
     media_keys: Tuple[str, ...] = MEDIA_KEYS
     media_holders: Tuple[str, ...] = ()
 
+    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+        """One part read as this format's media (``None`` for any other part); ``path``: where."""
+        return media_part(part, path)
+
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``inline_data`` and ``file_data`` parts of a content (either spelling)."""
         found: Any = view.get("parts")

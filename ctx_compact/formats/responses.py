@@ -435,6 +435,10 @@ class ResponsesFormat:
             return None
         return Thinking() if _reasoning_required(views, index) else Thinking(item="reasoning")
 
+    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+        """One part read as this format's media (``None`` for any other part); ``path``: where."""
+        return media_part(part, path)
+
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``input_image`` and ``input_file`` parts of a message's content or an output's."""
         parts: Sequence[Any] = ()
