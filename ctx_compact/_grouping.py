@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, List, Optional, Sequence
 
 from ._views import message_view, message_views
-from .formats import FOLLOWED, OWNERS, Links, recognise
+from .formats import FOLLOWED, OWNERS, TEXT_KEYS, Links, recognise
 from .formats.chat import CHAT
 from .formats.gemini import GEMINI
 from .formats.responses import answers_earlier
@@ -97,8 +97,14 @@ def group_bounds(
 # none of them set is read by its role's owner, as ``recognise`` reads it; one with
 # Chat's keys set on an assistant message and no Gemini parts is Chat's alone (no
 # other format claims it, and Chat allows calls there). The unpacking fails at import
-# if the formats' keys change, so this cannot drift from ``recognise`` silently.
+# if those formats' keys change, and the check below if another format keeps tool
+# structure in top-level keys, so this cannot drift from ``recognise`` silently.
 _CALLS, _FUNCTION, _PARTS = (*CHAT.keys, *GEMINI.keys)
+if set(TEXT_KEYS) != {_CALLS, _FUNCTION, _PARTS}:
+    raise ImportError(
+        f"the formats keep tool structure in the top-level keys {TEXT_KEYS}; group_bounds' "
+        f"shortcut knows only {(_CALLS, _FUNCTION, _PARTS)}: teach it the new format's keys"
+    )
 
 
 def regroup_from(messages: Sequence[Any], bounds: Sequence[int], keep: int) -> int:

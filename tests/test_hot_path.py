@@ -7,6 +7,8 @@ shortcut to its rule on messages mixing every format's keys, well and badly form
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from types import MappingProxyType
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
@@ -247,3 +249,20 @@ def test_call_ids_equal_the_general_rule(tool_calls: List[Any]) -> None:
     assert found[0] == expected[0]
     if found[0] == "ok":
         assert found[1] == expected[1]
+
+
+def test_a_new_format_with_top_level_keys_is_refused_until_the_shortcut_knows_them() -> None:
+    # group_bounds settles a message with string content and none of the keyed formats'
+    # keys as plain text; a format added with keys of its own would be settled past
+    # silently, so importing grouping refuses it (reloaded in a fresh interpreter, so
+    # nothing in this one is).
+    script = (
+        "import importlib, ctx_compact._grouping as g, ctx_compact.formats as f\n"
+        "f.TEXT_KEYS = (*f.TEXT_KEYS, 'tool_uses')\n"
+        "importlib.reload(g)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "ImportError" in done.stderr
+    assert "'tool_uses'" in done.stderr
+    assert "teach it the new format's keys" in done.stderr

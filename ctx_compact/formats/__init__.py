@@ -186,8 +186,8 @@ _TEXT = _KEYED
 _BLOCKS = _KEYED + tuple(f for f in FORMATS if f.where == "content")
 _ITEMS = tuple(f for f in FORMATS if f.where == "items") + _KEYED
 # With string content and none of these keys set, a message is read by its role's
-# owner: the usual case, decided without asking the formats.
-_TEXT_KEYS = tuple(k for f in _KEYED for k in f.keys)
+# owner: the usual case, decided without asking the formats (grouping's shortcut too).
+TEXT_KEYS = tuple(k for f in _KEYED for k in f.keys)
 
 
 def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
@@ -203,7 +203,7 @@ def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
     else:
         content = view.get("content")
         if content is None or type(content) is str:
-            if not any(map(view.get, _TEXT_KEYS)):  # in C: the usual case, per message
+            if not any(map(view.get, TEXT_KEYS)):  # in C: the usual case, per message
                 return OWNERS.get(role) if type(role) is str else _owner(role)
             candidates = _TEXT
             # A Gemini function response turn sent with role "function" or "tool" (as
@@ -258,7 +258,7 @@ def awaiting(views: Sequence[Mapping[str, Any]]) -> int:
     if (
         type(last.get("content")) is str
         and last.get("role") in _TEXT_ROLES
-        and not any(map(last.get, _TEXT_KEYS))
+        and not any(map(last.get, TEXT_KEYS))
     ):
         return n  # a text message ends the list: every format's calls are settled by it
     return min(fmt.awaiting(views) for fmt in WAITING)
@@ -336,6 +336,7 @@ __all__ = [
     "OWNERS",
     "REPLIES",
     "RESUMING",
+    "TEXT_KEYS",
     "THINKS",
     "WAITING",
     "Format",
