@@ -7,12 +7,13 @@ I/O, so it runs the same in the main process and in a ``--jobs`` worker.
 Checking goes through the public ``check_pairing``; compacting through the
 public ``compact``; clearing (``--clear-tool-results``) through the contract's
 ``ToolResultClearing``, which gives ``clear_tool_results``' result and the counts
-that dropping then decides from, so the messages are counted once; or, for a line
-written as compact JSON, through the contract's measuring steps (``group_bounds``, ``prefix_sums``,
-``Compaction``) with counts that keep each message's JSON (``json.Pieces``), so
-every message is serialised once, not twice. A conversation parsed from JSON is
-its own message views (it holds no SDK objects), so it is grouped and its
-pairing checked as it is, without building views twice.
+that dropping then decides from, so the messages are counted once; or, for a
+line written as compact JSON, through the contract's measuring steps
+(``group_bounds``, ``prefix_sums``, ``Compaction``) with counts that keep each
+message's JSON (``json.Pieces``), so every message is serialised once, not twice.
+A conversation parsed from JSON is its own message views (it holds no SDK
+objects), so it is grouped and its pairing checked as it is, without building
+views twice.
 """
 
 from __future__ import annotations
