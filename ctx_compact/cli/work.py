@@ -171,20 +171,38 @@ def _from_pieces(
             mark = counter.marked(message)
             if mark:
                 counts[i] = counter.count_marked(message, mark)
-    plan = Compaction(
+    plan = _decided(settings, messages, counts, bounds, restarts)
+    result = plan.result()
+    rows = _rows(settings, plan)
+    return result, rows, result.tokens_before, pieces.line(holder, plan.kept_ranges())
+
+
+def _decided(
+    settings: Settings,
+    messages: List[Any],
+    counts: List[int],
+    bounds: List[int],
+    restarts: List[int],
+    uncleared: Optional[List[int]] = None,
+) -> Compaction:
+    """The decision on ``messages`` from their counts and groups, with the settings' options."""
+    return Compaction(
         messages,
         prefix_sums(counts),
         bounds,
         max_tokens=settings.max_tokens,
         keep_head=settings.keep_head,
         keep_tail=settings.keep_tail,
-        count_tokens=counter,
+        count_tokens=settings.counter,
         target_tokens=settings.target_tokens,
+        uncleared=uncleared,
         restart=restarts[-1] if restarts else -1,
     )
-    result = plan.result()
-    rows = plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
-    return result, rows, result.tokens_before, pieces.line(holder, plan.kept_ranges())
+
+
+def _rows(settings: Settings, plan: Compaction) -> Sequence[MessageRow]:
+    """The ``--explain`` rows of ``plan``, or none without ``--explain``."""
+    return plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
 
 
 def _plain(settings: Settings, messages: List[Any]) -> Decision:
@@ -202,7 +220,7 @@ def _plain(settings: Settings, messages: List[Any]) -> Decision:
         # Compaction.result() is what compact() returns.
         plan = prepare(messages, count_tokens=settings.counter, **options)
         result = plan.result()
-        return result, plan.rows(settings.keep_head, settings.keep_tail), result.tokens_before, None
+        return result, _rows(settings, plan), result.tokens_before, None
     result = compact(messages, count_tokens=settings.counter, **options)
     return result, (), result.tokens_before, None
 
@@ -235,20 +253,8 @@ def _cleared(settings: Settings, messages: List[Any]) -> Decision:
     uncleared = None
     if settings.target_tokens is not None and cleared.cleared:
         uncleared = prefix_sums(counts)
-    plan = Compaction(
-        cleared.messages,
-        prefix_sums(after),
-        bounds,
-        max_tokens=settings.max_tokens,
-        keep_head=settings.keep_head,
-        keep_tail=settings.keep_tail,
-        count_tokens=counter,
-        target_tokens=settings.target_tokens,
-        uncleared=uncleared,
-        restart=restarts[-1] if restarts else -1,
-    )
-    rows = plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
-    return plan.result(), rows, cleared.tokens_before, None
+    plan = _decided(settings, cleared.messages, after, bounds, restarts, uncleared)
+    return plan.result(), _rows(settings, plan), cleared.tokens_before, None
 
 
 def _compact(
