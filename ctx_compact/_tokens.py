@@ -169,17 +169,13 @@ def count_one(message: Any, count_tokens: Optional[CountTokens], index: Optional
     return check_count(count_tokens(message), index)
 
 
-def _unmarked(view: Any, _mark: Any) -> int:
-    return default_count_tokens(view)
-
-
 def count_all(
     messages: Sequence[Any], count_tokens: Optional[CountTokens], start: int = 0
 ) -> List[int]:
     """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
     # A SpecCounter's marked messages are counted by it; the rest in this loop.
     marked: Optional[Callable[[Any], object]] = None
-    count_marked: Callable[[Any, Any], int] = _unmarked
+    count_marked: Callable[[Any, Any], int]  # set, and only called, when marked is
     if count_tokens is not None:
         if not isinstance(count_tokens, SpecCounter):
             return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
