@@ -68,10 +68,11 @@ class _ThreadEncoder(threading.local):
     """
 
     def __init__(self) -> None:
+        # Empty between encodes. The C encoder holds a container's id here while
+        # inside it, and a value's while its default= hook runs: so any Python code
+        # running mid-encode on this thread (a hook that counts tokens itself)
+        # finds it non-empty, and must neither share nor clear the outer call's.
         self.markers: Dict[int, Any] = {}
-        # While it encodes: a default= hook that counts tokens itself re-enters
-        # here, and must neither share nor clear the outer call's markers.
-        self.busy = False
         self.chunks: Callable[[Any, int], Sequence[str]] = _encoder_chunks
         if _MAKE_ENCODER is not None:
             self.chunks = _MAKE_ENCODER(
@@ -99,17 +100,15 @@ def compact_json(value: Any) -> str:
         RecursionError: ``value`` is nested too deeply.
     """
     state = _THREAD
-    if state.busy:
+    markers = state.markers
+    if markers:  # called mid-encode, from a default= hook: an encoder of its own
         return ENCODER.encode(value)
-    state.busy = True
     try:
         return "".join(state.chunks(value, 0))
     except BaseException:
         # The C encoder leaves behind the markers of the containers it was inside.
-        state.markers.clear()
+        markers.clear()
         raise
-    finally:
-        state.busy = False
 
 
 def utf16_length(text: str) -> int:
@@ -181,9 +180,8 @@ def count_all(
             return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
         marked, count_marked = count_tokens.marked, count_tokens.count_marked
     state = _THREAD
-    own = not state.busy  # else re-entered from a default= hook: leave its markers alone
+    own = not state.markers  # else re-entered from a default= hook: leave its markers alone
     chunks = state.chunks if own else _encoder_chunks
-    state.busy = True
     join = "".join
     counts: List[int] = []
     try:
@@ -199,7 +197,6 @@ def count_all(
     except (TypeError, ValueError, RecursionError):
         if own:
             state.markers.clear()  # what the C encoder left behind
-            state.busy = False
         # Count the failing message again through the checked path for a clear error.
         index = start + len(counts)
         count_one(messages[index], None, index)
@@ -208,9 +205,6 @@ def count_all(
         if own:
             state.markers.clear()
         raise
-    finally:
-        if own:
-            state.busy = False
     return counts
 
 
