@@ -203,7 +203,7 @@ def image_size_of(data: Data, start: int = 0) -> Optional[Tuple[int, int]]:
         head = b""
     if len(head) != _HEAD:
         return image_size(Payload(data, start))
-    if head[0] != 0xFF or head[1] != 0xD8:
+    if not head.startswith(b"\xff\xd8"):
         try:
             return _not_jpeg(head)
         except struct.error:
@@ -211,14 +211,13 @@ def image_size_of(data: Data, start: int = 0) -> Optional[Tuple[int, int]]:
     # The JPEG segments that fit in the head, walked as _jpeg does on its usual path: a
     # marker, its length, and the frame size of a start-of-frame segment.
     at = 2
-    while at + 9 <= _HEAD and head[at] == 0xFF:
-        marker = head[at + 1]
-        length = head[at + 2] << 8 | head[at + 3]
-        if marker == 0xFF or marker in _STANDALONE or marker in (0xD9, 0xDA) or length < 2:
+    while at <= _HEAD - 9:
+        ff, marker, length = _SEGMENT(head, at)
+        role = _MARKERS[marker]
+        if ff != 0xFF or role == _ELSEWHERE or length < 2:
             break  # fill bytes, a marker without a length, the end: the general walk decides
-        if marker in _SOF:
-            height = head[at + 5] << 8 | head[at + 6]
-            width = head[at + 7] << 8 | head[at + 8]
+        if role == _FRAME:
+            height, width = _FRAME_SIZE(head, at + 5)
             return (width, height) if width and height else None
         at += 2 + length
     payload = Payload(data, start)
@@ -257,6 +256,16 @@ _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
 # A frame header's height and width, after its sample precision.
 _FRAME_SIZE = struct.Struct(">HH").unpack_from
+# A segment's start in image_size_of's walk: 0xFF, the marker, the length.
+_SEGMENT = struct.Struct(">BBH").unpack_from
+# What image_size_of's walk does at each marker, in one lookup: a frame header is
+# read, a segment passed over, and fill bytes, a marker without a length or the
+# end of the headers left to _jpeg.
+_PASS, _FRAME, _ELSEWHERE = 0, 1, 2
+_MARKERS = bytes(
+    _FRAME if m in _SOF else _ELSEWHERE if m in _STANDALONE or m in (0xD9, 0xDA, 0xFF) else _PASS
+    for m in range(256)
+)
 
 
 def _jpeg(payload: Payload, buffer: bytes) -> Optional[Tuple[int, int]]:

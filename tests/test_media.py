@@ -22,6 +22,7 @@ from ctx_compact._media_rates import (
     image_tokens,
     openai_image_tokens,
 )
+from ctx_compact.formats._base import data_url
 from ctx_compact.testing import _billing as kit
 from ctx_compact.testing import count_tokens as kit_count
 
@@ -219,6 +220,37 @@ def test_payload_spellings() -> None:
     for text, start in ((urlsafe, 0), (unpadded, 0), (lines, 0), (url, url.index(",") + 1)):
         assert image_size(Payload(text, start)) == (333, 222)
         assert image_size_of(text, start) == (333, 222)
+
+
+def reference_data_url(value: Any) -> Any:
+    """``data_url``'s documented rule, written plainly: the header up to the first comma."""
+    if not isinstance(value, str) or not value.startswith("data:"):
+        return None, None, 0
+    comma = value.find(",")
+    if comma < 0 or comma >= 256 or not value[5:comma].endswith(";base64"):
+        return None, None, 0
+    return value[5 : comma - len(";base64")].split(";")[0] or None, value, comma + 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["data:", ";base64", ",", ";", "image/jpeg", "x", "=", "/9j/", "a" * 120]),
+        max_size=12,
+    ).map("".join)
+)
+@example("data:image/jpeg;base64,/9j/")
+@example("data:;base64,AAAA")
+@example("data:image/png;name=a;base64;base64,AAAA")
+@example("data:" + "x" * 243 + ";base64,AAAA")  # the comma at 255: the last place allowed
+@example("data:" + "x" * 244 + ";base64,AAAA")  # at 256: too far
+@example("data:image/jpeg;" + "p" * 300 + ";base64,AAAA")
+@example("data:image/jpeg," + ";base64,AAAA")
+@example("data:image/jpeg;base64" + "A" * 1000)
+def test_data_urls_are_read_by_their_documented_rule(value: str) -> None:
+    assert data_url(value) == reference_data_url(value)
+    if value.startswith("data:"):
+        assert data_url("https://" + value) == (None, None, 0)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -119,18 +120,25 @@ class Media(NamedTuple):
     detail: Optional[str] = None  # OpenAI's image detail
 
 
+# A base64 data URL's header: "data:", the media type (up to the first ";"), any
+# parameters, ";base64" and the first comma. Neither part can pass a comma, so the
+# ";base64," matched is the one before the first comma; each is bounded, so a long
+# URL without one is not scanned to its end.
+_DATA_URL = re.compile(r"data:([^;,]{0,250})[^,]{0,250}?;base64,").match
+
+
 def data_url(value: Any) -> Tuple[Optional[str], Optional[str], int]:
     """``(media type, text, start)`` of a base64 ``data:`` URL, the base64 being ``text[start:]``.
 
+    The header (up to the first comma, within the first 256 characters) must
+    end with ``;base64``; the media type is what comes before its first ``;``.
     ``(None, None, 0)`` for anything else (an ``https:`` URL, a percent-encoded
     data URL). Only the header is searched: the payload is not copied.
     """
-    if type(value) is not str or not value.startswith("data:"):
+    found = _DATA_URL(value) if type(value) is str else None
+    if found is None:
         return None, None, 0
-    comma = value.find(",", 5, 256)
-    if comma < 0:
+    start = found.end()
+    if start > 256:  # the comma must be among the first 256 characters
         return None, None, 0
-    header = value[5:comma]
-    if not header.endswith(";base64"):
-        return None, None, 0
-    return header[: -len(";base64")].split(";", 1)[0] or None, value, comma + 1
+    return found[1] or None, value, start
