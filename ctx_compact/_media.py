@@ -45,10 +45,22 @@ def _is_array(value: Any) -> bool:
     return type(value) is list or isinstance(value, (list, tuple))
 
 
-def _scan(parts: Any, found: List[Any]) -> None:
-    """Add to ``found`` the format of every media marker among ``parts``."""
-    for part in parts:
+# What the scan adds for a part it cannot vouch for (not a dict, a type that is not
+# a string): the message is then counted by the formats' own ``media``, as they read
+# it. A marker whose field is None (inside a tool result, or typed by a str subclass)
+# likewise leaves the reading to its format's ``media``.
+_ODD: Tuple[Any, ...] = (None, None, 0, None)
+
+
+def _scan(parts: Any, found: List[Any], field: Optional[str]) -> None:
+    """Add to ``found`` ``(format, field, position, part)`` for every media marker among ``parts``.
+
+    ``field`` is the message's field holding ``parts``; ``None`` inside a holder
+    part (a tool result), where the marker's place is not read from the mark.
+    """
+    for k, part in enumerate(parts):
         if type(part) is not dict:
+            found.append(_ODD)
             if not isinstance(part, Mapping):
                 continue
             part = dict(part)
@@ -57,23 +69,33 @@ def _scan(parts: Any, found: List[Any]) -> None:
             for name in part:
                 fmt = _BY_KEY.get(name)
                 if fmt is not None:
-                    found.append(fmt)
+                    found.append((fmt, field, k, part))
                 elif name in _HOLDERS:
                     inner = part[name]
                     if isinstance(inner, Mapping) and _is_array(inner.get("content")):
-                        _scan(inner["content"], found)
+                        _scan(inner["content"], found, None)
         elif type(kind) is str:
             fmt = _BY_TYPE.get(kind)
             if fmt is not None:
-                found.append(fmt)
+                found.append((fmt, field, k, part))
             elif kind in _HOLDERS and _is_array(part.get("content")):
-                _scan(part["content"], found)
+                _scan(part["content"], found, None)
+        else:
+            # A str Enum member, say: marked by its value, read by its format's own
+            # ``media`` (which compares it as the string it is).
+            fmt = _BY_TYPE.get(str.__str__(kind)) if isinstance(kind, str) else None
+            found.append(_ODD if fmt is None else (fmt, None, k, part))
 
 
-def media_readers(view: Mapping[str, Any]) -> Tuple[Any, ...]:
-    """The formats whose media parts ``view`` may hold, ``()`` for a message without media.
+def media_readers(view: Mapping[str, Any]) -> Any:
+    """What the media-aware count needs of ``view``'s media parts, falsy for a message without.
 
-    Written for speed: a message with string content is settled by three lookups.
+    The mark ``count_marked`` takes: for the usual media message (one media
+    part, a dict at the top level of its field, every other part a dict with
+    a string type or none) the tuple ``(format, field, position, part)``, read
+    by that format alone; else the list of the formats whose media parts
+    ``view`` may hold, read by their ``media``; ``()`` for none. Written for
+    speed: a message with string content is settled by three lookups.
     """
     get = view.get
     content = get("content")
@@ -83,22 +105,35 @@ def media_readers(view: Mapping[str, Any]) -> Tuple[Any, ...]:
             return ()  # the usual message: settled without a loop
     found: List[Any] = []
     for name in _CONTAINERS:
-        parts = view.get(name)
+        parts = get(name)
         if parts is not None and type(parts) is not str and _is_array(parts):
-            _scan(parts, found)
+            _scan(parts, found, name)
     if len(found) == 1:
-        return (found[0],)  # the usual media message: one part, no duplicates to drop
-    return tuple(dict.fromkeys(found)) if found else ()
-
-
-def holds_media(view: Mapping[str, Any]) -> bool:
-    """Whether a message view may hold a media part (the formats' ``media`` say which)."""
-    return bool(media_readers(view))
+        mark = found[0]
+        if mark[1] is not None:
+            return mark  # the usual media message
+        return [mark[0]] if mark[0] is not None else ()
+    return [*dict.fromkeys(fmt for fmt, _, _, _ in found if fmt is not None)]
 
 
 def media_parts(view: Mapping[str, Any], formats: Sequence[Any] = FORMATS) -> List[Media]:
     """The media parts of a message view, as ``formats`` read them."""
+    if len(formats) == 1:
+        return [*formats[0].media(view)]
     return [m for fmt in formats for m in fmt.media(view)]
+
+
+def _keyed_elsewhere(parts: Sequence[Any], k: int, keys: Sequence[str]) -> bool:
+    """Whether a part other than ``parts[k]`` has a type and one of ``keys``.
+
+    A format naming its media by key may read such a part as media too (Gemini's
+    reader does not look at a part's type), though the scan marks a typed part by
+    its type alone: the general way reads the message then.
+    """
+    for j, part in enumerate(parts):
+        if j != k and "type" in part and any(name in part for name in keys):
+            return True
+    return False
 
 
 def _without(value: Any, paths: Iterable[Tuple[Any, ...]]) -> Any:
@@ -219,13 +254,33 @@ class MediaAwareCounter(SpecCounter):
     # it of every message, and a plain one is settled in its first lines.
     marked = staticmethod(media_readers)
 
-    def count_marked(self, view: Any, formats: Sequence[Any] = FORMATS) -> int:
-        """A message view's count: its media parts billed, the rest as the specification counts."""
-        found = (
-            [*formats[0].media(view)]
-            if len(formats) == 1
-            else [m for fmt in formats for m in fmt.media(view)]
-        )
+    def count_marked(self, view: Any, mark: Any = None) -> int:
+        """A message view's count: its media parts billed, the rest as the specification counts.
+
+        ``mark``: what ``marked`` found in ``view`` (``None``: look again).
+        """
+        if type(mark) is not tuple:
+            return self._count_parts(view, FORMATS if mark is None else mark)
+        fmt, field, k, part = mark
+        parts = view[field]
+        if fmt.media_field(view) != field or (
+            fmt.media_keys and len(parts) > 1 and _keyed_elsewhere(parts, k, fmt.media_keys)
+        ):
+            return self._count_parts(view, (fmt,))
+        # The usual media message: the one part the scan found is the only one its
+        # format reads (the scan vouched for the others), so it is read alone.
+        media = fmt.media_of(part, (field, k))
+        if media is None:
+            return default_count_tokens(view)
+        rest = dict(view)
+        rest[field] = [*parts[:k], *parts[k + 1 :]] if len(parts) > 1 else []
+        text = compact_json(rest)
+        units = len(text) if text.isascii() else utf16_length(text)
+        return -(-units // 4) + media_tokens(media, self._defaults)
+
+    def _count_parts(self, view: Any, formats: Sequence[Any]) -> int:
+        """The count with the media parts ``formats`` read in ``view`` (the general way)."""
+        found = media_parts(view, formats)
         if len(found) == 1:
             media = found[0]
             rest = _without_one(view, media.path)
@@ -245,9 +300,9 @@ class MediaAwareCounter(SpecCounter):
             if type(message) is dict and not holds_objects(message)
             else message_view(message, None)
         )
-        formats = media_readers(view)
-        if formats:
-            return self.count_marked(view, formats)
+        mark = media_readers(view)
+        if mark:
+            return self.count_marked(view, mark)
         return default_count_tokens(view)
 
 

@@ -187,12 +187,14 @@ def image_size_of(data: Data, start: int = 0) -> Optional[Tuple[int, int]]:
     """``image_size(Payload(data, start))``, the usual base64 image read from its first bytes.
 
     The size counting a photo costs most of the time: one decode of the first
-    ``_HEAD`` bytes, then, for a JPEG, its segments walked in those bytes. A
-    payload whose first bytes do not decode cleanly to exactly that many (raw
-    bytes, line breaks, the URL-safe alphabet, a payload shorter than that), or
-    a JPEG whose frame header is further on, takes ``image_size``'s general
-    path, which gives the same answer for every payload (``tests/test_media``
-    holds the two to it).
+    ``_HEAD`` bytes, then, for a JPEG, its segments walked in those bytes and,
+    past them, in 16 characters of base64 decoded at each segment. A payload
+    whose first bytes do not decode cleanly to exactly that many (raw bytes,
+    line breaks, the URL-safe alphabet, a payload shorter than that), or a JPEG
+    whose walk meets anything else (fill bytes, a marker standing alone, a
+    character that is not base64, its last 16 characters), takes
+    ``image_size``'s general path, which gives the same answer for every
+    payload (``tests/test_media`` holds the two to it).
     """
     if type(data) is not str:
         return image_size(Payload(data, start))
@@ -208,16 +210,34 @@ def image_size_of(data: Data, start: int = 0) -> Optional[Tuple[int, int]]:
             return _not_jpeg(head)
         except struct.error:
             return None
-    # The JPEG segments that fit in the head, walked as _jpeg does on its usual path: a
-    # marker, its length, and the frame size of a start-of-frame segment.
+    # The JPEG's segments walked as _jpeg does on its usual path: a marker, its length,
+    # and the frame size of a start-of-frame segment. Those in the head are read from
+    # it; past it, each segment's first bytes are decoded from a window of 16 base64
+    # characters (12 bytes: the 9 a frame header needs, wherever they start in their
+    # 3-byte group), so the EXIF and ICC segments of a phone's photo cost a slice and
+    # a decode each, whatever their size.
     at = 2
-    while at <= _HEAD - 9:
-        ff, marker, length = _SEGMENT(head, at)
+    end = len(data)
+    while True:
+        if at <= _HEAD - 9:
+            window, i = head, at
+        else:
+            first = start + at // 3 * 4
+            if first + 16 > end:
+                break  # the end is near: the general walk reads what is left
+            try:
+                window = binascii.a2b_base64(data[first : first + 16])
+            except binascii.Error:
+                break
+            if len(window) != 12:
+                break  # not clean base64 here (line breaks, padding): the general walk
+            i = at % 3
+        ff, marker, length = _SEGMENT(window, i)
         role = _MARKERS[marker]
         if ff != 0xFF or role == _ELSEWHERE or length < 2:
             break  # fill bytes, a marker without a length, the end: the general walk decides
         if role == _FRAME:
-            height, width = _FRAME_SIZE(head, at + 5)
+            height, width = _FRAME_SIZE(window, i + 5)
             return (width, height) if width and height else None
         at += 2 + length
     payload = Payload(data, start)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 import copy
 from typing import Any, Dict, List
+from unittest import mock
 
 import media_files as files
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ctx_compact import _media_headers as headers
 from ctx_compact import _media_rates as rates
 from ctx_compact import compact, estimate_tokens, media_aware_counter, openai_chat_counter
 from ctx_compact._contract import count_all
@@ -209,6 +211,48 @@ def test_the_counters_shortcut_reads_every_header_as_the_general_reader(
         text, start = "data:image/jpeg;base64," + text, len("data:image/jpeg;base64,")
     assert image_size_of(text, start) == image_size(Payload(text, start))
     assert image_size_of(data) == image_size(Payload(data))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0xE0, 0xE1, 0xE2, 0xED, 0xFE, 0xDB, 0xC4]),
+            st.builds(lambda n, byte: bytes([byte]) * n, st.integers(0, 1500), st.integers(0, 255)),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from([0xC0, 0xC1, 0xC2, 0xCF]),
+    st.integers(0, 65535),
+    st.integers(0, 65535),
+    st.sampled_from(["standard", "unpadded", "url", "lines"]),
+    st.binary(max_size=40),
+)
+def test_a_frame_header_past_the_first_bytes_is_read_segment_by_segment(
+    segments: List[Any], kind: int, height: int, width: int, spelling: str, tail: bytes
+) -> None:
+    # Segments of any size before the frame header (EXIF, ICC, quantisation and
+    # Huffman tables), so that it lands anywhere past the first 96 bytes, at every
+    # place in its 3-byte group of base64: the shortcut walks there itself, without
+    # the general reader, and finds the size the general reader finds.
+    frame = _segment(kind, b"\x08" + height.to_bytes(2, "big") + width.to_bytes(2, "big"))
+    data = b"\xff\xd8" + b"".join(_segment(m, body) for m, body in segments) + frame
+    data += b"\xff\xda" + bytes(100) + tail  # a scan: the head, and 16 characters, are whole
+    text, start = files.b64(data), 0
+    if spelling == "unpadded":
+        text = text.rstrip("=")
+    elif spelling == "url":
+        text, start = "data:image/jpeg;base64," + text, len("data:image/jpeg;base64,")
+    elif spelling == "lines":  # MIME's line breaks: the general reader's, the same answer
+        text = "\n".join(text[i : i + 76] for i in range(0, len(text), 76))
+    expected = (width, height) if width and height else None
+    assert image_size(Payload(text, start)) == expected
+    if spelling == "lines":
+        assert image_size_of(text, start) == expected
+        return
+    with mock.patch.object(headers, "_jpeg", side_effect=AssertionError("the general walk")):
+        assert image_size_of(text, start) == expected
 
 
 def test_payload_spellings() -> None:

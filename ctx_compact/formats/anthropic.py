@@ -79,6 +79,27 @@ class _Uses(NamedTuple):
     ids: List[Any]
 
 
+def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+    """An ``image`` block, or a ``document`` block holding a PDF (base64, URL or file).
+
+    A ``document`` whose source is plain text or content blocks is text, and
+    is counted as text: ``None``.
+    """
+    if not isinstance(block, Mapping) or block.get("type") not in MEDIA_TYPES:
+        return None
+    source = block.get("source")
+    source = source if isinstance(source, Mapping) else {}
+    origin = source.get("type")
+    if block["type"] == "document" and origin not in ("base64", "url", "file"):
+        return None
+    data = source.get("data") if origin == "base64" else None
+    data = data if isinstance(data, str) else None
+    mime = text_name(source.get("media_type"))
+    if block["type"] == "document" and mime is None:
+        mime = "application/pdf"
+    return Media(path, PROVIDER, "image" if block["type"] == "image" else "document", data, 0, mime)
+
+
 class AnthropicFormat:
     """Anthropic Messages content blocks."""
 
@@ -277,9 +298,13 @@ class AnthropicFormat:
             return None
         return Thinking(tuple(found) if len(found) < len(content) else ())
 
-    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
-        """One part read as this format's media (``None`` for any other part); ``path``: where."""
-        return media_block(part, path)
+    # One part read as this format's media (``None`` for any other part); ``path``:
+    # where. The function itself, not a method calling it: one frame less a count.
+    media_of = staticmethod(media_block)
+
+    def media_field(self, view: Mapping[str, Any]) -> str:
+        """Where ``media`` reads its parts: a message's ``content``."""
+        return "content"
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``image`` and ``document`` blocks of ``view``, in ``tool_result`` blocks too."""
@@ -292,27 +317,6 @@ class AnthropicFormat:
                     found = media_block(inner, ("content", k, "content", j))
                     if found is not None:
                         yield found
-
-
-def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
-    """An ``image`` block, or a ``document`` block holding a PDF (base64, URL or file).
-
-    A ``document`` whose source is plain text or content blocks is text, and
-    is counted as text: ``None``.
-    """
-    if not isinstance(block, Mapping) or block.get("type") not in MEDIA_TYPES:
-        return None
-    source = block.get("source")
-    source = source if isinstance(source, Mapping) else {}
-    origin = source.get("type")
-    if block["type"] == "document" and origin not in ("base64", "url", "file"):
-        return None
-    data = source.get("data") if origin == "base64" else None
-    data = data if isinstance(data, str) else None
-    mime = text_name(source.get("media_type"))
-    if block["type"] == "document" and mime is None:
-        mime = "application/pdf"
-    return Media(path, PROVIDER, "image" if block["type"] == "image" else "document", data, 0, mime)
 
 
 # What a message of each role is among a turn's steps when it holds a block of this type.

@@ -120,6 +120,28 @@ def cleared_result(placeholder: str) -> List[Dict[str, Any]]:
     return [{"text": placeholder}]
 
 
+def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+    """An ``image``, ``document`` or ``video`` block, or ``None`` for any other block.
+
+    ``source.bytes`` is the payload: raw bytes as boto3 takes them, base64 text
+    in JSON. A source in S3 is not known offline (``data`` is ``None``); a
+    ``document`` whose source is ``text`` or ``content`` is text, counted as such.
+    """
+    for kind in MEDIA_KEYS:
+        found = _inner(block, kind)
+        if found is None:
+            continue
+        source = found.get("source")
+        source = source if isinstance(source, Mapping) else {}
+        if kind == "document" and ("text" in source or "content" in source):
+            return None
+        data = source.get("bytes")
+        data = data if isinstance(data, (str, bytes, bytearray, memoryview)) else None
+        mime = text_name(found.get("format"))
+        return Media(path, PROVIDER, kind, data, 0, mime)
+    return None
+
+
 class BedrockFormat:
     """Bedrock Converse messages (boto3's ``bedrock-runtime`` ``converse``)."""
 
@@ -130,9 +152,13 @@ class BedrockFormat:
     media_keys: Tuple[str, ...] = MEDIA_KEYS
     media_holders: Tuple[str, ...] = ("toolResult",)
 
-    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
-        """One part read as this format's media (``None`` for any other part); ``path``: where."""
-        return media_block(part, path)
+    # One part read as this format's media (``None`` for any other part); ``path``:
+    # where. The function itself, not a method calling it: one frame less a count.
+    media_of = staticmethod(media_block)
+
+    def media_field(self, view: Mapping[str, Any]) -> str:
+        """Where ``media`` reads its parts: a message's ``content``."""
+        return "content"
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``image``, ``document`` and ``video`` blocks of a message, in ``toolResult`` too."""
@@ -455,28 +481,6 @@ _ORDER = ("first_message_not_user", "roles_not_alternating")
 
 def _tool_block(block: Mapping[str, Any]) -> bool:
     return "type" not in block and any(k in block for k in BLOCKS)
-
-
-def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
-    """An ``image``, ``document`` or ``video`` block, or ``None`` for any other block.
-
-    ``source.bytes`` is the payload: raw bytes as boto3 takes them, base64 text
-    in JSON. A source in S3 is not known offline (``data`` is ``None``); a
-    ``document`` whose source is ``text`` or ``content`` is text, counted as such.
-    """
-    for kind in MEDIA_KEYS:
-        found = _inner(block, kind)
-        if found is None:
-            continue
-        source = found.get("source")
-        source = source if isinstance(source, Mapping) else {}
-        if kind == "document" and ("text" in source or "content" in source):
-            return None
-        data = source.get("bytes")
-        data = data if isinstance(data, (str, bytes, bytearray, memoryview)) else None
-        mime = text_name(found.get("format"))
-        return Media(path, PROVIDER, kind, data, 0, mime)
-    return None
 
 
 BEDROCK = BedrockFormat()

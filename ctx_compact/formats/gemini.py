@@ -188,6 +188,26 @@ class _Calls(NamedTuple):
     calls: List[Mapping[str, Any]]
 
 
+def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+    """An ``inline_data``/``inlineData`` or ``file_data``/``fileData`` part, else ``None``.
+
+    What it is comes from its MIME type: ``image/*``, ``audio/*``, ``video/*``,
+    and anything else a document (a PDF; a ``text/*`` one counts as its text).
+    """
+    if not isinstance(part, Mapping):
+        return None
+    for name, mime_key, data_key in _MEDIA_FIELDS:
+        blob = part.get(name)
+        if isinstance(blob, Mapping):
+            mime = text_name(blob.get(mime_key))
+            data = blob.get(data_key) if data_key else None
+            data = data if isinstance(data, (str, bytes, bytearray)) else None
+            kind = (mime or "").split("/", 1)[0]
+            kind = kind if kind in ("image", "audio", "video") else "document"
+            return Media(path, PROVIDER, kind, data, 0, mime)
+    return None
+
+
 class GeminiFormat:
     """Gemini ``contents``, dicts in either spelling or google-genai objects' JSON."""
 
@@ -198,9 +218,13 @@ class GeminiFormat:
     media_keys: Tuple[str, ...] = MEDIA_KEYS
     media_holders: Tuple[str, ...] = ()
 
-    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
-        """One part read as this format's media (``None`` for any other part); ``path``: where."""
-        return media_part(part, path)
+    # One part read as this format's media (``None`` for any other part); ``path``:
+    # where. The function itself, not a method calling it: one frame less a count.
+    media_of = staticmethod(media_part)
+
+    def media_field(self, view: Mapping[str, Any]) -> str:
+        """Where ``media`` reads its parts: a content's ``parts``."""
+        return "parts"
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``inline_data`` and ``file_data`` parts of a content (either spelling)."""
@@ -522,26 +546,6 @@ def _call_key(part: Mapping[str, Any]) -> Any:
 def _role_of(view: Mapping[str, Any]) -> Any:
     """The role of any message, a Gemini content's default included."""
     return role(view) if is_content(view) else view.get("role")
-
-
-def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
-    """An ``inline_data``/``inlineData`` or ``file_data``/``fileData`` part, else ``None``.
-
-    What it is comes from its MIME type: ``image/*``, ``audio/*``, ``video/*``,
-    and anything else a document (a PDF; a ``text/*`` one counts as its text).
-    """
-    if not isinstance(part, Mapping):
-        return None
-    for name, mime_key, data_key in _MEDIA_FIELDS:
-        blob = part.get(name)
-        if isinstance(blob, Mapping):
-            mime = text_name(blob.get(mime_key))
-            data = blob.get(data_key) if data_key else None
-            data = data if isinstance(data, (str, bytes, bytearray)) else None
-            kind = (mime or "").split("/", 1)[0]
-            kind = kind if kind in ("image", "audio", "video") else "document"
-            return Media(path, PROVIDER, kind, data, 0, mime)
-    return None
 
 
 GEMINI = GeminiFormat()

@@ -200,6 +200,26 @@ def _what(kind: str) -> str:
     return kind.replace("_", " ")
 
 
+def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
+    """A Responses ``input_image`` or ``input_file`` part, or ``None`` for any other."""
+    if not isinstance(part, Mapping):
+        return None
+    kind = part.get("type")
+    if kind == "input_image":
+        mime, data, start = data_url(part.get("image_url"))
+        return Media(path, _BILLED_AS, "image", data, start, mime, text_name(part.get("detail")))
+    if kind == "input_file":
+        mime, data, start = data_url(part.get("file_data"))
+        if data is None and isinstance(part.get("file_data"), str):
+            data = part["file_data"]  # bare base64
+        if mime is None:
+            name = part.get("filename")
+            pdf = not isinstance(name, str) or name.lower().endswith(".pdf")
+            mime = "application/pdf" if pdf else None
+        return Media(path, _BILLED_AS, "document", data, start, mime)
+    return None
+
+
 class ResponsesFormat:
     """OpenAI Responses input items (role-less, typed)."""
 
@@ -435,18 +455,24 @@ class ResponsesFormat:
             return None
         return Thinking() if _reasoning_required(views, index) else Thinking(item="reasoning")
 
-    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
-        """One part read as this format's media (``None`` for any other part); ``path``: where."""
-        return media_part(part, path)
+    # One part read as this format's media (``None`` for any other part); ``path``:
+    # where. The function itself, not a method calling it: one frame less a count.
+    media_of = staticmethod(media_part)
+
+    def media_field(self, view: Mapping[str, Any]) -> str:
+        """Where ``media`` reads: a message's ``content``, an output item's output field."""
+        if view.get("role") is not None:
+            return "content"
+        kind = view.get("type")
+        return OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``input_image`` and ``input_file`` parts of a message's content or an output's."""
         parts: Sequence[Any] = ()
-        if view.get("role") is not None:
-            field, parts = "content", blocks(view)
+        field = self.media_field(view)
+        if field == "content":
+            parts = blocks(view)
         else:
-            kind = view.get("type")
-            field = OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
             output: Any = view.get(field)
             if is_list(output):
                 parts = output
@@ -454,26 +480,6 @@ class ResponsesFormat:
             found = media_part(part, (field, k))
             if found is not None:
                 yield found
-
-
-def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
-    """A Responses ``input_image`` or ``input_file`` part, or ``None`` for any other."""
-    if not isinstance(part, Mapping):
-        return None
-    kind = part.get("type")
-    if kind == "input_image":
-        mime, data, start = data_url(part.get("image_url"))
-        return Media(path, _BILLED_AS, "image", data, start, mime, text_name(part.get("detail")))
-    if kind == "input_file":
-        mime, data, start = data_url(part.get("file_data"))
-        if data is None and isinstance(part.get("file_data"), str):
-            data = part["file_data"]  # bare base64
-        if mime is None:
-            name = part.get("filename")
-            pdf = not isinstance(name, str) or name.lower().endswith(".pdf")
-            mime = "application/pdf" if pdf else None
-        return Media(path, _BILLED_AS, "document", data, start, mime)
-    return None
 
 
 def _reasoning_required(views: Sequence[Mapping[str, Any]], at: int) -> bool:
