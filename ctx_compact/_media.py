@@ -49,16 +49,16 @@ def _is_array(value: Any) -> bool:
 # a string): the message is then counted by the formats' own ``media``, as they read
 # it. A marker whose field is None (inside a tool result, or typed by a str subclass)
 # likewise leaves the reading to its format's ``media``.
-_ODD: Tuple[Any, ...] = (None, None, 0, None)
+_ODD: Tuple[Any, ...] = (None, None, None)
 
 
 def _scan(parts: Any, found: List[Any], field: Optional[str]) -> None:
-    """Add to ``found`` ``(format, field, position, part)`` for every media marker among ``parts``.
+    """Add to ``found`` ``(format, field, part)`` for every media marker among ``parts``.
 
     ``field`` is the message's field holding ``parts``; ``None`` inside a holder
     part (a tool result), where the marker's place is not read from the mark.
     """
-    for k, part in enumerate(parts):
+    for part in parts:
         if type(part) is not dict:
             found.append(_ODD)
             if not isinstance(part, Mapping):
@@ -69,7 +69,7 @@ def _scan(parts: Any, found: List[Any], field: Optional[str]) -> None:
             for name in part:
                 fmt = _BY_KEY.get(name)
                 if fmt is not None:
-                    found.append((fmt, field, k, part))
+                    found.append((fmt, field, part))
                 elif name in _HOLDERS:
                     inner = part[name]
                     if isinstance(inner, Mapping) and _is_array(inner.get("content")):
@@ -77,14 +77,14 @@ def _scan(parts: Any, found: List[Any], field: Optional[str]) -> None:
         elif type(kind) is str:
             fmt = _BY_TYPE.get(kind)
             if fmt is not None:
-                found.append((fmt, field, k, part))
+                found.append((fmt, field, part))
             elif kind in _HOLDERS and _is_array(part.get("content")):
                 _scan(part["content"], found, None)
         else:
             # A str Enum member, say: marked by its value, read by its format's own
             # ``media`` (which compares it as the string it is).
             fmt = _BY_TYPE.get(str.__str__(kind)) if isinstance(kind, str) else None
-            found.append(_ODD if fmt is None else (fmt, None, k, part))
+            found.append(_ODD if fmt is None else (fmt, None, part))
 
 
 def media_readers(view: Mapping[str, Any]) -> Any:
@@ -92,8 +92,8 @@ def media_readers(view: Mapping[str, Any]) -> Any:
 
     The mark ``count_marked`` takes: for the usual media message (one media
     part, a dict at the top level of its field, every other part a dict with
-    a string type or none) the tuple ``(format, field, position, part)``, read
-    by that format alone; else the list of the formats whose media parts
+    a string type or none) the tuple ``(format, field, part)``, read by that
+    format alone; else the list of the formats whose media parts
     ``view`` may hold, read by their ``media``; ``()`` for none. Written for
     speed: a message with string content is settled by three lookups.
     """
@@ -108,12 +108,14 @@ def media_readers(view: Mapping[str, Any]) -> Any:
         parts = get(name)
         if parts is not None and type(parts) is not str and _is_array(parts):
             _scan(parts, found, name)
+    if not found:
+        return ()  # parts, none of them media: a text part, a tool call
     if len(found) == 1:
         mark = found[0]
         if mark[1] is not None:
             return mark  # the usual media message
         return [mark[0]] if mark[0] is not None else ()
-    return [*dict.fromkeys(fmt for fmt, _, _, _ in found if fmt is not None)]
+    return [*dict.fromkeys(fmt for fmt, _, _ in found if fmt is not None)] or ()
 
 
 def media_parts(view: Mapping[str, Any], formats: Sequence[Any] = FORMATS) -> List[Media]:
@@ -261,8 +263,11 @@ class MediaAwareCounter(SpecCounter):
         """
         if type(mark) is not tuple:
             return self._count_parts(view, FORMATS if mark is None else mark)
-        fmt, field, k, part = mark
+        fmt, field, part = mark
         parts = view[field]
+        k = 0
+        while parts[k] is not part:  # the scan saw it there, as this very object
+            k += 1
         if fmt.media_field(view) != field or (
             fmt.media_keys and len(parts) > 1 and _keyed_elsewhere(parts, k, fmt.media_keys)
         ):

@@ -155,7 +155,7 @@ def test_a_single_photo_is_marked_for_its_format_alone() -> None:
     part = MEDIA[1]
     mark = media_readers({"role": "user", "content": [OTHERS[0], part]})
     assert type(mark) is tuple
-    assert mark[1:] == ("content", 1, part)
+    assert mark[1:] == ("content", part)
     # Two media parts, or a part the scan cannot vouch for: the formats read the message.
     assert type(media_readers({"role": "user", "content": [part, part]})) is list
     assert type(media_readers({"role": "user", "content": [part, OTHERS[4]]})) is list
