@@ -277,6 +277,8 @@ class MediaAwareCounter(SpecCounter):
         media = fmt.media_of(part, (field, k))
         if media is None:
             return default_count_tokens(view)
+        # _count_parts' one-part case written out (_without_one's copy, the rest's
+        # count): sharing it costs 7% more instructions a photo, on the hot path.
         rest = dict(view)
         rest[field] = [*parts[:k], *parts[k + 1 :]] if len(parts) > 1 else []
         text = compact_json(rest)
