@@ -37,7 +37,6 @@ from typing import (
     Set,
     Tuple,
     TypeVar,
-    cast,
 )
 
 from ._checks import (
@@ -166,19 +165,10 @@ def _has_content(value: object, placeholder: str) -> bool:
     return not (is_list(value) and not value)
 
 
-def _shell_clearable(output: object, placeholder: str) -> bool:
-    """A ``shell_call_output``'s output: a non-empty list of chunks, not already cleared."""
-    if not is_list(output):
-        return False
-    chunks = cast(Sequence[Any], output)
-    if not chunks or not isinstance(chunks[0], Mapping):
-        return False
-    return not (len(chunks) == 1 and chunks[0].get("stdout") == placeholder)
-
-
 def _saves(value: object, written: object) -> bool:
     """Whether writing ``written`` over a result's ``value`` (a format's own shape of the
-    placeholder: a Gemini response object, a Converse block list) takes anything off."""
+    placeholder: a Gemini response object, a Converse block list, a shell call's output
+    chunks) takes anything off."""
     if value is None or value == written:
         return False
     try:
@@ -212,8 +202,6 @@ def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[
             if result.wrap is not None:
                 written = result.wrap(placeholder)
                 clearable = _saves(value, written)
-            elif result.chunks:
-                clearable = _shell_clearable(value, placeholder)
             else:
                 clearable = _has_content(value, placeholder)
             results.append(
@@ -297,14 +285,7 @@ def _clear_result(editor: _Editor, result: _Result, placeholder: str) -> None:
         editor.block(result.index, result.block)["content"] = placeholder
         return
     message = editor.message(result.index)
-    if message.get("type") == "shell_call_output":
-        # Its output is a list of {stdout, stderr, outcome}: one chunk with the
-        # first outcome keeps the shape the API requires.
-        first = dict(message["output"][0])
-        first.update(stdout=placeholder, stderr="")
-        message["output"] = [first]
-    else:
-        message[result.field] = placeholder
+    message[result.field] = placeholder if result.value is None else result.value
 
 
 def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:

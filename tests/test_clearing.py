@@ -197,6 +197,31 @@ def test_each_responses_output_kind(kind: str) -> None:
     assert result.cleared[0].tool == messages[1].get("name", kind)
 
 
+def test_a_shell_output_is_cleared_only_where_it_saves_something() -> None:
+    # As a text result no longer than the placeholder is left alone, a shell call's
+    # output is cleared only where its one placeholder chunk is shorter than it was,
+    # and never where it is not the list of chunks the API requires.
+    exit0 = {"type": "exit", "exit_code": 0}
+    outputs = {
+        "short": [{"stdout": "ok", "stderr": "", "outcome": exit0}],
+        "cleared": [{"stdout": "[cleared]", "stderr": "", "outcome": exit0}],
+        "not chunks": "a plain string, not the API's list of chunks " + BIG,
+        "empty": [],
+        "long": [{"stdout": BIG, "stderr": "", "outcome": exit0}],
+    }
+    for name, output in outputs.items():
+        item = output_item("shell_call", "c1", BIG)
+        item["output"] = output
+        messages = [{"role": "user", "content": "Go."}, call_item("shell_call", "c1"), item]
+        result = clear_tool_results(messages, max_tokens=1, keep=0)
+        if name == "long":
+            assert result.messages[2]["output"] == outputs["cleared"]
+            assert len(result.cleared) == 1
+        else:
+            assert result.cleared == [], name
+            assert result.messages[2] is item, name
+
+
 def test_program_output_clears_its_result() -> None:
     messages = [
         {"type": "program", "id": "p1", "call_id": "c1", "code": "run()", "fingerprint": "f"},

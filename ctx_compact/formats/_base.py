@@ -55,10 +55,11 @@ class ToolResult:
     field: str  # the key holding the result's content
     call_id: Any
     value: Any  # the content clearing would replace
-    chunks: bool  # the content is a list of output chunks (a shell call's), not text
     items: str = "content"  # the list holding the block: "content", or "parts" (Gemini)
     inner: Optional[str] = None  # the key of the result object inside its block or part
-    # What the placeholder is written as, when the format wants other than the text.
+    # What the placeholder is written as, when the format wants other than the text (a
+    # Converse block list, a Gemini response object, a shell call's output chunks); the
+    # result is cleared only where that takes something off.
     wrap: Optional[Callable[[str], Any]] = None
 
 

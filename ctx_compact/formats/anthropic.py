@@ -264,7 +264,7 @@ class AnthropicFormat:
             for k, block in enumerate(blocks(view)):
                 if is_block(block, "tool_result"):
                     yield ToolResult(
-                        index, k, "content", block.get("tool_use_id"), block.get("content"), False
+                        index, k, "content", block.get("tool_use_id"), block.get("content")
                     )
 
     def step(self, view: Mapping[str, Any]) -> Optional[str]:

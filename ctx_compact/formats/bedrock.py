@@ -378,7 +378,6 @@ class BedrockFormat:
                     "content",
                     result.get("toolUseId"),
                     result.get("content"),
-                    False,
                     inner="toolResult",
                     wrap=cleared_result,
                 )

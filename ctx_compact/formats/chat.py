@@ -569,9 +569,7 @@ class ChatFormat:
     def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
         """A ``tool`` message's content."""
         if view.get("role") == "tool":
-            yield ToolResult(
-                index, None, "content", view.get("tool_call_id"), view.get("content"), False
-            )
+            yield ToolResult(index, None, "content", view.get("tool_call_id"), view.get("content"))
 
     # One part read as this format's media (``None`` for any other part); ``path``:
     # where. The function itself, not a method calling it: one frame less a count.

@@ -453,7 +453,6 @@ class GeminiFormat:
                     "response",
                     _call_key(response),
                     response.get("response"),
-                    False,
                     items="parts",
                     inner=spelling,
                     wrap=cleared_response,

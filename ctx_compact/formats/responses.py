@@ -16,7 +16,7 @@ dropped, so the conversation restarts there (``Links.restarts``; see
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .._problems import PairingProblem, names
 from ._base import (
@@ -218,6 +218,22 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
             mime = "application/pdf" if pdf else None
         return Media(path, _BILLED_AS, "document", data, start, mime)
     return None
+
+
+def _shell_output(output: Any) -> Callable[[str], Any]:
+    """How a ``shell_call_output``'s output is cleared: the list of chunks the API requires,
+    one chunk keeping the first one's outcome, its ``stdout`` the placeholder.
+
+    Output that is not such a list is written back as it is: nothing is cleared.
+    """
+    first = output[0] if is_list(output) and output and isinstance(output[0], Mapping) else None
+
+    def wrap(placeholder: str) -> Any:
+        if first is None:
+            return output
+        return [{**first, "stdout": placeholder, "stderr": ""}]
+
+    return wrap
 
 
 class ResponsesFormat:
@@ -430,8 +446,9 @@ class ResponsesFormat:
         kind = view.get("type")
         field = OUTPUT_FIELDS.get(kind) if isinstance(kind, str) else None
         if field is not None and view.get("role") is None:
-            chunks = kind == "shell_call_output"
-            yield ToolResult(index, None, field, item_call_id(view), view.get(field), chunks)
+            value = view.get(field)
+            wrap = _shell_output(value) if kind == "shell_call_output" else None
+            yield ToolResult(index, None, field, item_call_id(view), value, wrap=wrap)
 
     def step(self, view: Mapping[str, Any]) -> Optional[str]:
         """A typed item without a role: a ``reasoning`` item is thinking, a call item (or an
