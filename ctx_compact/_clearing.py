@@ -66,12 +66,6 @@ from .formats import (
 )
 from .formats._shapes import blocks, hashable, is_list, sdk_dump
 
-# The arguments a cleared call is given (``clear_inputs``): an empty JSON object.
-# Chat Completions and Responses carry arguments as a JSON string and Anthropic as
-# an object; every provider (and every SDK or proxy that parses arguments back)
-# accepts an empty object where a tool's arguments go.
-EMPTY_ARGUMENTS = "{}"
-
 E = TypeVar("E")
 
 
@@ -260,8 +254,12 @@ class _Editor:
         content = self.items(i, key)
         if (i, key, k) not in self._blocks:
             view = content[k]
-            if not isinstance(view, Mapping):  # an SDK block or part: its JSON
-                view = blocks(self.views[i])[k] if key == "content" else sdk_dump(view)
+            if not isinstance(view, Mapping):  # an SDK block, part or call: its JSON
+                if key == "content":
+                    view = blocks(self.views[i])[k]
+                else:  # as the message's view holds it, or as the SDK sends it
+                    seen = self.views[i][key][k]
+                    view = seen if isinstance(seen, Mapping) else sdk_dump(seen)
             content[k] = dict(view)
             self._blocks.add((i, key, k))
         return content[k]  # type: ignore[no-any-return]
@@ -289,34 +287,29 @@ def _clear_result(editor: _Editor, result: _Result, placeholder: str) -> None:
 
 
 def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
-    """Clear a call's arguments where the format has a free-form place for them."""
-    view = editor.views[call.index]
+    """Clear a call's arguments where its format gives them a place (``ToolCall.arguments``)."""
+    if not call.arguments:
+        return False  # the call is its own input: nothing may replace it
     if call.where == "item":
-        kind = view.get("type")
-        if kind == "function_call":
-            editor.message(call.index)["arguments"] = EMPTY_ARGUMENTS
-            return True
-        if kind == "custom_tool_call":
-            # A custom tool's input is free text, not JSON.
-            editor.message(call.index)["input"] = placeholder
-            return True
-        return False  # structured actions (shell commands, patches) are the call itself
-    if call.where == "tool_calls":
-        function = view["tool_calls"][call.position].get("function")
-        if not isinstance(function, Mapping):
-            return False  # nothing to clear, and no reason to copy the message
-        calls = editor.items(call.index, "tool_calls")
-        own = calls[call.position]  # an SDK tool call is edited as its JSON
-        base = own if isinstance(own, Mapping) else view["tool_calls"][call.position]
-        calls[call.position] = {**base, "function": {**function}}
-        calls[call.position]["function"]["arguments"] = EMPTY_ARGUMENTS
-        return True
-    if call.inner is not None:
-        # A Gemini function_call's args, a Converse toolUse's input: JSON objects.
-        items, field = ("parts", "args") if call.where == "parts" else ("content", "input")
-        editor.inner(call.index, items, call.position, call.inner)[field] = {}
-        return True
-    editor.block(call.index, call.position)["input"] = {}
+        held = editor.message(call.index)
+    elif call.inner is not None:
+        held = editor.inner(call.index, call.where, call.position, call.inner)
+    else:
+        held = editor.block(call.index, call.position, call.where)
+    *path, last = call.arguments
+    for key in path:
+        inner = held.get(key)
+        # An SDK object in the caller's dict (a Chat tool call's Function) is edited as
+        # its JSON, as the format read it.
+        inner = inner if isinstance(inner, Mapping) else sdk_dump(inner)
+        if not isinstance(inner, Mapping):
+            return False  # nothing to clear there
+        held[key] = dict(inner)
+        held = held[key]
+    empty = call.no_arguments
+    held[last] = (
+        placeholder if empty is None else dict(empty) if isinstance(empty, Mapping) else empty
+    )
     return True
 
 

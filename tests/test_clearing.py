@@ -422,6 +422,27 @@ def test_sdk_objects_are_edited_as_their_json() -> None:
     assert result.tokens_after == total(out)
 
 
+def test_an_sdk_function_inside_a_dict_tool_call_loses_its_arguments() -> None:
+    chat = pytest.importorskip("openai.types.chat")
+    tool_call = chat.ChatCompletionMessageToolCall.model_validate(
+        {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": '{"p":1}'}}
+    )
+    # A reply rebuilt by hand around the SDK's own Function object.
+    reply = {
+        "role": "assistant",
+        "tool_calls": [{"id": "call_1", "type": "function", "function": tool_call.function}],
+    }
+    messages = [user("Go."), reply, tool("call_1", BIG)]
+    result = clear_tool_results(messages, max_tokens=1, keep=0, clear_inputs=True)
+    assert result.messages[1]["tool_calls"] == [
+        {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    ]
+    assert result.cleared[0].input_cleared is True
+    assert tool_call.function.arguments == '{"p":1}'  # the SDK object is unchanged
+    assert reply["tool_calls"][0]["function"] is tool_call.function
+    assert check_pairing(result.messages) == []
+
+
 def test_responses_sdk_items_are_edited_as_their_json() -> None:
     responses = pytest.importorskip("openai.types.responses")
     reasoning = responses.ResponseReasoningItem.model_validate(

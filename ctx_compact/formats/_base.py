@@ -44,6 +44,19 @@ class ToolCall:
     name: Optional[str]
     ids: Tuple[Any, ...]  # the first is its own; later ones answer it if not taken
     inner: Optional[str] = None  # the key of the call object inside its block or part
+    # Where the call's arguments are, from the call object (the item, the tool_calls
+    # entry, the block, or the object under ``inner``), for ``clear_inputs``; () where
+    # the call is its own input (a shell command, a patch) and nothing may replace it.
+    arguments: Tuple[str, ...] = ()
+    # What the arguments become when cleared (a mapping is written as a new dict each
+    # time); None: the placeholder text, for free-form input.
+    no_arguments: Any = None
+
+
+# What a call's arguments become when cleared (``clear_inputs``): an empty JSON object,
+# which every provider (and every SDK or proxy that parses arguments back) accepts where
+# a tool's arguments go; as its JSON text where a format carries arguments as a string.
+EMPTY_ARGUMENTS = "{}"
 
 
 @dataclass(frozen=True)

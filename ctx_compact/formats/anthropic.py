@@ -255,7 +255,13 @@ class AnthropicFormat:
             for k, block in enumerate(blocks(view)):
                 if is_block(block, "tool_use"):
                     yield ToolCall(
-                        index, "content", k, text_name(block.get("name")), (block.get("id"),)
+                        index,
+                        "content",
+                        k,
+                        text_name(block.get("name")),
+                        (block.get("id"),),
+                        arguments=("input",),
+                        no_arguments={},
                     )
 
     def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:

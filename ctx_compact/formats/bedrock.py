@@ -366,6 +366,8 @@ class BedrockFormat:
                     text_name(use.get("name")),
                     (use.get("toolUseId"),),
                     inner="toolUse",
+                    arguments=("input",),
+                    no_arguments={},
                 )
 
     def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:

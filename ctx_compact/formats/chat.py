@@ -44,6 +44,7 @@ from .._problems import PairingProblem, names
 from ._base import (
     ASIDE,
     CALLS,
+    EMPTY_ARGUMENTS,
     Links,
     Media,
     Thinking,
@@ -552,8 +553,20 @@ class ChatFormat:
         if view.get("role") == "assistant" and call_ids(view, index):  # validates tool_calls
             for j, call in enumerate(view["tool_calls"]):
                 function = call.get("function")
-                name = function.get("name") if isinstance(function, Mapping) else None
-                yield ToolCall(index, "tool_calls", j, text_name(name), (call.get("id"),))
+                arguments: Tuple[str, ...]
+                if isinstance(function, Mapping):
+                    name, arguments = function.get("name"), ("function", "arguments")
+                else:
+                    name, arguments = None, ()
+                yield ToolCall(
+                    index,
+                    "tool_calls",
+                    j,
+                    text_name(name),
+                    (call.get("id"),),
+                    arguments=arguments,
+                    no_arguments=EMPTY_ARGUMENTS,
+                )
 
     def step(self, view: Mapping[str, Any]) -> Optional[str]:
         """A message with ``tool_calls`` or ``function_call`` calls tools, a ``tool`` or

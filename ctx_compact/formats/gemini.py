@@ -440,7 +440,16 @@ class GeminiFormat:
             for k, call in calls(view):
                 name = text_name(call.get("name"))
                 spelling, _ = _field(parts(view)[k], CALL_KEYS)
-                yield ToolCall(index, "parts", k, name, (_call_key(call),), inner=spelling)
+                yield ToolCall(
+                    index,
+                    "parts",
+                    k,
+                    name,
+                    (_call_key(call),),
+                    inner=spelling,
+                    arguments=("args",),
+                    no_arguments={},
+                )
 
     def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
         """A user turn's function responses (their ``response`` object)."""

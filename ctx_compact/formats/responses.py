@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set,
 from .._problems import PairingProblem, names
 from ._base import (
     CALLS,
+    EMPTY_ARGUMENTS,
     FOLLOWED,
     REPLIES,
     THINKS,
@@ -218,6 +219,15 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
             mime = "application/pdf" if pdf else None
         return Media(path, _BILLED_AS, "document", data, start, mime)
     return None
+
+
+# Where a call item's arguments are, for ``clear_inputs``, and what they become: a
+# function call's JSON text, a custom tool's free text (the placeholder). A built-in
+# tool's structured action (a shell command, a patch) is the call itself: not listed.
+_ARGUMENTS: Dict[str, Tuple[Tuple[str, ...], Optional[str]]] = {
+    "function_call": (("arguments",), EMPTY_ARGUMENTS),
+    "custom_tool_call": (("input",), None),
+}
 
 
 def _shell_output(output: Any) -> Callable[[str], Any]:
@@ -439,7 +449,9 @@ class ResponsesFormat:
             ids: Tuple[Any, ...] = (item_call_id(view),)
             if kind == "local_shell_call":
                 ids += (view.get("id"),)
-            yield ToolCall(index, "item", 0, text_name(view.get("name")) or kind, ids)
+            arguments, empty = _ARGUMENTS.get(kind, ((), None))
+            name = text_name(view.get("name")) or kind
+            yield ToolCall(index, "item", 0, name, ids, arguments=arguments, no_arguments=empty)
 
     def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
         """An output item whose content may be cleared."""
