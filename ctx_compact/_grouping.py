@@ -25,9 +25,7 @@ from collections.abc import Mapping
 from typing import Any, List, Optional, Sequence
 
 from ._views import message_view, message_views
-from .formats import FOLLOWED, OWNERS, TEXT_KEYS, Links, recognise
-from .formats.chat import CHAT
-from .formats.gemini import GEMINI
+from .formats import FOLLOWED, Links, recognise
 from .formats.responses import answers_earlier
 
 
@@ -60,23 +58,10 @@ def group_bounds(
     links = Links()
     if restarts is not None:
         links.restarts = restarts
-    owners, chat = OWNERS, CHAT
     for i in range(start, n):
         view = views[i]
         followed = links.left is FOLLOWED
-        # recognise(view, i), settled in place for most messages (see _CALLS).
-        get = view.get
-        content = get("content")
-        role = get("role")
-        if (content is None or type(content) is str) and type(role) is str and not get(_PARTS):
-            if not (get(_CALLS) or get(_FUNCTION)):
-                fmt = owners.get(role)
-            elif role == "assistant":
-                fmt = chat
-            else:
-                fmt = recognise(view, i)
-        else:
-            fmt = recognise(view, i)
+        fmt = recognise(view, i)
         if fmt is None:  # plain text: it answers nothing and leaves nothing open
             links.left = None
             linked = -1
@@ -91,20 +76,6 @@ def group_bounds(
                 bounds.pop()  # this message joins the group its partner is in
     bounds.append(n)
     return bounds
-
-
-# The keyed formats' keys. A message with string (or no) content, a string role and
-# none of them set is read by its role's owner, as ``recognise`` reads it; one with
-# Chat's keys set on an assistant message and no Gemini parts is Chat's alone (no
-# other format claims it, and Chat allows calls there). The unpacking fails at import
-# if those formats' keys change, and the check below if another format keeps tool
-# structure in top-level keys, so this cannot drift from ``recognise`` silently.
-_CALLS, _FUNCTION, _PARTS = (*CHAT.keys, *GEMINI.keys)
-if set(TEXT_KEYS) != {_CALLS, _FUNCTION, _PARTS}:
-    raise ImportError(
-        f"the formats keep tool structure in the top-level keys {TEXT_KEYS}; group_bounds' "
-        f"shortcut knows only {(_CALLS, _FUNCTION, _PARTS)}: teach it the new format's keys"
-    )
 
 
 def regroup_from(messages: Sequence[Any], bounds: Sequence[int], keep: int) -> int:

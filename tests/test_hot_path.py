@@ -1,14 +1,12 @@
 """The hot path's shortcuts give what the general rules give, on every shape they may meet.
 
-``group_bounds`` settles most messages without calling ``recognise``, and
-``message_views`` most without calling ``holds_objects``; these tests hold each
-shortcut to its rule on messages mixing every format's keys, well and badly formed.
+``message_views`` settles most messages without calling ``holds_objects``; these
+tests hold each shortcut to its rule on messages mixing every format's keys, well
+and badly formed.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from types import MappingProxyType
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
@@ -19,33 +17,8 @@ from ctx_compact import InvalidMessageError
 from ctx_compact._grouping import group_bounds
 from ctx_compact._pairing import pairing_problems
 from ctx_compact._views import holds_objects, message_view, message_views
-from ctx_compact.formats import FOLLOWED, FORMATS, Links, recognise
+from ctx_compact.formats import FORMATS, recognise
 from ctx_compact.formats.chat import CHAT, call_ids
-
-
-def general_bounds(views: Sequence[Mapping[str, Any]], restarts: List[int]) -> List[int]:
-    """``group_bounds`` as the generic rule states it: every message read by ``recognise``."""
-    bounds: List[int] = []
-    links = Links()
-    links.restarts = restarts
-    for i, view in enumerate(views):
-        followed = links.left is FOLLOWED
-        fmt = recognise(view, i)
-        if fmt is None:
-            links.left = None
-            linked = -1
-        else:
-            linked = fmt.link(view, i, links)
-        if linked < 0 and followed:
-            linked = i - 1
-        if linked < 0:
-            bounds.append(i)
-        else:
-            while bounds[-1] > linked:
-                bounds.pop()
-    bounds.append(len(views))
-    return bounds
-
 
 ABSENT = object()
 ROLES = st.sampled_from(
@@ -152,18 +125,6 @@ def outcome(run: Any) -> Tuple[str, Any]:
         return "error", (exc.index, str(exc))
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.lists(ANY_MESSAGE, max_size=8))
-def test_group_bounds_equals_the_general_rule(conversation: List[dict]) -> None:
-    views = message_views(conversation)
-    restarts: List[int] = []
-    expected_restarts: List[int] = []
-    assert outcome(lambda: group_bounds(views, 0, restarts)) == outcome(
-        lambda: general_bounds(views, expected_restarts)
-    )
-    assert restarts == expected_restarts
-
-
 def general_views(conversation: Sequence[Any]) -> List[Optional[Mapping[str, Any]]]:
     return [message_view(m, i) for i, m in enumerate(conversation)]
 
@@ -249,20 +210,3 @@ def test_call_ids_equal_the_general_rule(tool_calls: List[Any]) -> None:
     assert found[0] == expected[0]
     if found[0] == "ok":
         assert found[1] == expected[1]
-
-
-def test_a_new_format_with_top_level_keys_is_refused_until_the_shortcut_knows_them() -> None:
-    # group_bounds settles a message with string content and none of the keyed formats'
-    # keys as plain text; a format added with keys of its own would be settled past
-    # silently, so importing grouping refuses it (reloaded in a fresh interpreter, so
-    # nothing in this one is).
-    script = (
-        "import importlib, ctx_compact._grouping as g, ctx_compact.formats as f\n"
-        "f.TEXT_KEYS = (*f.TEXT_KEYS, 'tool_uses')\n"
-        "importlib.reload(g)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 1
-    assert "ImportError" in done.stderr
-    assert "'tool_uses'" in done.stderr
-    assert "teach it the new format's keys" in done.stderr
