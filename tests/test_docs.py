@@ -45,6 +45,9 @@ OPTIONAL = {
 # How to install what is in no extra (instructor pins an older openai: its page says so).
 INSTALL = {"instructor": "pip install instructor, in a venv of its own"}
 REQUIRED_EXTRAS = set(filter(None, os.environ.get("CTX_COMPACT_EXTRAS", "").split(",")))
+# Appended to every example: the reader's own warnings must still show after it ran. An
+# example may hide a warning its framework gives, by category and message, not all of them.
+OWN_WARNING = "\nimport warnings\nwarnings.warn('the reader will see this', UserWarning)\n"
 
 
 def missing_optional(code: str) -> List[str]:
@@ -104,11 +107,14 @@ def test_example_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
     if missing:
         pytest.skip(skip_reason(missing))
     script = tmp_path / f"example_{index}.py"
-    script.write_text(code, encoding="utf-8")
+    script.write_text(code + OWN_WARNING, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert done.returncode == 0, f"{page} block {index}:\n{done.stderr}"
+    assert "UserWarning: the reader will see this" in done.stderr, (
+        f"{page} block {index} hides the warnings of the program it is pasted in"
+    )
 
 
 @pytest.mark.parametrize("module", sorted(OPTIONAL))
