@@ -91,9 +91,10 @@ def _path_problems(token: str) -> List[str]:
 
 def _requirement_problems(token: str) -> List[str]:
     try:
-        name = canonicalize_name(Requirement(token).name)
+        requirement = Requirement(token)
     except InvalidRequirement:
         return [f"{token!r} is not a requirement"]
+    name = canonicalize_name(requirement.name)
     if name == NAME:
         return [
             f"{token!r} installs the unrelated {NAME} of the package index, not this project "
@@ -101,6 +102,9 @@ def _requirement_problems(token: str) -> List[str]:
         ]
     if name not in KNOWN:
         return [f"{token!r} is no dependency of this project (pyproject.toml) nor in OTHERS"]
+    if name not in OTHERS and any(spec.operator in {"==", "==="} for spec in requirement.specifier):
+        # A user's venv would be moved back to that release: pyproject.toml gives a range.
+        return [f"{token!r} pins one release of a package the extras give a range of"]
     return []
 
 

@@ -72,6 +72,7 @@ def test_commands_that_work(text: str) -> None:
         ("pip install 'ctx_compact>=0.2'", "installs the unrelated ctx-compact of the package"),
         ('pip install ".[no-such-extra]"', "pyproject.toml has no extra 'no-such-extra'"),
         ("pip install requets", "no dependency of this project"),
+        ("pip install litellm==1.110.2", "pins one release"),
         ("pip install '{}'", "is not a requirement"),  # an f-string's field: it cannot be read
         ("run pip install redis.", "is not a requirement"),
         ("naming the `pip install` line", "names nothing to install"),
