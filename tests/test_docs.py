@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
+from install_commands import text_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_ELSEWHERE = {"docs/batch.md"}  # run by tests/test_engines.py
 # The optional packages a page's example may need (top-level import names), by the extra
-# that installs them. Where one is missing the example skips, except in a run that names
-# its extra in CTX_COMPACT_EXTRAS (CI's venv of that extra): there it fails.
+# that installs them (instructor is in none: see INSTALL). Where one is missing the example
+# skips, saying how to install it, except in a run that names its extra in CTX_COMPACT_EXTRAS
+# (CI's venv of that extra): there it fails.
 OPTIONAL = {
     "pydantic_ai": "frameworks",
     "langchain": "frameworks",
@@ -40,7 +42,12 @@ OPTIONAL = {
     "mistralai": "agents",
     "smolagents": "agents",
 }
+# How to install what is in no extra (instructor pins an older openai: its page says so).
+INSTALL = {"instructor": "pip install instructor, in a venv of its own"}
 REQUIRED_EXTRAS = set(filter(None, os.environ.get("CTX_COMPACT_EXTRAS", "").split(",")))
+# Appended to every example: the reader's own warnings must still show after it ran. An
+# example may hide a warning its framework gives, by category and message, not all of them.
+OWN_WARNING = "\nimport warnings\nwarnings.warn('the reader will see this', UserWarning)\n"
 
 
 def missing_optional(code: str) -> List[str]:
@@ -63,6 +70,12 @@ def extra_of(module: str) -> str:
     if module.startswith("google.adk"):
         return "agents"
     return OPTIONAL[module.split(".")[0]]
+
+
+def skip_reason(missing: List[str]) -> str:
+    extras = sorted({extra_of(module) for module in missing})
+    how = [INSTALL.get(e, f'python -m pip install ".[{e}]", in a checkout') for e in extras]
+    return f"needs {', '.join(missing)} ({'; '.join(how)})"
 
 
 def blocks() -> List[Tuple[str, int, str]]:
@@ -92,11 +105,21 @@ def test_example_runs(page: str, index: int, code: str, tmp_path: Path) -> None:
     if required:
         pytest.fail(f"needs {', '.join(required)}, which the extras of this run must install")
     if missing:
-        extras = sorted({extra_of(m) for m in missing})
-        pytest.skip(f"needs {', '.join(missing)} (the {', '.join(extras)} extra)")
+        pytest.skip(skip_reason(missing))
     script = tmp_path / f"example_{index}.py"
-    script.write_text(code, encoding="utf-8")
+    script.write_text(code + OWN_WARNING, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert done.returncode == 0, f"{page} block {index}:\n{done.stderr}"
+    assert "UserWarning: the reader will see this" in done.stderr, (
+        f"{page} block {index} hides the warnings of the program it is pasted in"
+    )
+
+
+@pytest.mark.parametrize("module", sorted(OPTIONAL))
+def test_a_skip_says_how_to_install_what_is_missing(module: str) -> None:
+    reason = skip_reason([module])
+
+    assert "pip install" in reason
+    assert text_problems(iter([reason])) == []  # an extra pyproject.toml has, or a real package

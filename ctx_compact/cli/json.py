@@ -3,7 +3,7 @@
 The default estimator serialises every message once to count it; the command
 keeps that serialisation and writes the compacted line from the kept
 messages' pieces, so each message is serialised once, not twice. With orjson
-(``pip install "ctx-compact[orjson]"``) a line is also parsed and serialised in
+(``pip install orjson``, or the ``orjson`` extra) a line is also parsed and serialised in
 Rust. Either way the output is byte-identical, and so are the token counts:
 
 - orjson and ``json`` write a float alike only where ``json`` uses no exponent,

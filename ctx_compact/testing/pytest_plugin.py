@@ -33,6 +33,15 @@ from ._server import FakeProvider
 
 SKIP_WITHOUT_SDK = "skip_without_sdk"
 
+# The command that installs each SDK a client fixture needs, by its package name
+# (written out, so that tests/test_install_commands.py reads every one).
+_INSTALL = {
+    "openai": "pip install openai",
+    "anthropic": "pip install anthropic",
+    "google-genai": "pip install google-genai",
+    "boto3": "pip install boto3",
+}
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, so that ``--strict-markers`` suites accept it."""
@@ -56,7 +65,7 @@ def _sdk(request: pytest.FixtureRequest, name: str, package: Optional[str] = Non
     # Outside the except block, so that the report is the message, not a chain.
     message = (
         f"{request.fixturename} needs the {package} SDK, which cannot be imported ({reason}). "
-        f"Install it with: pip install {package}"
+        f"Install it with: {_INSTALL[package]}"
     )
     if request.node.get_closest_marker(SKIP_WITHOUT_SDK) is not None:
         pytest.skip(message)

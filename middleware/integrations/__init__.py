@@ -19,5 +19,5 @@ Every one takes ``budgeted``'s options (``max_tokens`` and
 sends beside the messages (its system prompt, its tools) against the budget,
 and reports the same ``CompactionEvent`` to its ``on_compact`` hooks and to
 every active ``CompactingSession``. Importing a module whose framework is not
-installed raises ``ImportError`` naming the ``pip install`` line.
+installed raises ``ImportError`` naming the command that installs it.
 """

@@ -4,9 +4,10 @@ An integration module (one per framework, ``middleware/integrations/<name>.py``)
 turns its framework's hook into one call of a ``Compactor``, and nothing more:
 
 1. Import the framework at the top of the module, inside ``try``/``except
-   ImportError as exc: raise missing("<name>", "<pip line>") from exc``, so
-   that importing the module without the framework names the pip line, and
-   nothing else (not the package) ever imports it.
+   ImportError as exc: raise missing(name, install) from exc``, ``install``
+   being the command that installs the framework, so that importing the module
+   without the framework names that command, and nothing else (not the package)
+   ever imports it.
 2. Take ``(max_tokens, **options: Unpack[HookOptions])`` (``Unpack`` from
    ``typing_extensions`` under ``TYPE_CHECKING``: nothing needs it at run
    time) and build one
@@ -95,19 +96,20 @@ class HookOptions(TypedDict, total=False):
     on_compact: Hooks
 
 
-def missing(integration: str, pip: str, error: Optional[BaseException] = None) -> ImportError:
+def missing(integration: str, install: str, error: Optional[BaseException] = None) -> ImportError:
     """The error an integration module raises when its framework cannot be imported.
 
     Args:
         integration: The module's name, ``"langchain"``.
-        pip: What to install, ``"langchain>=1"``.
+        install: The command that installs the framework (``pip install 'langchain>=1'``),
+            written out where it is used, so tests/test_install_commands.py reads it there.
         error: The ``ImportError`` met, whose text says what was missing (a
             framework too old to have a name is not a framework missing).
     """
     reason = f" ({error})" if error is not None else ""
     return ImportError(
         f"middleware.integrations.{integration} needs its framework, which cannot be "
-        f"imported{reason}; install it with: pip install '{pip}'"
+        f"imported{reason}; install it with: {install}"
     )
 
 

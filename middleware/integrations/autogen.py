@@ -7,8 +7,8 @@ compacted list that fits ``max_tokens`` with the system message and the tools'
 schemas counted beside it. A ``FunctionCall`` is never kept without its
 ``FunctionExecutionResult``; only what the model sees changes.
 
-Requires ``autogen-core`` (``pip install autogen-core``; ``autogen-agentchat``
-brings it).
+Requires ``autogen-core`` (``autogen-agentchat`` brings it): the ``autogen`` extra
+(``python -m pip install ".[autogen]"`` in a checkout), or ``pip install autogen-core``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ try:
         UserMessage,
     )
 except ImportError as exc:  # pragma: no cover - the message is tested without autogen
-    raise missing("autogen", "autogen-core", exc) from exc
+    raise missing("autogen", "pip install 'autogen-core'", exc) from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -8,7 +8,8 @@ responses, and the contents still go on as Gemini takes them (a function-call
 turn after a user turn). ADK builds each request's contents from the session's
 events, so only what the model sees changes: the session keeps every event.
 
-Requires ``google-adk`` (``pip install google-adk``).
+Requires ``google-adk``: the ``google-adk`` extra (``python -m pip install ".[google-adk]"``
+in a checkout), or ``pip install google-adk``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ try:
     from google.adk.models import LlmRequest, LlmResponse
     from google.genai import types
 except ImportError as exc:  # pragma: no cover - the message is tested without google-adk
-    raise missing("google_adk", "google-adk", exc) from exc
+    raise missing("google_adk", "pip install 'google-adk'", exc) from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -9,7 +9,8 @@ model sees changes; with ``rewrite_state=True`` the agent's stored ``messages``
 become what the model saw, as LangChain's own ``SummarizationMiddleware`` does,
 so the checkpointed history stops growing past the budget.
 
-Requires ``langchain>=1`` (``pip install 'langchain>=1'``).
+Requires ``langchain>=1``: the ``langchain`` extra (``python -m pip install ".[langchain]"``
+in a checkout), or ``pip install 'langchain>=1'``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ try:
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - the message is tested without langchain
-    raise missing("langchain", "langchain>=1", exc) from exc
+    raise missing("langchain", "pip install 'langchain>=1'", exc) from exc
 
 from ._langchain_messages import changed, native, replacing
 

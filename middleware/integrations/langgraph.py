@@ -13,7 +13,8 @@ the events carry no ``provider_tokens`` and ``on_overflow="retry"`` is refused
 (intercept the SDK in a ``CompactingSession`` for both, or use LangChain's
 ``create_agent`` with ``middleware.integrations.langchain``).
 
-Requires ``langgraph`` (``pip install langgraph``).
+Requires ``langgraph``: the ``langgraph`` extra (``python -m pip install ".[langgraph]"`` in
+a checkout), or ``pip install langgraph``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ try:
     from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.prebuilt import ToolNode
 except ImportError as exc:  # pragma: no cover - the message is tested without langgraph
-    raise missing("langgraph", "langgraph", exc) from exc
+    raise missing("langgraph", "pip install 'langgraph'", exc) from exc
 
 from ._langchain_messages import changed, native, replacing
 

@@ -8,7 +8,8 @@ prompt and its tools' schemas together fit ``max_tokens``. An assistant
 message's tool calls are never returned without the tool messages answering
 them; only what the agent reads changes, the store keeps everything.
 
-Requires ``llama-index-core`` (``pip install llama-index-core``).
+Requires ``llama-index-core``: the ``llama-index`` extra (``python -m pip install
+".[llama-index]"`` in a checkout), or ``pip install llama-index-core``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ try:
     from llama_index.core.tools import BaseTool, FunctionTool
     from pydantic import PrivateAttr
 except ImportError as exc:  # pragma: no cover - the message is tested without llama-index
-    raise missing("llama_index", "llama-index-core", exc) from exc
+    raise missing("llama_index", "pip install 'llama-index-core'", exc) from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

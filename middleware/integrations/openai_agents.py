@@ -12,7 +12,8 @@ The filter only prepares the model's input: the model call is the runner's, so
 the events carry no ``provider_tokens`` and ``on_overflow="retry"`` is refused
 (intercept the SDK in a ``CompactingSession`` for both).
 
-Requires ``openai-agents`` (``pip install openai-agents``).
+Requires ``openai-agents``: the ``openai-agents`` extra (``python -m pip install
+".[openai-agents]"`` in a checkout), or ``pip install openai-agents``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ try:
     from agents.models.chatcmpl_converter import Converter
     from agents.run_config import CallModelData, ModelInputData
 except ImportError as exc:  # pragma: no cover - the message is tested without openai-agents
-    raise missing("openai_agents", "openai-agents", exc) from exc
+    raise missing("openai_agents", "pip install 'openai-agents'", exc) from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -18,7 +18,8 @@ Neither retries a request the provider refuses for length
 (``on_overflow="retry"``): pydantic-ai lets a capability make the request only
 once, and a history processor does not make it.
 
-Requires ``pydantic-ai`` (``pip install pydantic-ai-slim``).
+Requires ``pydantic-ai``: the ``pydantic-ai`` extra (``python -m pip install ".[pydantic-ai]"``
+in a checkout), or ``pip install pydantic-ai-slim``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ try:
     )
     from pydantic_ai.tools import Tool, ToolDefinition
 except ImportError as exc:  # pragma: no cover - the message is tested without pydantic-ai
-    raise missing("pydantic_ai", "pydantic-ai-slim", exc) from exc
+    raise missing("pydantic_ai", "pip install 'pydantic-ai-slim'", exc) from exc
 
 from ctx_compact._contract import message_views
 

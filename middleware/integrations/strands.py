@@ -10,7 +10,8 @@ Converse's rules, which the messages are written in whatever the model
 provider), and a summary, when ``summarize`` is given, is a user message in
 the dropped messages' place.
 
-Requires ``strands-agents`` (``pip install strands-agents``).
+Requires ``strands-agents``: the ``strands`` extra (``python -m pip install ".[strands]"`` in
+a checkout), or ``pip install strands-agents``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ try:
     from strands.agent.conversation_manager import ConversationManager
     from strands.hooks import BeforeModelCallEvent, HookRegistry
 except ImportError as exc:  # pragma: no cover - the message is tested without strands
-    raise missing("strands", "strands-agents", exc) from exc
+    raise missing("strands", "pip install 'strands-agents'", exc) from exc
 
 if TYPE_CHECKING:
     from strands import Agent

@@ -27,7 +27,9 @@ from ._integrations import check_integration, first_system
 from ._scenario import LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts
 
 # LangGraph 1.x points to langchain's create_agent, but create_react_agent still works.
-pytestmark = pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:create_react_agent has been moved:langgraph.warnings.LangGraphDeprecatedSinceV10"
+)
 
 LANGGRAPH = f"langgraph {version('langgraph')}"
 SYSTEM = "Be terse. Answer with the figures of the report and nothing else."
