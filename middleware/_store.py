@@ -130,8 +130,9 @@ class SQLiteStore:
     first use (also after a fork). A write that loses a race keeps the entry
     written first. The file is bounded: past ``max_entries`` the least recently
     used entries are deleted, and entries older than ``ttl`` are neither
-    returned nor kept. It pickles as its path and options, so a decorated
-    function can be shipped to worker processes.
+    returned nor kept (nor are entries stamped later than now: a clock that
+    ran ahead cannot keep one forever). It pickles as its path and options, so
+    a decorated function can be shipped to worker processes.
 
     Use a local file system: SQLite's locking is unreliable on network file
     systems. For a fleet of machines, use ``RedisStore``.
@@ -222,8 +223,11 @@ class SQLiteStore:
                 self._opened[:] = [(p, c) for p, c in self._opened if c is not connection]
             connection.close()
 
-    def _oldest_kept(self, now: float) -> float:
-        return now - self.ttl if self.ttl is not None else -math.inf
+    def _kept_between(self, now: float) -> Tuple[float, float]:
+        """The stamps of the entries that have not expired: within ``ttl`` of now, not after it."""
+        if self.ttl is None:
+            return -math.inf, math.inf
+        return now - self.ttl, now
 
     def get(self, key: str) -> Optional[str]:
         """The summary stored under ``key``, or ``None`` (also once it expired)."""
@@ -239,8 +243,8 @@ class SQLiteStore:
             chunk = list(keys[start : start + _CHUNK])
             rows = connection.execute(
                 f"SELECT key, value, used FROM summaries WHERE key IN "
-                f"({', '.join('?' * len(chunk))}) AND stored >= ?",
-                [*chunk, self._oldest_kept(now)],
+                f"({', '.join('?' * len(chunk))}) AND stored BETWEEN ? AND ?",
+                [*chunk, *self._kept_between(now)],
             ).fetchall()
             for key, value, used in rows:
                 found[key] = value
@@ -266,7 +270,10 @@ class SQLiteStore:
         connection.execute("BEGIN IMMEDIATE")
         try:
             if self.ttl is not None:
-                connection.execute("DELETE FROM summaries WHERE stored < ?", (now - self.ttl,))
+                connection.execute(
+                    "DELETE FROM summaries WHERE stored NOT BETWEEN ? AND ?",
+                    self._kept_between(now),
+                )
             inserted = connection.execute(
                 "INSERT OR IGNORE INTO summaries (key, value, stored, used) VALUES (?, ?, ?, ?)",
                 (key, value, now, now),

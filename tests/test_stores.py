@@ -6,10 +6,12 @@ the binary these tests fail with the command that installs it.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import pickle
 import shutil
 import socket
+import sqlite3
 import subprocess
 import time
 from collections import Counter
@@ -175,6 +177,18 @@ def test_sqlite_forgets_entries_older_than_ttl(tmp_path: Path) -> None:
     assert store.get("k") is None
     assert store.put("k", "new") == "new"
     assert store.get("k") == "new"
+
+
+def test_a_sqlite_entry_stamped_in_the_future_is_expired_under_ttl(tmp_path: Path) -> None:
+    # A worker whose clock ran a day ahead wrote it.
+    store = SQLiteStore(tmp_path / "s.db", ttl=3600)
+    store.put("k", "from the future")
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as connection:
+        connection.execute("UPDATE summaries SET stored = stored + 86400, used = used + 86400")
+        connection.commit()
+    assert store.get("k") is None
+    assert store.put("k", "now") == "now"
+    assert store.get("k") == "now"
 
 
 @pytest.mark.parametrize(
