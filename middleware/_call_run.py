@@ -308,12 +308,17 @@ class CallRun:
         return self.plan.head_end + len(result.dropped) - self.plan.start
 
     def event(
-        self, summary: Optional[str], summary_error: Optional[str] = None, covered: int = 0
+        self,
+        summary: Optional[str],
+        summary_error: Optional[str] = None,
+        covered: int = 0,
+        store_error: Optional[str] = None,
     ) -> CompactionEvent:
         """The call's event, with ``summary`` (or none) inserted.
 
         ``summary_error`` says why the summarizer failed, when it did; ``covered`` is
-        the cut ``summary`` was made for, which the call drops up to at least.
+        the cut ``summary`` was made for, which the call drops up to at least;
+        ``store_error`` what went wrong with the summary store, when something did.
         """
         options = self.options
         plan = self.plan
@@ -361,6 +366,7 @@ class CallRun:
             retried=self.retried,
             summary_error=summary_error,
             repairs=repairs,
+            store_error=store_error,
         )
 
     def quiet_arguments(self) -> Optional[Tuple[Tuple[Any, ...], Dict[str, Any]]]:

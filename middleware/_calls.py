@@ -26,7 +26,7 @@ from ._observe import Pending, observe, primed
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
 from ._state import SessionState, active_states, enter_exclusive_call, leave_exclusive_call
-from ._summaries import Keep, Lookup, Step, Summaries
+from ._summaries import Keep, Lookup, Step, Summaries, Visit
 from ._usage import with_response
 
 
@@ -163,8 +163,12 @@ class Interceptor:
         throws in what it raised. It returns what the call returns (an SDK
         stream or raw response behind a proxy that reports once usage is known).
         """
+        # The store's one deadline covers the call, its retry included.
+        visit = self.summaries.visit() if self.summaries is not None else None
         # Without a summary to make, no sub-flow: most calls, and the cheapest path.
-        event = (yield from self._event(run, states)) if run.needs_summary else run.event(None)
+        event = (
+            (yield from self._event(run, states, visit)) if run.needs_summary else run.event(None)
+        )
         try:
             result = yield Invoke(run.arguments(event))
         except Exception as err:
@@ -174,7 +178,7 @@ class Interceptor:
                 raise
             # The retry's event stands for the request: one request, one event.
             event = (
-                (yield from self._event(retry, states))
+                (yield from self._event(retry, states, visit))
                 if retry.needs_summary
                 else retry.event(None)
             )
@@ -195,21 +199,23 @@ class Interceptor:
         return result
 
     def _event(
-        self, run: CallRun, states: Tuple[SessionState, ...]
+        self, run: CallRun, states: Tuple[SessionState, ...], visit: Optional[Visit]
     ) -> Generator[CallStep, Any, CompactionEvent]:
         """The event of a call that needs a summary; a summarizer's wrong result is reported,
         then raised.
 
-        A summarizer that raises is not: the summaries' flow turns it into ``summary_error``.
+        A summarizer that raises is not: the summaries' flow turns it into ``summary_error``,
+        and what went wrong with the store into ``store_error``.
         """
         summaries = self.summaries
         assert summaries is not None
+        assert visit is not None
         covered = run.plan.cut
         try:
             while True:
                 prefix, head_end, boundaries = run.summary_input(covered)
                 summary, error = yield from summaries.flow(
-                    prefix, head_end, boundaries, run.function
+                    prefix, head_end, boundaries, run.function, visit
                 )
                 if summary is None:
                     break
@@ -221,9 +227,9 @@ class Interceptor:
                     break
                 covered = cut
         except BaseException:
-            yield Report(run.event(None), states, shield=True)
+            yield Report(run.event(None, store_error=visit.error), states, shield=True)
             raise
-        return run.event(summary, error, covered)
+        return run.event(summary, error, covered, visit.error)
 
     def _retry(
         self,

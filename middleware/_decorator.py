@@ -117,7 +117,11 @@ def budgeted(
             of a machine, a ``RedisStore`` shared by a fleet, or any
             ``SummaryStore``. Every process sharing it sends the same summary for
             the same cut, and only the first pays for it. By default each
-            decorated callable keeps its recent summaries in memory.
+            decorated callable keeps its recent summaries in memory. A store
+            can cost a call its summary, never the call: what it answers that
+            is not a string is a miss, and once it raised or spent its
+            ``timeout`` it is not asked again in that call (the event's
+            ``store_error`` says why).
 
     Returns:
         A decorator.

@@ -84,6 +84,12 @@ class CompactionEvent:
             (``ctx_compact.RepairChange``: its ``index`` is a position in the
             compacted list, before the repair); empty when it had no problems
             (or with any other ``validate``).
+        store_error: With ``summarize=``, what went wrong with the summary store
+            on this call, which then went on without it: the exception it
+            raised (``"TimeoutError: ..."``, after which it was not asked again
+            in the call), its deadline spent, or an answer that was not a
+            string (a miss). Problems are joined by ``"; "``; ``None`` when the
+            store answered every time, or was not needed.
     """
 
     function: str
@@ -105,6 +111,7 @@ class CompactionEvent:
     retried: bool = False
     summary_error: Optional[str] = None
     repairs: Tuple[Any, ...] = ()
+    store_error: Optional[str] = None
 
     @property
     def compacted(self) -> bool:
@@ -120,7 +127,7 @@ class CompactionEvent:
 def new_event(**fields: Any) -> CompactionEvent:
     """An event from every one of its fields, without the frozen ``__init__``'s cost.
 
-    The call path makes one event per call; assigning nineteen fields through
+    The call path makes one event per call; assigning twenty fields through
     ``object.__setattr__`` one by one was a fifth of its overhead.
     """
     event = object.__new__(CompactionEvent)

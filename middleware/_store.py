@@ -9,7 +9,10 @@ shares the store sends the same text for the same cut.
 ``SummaryStore`` is the whole protocol: ``get`` and ``put`` of strings by
 string keys. ``put`` keeps the first value stored under a key and returns the
 value the key holds afterwards, so two workers that summarised the same cut at
-the same moment both send the one stored first.
+the same moment both send the one stored first. What a store answers is not
+trusted: ``_summaries`` treats anything but a string as a miss, so the stores
+here hand back what they hold as it is, and ``put`` replaces a value that is not
+text rather than keeping it first.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from ctx_compact._contract import must
 _CHUNK = 500
 # A read refreshes an entry's last use at most this often, so reads rarely write.
 _TOUCH_SECONDS = 60.0
+# Seconds a store's work may take in one call when it says nothing (no ``timeout``),
+# and RedisStore's default socket timeout.
+DEFAULT_TIMEOUT = 5.0
 
 
 @runtime_checkable
@@ -43,6 +49,14 @@ class SummaryStore(Protocol):
     per key, in order), which the rolling lookup uses to ask for many keys in
     one round trip. The methods are called from worker threads on async paths,
     and from many threads at once.
+
+    A store can cost a call its summary, never the call: anything ``get`` or
+    ``get_many`` answers that is not a string (or a list of the wrong length)
+    is a miss, a ``put`` that answers something other than a string leaves the
+    new summary to be sent, and an exception is a miss too. A store's
+    ``timeout`` attribute, when it has one (seconds, or ``None`` for no limit;
+    5 seconds when it has none), is the deadline of all its work in one call:
+    once spent, or once the store raised, it is not asked again in that call.
     """
 
     def get(self, key: str) -> Optional[str]:
@@ -55,6 +69,20 @@ class SummaryStore(Protocol):
             The value the key holds afterwards: ``value``, or the one another
             writer stored first.
         """
+
+
+def store_timeout(store: object) -> Optional[float]:
+    """The seconds ``store``'s work may take in one call: its ``timeout``, or the default.
+
+    An attribute named ``timeout`` that is not a positive number (a method, say)
+    is not taken for one.
+    """
+    timeout = getattr(store, "timeout", DEFAULT_TIMEOUT)
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        return DEFAULT_TIMEOUT
+    return float(timeout) if timeout > 0 and not math.isnan(timeout) else DEFAULT_TIMEOUT
 
 
 def _positive(name: str, value: object, kinds: Any) -> None:
@@ -130,8 +158,11 @@ class SQLiteStore:
     first use (also after a fork). A write that loses a race keeps the entry
     written first. The file is bounded: past ``max_entries`` the least recently
     used entries are deleted, and entries older than ``ttl`` are neither
-    returned nor kept. It pickles as its path and options, so a decorated
-    function can be shipped to worker processes.
+    returned nor kept (nor are entries stamped later than now: a clock that
+    ran ahead cannot keep one forever). A row that does not hold text (written
+    by something else) is returned as it is, which a call treats as a miss, and
+    the next ``put`` of its key replaces it. It pickles as its path and options,
+    so a decorated function can be shipped to worker processes.
 
     Use a local file system: SQLite's locking is unreliable on network file
     systems. For a fleet of machines, use ``RedisStore``.
@@ -141,7 +172,8 @@ class SQLiteStore:
         max_entries: How many summaries are kept at most; ``None`` for no limit.
         ttl: Seconds a summary is kept after it was stored; ``None`` (the
             default) keeps it until ``max_entries`` pushes it out.
-        timeout: Seconds a write waits for another process's write to finish.
+        timeout: Seconds a write waits for another process's write to finish,
+            and the deadline of all the store's work in one call.
 
     Raises:
         TypeError, ValueError: A bad option.
@@ -222,25 +254,31 @@ class SQLiteStore:
                 self._opened[:] = [(p, c) for p, c in self._opened if c is not connection]
             connection.close()
 
-    def _oldest_kept(self, now: float) -> float:
-        return now - self.ttl if self.ttl is not None else -math.inf
+    def _kept_between(self, now: float) -> Tuple[float, float]:
+        """The stamps of the entries that have not expired: within ``ttl`` of now, not after it."""
+        if self.ttl is None:
+            return -math.inf, math.inf
+        return now - self.ttl, now
 
     def get(self, key: str) -> Optional[str]:
         """The summary stored under ``key``, or ``None`` (also once it expired)."""
         return self.get_many([key])[0]
 
     def get_many(self, keys: Sequence[str]) -> List[Optional[str]]:
-        """The summaries stored under ``keys``, ``None`` for each missing one, in one query."""
+        """The summaries stored under ``keys``, ``None`` for each missing one, in one query.
+
+        A row that does not hold text is returned as it is (a call treats it as a miss).
+        """
         connection = self._connection()
         now = time.time()
-        found: Dict[str, str] = {}
+        found: Dict[str, Any] = {}
         stale: List[str] = []
         for start in range(0, len(keys), _CHUNK):
             chunk = list(keys[start : start + _CHUNK])
             rows = connection.execute(
                 f"SELECT key, value, used FROM summaries WHERE key IN "
-                f"({', '.join('?' * len(chunk))}) AND stored >= ?",
-                [*chunk, self._oldest_kept(now)],
+                f"({', '.join('?' * len(chunk))}) AND stored BETWEEN ? AND ?",
+                [*chunk, *self._kept_between(now)],
             ).fetchall()
             for key, value, used in rows:
                 found[key] = value
@@ -259,14 +297,21 @@ class SQLiteStore:
 
         The insert, the read back and the trimming to ``max_entries`` are one
         transaction, taken with the write lock at its start, so concurrent
-        writers of one key all return the first one's value.
+        writers of one key all return the first one's value. An expired entry,
+        or one that does not hold text, does not count as stored first.
         """
         connection = self._connection()
         now = time.time()
         connection.execute("BEGIN IMMEDIATE")
         try:
             if self.ttl is not None:
-                connection.execute("DELETE FROM summaries WHERE stored < ?", (now - self.ttl,))
+                connection.execute(
+                    "DELETE FROM summaries WHERE stored NOT BETWEEN ? AND ?",
+                    self._kept_between(now),
+                )
+            connection.execute(
+                "DELETE FROM summaries WHERE key = ? AND typeof(value) != 'text'", (key,)
+            )
             inserted = connection.execute(
                 "INSERT OR IGNORE INTO summaries (key, value, stored, used) VALUES (?, ?, ?, ?)",
                 (key, value, now, now),
@@ -311,7 +356,8 @@ class RedisStore:
             until Redis evicts it. A week by default.
         socket_timeout: Seconds to wait for Redis when built from a URL, so an
             unreachable server fails a lookup (the call goes on) instead of
-            hanging it.
+            hanging it; also the deadline of all the store's work in one call
+            (``timeout``), from a URL or a client.
 
     Raises:
         TypeError, ValueError: A bad option.
@@ -324,7 +370,7 @@ class RedisStore:
         *,
         prefix: str = "ctx-compact:summary:",
         ttl: Optional[float] = 7 * 24 * 3600,
-        socket_timeout: Optional[float] = 5.0,
+        socket_timeout: Optional[float] = DEFAULT_TIMEOUT,
     ) -> None:
         if not isinstance(prefix, str):
             raise must("prefix", "a str", prefix)
@@ -354,6 +400,11 @@ class RedisStore:
         where = repr(self.url) if self.url is not None else repr(self.client)
         return f"RedisStore({where}, prefix={self.prefix!r}, ttl={self.ttl})"
 
+    @property
+    def timeout(self) -> Optional[float]:
+        """The deadline of all the store's work in one call: ``socket_timeout``."""
+        return self.socket_timeout
+
     def __reduce__(self) -> Any:
         if self.url is None:
             raise TypeError(
@@ -363,22 +414,33 @@ class RedisStore:
         return _redis_store, (self.url, self.prefix, self.ttl, self.socket_timeout)
 
     def get(self, key: str) -> Optional[str]:
-        """The summary stored under ``key``, or ``None``."""
-        return _text(self.client.get(self.prefix + key))
+        """The summary stored under ``key``, or ``None``; a value not UTF-8 as it is."""
+        return self.get_many([key])[0]
 
     def get_many(self, keys: Sequence[str]) -> List[Optional[str]]:
-        """The summaries stored under ``keys``, ``None`` for each missing one, in one ``MGET``."""
+        """The summaries stored under ``keys``, ``None`` for each missing one, in one ``MGET``.
+
+        A value that is not UTF-8 text is returned as it is (a call treats it as a miss).
+        """
         if not keys:
             return []
         return [_text(value) for value in self.client.mget([self.prefix + k for k in keys])]
 
     def put(self, key: str, value: str) -> str:
-        """Store ``value`` under ``key`` unless it holds one; return what it holds."""
+        """Store ``value`` under ``key`` unless it holds one; return what it holds.
+
+        A value that is not UTF-8 text does not count as stored first: it is replaced.
+        """
         name = self.prefix + key
         ex = None if self.ttl is None else max(1, round(self.ttl))
-        if self.client.set(name, value.encode("utf-8", "surrogatepass"), nx=True, ex=ex):
+        encoded = value.encode("utf-8", "surrogatepass")
+        if self.client.set(name, encoded, nx=True, ex=ex):
             return value
         stored = _text(self.client.get(name))
+        if stored is not None and not isinstance(stored, str):
+            # Two writers replacing it at once may each send their own text, once.
+            self.client.set(name, encoded, ex=ex)
+            return value
         # Expired between the two commands: nobody else's value stands, so ours does.
         return value if stored is None else stored
 
@@ -389,10 +451,14 @@ def _redis_store(
     return RedisStore(url, prefix=prefix, ttl=ttl, socket_timeout=socket_timeout)
 
 
-def _text(value: Any) -> Optional[str]:
-    if value is None or isinstance(value, str):
-        return value
-    return bytes(value).decode("utf-8", "surrogatepass")
+def _text(value: Any) -> Any:
+    """A Redis reply as text: bytes decoded; what is not UTF-8 text stays as it is."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return value
+    return value
 
 
 def check_store(store: object) -> None:

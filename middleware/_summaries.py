@@ -23,6 +23,14 @@ go stale, and a forgotten entry only means an older previous summary, or none.
 The sequence is written once, as a generator of steps (look keys up, call the
 summarizer, store), that the interceptor's sync and async shells drive; they
 differ only in how they wait.
+
+A store can cost the summary, never the call. What it answers is checked here,
+for every store alike: a value that is not a string (or a reply of the wrong
+shape) is a miss, and a ``put`` that answers something other than a string
+leaves the summary just made to be sent. A call gives the store one deadline
+for all its work (``Visit``): once the store raised, or its work in the call
+took its ``timeout`` in all, it is not asked again in that call. Each such
+problem is logged and named in the event's ``store_error``.
 """
 
 from __future__ import annotations
@@ -30,13 +38,14 @@ from __future__ import annotations
 import hashlib
 import inspect
 import logging
+import time
 from typing import Any, Callable, Generator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ctx_compact._contract import check_summary
 
 from ._callables import qualified_name
 from ._prefix import _digests
-from ._store import MemoryStore, SummaryStore
+from ._store import MemoryStore, SummaryStore, store_timeout
 
 logger = logging.getLogger("ctx_compact.middleware")
 
@@ -72,6 +81,63 @@ Outcome = Tuple[Optional[str], Optional[str]]
 Flow = Generator[Step, Any, Outcome]
 
 
+class Visit:
+    """The store's part in one call: one deadline for all its work, and what went wrong.
+
+    Args:
+        timeout: Seconds the store's work may take in the call, in all; ``None``
+            for no limit.
+    """
+
+    __slots__ = ("closed", "problems", "spent", "timeout")
+
+    def __init__(self, timeout: Optional[float]) -> None:
+        self.timeout = timeout
+        self.spent = 0.0
+        self.closed = False
+        self.problems: List[str] = []
+
+    @property
+    def error(self) -> Optional[str]:
+        """What went wrong with the store in this call (for ``store_error``), or ``None``."""
+        return "; ".join(self.problems) or None
+
+    def open(self, name: str, store: object) -> bool:
+        """Whether the store may be asked again in this call (saying once why not)."""
+        if self.closed:
+            return False
+        if self.timeout is not None and self.spent >= self.timeout:
+            self.problem(
+                name,
+                store,
+                f"its work took {self.spent:.2f} s in this call, past its timeout of "
+                f"{self.timeout:g} s",
+            )
+            self.closed = True
+            return False
+        return True
+
+    def failed(self, name: str, store: object, exc: Exception) -> None:
+        """The store raised: it is not asked again in this call."""
+        self.problem(name, store, f"{type(exc).__name__}: {exc}")
+        self.closed = True
+
+    def problem(self, name: str, store: object, text: str) -> None:
+        """Log ``text`` and keep it for the event (once, when the call meets it again)."""
+        if text not in self.problems:
+            logger.warning("%s: summary store %r: %s; the call goes on", name, store, text)
+            self.problems.append(text)
+
+
+def _wrong(values: Any, count: int, method: str) -> Optional[str]:
+    """Why ``values`` is not one value per key of ``count`` keys, or ``None`` when it is."""
+    if isinstance(values, (str, bytes, bytearray)) or not isinstance(values, Sequence):
+        return f"{method} returned {type(values).__name__}, not a list of {count} values"
+    if len(values) != count:
+        return f"{method} returned {len(values)} values for {count} keys"
+    return None
+
+
 def takes_previous(summarize: Callable[..., Any]) -> bool:
     """Whether ``summarize`` accepts a keyword argument named ``previous`` (read once)."""
     target = getattr(summarize, "__func__", summarize)
@@ -104,8 +170,15 @@ class Summaries:
         self._get_many: Callable[[Sequence[str]], List[Optional[str]]] = (
             get_many if callable(get_many) else self._one_by_one
         )
+        # How a lookup reaches the store, as its problems name it.
+        self._reads = "get_many" if callable(get_many) else "get"
+        self._timeout = store_timeout(self.store)
         identity = f"{qualified_name(summarize)}\0{summary_role}\0{int(self.rolling)}"
         self._identity = _KEY_VERSION + b"\0" + identity.encode("utf-8", "surrogatepass")
+
+    def visit(self) -> Visit:
+        """The store's part in a new call: its deadline starts unspent."""
+        return Visit(self._timeout)
 
     def _one_by_one(self, keys: Sequence[str]) -> List[Optional[str]]:
         return [self.store.get(key) for key in keys]
@@ -134,6 +207,7 @@ class Summaries:
         head_end: int,
         boundaries: Sequence[int],
         name: str,
+        visit: Visit,
     ) -> Flow:
         """The summary of the cut after ``prefix``: the stored one, else a new one, stored.
 
@@ -143,6 +217,7 @@ class Summaries:
             boundaries: The group boundaries strictly between ``head_end`` and
                 the cut, ascending: where earlier calls may have cut.
             name: The called function, for log lines.
+            visit: The store's part in this call, shared by the call's flows.
 
         Yields:
             The steps for the shell to carry out, each answered with its reply.
@@ -159,7 +234,7 @@ class Summaries:
         own = digests[-1]
         key = self._key(head_end, own) if own is not None else None
         if key is not None:
-            (stored,) = yield from self._read((key,), name)
+            (stored,) = yield from self._read((key,), name, visit)
             if stored is not None:
                 return stored, None
         previous: Optional[str] = None
@@ -170,7 +245,7 @@ class Summaries:
             for start in range(0, len(earlier), _BATCH):
                 batch = earlier[start : start + _BATCH]
                 keys = tuple(self._key(head_end, d) for _, d in batch)
-                values = yield from self._read(keys, name)
+                values = yield from self._read(keys, name, visit)
                 hit = next(((b, v) for (b, _), v in zip(batch, values) if v is not None), None)
                 if hit is not None:
                     since, previous = hit
@@ -187,31 +262,48 @@ class Summaries:
             )
             return None, f"{type(exc).__name__}: {exc}"
         summary = check_summary(returned)
-        if key is None:
+        if key is None or not visit.open(name, self.store):
             return summary, None
+        started = time.monotonic()
         try:
-            summary = yield Keep(key, summary)
+            stored = yield Keep(key, summary)
         except Exception as exc:
-            logger.warning(
-                "%s: storing the summary in %r failed (%s: %s); it is sent unstored",
-                name,
-                self.store,
-                type(exc).__name__,
-                exc,
-            )
-        return summary, None
+            visit.failed(name, self.store, exc)
+            return summary, None
+        finally:
+            visit.spent += time.monotonic() - started
+        if not isinstance(stored, str):
+            # The summary just made is sent; the next call with this cut makes another.
+            visit.problem(name, self.store, f"put returned {type(stored).__name__}, not a str")
+            return summary, None
+        return stored, None
 
-    def _read(self, keys: Tuple[str, ...], name: str) -> Generator[Step, Any, List[Optional[str]]]:
+    def _read(
+        self, keys: Tuple[str, ...], name: str, visit: Visit
+    ) -> Generator[Step, Any, List[Optional[str]]]:
+        """The values of ``keys``: ``None`` for each missing one, and for anything not a str."""
+        misses: List[Optional[str]] = [None] * len(keys)
+        if not visit.open(name, self.store):
+            return misses
+        started = time.monotonic()
         try:
-            values: List[Optional[str]] = yield Lookup(keys)
+            values = yield Lookup(keys)
         except Exception as exc:
-            # An unreachable store costs a summary, never the call.
-            logger.warning(
-                "%s: reading summaries from %r failed (%s: %s); summarising afresh",
+            visit.failed(name, self.store, exc)
+            return misses
+        finally:
+            visit.spent += time.monotonic() - started
+        wrong = _wrong(values, len(keys), self._reads)
+        if wrong is not None:
+            visit.problem(name, self.store, wrong)
+            return misses
+        found: List[Optional[str]] = [v if isinstance(v, str) else None for v in values]
+        odd = [v for v in values if v is not None and not isinstance(v, str)]
+        if odd:
+            visit.problem(
                 name,
                 self.store,
-                type(exc).__name__,
-                exc,
+                f"{self._reads} returned {type(odd[0]).__name__} for {len(odd)} of {len(keys)} "
+                "keys, not a str or None",
             )
-            return [None] * len(keys)
-        return list(values)
+        return found

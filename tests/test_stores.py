@@ -6,10 +6,14 @@ the binary these tests fail with the command that installs it.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import pickle
 import shutil
+import signal
 import socket
+import sqlite3
 import subprocess
 import time
 from collections import Counter
@@ -38,9 +42,9 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A redis-server of its own on a free port: its URL, for the module's tests."""
+@contextlib.contextmanager
+def _running_redis(workdir: Path) -> Iterator[Tuple[subprocess.Popen[bytes], str]]:
+    """A redis-server of its own on a free port, answering PING: its process and URL."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail(
@@ -50,7 +54,6 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     import redis
 
     port = _free_port()
-    workdir = tmp_path_factory.mktemp("redis")
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         cwd=workdir,
@@ -68,11 +71,18 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 if process.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"redis-server did not answer PING on port {port}", pytrace=False)
                 time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield process, f"redis://127.0.0.1:{port}/0"
     finally:
         client.close()
         process.kill()
         process.wait(timeout=DEADLINE)
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server for the module's tests: its URL."""
+    with _running_redis(tmp_path_factory.mktemp("redis")) as (_, url):
+        yield url
 
 
 @pytest.fixture
@@ -177,6 +187,18 @@ def test_sqlite_forgets_entries_older_than_ttl(tmp_path: Path) -> None:
     assert store.get("k") == "new"
 
 
+def test_a_sqlite_entry_stamped_in_the_future_is_expired_under_ttl(tmp_path: Path) -> None:
+    # A worker whose clock ran a day ahead wrote it.
+    store = SQLiteStore(tmp_path / "s.db", ttl=3600)
+    store.put("k", "from the future")
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.db")) as connection:
+        connection.execute("UPDATE summaries SET stored = stored + 86400, used = used + 86400")
+        connection.commit()
+    assert store.get("k") is None
+    assert store.put("k", "now") == "now"
+    assert store.get("k") == "now"
+
+
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [
@@ -266,6 +288,246 @@ def test_an_unreachable_redis_costs_the_summary_not_the_call() -> None:
     assert events[0].summary == "gist"
     assert events[0].summary_error is None
     assert sent[0][1] == {"role": "user", "content": "gist"}
+
+
+# --- a store can cost the summary, never the call ---------------------------------------
+
+
+def _sending(store: Any, summarize: Any) -> Tuple[Any, List[CompactionEvent], List[Any]]:
+    """A decorated function with ``store`` and ``summarize``: it, its events and what it sent."""
+    events: List[CompactionEvent] = []
+    sent: List[Any] = []
+    decorated = budgeted(
+        max_tokens=2000,
+        target_tokens=1200,
+        summarize=summarize,
+        store=store,
+        on_compact=events.append,
+    )(lambda messages: sent.append(messages))
+    return decorated, events, sent
+
+
+def _spoil(store: SummaryStore) -> None:
+    """Overwrite every summary in ``store`` with bytes that are not UTF-8 text."""
+    if isinstance(store, SQLiteStore):
+        with contextlib.closing(sqlite3.connect(store.path)) as connection:
+            connection.execute("UPDATE summaries SET value = x'fffe00'")
+            connection.commit()
+    else:
+        assert isinstance(store, RedisStore)
+        for name in store.client.scan_iter(match=store.prefix + "*"):
+            store.client.set(name, b"\xff\xfe\x00", keepttl=True)
+
+
+def test_a_value_that_is_not_text_costs_its_summary_once(store: SummaryStore) -> None:
+    calls: List[int] = []
+
+    def summarize(dropped: List[Any]) -> str:
+        calls.append(len(dropped))
+        return f"gist {len(calls)}"
+
+    send, events, sent = _sending(store, summarize)
+    send(chat(60))
+    _spoil(store)
+    send(chat(60))  # the value is a miss: summarised afresh, and the value replaced
+    send(chat(60))
+    assert [event.summary for event in events] == ["gist 1", "gist 2", "gist 2"]
+    assert [message["content"] for message in (sent[1][1], sent[2][1])] == ["gist 2", "gist 2"]
+    assert events[1].store_error == "get_many returned bytes for 1 of 1 keys, not a str or None"
+    assert events[2].store_error is None
+    assert len(calls) == 2
+
+
+class OddStore:
+    """A user's store whose ``get``/``get_many``/``put`` answer what they are told to."""
+
+    def __init__(self, **answers: Any) -> None:
+        self.values: Dict[str, str] = {}
+        self.answers = answers
+        if "get_many" in answers:
+            self.get_many = lambda keys: answers["get_many"](list(keys))
+
+    def get(self, key: str) -> Any:
+        return self.answers.get("get", self.values.get(key))
+
+    def put(self, key: str, value: str) -> Any:
+        stored = self.values.setdefault(key, value)
+        return self.answers.get("put", stored)
+
+
+@pytest.mark.parametrize(
+    ("answers", "error"),
+    [
+        ({"get": 42}, "get returned int for 1 of 1 keys, not a str or None"),
+        ({"get": b"gist"}, "get returned bytes for 1 of 1 keys, not a str or None"),
+        ({"get_many": lambda keys: None}, "get_many returned NoneType, not a list"),
+        ({"get_many": lambda keys: "gist"}, "get_many returned str, not a list"),
+        ({"get_many": lambda keys: [None] * (len(keys) - 1)}, "get_many returned 0 values for 1"),
+        ({"get_many": lambda keys: [None] * (len(keys) + 1)}, "get_many returned 2 values for 1"),
+        ({"get_many": lambda keys: [7] * len(keys)}, "get_many returned int for 1 of 1 keys"),
+        ({"put": 42}, "put returned int, not a str"),
+        ({"put": None}, "put returned NoneType, not a str"),
+    ],
+    ids=[
+        "get 42",
+        "get bytes",
+        "get_many None",
+        "get_many str",
+        "get_many too few",
+        "get_many too many",
+        "get_many ints",
+        "put 42",
+        "put None",
+    ],
+)
+def test_what_a_store_answers_that_is_not_a_string_is_a_miss_reported_on_the_event(
+    answers: Dict[str, Any], error: str
+) -> None:
+    calls: List[int] = []
+
+    def summarize(dropped: List[Any]) -> str:
+        calls.append(len(dropped))
+        return "gist"
+
+    send, events, sent = _sending(OddStore(**answers), summarize)
+    send(chat(60))
+    (event,) = events
+    assert event.summary == "gist"
+    assert sent[0][1] == {"role": "user", "content": "gist"}
+    assert event.store_error is not None
+    assert error in event.store_error
+    assert event.summary_error is None
+
+
+@pytest.mark.anyio
+async def test_an_async_call_treats_what_is_not_a_string_as_a_miss_too() -> None:
+    events: List[CompactionEvent] = []
+    decorated = budgeted(
+        max_tokens=2000,
+        summarize=lambda dropped: "gist",
+        store=OddStore(get=42),
+        on_compact=events.append,
+    )(aecho)
+    sent = await decorated(chat(60))
+    assert sent[1] == {"role": "user", "content": "gist"}
+    assert events[0].store_error is not None
+    assert "get returned int" in events[0].store_error
+
+
+class CountingClient:
+    """A redis-py client that records each command it is given and how it ended."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.commands: List[Tuple[str, Optional[str]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.client, name)
+        if name not in ("get", "set", "mget"):
+            return method
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = method(*args, **kwargs)
+            except Exception as exc:
+                self.commands.append((name, type(exc).__name__))
+                raise
+            self.commands.append((name, None))
+            return result
+
+        return counted
+
+
+def rolling(dropped: List[Any], *, previous: Optional[str] = None) -> str:
+    return f"{len(dropped)} more after {previous}"
+
+
+def echo(messages: List[Any]) -> List[Any]:
+    return messages
+
+
+async def aecho(messages: List[Any]) -> List[Any]:
+    return messages
+
+
+@contextlib.contextmanager
+def _stalled_redis(workdir: Path) -> Iterator[Tuple[RedisStore, CountingClient]]:
+    """A RedisStore (``socket_timeout=0.2``) whose server is stopped, and its counted client."""
+    with _running_redis(workdir) as (process, url):
+        store = RedisStore(url, socket_timeout=0.2)
+        client = store.client = CountingClient(store.client)
+        os.kill(process.pid, signal.SIGSTOP)
+        try:
+            yield store, client
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
+
+
+# Hundreds of earlier cuts for a rolling summarizer to look up: several batches of them.
+LONG = 200
+
+
+def test_a_stalled_redis_costs_one_timeout_per_call(tmp_path: Path) -> None:
+    events: List[CompactionEvent] = []
+    with _stalled_redis(tmp_path) as (store, client):
+        send = budgeted(
+            max_tokens=2000,
+            target_tokens=1200,
+            summarize=rolling,
+            store=store,
+            on_compact=events.append,
+        )(echo)
+        sent = send(chat(LONG))
+    # The first command timed out, and the store was not asked again in that call.
+    assert client.commands == [("mget", "TimeoutError")]
+    (event,) = events
+    assert event.summary is not None
+    assert sent[1] == {"role": "user", "content": event.summary}
+    assert event.store_error is not None
+    assert event.store_error.startswith("TimeoutError: ")
+
+
+@pytest.mark.anyio
+async def test_a_stalled_redis_costs_an_async_call_one_timeout_too(tmp_path: Path) -> None:
+    events: List[CompactionEvent] = []
+    with _stalled_redis(tmp_path) as (store, client):
+        send = budgeted(
+            max_tokens=2000,
+            target_tokens=1200,
+            summarize=rolling,
+            store=store,
+            on_compact=events.append,
+        )(aecho)
+        sent = await send(chat(LONG))
+    assert client.commands == [("mget", "TimeoutError")]
+    assert sent[1] == {"role": "user", "content": events[0].summary}
+
+
+class SlowStore(OddStore):
+    """A store that answers, each time taking longer than its ``timeout`` allows in all."""
+
+    timeout = 0.05
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get_many(self, keys: List[str]) -> List[Optional[str]]:
+        self.reads += 1
+        time.sleep(0.06)
+        return [None] * len(keys)
+
+
+def test_a_store_is_not_asked_again_in_a_call_once_its_timeout_is_spent() -> None:
+    store = SlowStore()
+    send, events, _ = _sending(store, rolling)
+    send(chat(200))
+    assert store.reads == 1  # not once per batch of earlier cuts
+    assert store.values == {}  # nor asked to keep the new summary
+    (event,) = events
+    assert event.summary is not None
+    assert event.store_error is not None
+    assert "timeout" in event.store_error
 
 
 # --- shared by worker processes ----------------------------------------------------
