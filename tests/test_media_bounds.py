@@ -295,3 +295,110 @@ def test_a_payload_that_cannot_be_read_cheaply_counts_as_one_of_unknown_size() -
     told = media_aware_counter(unsized_image_tokens=100, unsized_audio_tokens=7)
     assert told(image) == empty + 100
     assert told(audio) == empty + 7
+
+
+# -- 12: lying headers count what the provider would bill --------------------------------
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG's signature and header chunk declaring ``width`` x ``height``, and nothing else."""
+    body = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    crc = struct.pack(">I", zlib.crc32(b"IHDR" + body))
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", len(body)) + b"IHDR" + body + crc
+
+
+def webp_vp8x(width: int, height: int) -> bytes:
+    """A WebP's extended header declaring ``width`` x ``height`` (each at most 2**24)."""
+    sizes = (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    return b"RIFF" + struct.pack("<I", 22) + b"WEBPVP8X" + struct.pack("<I", 10) + bytes(4) + sizes
+
+
+def gemini_part(data: bytes, mime: str) -> Dict[str, Any]:
+    return {
+        "role": "user",
+        "parts": [{"inline_data": {"mime_type": mime, "data": files.b64(data)}}],
+    }
+
+
+GEMINI_EMPTY = estimate_tokens({"role": "user", "parts": []})
+LARGEST_IMAGE = {rates.OPENAI: 1445, rates.ANTHROPIC: 1600, rates.GEMINI: 16 * 258}
+
+
+@pytest.mark.parametrize(
+    ("size", "tokens"),
+    [
+        ((3072, 3072), 16 * 258),
+        ((3073, 3073), 16 * 258),  # scaled to 3072 x 3072
+        ((6144, 1536), 4 * 258),  # scaled to 3072 x 768
+        ((20000, 100), 4 * 258),  # scaled to 3072 x 15
+        ((2**31 - 1, 2**31 - 1), 16 * 258),
+        ((3000, 2000), 3096),  # within 3072 x 3072: as before
+    ],
+)
+def test_gemini_scales_a_large_image_to_fit_3072(size: Any, tokens: int) -> None:
+    assert rates.gemini_image_tokens(*size) == tokens
+    assert rates.image_tokens(rates.GEMINI, *size) == tokens
+
+
+def test_a_png_declaring_the_largest_size_counts_the_provider_s_largest_image() -> None:
+    # A 57-byte PNG declaring 2**31-1 x 2**31-1 pixels: Gemini counted 2.0e15 tokens.
+    data = png_header(2**31 - 1, 2**31 - 1)
+    assert image_size_of(files.b64(data)) == (2**31 - 1, 2**31 - 1)
+    assert COUNT(gemini_part(data, "image/png")) == GEMINI_EMPTY + 16 * 258
+    for provider, largest in LARGEST_IMAGE.items():
+        assert rates.image_tokens(provider, 2**31 - 1, 2**31 - 1) <= largest
+
+
+def test_a_webp_declaring_its_largest_size_counts_gemini_s_largest_image() -> None:
+    # VP8X's largest, 2**24 x 2**24: Gemini counted 1.2e11 tokens.
+    data = webp_vp8x(2**24, 2**24)
+    assert image_size_of(files.b64(data)) == (2**24, 2**24)
+    assert COUNT(gemini_part(data, "image/webp")) == GEMINI_EMPTY + 16 * 258
+
+
+def test_a_pdf_declaring_a_billion_pages_counts_the_most_its_provider_accepts() -> None:
+    data = b"%PDF-1.4\n1 0 obj\n<< /Type /Pages /Count 1000000000 /Kids [] >>\nendobj\n"
+    assert pdf_pages(data) == 10**9
+    empty = estimate_tokens({"role": "user", "content": []})
+    anthropic = {
+        "role": "user",
+        "content": [
+            {
+                "type": "document",
+                "source": {
+                    "type": "base64",
+                    "media_type": "application/pdf",
+                    "data": files.b64(data),
+                },
+            }
+        ],
+    }
+    chat = {
+        "role": "user",
+        "content": [
+            {"type": "file", "file": {"file_data": files.data_url("application/pdf", data)}}
+        ],
+    }
+    bedrock = {
+        "role": "user",
+        "content": [{"document": {"format": "pdf", "name": "d", "source": {"bytes": data}}}],
+    }
+    assert COUNT(anthropic) == empty + 600 * 3100  # was 3.1e12
+    assert COUNT(chat) == empty + 100 * 2265
+    assert COUNT(gemini_part(data, "application/pdf")) == GEMINI_EMPTY + 1000 * 258
+    assert COUNT(bedrock) == empty + 600 * 3100
+    per_page = media_aware_counter(pdf_page_tokens=10)
+    assert per_page(anthropic) == empty + 600 * 10
+
+
+def test_a_real_document_longer_than_the_provider_accepts_counts_its_limit() -> None:
+    data = files.pdf(150)
+    assert pdf_pages(data) == 150
+    chat = {
+        "role": "user",
+        "content": [
+            {"type": "file", "file": {"file_data": files.data_url("application/pdf", data)}}
+        ],
+    }
+    assert COUNT(chat) == estimate_tokens({"role": "user", "content": []}) + 100 * 2265
+    assert COUNT(gemini_part(data, "application/pdf")) == GEMINI_EMPTY + 150 * 258
