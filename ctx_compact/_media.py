@@ -204,6 +204,8 @@ def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
             if defaults.unsized_document_tokens is not None:
                 return defaults.unsized_document_tokens
             pages = 1
+        # A document declaring more pages than its provider accepts costs no more than those.
+        pages = min(pages, rates.PDF_MOST_PAGES[provider])
         per_page = defaults.pdf_page_tokens
         return pages * (rates.PDF_PAGE_TOKENS[provider] if per_page is None else per_page)
     table = rates.VIDEO_TOKENS_PER_SECOND if kind == "video" else rates.AUDIO_TOKENS_PER_SECOND
@@ -340,16 +342,20 @@ def media_aware_counter(
     - images (OpenAI Chat ``image_url``, Responses ``input_image``, Anthropic
       ``image``, Gemini ``inline_data``/``file_data``, Bedrock ``image``): the
       provider's formula on the size read from the image's own header (PNG,
-      JPEG, GIF, WebP); OpenAI's ``detail`` is honoured;
+      JPEG, GIF, WebP), scaled as the provider scales a large image; OpenAI's
+      ``detail`` is honoured;
     - PDFs (Chat ``file``, Responses ``input_file``, Anthropic and Bedrock
-      ``document``, Gemini PDF parts): the pages counted in the document times
-      the provider's per-page figure; a plain-text document counts as its text;
+      ``document``, Gemini PDF parts): the pages counted in the document, at
+      most those the provider accepts in a request (OpenAI 100, Anthropic and
+      Bedrock 600, Gemini 1,000), times the provider's per-page figure; a
+      plain-text document counts as its text;
     - audio (Chat ``input_audio``, Gemini audio parts): the WAV or MP3 length
       at the provider's tokens per second;
-    - a part whose size cannot be known offline (a URL, a file id, an
-      unreadable header): the provider's maximum for an image at that detail,
-      one page for a document, one minute for audio or video, unless told
-      otherwise below.
+    - a part whose size cannot be known offline (a URL, a file id, a header
+      that cannot be read, or not cheaply: a JPEG's frame header or a WAV's
+      data more than 1,000 segments in): the provider's maximum for an image
+      at that detail, one page for a document, one minute for audio or video,
+      unless told otherwise below.
 
     The formulas, their sources and the per-provider figures are in the
     documentation's "Media" page (``docs/media.md``).

@@ -7,6 +7,11 @@ maps every 4 characters to 3 bytes, so byte ``n`` is found without decoding what
 comes before it, and a JPEG's frame header is reached by jumping from segment to
 segment whatever the size of its EXIF or ICC segments. Only a PDF is decoded
 whole: its pages are spread over the file.
+
+Every reader is linear in the payload and bounded: a JPEG's walk to its frame
+header and a WAV's to its data stop after ``_MOST_SEGMENTS`` steps (the payload
+then has no readable size), and a PDF is read for at most ``_MOST_OBJECTS``
+objects and ``_MOST_INFLATED`` bytes inflated from its object streams.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import binascii
 import re
 import struct
 import zlib
-from typing import List, Optional, Set, Tuple, Union
+from typing import Optional, Set, Tuple, Union
 
 Data = Union[str, bytes, bytearray, memoryview]
 
@@ -26,6 +31,11 @@ _CHUNK = 64
 # The bytes decoded on a payload's first read, kept for the reads that follow: a
 # PNG, GIF or WebP header, and a JPEG's first segments (a JFIF file's frame header).
 _HEAD = 96
+# The steps a walk through a file's segments takes at most: a JPEG's segments, markers
+# and runs of fill bytes before its frame header, a WAV's chunks before its data. A
+# camera's JPEG has a few dozen segments there (an ICC profile split into 64 KB pieces
+# adds at most 255); a file needing more is made to stall its reader, and has no size.
+_MOST_SEGMENTS = 1000
 
 
 class Payload:
@@ -218,7 +228,7 @@ def image_size_of(data: Data, start: int = 0) -> Optional[Tuple[int, int]]:
     # a decode each, whatever their size.
     at = 2
     end = len(data)
-    while True:
+    for _ in range(_MOST_SEGMENTS):  # past them, the general walk says there is no size
         if at <= _HEAD - 9:
             window, i = head, at
         else:
@@ -293,7 +303,7 @@ def _jpeg(payload: Payload, buffer: bytes) -> Optional[Tuple[int, int]]:
     at = 2
     # The segments that fit in the bytes read last are read from them, not read again.
     base = 0
-    while True:
+    for _ in range(_MOST_SEGMENTS):
         i = at - base
         if i + _CHUNK <= len(buffer):
             head = buffer[i : i + _CHUNK]
@@ -330,16 +340,38 @@ def _jpeg(payload: Payload, buffer: bytes) -> Optional[Tuple[int, int]]:
             height, width = _FRAME_SIZE(segment, 3)
             return (width, height) if width and height else None
         at += fill + 1 + length
+    return None  # no frame header within _MOST_SEGMENTS steps
 
 
-_OBJECT = re.compile(rb"(\d+)\s+\d+\s+obj\b")
+# The patterns a PDF is searched with, each linear in the bytes searched: a literal
+# start, then runs of whitespace or digits that end at the first byte that cannot
+# continue them, so a failed attempt gives back at most its own run. A number is
+# matched from its first digit only (the lookbehind: not two digits in a row), so a
+# run of digits is tried once, not once from each of its digits; the lookbehind
+# follows that digit so that the engine still skips to the next digit in one step.
+_OBJECT = re.compile(rb"([0-9](?<![0-9]{2})[0-9]*)\s+[0-9]+\s+obj\b")
 _PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z0-9_.#-])")
-_PAGES_COUNT = re.compile(
-    rb"/Type\s*/Pages\b[^>]*?/Count\s+(\d+)|/Count\s+(\d+)[^>]*?/Type\s*/Pages\b"
-)
+_PAGES = re.compile(rb"/Type\s*/Pages(?![A-Za-z0-9_.#-])")
+_COUNT = re.compile(rb"/Count\s+([0-9]+)")
 _OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm\b")
 _STREAM = re.compile(rb"stream\r?\n")
-_FIRST = re.compile(rb"/First\s+(\d+)")
+_FIRST = re.compile(rb"/First\s+([0-9]+)")
+_ENTRY = re.compile(rb"([0-9](?<![0-9]{2})[0-9]*)\s+([0-9]+)")  # in an object stream's table
+# What one PDF is read for at most: the objects looked at (in the file and packed in
+# its object streams) and the bytes inflated from its object streams, so that neither
+# a file of a million empty objects nor a stream that inflates a thousandfold (a zip
+# bomb) costs more. A document of a thousand pages has some tens of thousands of
+# objects and a few megabytes of object streams. Past either, the rest is not read.
+_MOST_OBJECTS = 100_000
+_MOST_INFLATED = 16 << 20
+# A number longer than this many digits is larger than any a PDF means (a page
+# count, an offset): read as 10**12, without converting its digits.
+_DIGITS = 12
+
+
+def _number(digits: bytes) -> int:
+    digits = digits.lstrip(b"0")
+    return int(digits or b"0") if len(digits) <= _DIGITS else 10**_DIGITS
 
 
 def pdf_pages(data: bytes) -> Optional[int]:
@@ -351,47 +383,92 @@ def pdf_pages(data: bytes) -> Optional[int]:
     object streams (PDF 1.5 ``/ObjStm``, ``/FlateDecode``) are found by
     inflating those streams. When no page object can be read (another filter,
     an encrypted file), the largest ``/Count`` of a ``/Pages`` node is used;
-    failing that, one page.
+    failing that, one page. At most ``_MOST_OBJECTS`` objects and
+    ``_MOST_INFLATED`` inflated bytes are read; the pages found in them count.
     """
     if not data.startswith(b"%PDF-") and b"%PDF-" not in data[:1024]:
         return None
-    pages: Set[bytes] = set()
-    counts = [int(a or b) for a, b in _PAGES_COUNT.findall(data)]
-    objects = list(_OBJECT.finditer(data))
-    for k, found in enumerate(objects):
-        end = objects[k + 1].start() if k + 1 < len(objects) else len(data)
-        body = data[found.end() : end]
-        stream = _STREAM.search(body)
-        header = body[: stream.start()] if stream else body
-        if _PAGE.search(header):
-            pages.add(found.group(1))
-        if stream is not None and _OBJECT_STREAM.search(header):
-            _object_stream(header, body[stream.end() :], pages, counts)
-    if pages:
-        return len(pages)
-    return max(counts) if counts else 1
+    found = _Pages(data)
+    objects = _OBJECT.finditer(data)
+    header = next(objects, None)
+    while header is not None:
+        following = next(objects, None)
+        if not found.plain(header, len(data) if following is None else following.start()):
+            break
+        header = following
+    if found.pages:
+        return len(found.pages)
+    return 1 if found.count is None else found.count
 
 
-def _object_stream(header: bytes, raw: bytes, pages: Set[bytes], counts: List[int]) -> None:
-    """Add the page objects of a compressed object stream to ``pages``."""
-    if b"/FlateDecode" not in header:
-        return
-    try:
-        inflated = zlib.decompressobj().decompress(raw)
-    except zlib.error:
-        return
-    first = _FIRST.search(header)
-    if first is None:
-        return
-    offset = int(first.group(1))
-    numbers = inflated[:offset].split()
-    starts = [(numbers[i], int(numbers[i + 1])) for i in range(0, len(numbers) - 1, 2)]
-    for k, (number, start) in enumerate(starts):
-        end = starts[k + 1][1] if k + 1 < len(starts) else len(inflated) - offset
-        body = inflated[offset + start : offset + end]
-        if _PAGE.search(body):
-            pages.add(number)
-    counts.extend(int(a or b) for a, b in _PAGES_COUNT.findall(inflated))
+class _Pages:
+    """The page objects and page-tree counts of one PDF, read within its budget."""
+
+    __slots__ = ("count", "data", "inflated", "objects", "pages")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pages: Set[bytes] = set()
+        self.count: Optional[int] = None  # the largest /Count of a /Pages node
+        self.objects = _MOST_OBJECTS  # what is left of the budget
+        self.inflated = _MOST_INFLATED
+
+    def plain(self, header: re.Match[bytes], end: int) -> bool:
+        """Read the object whose header is ``header`` and body ends at ``end``.
+
+        Returns:
+            Whether the budget allows reading on.
+        """
+        self.objects -= 1
+        data, start = self.data, header.end()
+        stream = _STREAM.search(data, start, end)
+        stop = end if stream is None else stream.start()  # the dictionary's end
+        self._dictionary(header[1], data, start, stop)
+        if (
+            stream is not None
+            and data.find(b"/FlateDecode", start, stop) >= 0
+            and _OBJECT_STREAM.search(data, start, stop)
+        ):
+            first = _FIRST.search(data, start, stop)
+            if first is not None:
+                self._object_stream(memoryview(data)[stream.end() : end], _number(first[1]))
+        return self.objects > 0
+
+    def _dictionary(self, number: bytes, text: bytes, start: int, end: int) -> None:
+        if _PAGE.search(text, start, end):
+            self.pages.add(number)
+        if _PAGES.search(text, start, end):
+            count = _COUNT.search(text, start, end)
+            if count is not None:
+                self.count = max(self.count or 0, _number(count[1]))
+
+    def _object_stream(self, raw: memoryview, first: int) -> None:
+        """Read the objects packed in a compressed object stream, ``first``: its /First."""
+        if self.inflated <= 0:
+            return  # (a max_length of 0 would mean no limit)
+        try:
+            inflated = zlib.decompressobj().decompress(raw, self.inflated)
+        except zlib.error:
+            return
+        self.inflated -= len(inflated)
+        # The table: object numbers and their offsets from /First, in increasing
+        # order. Each object's body is read from no earlier than where the one
+        # before it ended, so a table whose offsets go back and forth cannot have
+        # the same bytes searched twice.
+        table = min(first, len(inflated))
+        number: Optional[bytes] = None
+        start = table
+        for entry in _ENTRY.finditer(inflated, 0, table):
+            at = max(min(table + _number(entry[2]), len(inflated)), start)
+            if number is not None:
+                if self.objects <= 0:
+                    return
+                self.objects -= 1
+                self._dictionary(number, inflated, start, at)
+            number, start = entry[1], at
+        if number is not None and self.objects > 0:
+            self.objects -= 1
+            self._dictionary(number, inflated, start, len(inflated))
 
 
 # MPEG audio bitrates in kbit/s by bitrate index: MPEG-1 layer III, and MPEG-2/2.5 layer III.
@@ -420,7 +497,7 @@ def audio_seconds(payload: Payload) -> Optional[float]:
 def _wav(payload: Payload) -> Optional[float]:
     at = 12
     rate = 0
-    while True:
+    for _ in range(_MOST_SEGMENTS):
         chunk = payload.read(at, 16)
         if len(chunk) < 8:
             return None
@@ -433,6 +510,7 @@ def _wav(payload: Payload) -> Optional[float]:
             size = min(size, payload.size - at - 8)  # a streamed file's size is a placeholder
             return max(size, 0) / rate
         at += 8 + size + (size & 1)
+    return None  # no data chunk within _MOST_SEGMENTS chunks
 
 
 def _mp3(payload: Payload) -> Optional[float]:

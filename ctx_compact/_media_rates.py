@@ -11,17 +11,21 @@ Sources (as published in each provider's documentation, read December 2026):
   patch models (gpt-4.1-mini/nano, o4-mini) and gpt-4o-mini bill on other
   scales and are not modelled. PDF input: OpenAI puts each page's extracted
   text and an image of the page into the context; no per-page figure is
-  published. Audio input: one token per 100 ms of audio (the Realtime
-  documentation's figure for user audio).
+  published; at most 100 pages a request ("File inputs"). Audio input: one
+  token per 100 ms of audio (the Realtime documentation's figure for user
+  audio).
 - Anthropic, "Vision", evaluate image size: ``tokens = width * height / 750``
   after scaling to a long edge of at most 1568 pixels and at most about 1.15
   megapixels (the largest 1:1 image left unscaled is 1092x1092, about 1,600
   tokens). "PDF support": each page costs its text, "typically 1,500-3,000
-  tokens per page", plus the page as an image.
+  tokens per page", plus the page as an image; at most 600 pages a request
+  (100 for the models with a 200k-token context window).
 - Google, Gemini API "Understand and count tokens": an image with both sides
   at most 384 pixels costs 258 tokens; a larger one is cropped and scaled into
   768x768 tiles of 258 tokens each; a PDF page costs 258 tokens; audio 32
-  tokens per second; video 263 per second.
+  tokens per second; video 263 per second. "Document understanding": at most
+  1,000 pages. Vertex AI's requirements for input files: a larger image is
+  scaled down to fit 3072x3072, keeping its aspect ratio (so at most 4x4 tiles).
 - Amazon Bedrock (Converse): the underlying model's tokenizer bills the
   content. The message does not name the model, so Claude's (Anthropic's)
   formulas are used, Claude being what most Converse tool-using conversations
@@ -52,6 +56,12 @@ ANTHROPIC_MAX_TOKENS = 1600  # 1092 x 1092 / 750, Anthropic's largest unscaled 1
 GEMINI_SMALL = 384
 GEMINI_TILE = 768
 GEMINI_TILE_TOKENS = 258
+GEMINI_LARGEST = 3072  # a larger image is scaled down to fit 3072 x 3072
+
+# The most pages of a PDF each provider accepts in a request: a document declaring
+# more is refused (or cut) by the provider, so it never costs more than these.
+# Anthropic's for its largest context windows (100 for the 200k-token ones).
+PDF_MOST_PAGES: Dict[str, int] = {OPENAI: 100, ANTHROPIC: 600, GEMINI: 1000, BEDROCK: 600}
 
 PDF_PAGE_TEXT = 1500
 # A US Letter page (8.5 x 11 in) as an image: OpenAI scales it to 768 x 994 (4 tiles).
@@ -71,7 +81,7 @@ UNSIZED_SECONDS = 60
 UNSIZED_IMAGE: Dict[str, int] = {
     OPENAI: OPENAI_BASE + 8 * OPENAI_TILE,  # 768 x 2048 after scaling: 2 x 4 tiles
     ANTHROPIC: ANTHROPIC_MAX_TOKENS,
-    GEMINI: 4 * GEMINI_TILE_TOKENS,  # no published maximum: a 1536 x 1536 image
+    GEMINI: 4 * GEMINI_TILE_TOKENS,  # a 1536 x 1536 image (its largest, 3072 x 3072, is 16 tiles)
     BEDROCK: ANTHROPIC_MAX_TOKENS,
 }
 
@@ -109,9 +119,17 @@ def anthropic_image_tokens(width: int, height: int) -> int:
 
 
 def gemini_image_tokens(width: int, height: int) -> int:
-    """Gemini's: 258 up to 384 pixels both sides, else 258 per 768 x 768 tile."""
+    """Gemini's: 258 up to 384 pixels both sides, else 258 per 768 x 768 tile.
+
+    An image larger than 3072 x 3072 is first scaled down to fit it, so no image
+    costs more than 16 tiles.
+    """
     if width <= GEMINI_SMALL and height <= GEMINI_SMALL:
         return GEMINI_TILE_TOKENS
+    longest = max(width, height)
+    if longest > GEMINI_LARGEST:
+        width = max(width * GEMINI_LARGEST // longest, 1)
+        height = max(height * GEMINI_LARGEST // longest, 1)
     return GEMINI_TILE_TOKENS * math.ceil(width / GEMINI_TILE) * math.ceil(height / GEMINI_TILE)
 
 
