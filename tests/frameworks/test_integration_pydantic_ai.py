@@ -14,7 +14,7 @@ from typing import Any, List
 
 import openai
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     ModelRequest,
@@ -26,7 +26,9 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.usage import RunUsage
 
 from ctx_compact import check_pairing
 from ctx_compact.testing import FakeProvider
@@ -149,7 +151,9 @@ def test_cleared_thinking_and_returns_come_back_as_copies_of_their_messages() ->
         on_compact=seen.append,
     )
 
-    kept = asyncio.run(processor(history))
+    # A model whose mapping is not followed: the messages are counted as the core reads them.
+    context = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    kept = asyncio.run(processor(context, history))
 
     (event,) = seen
     assert event.cleared_thinking
