@@ -16,6 +16,7 @@ from ctx_compact import ClearedToolResult, check_pairing, repair_pairing
 from ctx_compact._contract import (
     CALL_OUTPUTS,
     Compaction,
+    CountTokens,
     check_messages,
     count_all,
     group_bounds,
@@ -35,6 +36,7 @@ _MODEL_ROLES = frozenset(("assistant", "model"))
 
 def _cleared(
     options: CompactionOptions,
+    counter: Optional[CountTokens],
     messages: List[Any],
     pre: List[int],
     bounds: List[int],
@@ -50,6 +52,8 @@ def _cleared(
     Optional[List[int]],
 ]:
     """Clear old thinking, then old tool results, until the messages fit ``budget``.
+
+    ``counter`` counts the copies clearing edits (the call's, ``CallRun.counter``).
 
     With ``target`` (the budget's ``target_tokens``), tool results are cleared in
     the core's steps, and dropping takes off the rest of the reduction.
@@ -71,7 +75,7 @@ def _cleared(
     views = message_views(messages)
     if options.clear_thinking is not None:
         done, counts = options.clear_thinking.apply(
-            messages, views, counts, max_tokens=budget, count_tokens=options.counter
+            messages, views, counts, max_tokens=budget, count_tokens=counter
         )
         if done.cleared:
             thinking = tuple(done.cleared)
@@ -89,7 +93,7 @@ def _cleared(
             views,
             counts,
             max_tokens=budget,
-            count_tokens=options.counter,
+            count_tokens=counter,
             target_tokens=target,
         )
         if edited.cleared:
@@ -156,6 +160,7 @@ class CallRun:
         "calibration",
         "cleared_results",
         "cleared_thinking",
+        "counter",
         "cut_reused",
         "fixed",
         "function",
@@ -186,6 +191,9 @@ class CallRun:
         self.retried = retried
         # Counted against the budget, never dropped: a system prompt, instructions.
         self.fixed = located.fixed_tokens
+        # What counts the messages compaction makes (a summary, a cleared copy), and
+        # the messages themselves unless the site counted them.
+        counter = self.counter = located.recount if located.recount is not None else options.counter
         value = located.value
         # A lone message (a mapping) is iterable too, but iterating it would yield its keys.
         if type(value) is not list and (
@@ -198,12 +206,20 @@ class CallRun:
             # or other one-shot iterable would give it none.
             self.located = located._replace(value=messages)
         restarts: List[int] = []  # the messages holding a provider's compaction item
-        if states:
-            pre, bounds = states[-1].cache(options.counter).arrays(messages, restarts)
-            self.calibration = calibration_factor(states)
+        if located.counts is not None:
+            # Counted by the site, as its framework sends them: grouped here only.
+            if len(located.counts) != len(messages):
+                raise ValueError(
+                    f"{self.function} counted {len(located.counts)} messages but passed "
+                    f"{len(messages)}"
+                )
+            bounds = group_bounds(message_views(messages), 0, restarts)
+            pre = prefix_sums(located.counts)
+        elif states:
+            pre, bounds = states[-1].cache(counter).arrays(messages, restarts)
         else:
-            pre, bounds = measure(messages, options.counter, restarts)
-            self.calibration = 1.0
+            pre, bounds = measure(messages, counter, restarts)
+        self.calibration = calibration_factor(states)
         restart = restarts[-1] if restarts else -1
         self.tokens_before = pre[-1] + self.fixed
         # Calibrated: the estimate times the factor is what the provider will count.
@@ -236,7 +252,7 @@ class CallRun:
                 self.cleared_results,
                 self.origin,
                 uncleared,
-            ) = _cleared(options, messages, pre, bounds, budget, target)
+            ) = _cleared(options, counter, messages, pre, bounds, budget, target)
             if messages is not given:
                 self.given = given
         if restart >= 0 and self.origin is not None:
@@ -249,7 +265,7 @@ class CallRun:
             max_tokens=budget,
             keep_head=options.keep_head,
             keep_tail=options.keep_tail,
-            count_tokens=options.counter,
+            count_tokens=counter,
             target_tokens=target,
             uncleared=uncleared,
             restart=restart,
@@ -342,7 +358,7 @@ class CallRun:
             if repairs:
                 messages = tuple(repaired.messages)
                 views = message_views(repaired.messages)
-                after = sum(count_all(views, options.counter))
+                after = sum(count_all(views, self.counter))
                 fits = after <= plan.max_tokens
         elif options.validate:
             problems = tuple(check_pairing(messages))

@@ -9,7 +9,7 @@ import contextlib
 import enum
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ctx_compact._contract import CountTokens, count_value
 
@@ -92,12 +92,20 @@ class Located(NamedTuple):
             Responses API's ``instructions``).
         function: The name for the event, when the site knows better than
             the callable's (an SDK request names its route).
+        counts: Each message's tokens, when the site counts them itself (a
+            framework integration counting its messages as the framework's
+            model sends them); ``None``: ``value`` is counted by ``recount``.
+        recount: What counts the messages compaction makes from ``value`` (a
+            summary, a cleared copy), and ``value`` itself without ``counts``;
+            ``None``: the options' counter.
     """
 
     value: Any
     rebuild: Callable[[List[Any]], Arguments]
     fixed_tokens: int = 0
     function: Optional[str] = None
+    counts: Optional[Sequence[int]] = None
+    recount: Optional[CountTokens] = None
 
 
 def count_fixed(value: Any, count_tokens: Optional[CountTokens]) -> int:

@@ -15,7 +15,12 @@ core pairs and counts it as sent:
   message: a ``ModelResponse`` is an assistant turn with ``tool_use`` blocks, a
   ``ModelRequest`` a user turn with ``tool_result`` blocks, so a response
   holding ``ToolCallPart`` objects stays with the request holding their
-  ``ToolReturnPart`` objects;
+  ``ToolReturnPart`` objects. Its files, in a prompt or a tool's return, are
+  the media blocks the core prices: an image (``BinaryContent`` as base64,
+  ``ImageUrl`` as a URL) an ``image`` block, a PDF or ``DocumentUrl`` a
+  ``document``, a text file a text ``document``, audio Chat Completions'
+  ``input_audio`` and video a Bedrock ``video`` block (Anthropic's API has
+  neither, and a ``tool_result`` cannot hold them: they follow the results);
 - an openai-agents run item (``ToolCallItem``, ``ToolCallOutputItem``, ...) is
   seen as the Responses input item it wraps (``raw_item``). The items that
   ``RunResult.to_input_list()`` returns are plain dicts and need no view;
@@ -44,12 +49,12 @@ view here: their dumps carry their role (see ``sdk_dump``), and they are read
 as the wire formats they are.
 
 No framework is imported: an object is recognised by the module and name of a
-class in its MRO, and read through attributes the frameworks document. Media in
-a pydantic-ai prompt (images, files) is not counted, only named.
+class in its MRO, and read through attributes the frameworks document.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional
@@ -210,16 +215,11 @@ def _call_arguments(part: Any) -> Any:
 
 def _request_blocks(request: Any) -> List[Json]:
     blocks: List[Json] = []
+    trailing: List[Json] = []  # a return's audio and video, which a tool_result cannot hold
     for part in request.parts:
         kind = getattr(part, "part_kind", None)
         if kind == "tool-return":
-            blocks.append(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": part.tool_call_id,
-                    "content": _returned(part, "model_response_str"),
-                }
-            )
+            blocks.append(_tool_result(part, trailing))
         elif kind == "retry-prompt" and getattr(part, "tool_name", None) is not None:
             # A retry that answers a tool call is sent as that call's (failed) result.
             blocks.append(
@@ -233,11 +233,14 @@ def _request_blocks(request: Any) -> List[Json]:
         elif kind == "retry-prompt":
             blocks.append(_text(_returned(part, "model_response")))
         elif kind == "user-prompt" and not isinstance(part.content, str):
-            blocks.extend(_user_content(item) for item in part.content)
+            for item in part.content:
+                block = _prompt_block(item)
+                if block is not None:
+                    blocks.append(block)
         else:
             # user-prompt text, system-prompt, retry feedback
             blocks.append(_text(getattr(part, "content", "")))
-    return blocks
+    return blocks + trailing
 
 
 def _returned(part: Any, method: str) -> Any:
@@ -246,6 +249,83 @@ def _returned(part: Any, method: str) -> Any:
         return render()
     content = getattr(part, "content", "")
     return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+# The kinds of pydantic-ai's file items (their ``kind`` discriminator).
+_FILE_KINDS = frozenset(
+    {"binary", "image-url", "document-url", "audio-url", "video-url", "uploaded-file"}
+)
+
+
+def _tool_result(part: Any, trailing: List[Json]) -> Json:
+    content = part.content
+    items = content if isinstance(content, list) else [content]
+    files = [item for item in items if getattr(item, "kind", None) in _FILE_KINDS]
+    block: Json = {"type": "tool_result", "tool_use_id": part.tool_call_id}
+    if not files:
+        block["content"] = _returned(part, "model_response_str")
+        return block
+    # As Anthropic's model sends a return with files: its text, then the files' blocks.
+    text = _returned(part, "model_response_str")
+    inner: List[Json] = [_text(text)] if text else []
+    for item in files:
+        media = _prompt_block(item)
+        if media is not None:
+            # An image or a document goes in the result; audio and video after it.
+            (inner if media.get("type") in ("image", "document") else trailing).append(media)
+    block["content"] = inner or ""
+    if getattr(part, "outcome", "success") in ("failed", "retried"):
+        block["is_error"] = True
+    return block
+
+
+def _prompt_block(item: Any) -> Optional[Json]:
+    """One item of a prompt (or a tool's file) as the block the core reads and prices."""
+    if isinstance(item, str):
+        return _text(item)
+    kind = getattr(item, "kind", None)
+    if kind in ("text-content", "structured-content"):
+        return _text(item.content)
+    if kind == "cache-point":
+        return None  # a marker, not content
+    if kind == "binary":
+        return _binary_block(item)
+    if kind == "image-url":
+        return {"type": "image", "source": {"type": "url", "url": item.url}}
+    if kind == "document-url":
+        return {"type": "document", "source": {"type": "url", "url": item.url}}
+    if kind == "audio-url":
+        return {"type": "input_audio", "input_audio": {"url": item.url}}
+    if kind == "video-url":
+        return {"video": {"source": {"s3Location": {"uri": item.url}}}}
+    if kind == "uploaded-file":
+        image = str(getattr(item, "media_type", "")).startswith("image/")
+        source = {"type": "file", "file_id": item.file_id}
+        return {"type": "image" if image else "document", "source": source}
+    return {"type": str(kind if kind is not None else type(item).__name__)}  # named, not counted
+
+
+def _binary_block(item: Any) -> Json:
+    media_type = str(item.media_type)
+    major, _, minor = media_type.partition("/")
+    data = bytes(item.data)
+    if major == "text":
+        # A text file is its text to the provider (Anthropic's plain-text document).
+        text = data.decode("utf-8", "replace")
+        return {
+            "type": "document",
+            "source": {"type": "text", "media_type": media_type, "data": text},
+        }
+    encoded = base64.b64encode(data).decode("ascii")
+    if major == "image":
+        source = {"type": "base64", "media_type": media_type, "data": encoded}
+        return {"type": "image", "source": source}
+    if major == "audio":
+        return {"type": "input_audio", "input_audio": {"data": encoded, "format": minor}}
+    if major == "video":
+        return {"video": {"format": minor, "source": {"bytes": encoded}}}
+    source = {"type": "base64", "media_type": media_type, "data": encoded}
+    return {"type": "document", "source": source}
 
 
 def _user_content(item: Any) -> Json:

@@ -17,7 +17,9 @@ turns its framework's hook into one call of a ``Compactor``, and nothing more:
    (``"langchain wrap_model_call"``).
 3. In the hook, count what the framework sends beside the messages and cannot
    drop (a system prompt, the tools' schemas) with ``fixed_tokens``, and hand
-   the messages to the compactor:
+   the messages to the compactor (with ``counted=Counted(counts, recount)``
+   when the integration counts them as the framework's model sends them,
+   which the core's reading of the framework's objects cannot know):
 
    - a hook that makes the model call (LangChain's ``wrap_model_call``) passes
      ``send``, which makes it with the compacted list: ``compactor.run(messages,
@@ -53,6 +55,7 @@ from typing import (
     Dict,
     List,
     Mapping,
+    NamedTuple,
     Optional,
     Sequence,
     Tuple,
@@ -67,7 +70,7 @@ from .._events import Hooks, check_hooks
 from .._options import Clearing, CompactionOptions, OnOverflow, Summarize, Validate
 from .._store import SummaryStore
 
-__all__ = ["Compactor", "HookOptions", "missing"]
+__all__ = ["Compactor", "Counted", "HookOptions", "missing"]
 
 
 class HookOptions(TypedDict, total=False):
@@ -94,6 +97,20 @@ class HookOptions(TypedDict, total=False):
     target_tokens: Optional[float]
     store: Optional[SummaryStore]
     on_compact: Hooks
+
+
+class Counted(NamedTuple):
+    """Messages an integration counted itself, as its framework's model sends them.
+
+    Attributes:
+        counts: Each message's tokens.
+        recount: Counts a message that compaction makes from them (a summary,
+            a cleared copy: a mapping in the form the core reads the
+            framework's messages in) as the model would be sent it.
+    """
+
+    counts: Sequence[int]
+    recount: CountTokens
 
 
 def missing(integration: str, install: str, error: Optional[BaseException] = None) -> ImportError:
@@ -126,8 +143,9 @@ class _HookSite:
     def locate(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Optional[Located]:
-        messages, fixed = args
-        return Located(messages, _rebuild, fixed, self.function)
+        messages, fixed, counted = args
+        counts, recount = counted or (None, None)
+        return Located(messages, _rebuild, fixed, self.function, counts, recount)
 
 
 def _same(messages: List[Any]) -> List[Any]:
@@ -219,8 +237,19 @@ class Compactor:
                 "function"
             )
 
-    def run(self, messages: Sequence[Any], fixed: int, send: Callable[[List[Any]], Any]) -> Any:
+    def run(
+        self,
+        messages: Sequence[Any],
+        fixed: int,
+        send: Callable[[List[Any]], Any],
+        *,
+        counted: Optional[Counted] = None,
+    ) -> Any:
         """Compact ``messages`` and make the model call with ``send(compacted)``; report the event.
+
+        ``counted``, when given, is the messages counted by the integration, as
+        the framework's model sends them; otherwise the options' counter counts
+        them as the core reads them.
 
         Returns:
             What ``send`` returned.
@@ -231,24 +260,32 @@ class Compactor:
             InvalidMessageError: A message the core cannot read.
         """
         self._check_sync()
-        return self._interceptor.call(send, None, (messages, fixed), {})
+        return self._interceptor.call(send, None, (messages, fixed, counted), {})
 
     async def arun(
         self,
         messages: Sequence[Any],
         fixed: int,
         send: Callable[[List[Any]], Awaitable[Any]],
+        *,
+        counted: Optional[Counted] = None,
     ) -> Any:
         """``run`` for an async model call: ``await send(compacted)``."""
-        return await self._interceptor.acall(send, None, (messages, fixed), {})
+        return await self._interceptor.acall(send, None, (messages, fixed, counted), {})
 
-    def compacted(self, messages: Sequence[Any], fixed: int) -> List[Any]:
+    def compacted(
+        self, messages: Sequence[Any], fixed: int, *, counted: Optional[Counted] = None
+    ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (sync)."""
         self._check_sync()
-        result: List[Any] = self._interceptor.call(_same, None, (messages, fixed), {})
+        result: List[Any] = self._interceptor.call(_same, None, (messages, fixed, counted), {})
         return result
 
-    async def acompacted(self, messages: Sequence[Any], fixed: int) -> List[Any]:
+    async def acompacted(
+        self, messages: Sequence[Any], fixed: int, *, counted: Optional[Counted] = None
+    ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (async)."""
-        result: List[Any] = await self._interceptor.acall(_asame, None, (messages, fixed), {})
+        result: List[Any] = await self._interceptor.acall(
+            _asame, None, (messages, fixed, counted), {}
+        )
         return result

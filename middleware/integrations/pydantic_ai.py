@@ -5,14 +5,23 @@ Two forms, the same compaction:
 - ``Agent(model, capabilities=[ProcessHistory(history_processor(max_tokens=...,
   instructions=..., tools=[...]))])``: a pydantic-ai history processor (which
   this pydantic-ai takes through its ``ProcessHistory`` capability). It is
-  handed the messages only, so the instructions and tools the agent sends are
-  given to it to be counted. pydantic-ai makes the run's history what its
-  processors return, so the stored history is the compacted one.
+  handed the run's context and the messages, so the instructions and tools
+  the agent sends are given to it to be counted. pydantic-ai makes the run's
+  history what its processors return, so the stored history is the compacted
+  one.
 - ``Agent(model, capabilities=[CompactionCapability(max_tokens=...)])``: a
   capability that wraps each model request (``wrap_model_request``). It reads
   the request's instructions and tool definitions itself, changes only what
   that request sends (the run's history is left whole), and its events carry
   the provider's prompt size from the response's usage.
+
+Both count a request as its model sends it (``_pydantic_ai_wire``):
+``OpenAIChatModel``, ``OpenAIResponsesModel`` and ``AnthropicModel`` each map
+the messages, files and tools their own way (a tool's photo is a user message
+of its own on Chat Completions, with a system message explaining its frame),
+and each provider prices a photo by its own formula. The messages of another
+model class are counted as the core reads them, its tools as Chat Completions
+takes them.
 
 Neither retries a request the provider refuses for length
 (``on_overflow="retry"``): pydantic-ai lets a capability make the request only
@@ -28,11 +37,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ._common import Compactor, HookOptions, missing
+from ._common import Compactor, Counted, HookOptions, missing
 
 try:
+    from pydantic_ai import RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.messages import (
+        InstructionPart,
         ModelMessage,
         ModelRequest,
         ModelResponse,
@@ -40,11 +51,14 @@ try:
         TextPart,
         UserPromptPart,
     )
+    from pydantic_ai.models import ModelRequestParameters
     from pydantic_ai.tools import Tool, ToolDefinition
+
+    from ._pydantic_ai_wire import Sent, sent
 except ImportError as exc:  # pragma: no cover - the message is tested without pydantic-ai
     raise missing("pydantic_ai", "pip install 'pydantic-ai-slim'", exc) from exc
 
-from ctx_compact._contract import message_views
+from ctx_compact._contract import count_all, message_views
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -83,6 +97,58 @@ def _definition(tool: Any) -> Any:
 def _system(texts: List[str]) -> List[Dict[str, Any]]:
     # The instructions as the OpenAI chat model sends them: one system message.
     return [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
+
+
+def _measured(
+    compactor: Compactor, model: Any, messages: Sequence[Any], parameters: Any, settings: Any
+) -> Tuple[Optional[Counted], int]:
+    """The messages and what is sent beside them counted as ``model`` sends the request.
+
+    ``(None, fixed)`` for a model class whose mapping is not followed: its
+    messages are then counted as the core reads them, and the instructions and
+    tools as the OpenAI chat model sends them.
+    """
+    request = sent(model, messages, parameters, settings)
+    if request is None:
+        texts = [part.content for part in parameters.instruction_parts or ()]
+        tools = [*parameters.function_tools, *parameters.output_tools]
+        return None, compactor.fixed_tokens(_system(texts), [_schema(tool) for tool in tools])
+    counter = compactor.options.counter
+    counts = [sum(count_all(wire, counter)) for wire in request.messages]
+    recount = _Recount(request, messages, counter)
+    return Counted(counts, recount), compactor.fixed_tokens(request.system, request.parts)
+
+
+class _Recount:
+    """Counts what compaction makes from a request's messages as the request's model sends it.
+
+    A summary (a ``{"role", "content": str}`` dict) and a cleared copy (an
+    Anthropic-form view) are turned back into the pydantic-ai message they
+    stand for, as ``native`` turns them, then mapped and counted; anything
+    else (a message ``validate="repair"`` made) is counted as it is.
+    """
+
+    def __init__(self, request: Sent, given: Sequence[Any], counter: Any) -> None:
+        self._request = request
+        self._given = given
+        self._counter = counter
+        self._skeletons: Optional[List[Tuple[Any, ...]]] = None
+
+    def __call__(self, view: Any) -> int:
+        message = self._message(view)
+        wire = [view] if message is None else self._request.wire(message)
+        return sum(count_all(wire, self._counter))
+
+    def _message(self, view: Any) -> Any:
+        if not isinstance(view, Mapping):
+            return None
+        if isinstance(view.get("content"), str):
+            return _summary(view)
+        if self._skeletons is None:
+            self._skeletons = [_skeleton(v) for v in message_views(self._given)]
+        wanted = _skeleton(view)
+        found = next((k for k, seen in enumerate(self._skeletons) if seen == wanted), None)
+        return None if found is None else _edited(self._request.prepared[found], view)
 
 
 def _instructions(value: Any) -> List[str]:
@@ -127,7 +193,8 @@ def _edited(original: Any, copy: Mapping[str, Any]) -> Any:
         call_id = getattr(part, "tool_call_id", None)
         if kind == "tool-return" and call_id in results:
             content = results[call_id].get("content")
-            if content != part.model_response_str():  # cleared
+            # Cleared: a placeholder (a return with files is a list of blocks until then).
+            if isinstance(content, str) and content != part.model_response_str():
                 part = dataclasses.replace(part, content=content)
         elif kind == "tool-call" and call_id in calls:
             arguments = calls[call_id].get("input")
@@ -192,7 +259,7 @@ def history_processor(
     instructions: Any = None,
     tools: Sequence[Any] = (),
     **options: Unpack[HookOptions],
-) -> Callable[[List[ModelMessage]], Awaitable[List[ModelMessage]]]:
+) -> Callable[[RunContext[Any], List[ModelMessage]], Awaitable[List[ModelMessage]]]:
     """A history processor that keeps every model request of the agent inside ``max_tokens``.
 
     ``Agent(model, instructions=..., tools=[...], capabilities=[ProcessHistory(
@@ -202,7 +269,7 @@ def history_processor(
 
     Args:
         max_tokens: The budget of each request: the messages, the instructions
-            and the tools' definitions (counted as the OpenAI chat model sends them).
+            and the tools' definitions, counted as the run's model sends them.
         instructions: The agent's instructions (a string or a list of
             strings), counted against the budget.
         tools: The agent's tools (functions, ``Tool`` or ``ToolDefinition``
@@ -212,8 +279,9 @@ def history_processor(
             meanings; ``on_overflow`` is ``"call"`` or ``"raise"``.
 
     Returns:
-        An async history processor, for ``pydantic_ai.capabilities.ProcessHistory``
-        (or an agent's ``history_processors``, in the pydantic-ai versions that have them).
+        An async history processor taking the run's context and the messages,
+        for ``pydantic_ai.capabilities.ProcessHistory`` (or an agent's
+        ``history_processors``, in the pydantic-ai versions that have them).
 
     Raises:
         TypeError, ValueError: A bad option, naming it.
@@ -221,11 +289,17 @@ def history_processor(
     compactor = Compactor(
         "history_processor", "pydantic-ai history_processor", max_tokens, options, wraps_call=False
     )
-    schemas = [_schema(_definition(tool)) for tool in tools]
-    fixed = compactor.fixed_tokens(_system(_instructions(instructions)), schemas)
+    texts = _instructions(instructions)
+    parameters = ModelRequestParameters(
+        function_tools=[_definition(tool) for tool in tools],
+        instruction_parts=[InstructionPart(content=text) for text in texts],
+    )
 
-    async def compact_history(messages: List[ModelMessage]) -> List[ModelMessage]:
-        return native(await compactor.acompacted(messages, fixed), messages)
+    async def compact_history(
+        ctx: RunContext[Any], messages: List[ModelMessage]
+    ) -> List[ModelMessage]:
+        counted, fixed = _measured(compactor, ctx.model, messages, parameters, ctx.model_settings)
+        return native(await compactor.acompacted(messages, fixed, counted=counted), messages)
 
     return compact_history
 
@@ -249,8 +323,9 @@ class CompactionCapability(AbstractCapability[Any]):  # type: ignore[misc]
 
     ``Agent(model, capabilities=[CompactionCapability(max_tokens=...)])``: each
     request's messages are compacted, with its instructions and tool
-    definitions counted against the budget, for ``run``, ``run_sync`` and
-    ``run_stream`` alike; only the request changes, not the run's history. Each
+    definitions counted against the budget (all of it as the request's model
+    sends it), for ``run``, ``run_sync`` and ``run_stream`` alike; only the
+    request changes, not the run's history. Each
     request reports one ``CompactionEvent`` to ``on_compact`` and to every
     active ``CompactingSession``, with the response's ``usage.input_tokens`` as
     ``provider_tokens``.
@@ -274,23 +349,24 @@ class CompactionCapability(AbstractCapability[Any]):  # type: ignore[misc]
             wraps_call=False,
         )
 
-    def _fixed(self, request_context: Any) -> int:
-        parameters = request_context.model_request_parameters
-        texts = [part.content for part in parameters.instruction_parts or ()]
-        tools = [*parameters.function_tools, *parameters.output_tools]
-        return self._compactor.fixed_tokens(_system(texts), [_schema(tool) for tool in tools])
-
     async def wrap_model_request(
         self, ctx: Any, *, request_context: Any, handler: Callable[[Any], Awaitable[Any]]
     ) -> Any:
         """Compact this request's messages, then make it (pydantic-ai's hook)."""
         given = list(request_context.messages)
+        counted, fixed = _measured(
+            self._compactor,
+            request_context.model,
+            given,
+            request_context.model_request_parameters,
+            request_context.model_settings,
+        )
 
         async def send(kept: List[Any]) -> _Answered:
-            sent = dataclasses.replace(request_context, messages=native(kept, given))
-            return _Answered(await handler(sent))
+            compacted = dataclasses.replace(request_context, messages=native(kept, given))
+            return _Answered(await handler(compacted))
 
-        answered = await self._compactor.arun(given, self._fixed(request_context), send)
+        answered = await self._compactor.arun(given, fixed, send, counted=counted)
         return answered.response
 
     @classmethod

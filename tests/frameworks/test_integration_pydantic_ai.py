@@ -14,7 +14,7 @@ from typing import Any, List
 
 import openai
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     ModelRequest,
@@ -26,14 +26,16 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.usage import RunUsage
 
 from ctx_compact import check_pairing
 from ctx_compact.testing import FakeProvider
 from middleware import CompactionEvent
 from middleware.integrations.pydantic_ai import CompactionCapability, history_processor
 
-from ._integrations import check_integration, first_system
+from ._integrations import check_integration, first_system, sent_tokens
 from ._scenario import LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts
 
 PYDANTIC_AI = f"pydantic-ai {version('pydantic-ai-slim')}"
@@ -66,6 +68,16 @@ def run_agent(provider: FakeProvider, label: str, **agent_options: Any) -> Any:
     return asyncio.run(main())
 
 
+def check_counted_as_sent(run: Run, seen: List[CompactionEvent]) -> None:
+    """No request counted below what was sent (its tools included), as the model sends it."""
+    short = [
+        (i, event.tokens_after, sent_tokens(request))
+        for i, (event, request) in enumerate(zip(seen, run.requests()))
+        if event.tokens_after < sent_tokens(request)
+    ]
+    assert short == [], f"counted below what was sent (index, counted, sent): {short}"
+
+
 def test_the_history_processor_keeps_the_agent_within_the_limit(provider: FakeProvider) -> None:
     seen: List[CompactionEvent] = []
     processor = history_processor(
@@ -77,6 +89,7 @@ def test_the_history_processor_keeps_the_agent_within_the_limit(provider: FakePr
     )
 
     check_integration(run, seen, expected_requests=2 * TURNS, usage=False)
+    check_counted_as_sent(run, seen)
     assert all(first_system(request) == SYSTEM for request in run.requests())
     assert all(event.function == "pydantic-ai history_processor" for event in seen)
     # pydantic-ai keeps what its history processors return: the history is the compacted one.
@@ -95,6 +108,7 @@ def test_the_capability_keeps_the_agent_within_the_limit(provider: FakeProvider)
     run, history = run_agent(provider, "CompactionCapability", capabilities=[capability])
 
     check_integration(run, seen, expected_requests=2 * TURNS)
+    check_counted_as_sent(run, seen)
     assert all(first_system(request) == SYSTEM for request in run.requests())
     assert len(history) == 4 * TURNS  # only the requests were compacted
 
@@ -113,6 +127,7 @@ def test_a_summary_and_cleared_returns_are_pydantic_ai_messages(provider: FakePr
     )
 
     check_integration(run, seen, expected_requests=2 * TURNS)
+    check_counted_as_sent(run, seen)
     assert any(event.summary for event in seen)
     assert any(event.cleared_results for event in seen)
     last = run.requests()[-1].body["messages"]
@@ -149,7 +164,9 @@ def test_cleared_thinking_and_returns_come_back_as_copies_of_their_messages() ->
         on_compact=seen.append,
     )
 
-    kept = asyncio.run(processor(history))
+    # A model whose mapping is not followed: the messages are counted as the core reads them.
+    context = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    kept = asyncio.run(processor(context, history))
 
     (event,) = seen
     assert event.cleared_thinking

@@ -16,14 +16,33 @@ pytest.importorskip("pydantic_ai")
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 
+import media_files as files  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.messages import ModelRequest, ModelResponse  # noqa: E402
+from pydantic_ai.messages import (  # noqa: E402
+    AudioUrl,
+    BinaryContent,
+    DocumentUrl,
+    ImageUrl,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+    VideoUrl,
+)
 from pydantic_ai.models.anthropic import AnthropicModel  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel  # noqa: E402
 from pydantic_ai.providers.anthropic import AnthropicProvider  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
-from ctx_compact import InvalidMessageError, check_pairing, compact  # noqa: E402
+from ctx_compact import (  # noqa: E402
+    InvalidMessageError,
+    check_pairing,
+    compact,
+    estimate_tokens,
+    media_aware_counter,
+)
 from ctx_compact.testing import FakeProvider  # noqa: E402
 from middleware import budgeted  # noqa: E402
 
@@ -189,3 +208,80 @@ def test_an_unclassifiable_model_is_refused() -> None:
 
     with pytest.raises(InvalidMessageError):
         compact([Note(text="hello")], max_tokens=100)
+
+
+# --- files in pydantic-ai messages: counted as billed ------------------------------
+
+PHOTO = files.png(1024, 768)  # 1,049 tokens on Claude, 765 on gpt-4o
+COUNT = media_aware_counter()
+
+
+def photo() -> Any:
+    return BinaryContent(PHOTO, media_type="image/png")
+
+
+def without_files(message: Any) -> int:
+    """The count of ``message``'s text alone: its view with the files' blocks taken out."""
+    from ctx_compact._views import message_view
+
+    view = message_view(message, None)
+    kept = []
+    for block in view["content"]:
+        if block.get("type") == "tool_result" and isinstance(block["content"], list):
+            inner = [b for b in block["content"] if b["type"] == "text"]
+            block = {**block, "content": inner}
+        if block.get("type") in ("text", "tool_result"):
+            kept.append(block)
+    return estimate_tokens({**view, "content": kept})
+
+
+@pytest.mark.parametrize(
+    ("item", "billed"),
+    [
+        (photo(), 1049),  # Anthropic's formula on the PNG's own size
+        (ImageUrl("https://example.com/cat.png"), 1600),  # unknown size: the largest
+        (BinaryContent(files.pdf(2), media_type="application/pdf"), 2 * 3100),
+        (DocumentUrl("https://example.com/report.pdf"), 3100),  # one page
+        (BinaryContent(files.wav(5.0), media_type="audio/wav"), 50),  # 10 a second
+        (AudioUrl("https://example.com/call.mp3"), 600),  # a minute
+        (VideoUrl("https://example.com/clip.mp4"), 60 * 263),  # a minute
+    ],
+    ids=["png", "image-url", "pdf", "document-url", "wav", "audio-url", "video-url"],
+)
+def test_a_file_in_a_prompt_counts_as_its_provider_bills_it(item: Any, billed: int) -> None:
+    message = ModelRequest(parts=[UserPromptPart(["What is in this file?", item])])
+
+    assert COUNT(message) == without_files(message) + billed
+
+
+def test_a_tools_photo_counts_as_its_provider_bills_it() -> None:
+    alone = ModelRequest(parts=[ToolReturnPart("get_photo", photo(), "c1")])
+    with_text = ModelRequest(parts=[ToolReturnPart("get_photo", ["Oslo at noon.", photo()], "c2")])
+
+    assert COUNT(alone) == without_files(alone) + 1049
+    assert COUNT(with_text) == without_files(with_text) + 1049
+
+
+def test_a_photo_chat_is_compacted_by_what_its_photos_cost() -> None:
+    history: List[Any] = []
+    for turn in range(6):
+        call = ToolCallPart("get_photo", {"city": f"City {turn}"}, tool_call_id=f"c{turn}")
+        history += [
+            ModelRequest(parts=[UserPromptPart([f"Turn {turn}: and this one?", photo()])]),
+            ModelResponse(parts=[call]),
+            ModelRequest(parts=[ToolReturnPart("get_photo", photo(), f"c{turn}")]),
+            ModelResponse(parts=[TextPart(f"Two harbours, turn {turn}.")]),
+        ]
+
+    result = compact(history, max_tokens=5000, count_tokens=COUNT)
+
+    # Each turn holds two photos (2,098 tokens): two turns fit, not the six the names would.
+    kept_photos = sum(
+        1
+        for m in result.messages
+        for p in m.parts
+        if isinstance(p, (UserPromptPart, ToolReturnPart)) and "BinaryContent" in repr(p.content)
+    )
+    assert result.fits
+    assert kept_photos == 4
+    assert check_pairing(list(result.messages)) == []
