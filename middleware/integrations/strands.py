@@ -10,6 +10,10 @@ Converse's rules, which the messages are written in whatever the model
 provider), and a summary, when ``summarize`` is given, is a user message in
 the dropped messages' place.
 
+A message is counted as the agent's model is sent it: as the Chat Completions
+messages an OpenAI-compatible model (``OpenAIModel``, ``LiteLLMModel``) writes
+for it, and in Converse form (its role and content) for every other model.
+
 Requires ``strands-agents`` (``pip install strands-agents``).
 """
 
@@ -18,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ctx_compact._contract import MEDIA_AWARE, default_count_tokens
+from ctx_compact._contract import MEDIA_AWARE
 
 from .._events import CompactionEvent, check_hooks
-from ._common import Compactor, HookOptions, missing
+from ._common import Compactor, HookOptions, Sent, missing
 
 try:
     from strands.agent.conversation_manager import ConversationManager
@@ -46,20 +50,47 @@ def _sent(message: Any) -> Any:
 
 
 def sent_tokens(message: Any) -> int:
-    """The default estimate of a strands message as the model is sent it: its role and content.
+    """The default estimate of a strands message as a Converse model is sent it: role and content.
 
     Strands keeps each assistant message's usage figures (``metadata``) and a
     ``tracking_id`` beside them, which no model provider sends; counted, they
     would make the history look about a third bigger than it is. The rest is
     the middleware's default counting, media-aware (an image at its billed
-    tokens, ``ctx_compact.media_aware_counter``).
+    tokens, ``ctx_compact.media_aware_counter``). An OpenAI-compatible model
+    sends other messages: ``CompactingConversationManager`` counts those.
     """
     return MEDIA_AWARE(_sent(message))
 
 
-def _sent_spec_tokens(message: Any) -> int:
-    # sent_tokens with count_media=False: the specification's estimator throughout.
-    return default_count_tokens(_sent(message))
+def _converse(message: Any) -> List[Any]:
+    return [_sent(message)]
+
+
+def _chat_writer(model: Any) -> Any:
+    """The model's ``format_request_messages`` if it sends Chat Completions messages, or ``None``.
+
+    strands' OpenAI-compatible models (``OpenAIModel`` and its subclasses) write
+    their request's messages with it, one strands message at a time.
+    """
+    writer = getattr(model, "format_request_messages", None)
+    return writer if callable(writer) else None
+
+
+def _sending(model: Any) -> Sent:
+    writer = _chat_writer(model)
+    if writer is None:
+        return _converse
+    return lambda message: writer([message])
+
+
+def _chat_tool(spec: Mapping[str, Any]) -> Dict[str, Any]:
+    # A tool spec as an OpenAI-compatible model sends it.
+    function = {
+        "name": spec["name"],
+        "description": spec["description"],
+        "parameters": spec["inputSchema"]["json"],
+    }
+    return {"type": "function", "function": function}
 
 
 class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
@@ -80,11 +111,12 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
 
     Args:
         max_tokens: The budget of each model call: the messages, the system
-            prompt and the tools' specs (counted as Bedrock Converse sends them).
+            prompt and the tools' specs, counted as the agent's model sends
+            them (Chat Completions messages for an OpenAI-compatible model,
+            Converse form for any other).
         **options: ``budgeted``'s options (``keep_head``, ``summarize``,
             ``on_compact``, ``clear_tool_results``, ...), with the same meanings;
-            ``count_tokens`` defaults to ``sent_tokens`` (the specification's
-            estimator on what is sent with ``count_media=False``).
+            a ``count_tokens`` given is handed each strands message as it is.
 
     Raises:
         TypeError, ValueError: A bad option, naming it (a ``summary_role``
@@ -93,54 +125,72 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
 
     def __init__(self, max_tokens: float, **options: Unpack[HookOptions]) -> None:
         super().__init__()
-        given: Dict[str, Any] = dict(options)
-        # Counted as sent unless the caller counts: then the spec and prompt are
-        # the estimator's too, not the content of a system message.
-        self._estimated = given.get("count_tokens") is None
-        if self._estimated:
-            media = given.get("count_media", True)
-            given["count_tokens"] = sent_tokens if media is True else _sent_spec_tokens
+        self._options: Dict[str, Any] = dict(options)
         # The manager notes each event too, for removed_message_count.
-        given["on_compact"] = [self._note, *check_hooks(given.get("on_compact"))]
-        self._compactor = Compactor(
-            "CompactingConversationManager",
-            "strands BeforeModelCallEvent",
-            max_tokens,
-            given,
-            wraps_call=False,
-        )
-        if self._compactor.options.summary_role not in _ROLES:
+        self._options["on_compact"] = [self._note, *check_hooks(options.get("on_compact"))]
+        self._max_tokens = max_tokens
+        # One compactor per way of sending (a model's class), each counting as that
+        # model sends; built here for the Converse form, so a bad option raises now.
+        self._compactors: Dict[Any, Compactor] = {None: self._compactor(_converse)}
+        role = self._compactors[None].options.summary_role
+        if role not in _ROLES:
             raise ValueError(
-                "summary_role must be 'user' or 'assistant' (a strands message's roles), got "
-                f"{self._compactor.options.summary_role!r}"
+                "summary_role must be 'user' or 'assistant' (a strands message's roles), "
+                f"got {role!r}"
             )
         self._dropped = 0
 
     def _note(self, event: CompactionEvent) -> None:
         self._dropped = len(event.dropped)
 
+    def _compactor(self, sent: Sent) -> Compactor:
+        return Compactor(
+            "CompactingConversationManager",
+            "strands BeforeModelCallEvent",
+            self._max_tokens,
+            self._options,
+            wraps_call=False,
+            sent=sent,
+        )
+
+    def _compactor_for(self, model: Any) -> Compactor:
+        key = None if _chat_writer(model) is None else type(model)
+        found = self._compactors.get(key)
+        if found is None:
+            found = self._compactors[key] = self._compactor(_sending(model))
+        return found
+
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         """Register the compaction before each model call (and strands' own hooks)."""
         super().register_hooks(registry, **kwargs)
         registry.add_callback(BeforeModelCallEvent, self._before_model_call)
 
-    def _fixed(self, agent: Agent) -> int:
-        # Sent beside the messages, as Bedrock Converse takes them: the system
-        # prompt's blocks and one {"toolSpec": ...} per tool.
-        system: Optional[List[Any]] = agent.system_prompt_content
-        if system is None and agent.system_prompt:
-            system = [{"text": agent.system_prompt}]
-        parts: List[Any] = [system] if system else []
-        parts += [{"toolSpec": spec} for spec in agent.tool_registry.get_all_tool_specs()]
-        if self._estimated:
-            return sum(map(default_count_tokens, parts))
-        return self._compactor.fixed_tokens(parts=parts)
+    def _fixed(self, agent: Agent, compactor: Compactor) -> int:
+        # Sent beside the messages as the model sends them: an OpenAI-compatible
+        # model's system messages and function tools, or Converse's system blocks
+        # and one {"toolSpec": ...} per tool.
+        specs = agent.tool_registry.get_all_tool_specs()
+        writer = _chat_writer(agent.model)
+        parts: List[Any]
+        if writer is not None:
+            parts = list(
+                writer([], agent.system_prompt, system_prompt_content=agent.system_prompt_content)
+            )
+            parts += [_chat_tool(spec) for spec in specs]
+        else:
+            system: Optional[List[Any]] = agent.system_prompt_content
+            if system is None and agent.system_prompt:
+                system = [{"text": agent.system_prompt}]
+            parts = [system] if system else []
+            parts += [{"toolSpec": spec} for spec in specs]
+        return compactor.fixed_tokens(parts=parts)
 
     async def _before_model_call(self, event: BeforeModelCallEvent) -> None:
         agent = event.agent
         messages = agent.messages
+        compactor = self._compactor_for(agent.model)
         self._dropped = 0
-        kept = await self._compactor.acompacted(messages, self._fixed(agent))
+        kept = await compactor.acompacted(messages, self._fixed(agent, compactor))
         if len(kept) != len(messages) or any(a is not b for a, b in zip(kept, messages)):
             self.removed_message_count += self._dropped
             messages[:] = kept

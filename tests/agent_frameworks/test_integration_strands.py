@@ -27,7 +27,16 @@ from ctx_compact.testing.bedrock import validate_messages
 from middleware import CompactingSession, CompactionEvent
 from middleware.integrations.strands import CompactingConversationManager, sent_tokens
 
-from ._scenario import LIMIT, SYSTEM_PROMPT, TURNS, check, get_report, prompts
+from ._scenario import (
+    LIMIT,
+    SYSTEM_PROMPT,
+    TURNS,
+    check,
+    counted_and_sent,
+    get_report,
+    prompts,
+    tool_calls_on,
+)
 from ._strands import bedrock_model, openai_model
 
 VERSION = version("strands-agents")
@@ -66,18 +75,46 @@ def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider, bedrock:
     )
     assert seen == session.events
     assert {event.function for event in seen} == {"strands BeforeModelCallEvent"}
-    # The system prompt and the tool's spec are counted: more than the messages alone.
-    spec = agent.tool_registry.get_all_tool_specs()[0]
-    fixed = count_tokens([{"text": SYSTEM_PROMPT}]) + count_tokens({"toolSpec": spec})
-    last = seen[-1]
-    sent = [{"role": m["role"], "content": m["content"]} for m in last.messages]
-    assert last.tokens_after == sum(map(count_tokens, sent)) + fixed <= LIMIT
+    # The messages and the system prompt are counted as the model sent them, and
+    # the tool's spec beside them as it went out (Converse's toolSpec, Chat's function).
+    assert_counted_as_sent(provider, seen, bedrock)
     # The history itself was compacted, in place, and is still one Bedrock accepts.
     dropped = sum(len(event.dropped) for event in seen)
     assert manager.removed_message_count == dropped > 0
     assert validate_messages(json.loads(json.dumps(agent.messages))) == []
     assert check_pairing(agent.messages) == []
     assert len(agent.messages) < 4 * TURNS
+
+
+def assert_counted_as_sent(
+    provider: FakeProvider, events: List[CompactionEvent], bedrock: bool
+) -> None:
+    if bedrock:
+        tool = provider.requests[-1].body["toolConfig"]["tools"][0]
+    else:
+        tool = provider.requests[-1].body["tools"][0]
+    api = "bedrock" if bedrock else "chat"
+    counted, sent = zip(*counted_and_sent(provider, events, count_tokens(tool), api))
+    assert counted == sent
+
+
+@pytest.mark.parametrize("bedrock", [False, True], ids=["openai", "bedrock"])
+def test_a_mixed_run_is_counted_as_the_model_sends_it(
+    provider: FakeProvider, bedrock: bool
+) -> None:
+    # Many short messages: the OpenAI model sends each text block with a type and
+    # a call as tool_calls, more than their Converse form (which went to 1534).
+    seen: List[CompactionEvent] = []
+    manager = CompactingConversationManager(LIMIT, on_compact=seen.append)
+    agent = make_agent(provider, manager, bedrock)
+
+    for turn, prompt in enumerate(prompts(30)):
+        provider.tool_calls = tool_calls_on(turn)
+        agent(prompt)
+
+    api = "bedrock" if bedrock else "chat"
+    check(f"strands (mixed turns, {api})", VERSION, api, provider, seen, tools_counted=True)
+    assert_counted_as_sent(provider, seen, bedrock)
 
 
 def test_an_async_summarizer_is_awaited_and_the_summary_kept(provider: FakeProvider) -> None:
