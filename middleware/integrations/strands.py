@@ -12,7 +12,12 @@ the dropped messages' place.
 
 A message is counted as the agent's model is sent it: as the Chat Completions
 messages an OpenAI-compatible model (``OpenAIModel``, ``LiteLLMModel``) writes
-for it, and in Converse form (its role and content) for every other model.
+for it, and in Converse form (its role and content) for every other model. A
+session manager (``FileSessionManager``, ``S3SessionManager``,
+``SnapshotSessionManager``, ...) restores the very history the agent held: the
+manager's state holds the messages that are not the end of the session's own
+record (the kept first messages, a summary, cleared copies) and
+``removed_message_count`` where that end starts.
 
 Requires ``strands-agents`` (``pip install strands-agents``).
 """
@@ -24,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ctx_compact._contract import MEDIA_AWARE
 
-from .._events import CompactionEvent, check_hooks
 from ._common import Compactor, HookOptions, Sent, missing
 
 try:
@@ -41,6 +45,7 @@ __all__ = ["CompactingConversationManager", "sent_tokens"]
 
 _SENT = ("role", "content")
 _ROLES = ("user", "assistant")
+_STATE = "prepend_messages"  # the live messages before the session record's end
 
 
 def _sent(message: Any) -> Any:
@@ -98,12 +103,19 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
 
     Each model call reports one ``CompactionEvent`` (``function`` is
     ``"strands BeforeModelCallEvent"``) to ``on_compact`` and to every active
-    ``CompactingSession``. What was dropped leaves ``agent.messages`` (and is
-    added to ``removed_message_count``), as with strands'
-    ``SlidingWindowConversationManager``; cleared tool results and a summary
-    take their place there. The hook is async, so an async ``summarize`` or
-    hook is awaited and a sync one runs on a worker thread, for ``agent(...)``
-    and ``await agent.invoke_async(...)`` alike.
+    ``CompactingSession``. What was dropped leaves ``agent.messages``, as with
+    strands' ``SlidingWindowConversationManager``; cleared tool results and a
+    summary take their place there. The hook is async, so an async
+    ``summarize`` or hook is awaited and a sync one runs on a worker thread,
+    for ``agent(...)`` and ``await agent.invoke_async(...)`` alike.
+
+    A session manager restores the history the agent held: ``get_state`` holds
+    the messages before the last ones the session recorded as they are (the
+    kept first messages, a summary, cleared copies), which
+    ``restore_from_session`` gives back to be put first, and
+    ``removed_message_count`` is where in the session's record those last
+    messages start (so it also counts the kept first messages, which the state
+    holds).
 
     ``on_overflow="retry"`` is refused: the manager prepares the history but
     does not make the call; when the provider still refuses a request for its
@@ -123,11 +135,11 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
             other than ``"user"`` and ``"assistant"`` among them).
     """
 
+    removed_message_count: int  # strands' ConversationManager sets it
+
     def __init__(self, max_tokens: float, **options: Unpack[HookOptions]) -> None:
         super().__init__()
         self._options: Dict[str, Any] = dict(options)
-        # The manager notes each event too, for removed_message_count.
-        self._options["on_compact"] = [self._note, *check_hooks(options.get("on_compact"))]
         self._max_tokens = max_tokens
         # One compactor per way of sending (a model's class), each counting as that
         # model sends; built here for the Converse form, so a bad option raises now.
@@ -138,10 +150,7 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
                 "summary_role must be 'user' or 'assistant' (a strands message's roles), "
                 f"got {role!r}"
             )
-        self._dropped = 0
-
-    def _note(self, event: CompactionEvent) -> None:
-        self._dropped = len(event.dropped)
+        self._prepend: List[Any] = []
 
     def _compactor(self, sent: Sent) -> Compactor:
         return Compactor(
@@ -164,6 +173,22 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         """Register the compaction before each model call (and strands' own hooks)."""
         super().register_hooks(registry, **kwargs)
         registry.add_callback(BeforeModelCallEvent, self._before_model_call)
+
+    def get_state(self) -> Dict[str, Any]:
+        """strands' state of a conversation manager, with the messages to put first on restoring."""
+        state: Dict[str, Any] = super().get_state()
+        state[_STATE] = list(self._prepend)
+        return state
+
+    def restore_from_session(self, state: Dict[str, Any]) -> Optional[List[Any]]:
+        """Take back the state ``get_state`` gave; return the messages to put first.
+
+        Raises:
+            ValueError: The state is another conversation manager's (strands' check).
+        """
+        super().restore_from_session(state)
+        self._prepend = list(state.get(_STATE) or ())
+        return list(self._prepend) or None
 
     def _fixed(self, agent: Agent, compactor: Compactor) -> int:
         # Sent beside the messages as the model sends them: an OpenAI-compatible
@@ -189,11 +214,28 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         agent = event.agent
         messages = agent.messages
         compactor = self._compactor_for(agent.model)
-        self._dropped = 0
         kept = await compactor.acompacted(messages, self._fixed(agent, compactor))
         if len(kept) != len(messages) or any(a is not b for a, b in zip(kept, messages)):
-            self.removed_message_count += self._dropped
+            self._note_kept(messages, kept)
             messages[:] = kept
+
+    def _note_kept(self, before: List[Any], kept: List[Any]) -> None:
+        """Note which of ``kept`` a session restores from its record, and which from the state.
+
+        The messages after the state's (``before[len(self._prepend):]``) are
+        the session record's last ones, from ``removed_message_count`` on: each
+        appended message is recorded as it is, and nothing else. ``kept`` ends
+        with the longest run of them that is still the end of the record, in
+        order and untouched; what comes before that run is the state's.
+        """
+        recorded = before[len(self._prepend) :]
+        end = self.removed_message_count + len(recorded)
+        at = {id(message): end - len(recorded) + i for i, message in enumerate(recorded)}
+        start = len(kept)
+        while start and at.get(id(kept[start - 1])) == end - (len(kept) - start) - 1:
+            start -= 1
+        self._prepend = kept[:start]
+        self.removed_message_count = end - (len(kept) - start)
 
     def apply_management(self, agent: Agent, **kwargs: Any) -> None:
         """Nothing to do after a run: the history is compacted before each model call."""
