@@ -36,8 +36,9 @@ core pairs and counts it as sent:
   ``FunctionExecutionResultMessage`` answers several calls at once (AutoGen's
   OpenAI client sends it as one ``tool`` message per result): an
   ``AssistantMessage`` holding ``FunctionCall`` objects is an assistant turn
-  with ``tool_use`` blocks, the results message a user turn with
-  ``tool_result`` blocks;
+  with ``tool_use`` blocks (each ``input`` the arguments' text, as sent), the
+  results message a user turn with ``tool_result`` blocks; a ``UserMessage``
+  carries its ``source`` as ``name``, as the client sends it;
 - a smolagents ``ChatMessage`` (a dataclass) is seen as smolagents sends it:
   its role and content only, a ``tool-call`` message as an assistant message
   and a ``tool-response`` as a user message (its tool calls are text by then).
@@ -391,13 +392,17 @@ def _llama_index_view(message: Any) -> Json:
 
 
 def _autogen_view(message: Any, name: str) -> Json:
+    # What AutoGen's OpenAI client sends, where it fits one Anthropic-form
+    # message: a user message's source as its name, a call's arguments as the
+    # very text the model wrote.
     content = message.content
     if name == "SystemMessage":
         return {"role": "system", "content": content}
     if name == "UserMessage":
         if isinstance(content, str):
-            return {"role": "user", "content": content}
-        return {"role": "user", "content": [_user_content(item) for item in content]}
+            return {"role": "user", "name": message.source, "content": content}
+        parts = [_user_content(item) for item in content]
+        return {"role": "user", "name": message.source, "content": parts}
     if name == "FunctionExecutionResultMessage":
         blocks: List[Json] = []
         for result in content:
@@ -418,24 +423,8 @@ def _autogen_view(message: Any, name: str) -> Json:
     if thought:
         uses.append(_text(thought))
     for call in content:
-        uses.append(
-            {
-                "type": "tool_use",
-                "id": call.id,
-                "name": call.name,
-                "input": _json_arguments(call.arguments),
-            }
-        )
+        uses.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
     return {"role": "assistant", "content": uses}
-
-
-def _json_arguments(arguments: Any) -> Any:
-    if isinstance(arguments, str):
-        try:
-            return json.loads(arguments)
-        except ValueError:
-            return arguments
-    return arguments
 
 
 # --- smolagents ---------------------------------------------------------------

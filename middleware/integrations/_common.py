@@ -15,11 +15,15 @@ turns its framework's hook into one call of a ``Compactor``, and nothing more:
    hook is made: the options are checked there, as ``budgeted`` checks them,
    naming the bad one; ``function`` is what the events' ``function`` says
    (``"langchain wrap_model_call"``).
-3. In the hook, count what the framework sends beside the messages and cannot
-   drop (a system prompt, the tools' schemas) with ``fixed_tokens``, and hand
-   the messages to the compactor (with ``counted=Counted(counts, recount)``
-   when the integration counts them as the framework's model sends them,
-   which the core's reading of the framework's objects cannot know):
+3. Say how a message is sent when the framework sends it in another form
+   than the one the core reads it in (``sent=``: AutoGen's messages go out as
+   Chat Completions messages, strands' as its model provider writes them), so
+   that the default counting counts what the provider is sent. In the hook,
+   count what the framework sends beside the messages and cannot drop (a
+   system prompt, the tools' schemas) with ``fixed_tokens``, and hand the
+   messages to the compactor (with ``counted=Counted(counts, recount)`` when
+   the integration counts a whole request as the framework's model sends it,
+   which one message at a time cannot: pydantic-ai):
 
    - a hook that makes the model call (LangChain's ``wrap_model_call``) passes
      ``send``, which makes it with the compacted list: ``compactor.run(messages,
@@ -48,11 +52,13 @@ the same ``Interceptor`` sequence as ``budgeted``: summaries (kept in ``store``)
 
 from __future__ import annotations
 
+import dataclasses
 from typing import (
     Any,
     Awaitable,
     Callable,
     Dict,
+    Iterable,
     List,
     Mapping,
     NamedTuple,
@@ -62,7 +68,14 @@ from typing import (
     TypedDict,
 )
 
-from ctx_compact._contract import CountTokens, count_value, measure
+from ctx_compact._contract import (
+    MEDIA_AWARE,
+    CountTokens,
+    SpecCounter,
+    count_value,
+    default_count_tokens,
+    measure,
+)
 
 from .._callables import Arguments, Kind, Located, is_async_callable
 from .._calls import Interceptor
@@ -70,7 +83,11 @@ from .._events import Hooks, check_hooks
 from .._options import Clearing, CompactionOptions, OnOverflow, Summarize, Validate
 from .._store import SummaryStore
 
-__all__ = ["Compactor", "Counted", "HookOptions", "missing"]
+__all__ = ["Compactor", "Counted", "HookOptions", "Sent", "missing"]
+
+#: How a framework sends one message, seen as the core reads it: the wire messages
+#: its client writes for it (none, one or several).
+Sent = Callable[[Any], Iterable[Any]]
 
 
 class HookOptions(TypedDict, total=False):
@@ -148,6 +165,26 @@ class _HookSite:
         return Located(messages, _rebuild, fixed, self.function, counts, recount)
 
 
+class _SentCounter(SpecCounter):
+    """The default counting of the messages a framework sends for each message.
+
+    Every message is marked: its count is the sum of the wire messages' counts
+    (media-aware unless ``count_media=False``). A value sent beside the
+    messages (a tool's schema) is counted by the estimator, as the default
+    counting counts it.
+    """
+
+    def __init__(self, sent: Sent, count_media: bool) -> None:
+        self._sent = sent
+        self._count: CountTokens = MEDIA_AWARE if count_media else default_count_tokens
+
+    def marked(self, view: Any) -> object:
+        return (list(self._sent(view)),)  # truthy even when nothing is sent
+
+    def count_marked(self, view: Any, mark: Any) -> int:
+        return sum(map(self._count, mark[0]))
+
+
 def _same(messages: List[Any]) -> List[Any]:
     return messages
 
@@ -168,6 +205,10 @@ class Compactor:
         options: ``HookOptions`` by keyword (``on_compact`` among them).
         wraps_call: Whether the hook makes the model call (``run``/``arun``)
             and may make it again; without it ``on_overflow="retry"`` is refused.
+        sent: How the framework sends a message (its view, as the core reads
+            it), when not as that view: the default counting then counts the
+            wire messages ``sent`` gives. A caller's ``count_tokens`` is still
+            given the view.
 
     Raises:
         TypeError, ValueError: A bad or unknown option, as ``budgeted`` raises.
@@ -181,6 +222,7 @@ class Compactor:
         options: Mapping[str, Any],
         *,
         wraps_call: bool,
+        sent: Optional[Sent] = None,
     ) -> None:
         given = dict(options)
         if "messages_arg" in given:
@@ -191,6 +233,9 @@ class Compactor:
         hooks = check_hooks(given.pop("on_compact", None))
         self.caller = caller
         self.options = CompactionOptions.build(caller, max_tokens, given)
+        if sent is not None and self.options.count_tokens is None:
+            counter = _SentCounter(sent, self.options.count_media)
+            self.options = dataclasses.replace(self.options, count_tokens=counter)
         if not wraps_call and self.options.on_overflow == "retry":
             raise ValueError(
                 f"{caller} does not make the model call a second time, so it cannot retry a "

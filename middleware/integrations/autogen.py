@@ -4,7 +4,8 @@
 system_message=..., tool_schema=...))``: the context keeps every message it is
 given and hands the agent, at each model call (``get_messages``), the
 compacted list that fits ``max_tokens`` with the system message and the tools'
-schemas counted beside it. A ``FunctionCall`` is never kept without its
+schemas counted beside it, all counted as AutoGen's OpenAI client sends
+them. A ``FunctionCall`` is never kept without its
 ``FunctionExecutionResult``; only what the model sees changes.
 
 Requires ``autogen-core`` (``autogen-agentchat`` brings it): the ``autogen`` extra
@@ -36,12 +37,68 @@ except ImportError as exc:  # pragma: no cover - the message is tested without a
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["SUMMARY_SOURCE", "CompactingChatCompletionContext"]
+__all__ = ["SUMMARY_SOURCE", "CompactingChatCompletionContext", "sent_messages"]
 
 _SUMMARY_ROLES = ("user", "assistant", "system")
 
 #: The ``source`` of a summary inserted as a ``UserMessage`` or ``AssistantMessage``.
 SUMMARY_SOURCE = "ctx_compact"
+
+
+def sent_messages(view: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The messages AutoGen's OpenAI client sends for one message, from its Anthropic form.
+
+    The core reads an AutoGen message in Anthropic Messages form
+    (``ctx_compact.formats.frameworks``); the client sends a results message as
+    one ``tool`` message per result, an ``AssistantMessage`` of calls as one
+    message with ``tool_calls`` and its thought as content, and a
+    ``UserMessage`` with its source as ``name``. A summary (a user message
+    without a name) is sent with ``SUMMARY_SOURCE`` as its name. The default
+    counting of ``CompactingChatCompletionContext`` counts these.
+
+    Args:
+        view: An AutoGen message's view, a cleared copy or a summary.
+
+    Returns:
+        New dicts, in the order the client sends them.
+    """
+    content = view.get("content")
+    blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    if results:
+        return [
+            {
+                "content": _result_text(b.get("content")),
+                "role": "tool",
+                "tool_call_id": b.get("tool_use_id"),
+            }
+            for b in results
+        ]
+    uses = [b for b in blocks if b.get("type") == "tool_use"]
+    if uses:
+        thought = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        calls = [
+            {
+                "id": b.get("id"),
+                "function": {"arguments": _arguments(b.get("input")), "name": b.get("name")},
+                "type": "function",
+            }
+            for b in uses
+        ]
+        return [{"role": "assistant", "tool_calls": calls, "content": thought or None}]
+    if view.get("role") == "user":
+        return [{"role": "user", "name": view.get("name", SUMMARY_SOURCE), "content": content}]
+    return [dict(view)]
+
+
+def _result_text(content: Any) -> str:
+    # A FunctionExecutionResult's content is text: a cleared copy's is made so (_results).
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def _arguments(given: Any) -> str:
+    # The arguments' text as the model wrote it, or cleared ones written as JSON.
+    return given if isinstance(given, str) else json.dumps(given)
 
 
 def _schema(tool: Any) -> Any:
@@ -69,8 +126,9 @@ class CompactingChatCompletionContext(ChatCompletionContext):  # type: ignore[mi
 
     Args:
         max_tokens: The budget of each model call: the messages, the system
-            message and the tools' schemas (counted as AutoGen's OpenAI
-            client sends them).
+            message and the tools' schemas, counted as AutoGen's OpenAI
+            client sends them (the messages as ``sent_messages`` gives them;
+            a ``count_tokens`` given is handed each message's Anthropic view).
         system_message: The agent's system message, counted against the budget.
         tool_schema: The agent's tools (AutoGen tools or their ``ToolSchema``),
             counted against the budget.
@@ -101,6 +159,7 @@ class CompactingChatCompletionContext(ChatCompletionContext):  # type: ignore[mi
             max_tokens,
             options,
             wraps_call=False,
+            sent=sent_messages,
         )
         role = self._compactor.options.summary_role
         if role not in _SUMMARY_ROLES:
@@ -167,7 +226,7 @@ def _results(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMe
         content = block.get("content")
         results.append(
             FunctionExecutionResult(
-                content=content if isinstance(content, str) else json.dumps(content),
+                content=_result_text(content),
                 name=original.name,
                 call_id=call_id,
                 is_error=original.is_error,
@@ -187,6 +246,6 @@ def _calls(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMess
         message, _ = originals[("call", block.get("id"))]
         source = message.source
         calls.append(
-            FunctionCall(id=block["id"], arguments=json.dumps(block["input"]), name=block["name"])
+            FunctionCall(id=block["id"], arguments=_arguments(block["input"]), name=block["name"])
         )
     return AssistantMessage(content=calls, thought=thought, source=source)

@@ -8,6 +8,10 @@ its tools' schemas fit ``max_tokens``, and returns them as the call's
 ``ModelInputData``. Only what the model is sent changes: the run's items, and
 ``to_input_list()``, stay whole.
 
+The items are counted as the agent's model sends them: as the Chat Completions
+messages an ``OpenAIChatCompletionsModel`` converts each to, as themselves for
+any other model (the Responses API takes them as they are).
+
 The filter only prepares the model's input: the model call is the runner's, so
 the events carry no ``provider_tokens`` and ``on_overflow="retry"`` is refused
 (intercept the SDK in a ``CompactingSession`` for both).
@@ -18,12 +22,12 @@ Requires ``openai-agents``: the ``openai-agents`` extra (``python -m pip install
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional
 
-from ._common import Compactor, HookOptions, missing
+from ._common import Compactor, HookOptions, Sent, missing
 
 try:
-    from agents import Agent, FunctionTool, Handoff, handoff
+    from agents import Agent, FunctionTool, Handoff, OpenAIChatCompletionsModel, handoff
     from agents.models.chatcmpl_converter import Converter
     from agents.run_config import CallModelData, ModelInputData
 except ImportError as exc:  # pragma: no cover - the message is tested without openai-agents
@@ -54,6 +58,22 @@ def _schemas(agent: Any) -> List[Dict[str, Any]]:
     return schemas
 
 
+def _chat_model(agent: Any) -> Optional[str]:
+    """The model name when the agent's model is a Chat Completions one, else ``None``.
+
+    A model the run config sets, or one named by a string, is not the agent's
+    to read here: its items are counted as Responses items.
+    """
+    model = agent.model
+    return model.model if isinstance(model, OpenAIChatCompletionsModel) else None
+
+
+def _chat_sending(model: str) -> Sent:
+    # Each item alone as the model converts it: items it merges (an assistant
+    # message and the calls after it) are counted a few tokens high, never low.
+    return lambda item: Converter.items_to_messages([item], model=model)
+
+
 def input_filter(
     max_tokens: float, **options: Unpack[HookOptions]
 ) -> Callable[[CallModelData], Awaitable[ModelInputData]]:
@@ -77,19 +97,37 @@ def input_filter(
     Raises:
         TypeError, ValueError: A bad option, naming it.
     """
-    compactor = Compactor(
-        "input_filter",
-        "openai-agents call_model_input_filter",
-        max_tokens,
-        options,
-        wraps_call=False,
-    )
+
+    def build(sent: Optional[Sent]) -> Compactor:
+        return Compactor(
+            "input_filter",
+            "openai-agents call_model_input_filter",
+            max_tokens,
+            options,
+            wraps_call=False,
+            sent=sent,
+        )
+
+    # One compactor per way of sending: Responses items as they are (built now, so
+    # a bad option raises here), each Chat Completions model's conversion.
+    compactors: Dict[Optional[str], Compactor] = {None: build(None)}
 
     async def compact_input(data: CallModelData) -> ModelInputData:
         instructions = data.model_data.instructions
-        system = [{"role": "system", "content": instructions}] if instructions else []
         agent: Agent = data.agent
-        fixed = compactor.fixed_tokens(system, _schemas(agent))
+        chat = _chat_model(agent)
+        compactor = compactors.get(chat)
+        if compactor is None:
+            compactor = compactors[chat] = build(None if chat is None else _chat_sending(chat))
+        schemas = _schemas(agent)
+        if chat is None:
+            # The Responses API's instructions field: a string beside the items.
+            fixed = compactor.fixed_tokens(
+                parts=[instructions, *schemas] if instructions else schemas
+            )
+        else:
+            system = [{"content": instructions, "role": "system"}] if instructions else []
+            fixed = compactor.fixed_tokens(system, schemas)
         kept = await compactor.acompacted(data.model_data.input, fixed)
         return ModelInputData(input=kept, instructions=instructions)
 

@@ -10,6 +10,15 @@ Converse's rules, which the messages are written in whatever the model
 provider), and a summary, when ``summarize`` is given, is a user message in
 the dropped messages' place.
 
+A message is counted as the agent's model is sent it: as the Chat Completions
+messages an OpenAI-compatible model (``OpenAIModel``, ``LiteLLMModel``) writes
+for it, and in Converse form (its role and content) for every other model. A
+session manager (``FileSessionManager``, ``S3SessionManager``,
+``SnapshotSessionManager``, ...) restores the very history the agent held: the
+manager's state holds the messages that are not the end of the session's own
+record (the kept first messages, a summary, cleared copies) and
+``removed_message_count`` where that end starts.
+
 Requires ``strands-agents``: the ``strands`` extra (``python -m pip install ".[strands]"`` in
 a checkout), or ``pip install strands-agents``.
 """
@@ -19,10 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ctx_compact._contract import MEDIA_AWARE, default_count_tokens
+from ctx_compact._contract import MEDIA_AWARE
 
-from .._events import CompactionEvent, check_hooks
-from ._common import Compactor, HookOptions, missing
+from ._common import Compactor, HookOptions, Sent, missing
 
 try:
     from strands.agent.conversation_manager import ConversationManager
@@ -38,6 +46,7 @@ __all__ = ["CompactingConversationManager", "sent_tokens"]
 
 _SENT = ("role", "content")
 _ROLES = ("user", "assistant")
+_STATE = "prepend_messages"  # the live messages before the session record's end
 
 
 def _sent(message: Any) -> Any:
@@ -47,20 +56,47 @@ def _sent(message: Any) -> Any:
 
 
 def sent_tokens(message: Any) -> int:
-    """The default estimate of a strands message as the model is sent it: its role and content.
+    """The default estimate of a strands message as a Converse model is sent it: role and content.
 
     Strands keeps each assistant message's usage figures (``metadata``) and a
     ``tracking_id`` beside them, which no model provider sends; counted, they
     would make the history look about a third bigger than it is. The rest is
     the middleware's default counting, media-aware (an image at its billed
-    tokens, ``ctx_compact.media_aware_counter``).
+    tokens, ``ctx_compact.media_aware_counter``). An OpenAI-compatible model
+    sends other messages: ``CompactingConversationManager`` counts those.
     """
     return MEDIA_AWARE(_sent(message))
 
 
-def _sent_spec_tokens(message: Any) -> int:
-    # sent_tokens with count_media=False: the specification's estimator throughout.
-    return default_count_tokens(_sent(message))
+def _converse(message: Any) -> List[Any]:
+    return [_sent(message)]
+
+
+def _chat_writer(model: Any) -> Any:
+    """The model's ``format_request_messages`` if it sends Chat Completions messages, or ``None``.
+
+    strands' OpenAI-compatible models (``OpenAIModel`` and its subclasses) write
+    their request's messages with it, one strands message at a time.
+    """
+    writer = getattr(model, "format_request_messages", None)
+    return writer if callable(writer) else None
+
+
+def _sending(model: Any) -> Sent:
+    writer = _chat_writer(model)
+    if writer is None:
+        return _converse
+    return lambda message: writer([message])
+
+
+def _chat_tool(spec: Mapping[str, Any]) -> Dict[str, Any]:
+    # A tool spec as an OpenAI-compatible model sends it.
+    function = {
+        "name": spec["name"],
+        "description": spec["description"],
+        "parameters": spec["inputSchema"]["json"],
+    }
+    return {"type": "function", "function": function}
 
 
 class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
@@ -68,12 +104,19 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
 
     Each model call reports one ``CompactionEvent`` (``function`` is
     ``"strands BeforeModelCallEvent"``) to ``on_compact`` and to every active
-    ``CompactingSession``. What was dropped leaves ``agent.messages`` (and is
-    added to ``removed_message_count``), as with strands'
-    ``SlidingWindowConversationManager``; cleared tool results and a summary
-    take their place there. The hook is async, so an async ``summarize`` or
-    hook is awaited and a sync one runs on a worker thread, for ``agent(...)``
-    and ``await agent.invoke_async(...)`` alike.
+    ``CompactingSession``. What was dropped leaves ``agent.messages``, as with
+    strands' ``SlidingWindowConversationManager``; cleared tool results and a
+    summary take their place there. The hook is async, so an async
+    ``summarize`` or hook is awaited and a sync one runs on a worker thread,
+    for ``agent(...)`` and ``await agent.invoke_async(...)`` alike.
+
+    A session manager restores the history the agent held: ``get_state`` holds
+    the messages before the last ones the session recorded as they are (the
+    kept first messages, a summary, cleared copies), which
+    ``restore_from_session`` gives back to be put first, and
+    ``removed_message_count`` is where in the session's record those last
+    messages start (so it also counts the kept first messages, which the state
+    holds).
 
     ``on_overflow="retry"`` is refused: the manager prepares the history but
     does not make the call; when the provider still refuses a request for its
@@ -81,70 +124,119 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
 
     Args:
         max_tokens: The budget of each model call: the messages, the system
-            prompt and the tools' specs (counted as Bedrock Converse sends them).
+            prompt and the tools' specs, counted as the agent's model sends
+            them (Chat Completions messages for an OpenAI-compatible model,
+            Converse form for any other).
         **options: ``budgeted``'s options (``keep_head``, ``summarize``,
             ``on_compact``, ``clear_tool_results``, ...), with the same meanings;
-            ``count_tokens`` defaults to ``sent_tokens`` (the specification's
-            estimator on what is sent with ``count_media=False``).
+            a ``count_tokens`` given is handed each strands message as it is.
 
     Raises:
         TypeError, ValueError: A bad option, naming it (a ``summary_role``
             other than ``"user"`` and ``"assistant"`` among them).
     """
 
+    removed_message_count: int  # strands' ConversationManager sets it
+
     def __init__(self, max_tokens: float, **options: Unpack[HookOptions]) -> None:
         super().__init__()
-        given: Dict[str, Any] = dict(options)
-        # Counted as sent unless the caller counts: then the spec and prompt are
-        # the estimator's too, not the content of a system message.
-        self._estimated = given.get("count_tokens") is None
-        if self._estimated:
-            media = given.get("count_media", True)
-            given["count_tokens"] = sent_tokens if media is True else _sent_spec_tokens
-        # The manager notes each event too, for removed_message_count.
-        given["on_compact"] = [self._note, *check_hooks(given.get("on_compact"))]
-        self._compactor = Compactor(
+        self._options: Dict[str, Any] = dict(options)
+        self._max_tokens = max_tokens
+        # One compactor per way of sending (a model's class), each counting as that
+        # model sends; built here for the Converse form, so a bad option raises now.
+        self._compactors: Dict[Any, Compactor] = {None: self._compactor(_converse)}
+        role = self._compactors[None].options.summary_role
+        if role not in _ROLES:
+            raise ValueError(
+                "summary_role must be 'user' or 'assistant' (a strands message's roles), "
+                f"got {role!r}"
+            )
+        self._prepend: List[Any] = []
+
+    def _compactor(self, sent: Sent) -> Compactor:
+        return Compactor(
             "CompactingConversationManager",
             "strands BeforeModelCallEvent",
-            max_tokens,
-            given,
+            self._max_tokens,
+            self._options,
             wraps_call=False,
+            sent=sent,
         )
-        if self._compactor.options.summary_role not in _ROLES:
-            raise ValueError(
-                "summary_role must be 'user' or 'assistant' (a strands message's roles), got "
-                f"{self._compactor.options.summary_role!r}"
-            )
-        self._dropped = 0
 
-    def _note(self, event: CompactionEvent) -> None:
-        self._dropped = len(event.dropped)
+    def _compactor_for(self, model: Any) -> Compactor:
+        key = None if _chat_writer(model) is None else type(model)
+        found = self._compactors.get(key)
+        if found is None:
+            found = self._compactors[key] = self._compactor(_sending(model))
+        return found
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         """Register the compaction before each model call (and strands' own hooks)."""
         super().register_hooks(registry, **kwargs)
         registry.add_callback(BeforeModelCallEvent, self._before_model_call)
 
-    def _fixed(self, agent: Agent) -> int:
-        # Sent beside the messages, as Bedrock Converse takes them: the system
-        # prompt's blocks and one {"toolSpec": ...} per tool.
-        system: Optional[List[Any]] = agent.system_prompt_content
-        if system is None and agent.system_prompt:
-            system = [{"text": agent.system_prompt}]
-        parts: List[Any] = [system] if system else []
-        parts += [{"toolSpec": spec} for spec in agent.tool_registry.get_all_tool_specs()]
-        if self._estimated:
-            return sum(map(default_count_tokens, parts))
-        return self._compactor.fixed_tokens(parts=parts)
+    def get_state(self) -> Dict[str, Any]:
+        """strands' state of a conversation manager, with the messages to put first on restoring."""
+        state: Dict[str, Any] = super().get_state()
+        state[_STATE] = list(self._prepend)
+        return state
+
+    def restore_from_session(self, state: Dict[str, Any]) -> Optional[List[Any]]:
+        """Take back the state ``get_state`` gave; return the messages to put first.
+
+        Raises:
+            ValueError: The state is another conversation manager's (strands' check).
+        """
+        super().restore_from_session(state)
+        self._prepend = list(state.get(_STATE) or ())
+        return list(self._prepend) or None
+
+    def _fixed(self, agent: Agent, compactor: Compactor) -> int:
+        # Sent beside the messages as the model sends them: an OpenAI-compatible
+        # model's system messages and function tools, or Converse's system blocks
+        # and one {"toolSpec": ...} per tool.
+        specs = agent.tool_registry.get_all_tool_specs()
+        writer = _chat_writer(agent.model)
+        parts: List[Any]
+        if writer is not None:
+            parts = list(
+                writer([], agent.system_prompt, system_prompt_content=agent.system_prompt_content)
+            )
+            parts += [_chat_tool(spec) for spec in specs]
+        else:
+            system: Optional[List[Any]] = agent.system_prompt_content
+            if system is None and agent.system_prompt:
+                system = [{"text": agent.system_prompt}]
+            parts = [system] if system else []
+            parts += [{"toolSpec": spec} for spec in specs]
+        return compactor.fixed_tokens(parts=parts)
 
     async def _before_model_call(self, event: BeforeModelCallEvent) -> None:
         agent = event.agent
         messages = agent.messages
-        self._dropped = 0
-        kept = await self._compactor.acompacted(messages, self._fixed(agent))
+        compactor = self._compactor_for(agent.model)
+        kept = await compactor.acompacted(messages, self._fixed(agent, compactor))
         if len(kept) != len(messages) or any(a is not b for a, b in zip(kept, messages)):
-            self.removed_message_count += self._dropped
+            self._note_kept(messages, kept)
             messages[:] = kept
+
+    def _note_kept(self, before: List[Any], kept: List[Any]) -> None:
+        """Note which of ``kept`` a session restores from its record, and which from the state.
+
+        The messages after the state's (``before[len(self._prepend):]``) are
+        the session record's last ones, from ``removed_message_count`` on: each
+        appended message is recorded as it is, and nothing else. ``kept`` ends
+        with the longest run of them that is still the end of the record, in
+        order and untouched; what comes before that run is the state's.
+        """
+        recorded = before[len(self._prepend) :]
+        end = self.removed_message_count + len(recorded)
+        at = {id(message): end - len(recorded) + i for i, message in enumerate(recorded)}
+        start = len(kept)
+        while start and at.get(id(kept[start - 1])) == end - (len(kept) - start) - 1:
+            start -= 1
+        self._prepend = kept[:start]
+        self.removed_message_count = end - (len(kept) - start)
 
     def apply_management(self, agent: Agent, **kwargs: Any) -> None:
         """Nothing to do after a run: the history is compacted before each model call."""

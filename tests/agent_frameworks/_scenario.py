@@ -18,7 +18,7 @@ Each check adds a row to ``ROWS``, which ``conftest.py`` prints at the end.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ctx_compact.testing import FakeProvider, RecordedRequest, bedrock, count_tokens, gemini
 from ctx_compact.testing._api import RequestRejected
@@ -46,6 +46,15 @@ def get_report(city: str) -> str:
 
 def prompts(turns: int = TURNS) -> List[str]:
     return [f"Turn {turn + 1}: what is the weather in {CITIES[turn % 7]}?" for turn in range(turns)]
+
+
+def tool_calls_on(turn: int) -> int:
+    """The mixed run's ``provider.tool_calls`` for a turn: a tool call every third turn.
+
+    The other turns are answered in text, so the history holds many short
+    messages, where a form counted in place of another drifts furthest.
+    """
+    return 1 if turn % 3 == 0 else 0
 
 
 def _chat_tokens(body: Any, with_tools: bool) -> int:
@@ -115,6 +124,24 @@ APIS: Dict[str, Api] = {
         _bedrock_problem,
     ),
 }
+
+
+def counted_and_sent(
+    provider: FakeProvider, events: Sequence[CompactionEvent], tools: int, api: str = "chat"
+) -> List[Tuple[int, int]]:
+    """Each request's tokens as its event counted them and as the kit counted them.
+
+    Both without the tools' definitions (which the kit does not count):
+    ``tools``, what the integration counts for them, is taken from the event's
+    figure, whether or not the request carried them (AutoGen's reflection on a
+    tool's result carries none).
+    """
+    route = APIS[api]
+    requests = [r for r in provider.requests if route.path(r.path)]
+    return [
+        (event.tokens_after - tools, route.tokens(request.body, False))
+        for event, request in zip(events, requests)
+    ]
 
 
 @dataclass

@@ -15,16 +15,38 @@ from typing import Any, List
 import anyio
 import pytest
 from autogen_agentchat.agents import AssistantAgent
-from autogen_core.models import FunctionExecutionResultMessage, UserMessage
+from autogen_core import FunctionCall
+from autogen_core.models import (
+    AssistantMessage,
+    FunctionExecutionResult,
+    FunctionExecutionResultMessage,
+    LLMMessage,
+    SystemMessage,
+    UserMessage,
+)
 from autogen_core.tools import FunctionTool
 from autogen_ext.models.openai import OpenAIChatCompletionClient
+from autogen_ext.models.openai._openai_client import to_oai_type
 
-from ctx_compact import estimate_tokens
+from ctx_compact._contract import message_views
 from ctx_compact.testing import FakeProvider, count_tokens
 from middleware import CompactingSession, CompactionEvent
-from middleware.integrations.autogen import SUMMARY_SOURCE, CompactingChatCompletionContext
+from middleware.integrations.autogen import (
+    SUMMARY_SOURCE,
+    CompactingChatCompletionContext,
+    sent_messages,
+)
 
-from ._scenario import LIMIT, SYSTEM_PROMPT, TURNS, check, get_report, prompts
+from ._scenario import (
+    LIMIT,
+    SYSTEM_PROMPT,
+    TURNS,
+    check,
+    counted_and_sent,
+    get_report,
+    prompts,
+    tool_calls_on,
+)
 
 VERSION = version("autogen-agentchat")
 MODEL = "gpt-4o-2024-08-06"  # what the kit's replies name: AutoGen warns when they differ
@@ -77,15 +99,78 @@ def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider) -> None:
     )
     assert seen == session.events
     assert {event.function for event in seen} == {"autogen get_messages"}
-    # The system message and the tool's schema are counted beside the messages.
-    tool = provider.requests[0].body["tools"][0]
-    fixed = count_tokens({"role": "system", "content": SYSTEM_PROMPT}) + count_tokens(tool)
-    for event in seen:
-        assert event.tokens_after == sum(map(estimate_tokens, event.messages)) + fixed
+    # The messages, the system message among them, are counted as the client sent
+    # them, and the tool's schema beside them.
+    tool = count_tokens(provider.requests[0].body["tools"][0])
+    counted, sent = zip(*counted_and_sent(provider, seen, tool))
+    assert counted == sent
     # Only what the model saw changed: the context kept every message.
     kept = anyio.run(context.get_messages)
     assert len(kept) < len(context._messages)
     assert sum(isinstance(m, FunctionExecutionResultMessage) for m in context._messages) == TURNS
+
+
+def run_mixed(provider: FakeProvider, context: CompactingChatCompletionContext, turns: int) -> None:
+    async def main() -> None:
+        client = OpenAIChatCompletionClient(
+            model=MODEL, base_url=provider.openai_url, api_key="test", max_retries=0
+        )
+        agent = AssistantAgent(
+            "weather",
+            model_client=client,
+            tools=TOOLS,
+            system_message=SYSTEM_PROMPT,
+            reflect_on_tool_use=True,
+            model_context=context,
+        )
+        try:
+            for turn, prompt in enumerate(prompts(turns)):
+                provider.tool_calls = tool_calls_on(turn)
+                await agent.run(task=prompt)
+        finally:
+            await client.close()
+
+    anyio.run(main)
+
+
+def test_a_mixed_run_is_counted_as_the_client_sends_it(provider: FakeProvider) -> None:
+    # Many short messages: each sent with more than its Anthropic form holds (a
+    # user message's name, a call's tool_calls), which went over the limit (1561).
+    context = make_context()
+
+    with CompactingSession() as session:
+        run_mixed(provider, context, 30)
+
+    check("AutoGen (mixed turns)", VERSION, "chat", provider, session.events, tools_counted=True)
+    tool = count_tokens(provider.requests[0].body["tools"][0])
+    counted, sent = zip(*counted_and_sent(provider, session.events, tool))
+    assert counted == sent
+
+
+def test_each_message_is_counted_as_the_openai_client_sends_it() -> None:
+    calls = [
+        FunctionCall(id="a", arguments='{\n  "city": "Paris"\n}', name="get_report"),
+        FunctionCall(id="b", arguments='{"city":"Rome"}', name="get_report"),
+    ]
+    results = [
+        FunctionExecutionResult(content="Sunny.", call_id="a", name="get_report"),
+        FunctionExecutionResult(content="No such city.", call_id="b", name="x", is_error=True),
+    ]
+    history: List[LLMMessage] = [
+        SystemMessage(content=SYSTEM_PROMPT),
+        UserMessage(content="Paris and Rome?", source="user"),
+        AssistantMessage(content=calls, source="weather", thought="Both at once."),
+        FunctionExecutionResultMessage(content=results),
+        AssistantMessage(content=calls[:1], source="weather"),
+        FunctionExecutionResultMessage(content=results[:1]),
+        AssistantMessage(content="Sunny in Paris.", source="weather"),
+    ]
+
+    for message, view in zip(history, message_views(history)):
+        assert sent_messages(view) == [dict(m) for m in to_oai_type(message)]
+    # A summary is sent as a UserMessage of SUMMARY_SOURCE.
+    summary = UserMessage(content="Earlier: Oslo.", source=SUMMARY_SOURCE)
+    assert sent_messages({"role": "user", "content": "Earlier: Oslo."}) == to_oai_type(summary)
 
 
 def test_a_summary_is_a_user_message_of_its_own(provider: FakeProvider) -> None:
@@ -98,6 +183,9 @@ def test_a_summary_is_a_user_message_of_its_own(provider: FakeProvider) -> None:
         run_agent(provider, context, 8)
 
     check("AutoGen (summarize)", VERSION, "chat", provider, session.events)
+    tool = count_tokens(provider.requests[0].body["tools"][0])
+    counted, sent = zip(*counted_and_sent(provider, session.events, tool))
+    assert counted == sent  # the summary too, sent with its source as name
     kept = anyio.run(context.get_messages)
     summaries = [m for m in kept if isinstance(m, UserMessage) and m.source == SUMMARY_SOURCE]
     assert len(summaries) == 1
@@ -111,6 +199,9 @@ def test_cleared_results_are_function_execution_results(provider: FakeProvider) 
         run_agent(provider, context, 8)
 
     check("AutoGen (clear_tool_results)", VERSION, "chat", provider, session.events, dropping=False)
+    tool = count_tokens(provider.requests[0].body["tools"][0])
+    counted, sent = zip(*counted_and_sent(provider, session.events, tool))
+    assert counted == sent
     assert any(event.cleared_results for event in session.events)
     kept = anyio.run(context.get_messages)
     results = [m for m in kept if isinstance(m, FunctionExecutionResultMessage)]

@@ -14,11 +14,14 @@ import json
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any, List
 
 import anyio
 import pytest
 from strands import Agent, tool
+from strands.session import FileSessionManager, SessionManager, SnapshotSessionManager
+from strands.storage import LocalFileStorage
 from strands.types.exceptions import ContextWindowOverflowException
 
 from ctx_compact import check_pairing
@@ -27,7 +30,16 @@ from ctx_compact.testing.bedrock import validate_messages
 from middleware import CompactingSession, CompactionEvent
 from middleware.integrations.strands import CompactingConversationManager, sent_tokens
 
-from ._scenario import LIMIT, SYSTEM_PROMPT, TURNS, check, get_report, prompts
+from ._scenario import (
+    LIMIT,
+    SYSTEM_PROMPT,
+    TURNS,
+    check,
+    counted_and_sent,
+    get_report,
+    prompts,
+    tool_calls_on,
+)
 from ._strands import bedrock_model, openai_model
 
 VERSION = version("strands-agents")
@@ -66,18 +78,45 @@ def test_a_long_tool_run_stays_within_the_limit(provider: FakeProvider, bedrock:
     )
     assert seen == session.events
     assert {event.function for event in seen} == {"strands BeforeModelCallEvent"}
-    # The system prompt and the tool's spec are counted: more than the messages alone.
-    spec = agent.tool_registry.get_all_tool_specs()[0]
-    fixed = count_tokens([{"text": SYSTEM_PROMPT}]) + count_tokens({"toolSpec": spec})
-    last = seen[-1]
-    sent = [{"role": m["role"], "content": m["content"]} for m in last.messages]
-    assert last.tokens_after == sum(map(count_tokens, sent)) + fixed <= LIMIT
+    # The messages and the system prompt are counted as the model sent them, and
+    # the tool's spec beside them as it went out (Converse's toolSpec, Chat's function).
+    assert_counted_as_sent(provider, seen, bedrock)
     # The history itself was compacted, in place, and is still one Bedrock accepts.
-    dropped = sum(len(event.dropped) for event in seen)
-    assert manager.removed_message_count == dropped > 0
+    assert manager.removed_message_count > 0
     assert validate_messages(json.loads(json.dumps(agent.messages))) == []
     assert check_pairing(agent.messages) == []
     assert len(agent.messages) < 4 * TURNS
+
+
+def assert_counted_as_sent(
+    provider: FakeProvider, events: List[CompactionEvent], bedrock: bool
+) -> None:
+    if bedrock:
+        tool = provider.requests[-1].body["toolConfig"]["tools"][0]
+    else:
+        tool = provider.requests[-1].body["tools"][0]
+    api = "bedrock" if bedrock else "chat"
+    counted, sent = zip(*counted_and_sent(provider, events, count_tokens(tool), api))
+    assert counted == sent
+
+
+@pytest.mark.parametrize("bedrock", [False, True], ids=["openai", "bedrock"])
+def test_a_mixed_run_is_counted_as_the_model_sends_it(
+    provider: FakeProvider, bedrock: bool
+) -> None:
+    # Many short messages: the OpenAI model sends each text block with a type and
+    # a call as tool_calls, more than their Converse form (which went to 1534).
+    seen: List[CompactionEvent] = []
+    manager = CompactingConversationManager(LIMIT, on_compact=seen.append)
+    agent = make_agent(provider, manager, bedrock)
+
+    for turn, prompt in enumerate(prompts(30)):
+        provider.tool_calls = tool_calls_on(turn)
+        agent(prompt)
+
+    api = "bedrock" if bedrock else "chat"
+    check(f"strands (mixed turns, {api})", VERSION, api, provider, seen, tools_counted=True)
+    assert_counted_as_sent(provider, seen, bedrock)
 
 
 def test_an_async_summarizer_is_awaited_and_the_summary_kept(provider: FakeProvider) -> None:
@@ -122,8 +161,63 @@ def test_cleared_tool_results_replace_theirs_in_the_history(provider: FakeProvid
     assert len(results) == 8  # nothing dropped: clearing was enough
     assert "[cleared]" in json.dumps(results[0])
     assert "Report for" in json.dumps(results[-1])
-    assert manager.removed_message_count == 0
+    # Nothing dropped: a session restores the cleared copies from the manager's
+    # state, and the session's own record from where they end.
+    state = manager.get_state()
+    assert manager.removed_message_count == len(state["prepend_messages"]) > 0
+    assert "[cleared]" in json.dumps(state["prepend_messages"])
     assert validate_messages(json.loads(json.dumps(agent.messages))) == []
+
+
+def stored(directory: Path, kind: str) -> SessionManager:
+    if kind == "file":
+        return FileSessionManager("weather", storage_dir=str(directory))
+    return SnapshotSessionManager("weather", storage=LocalFileStorage(str(directory)))
+
+
+def summarize(dropped: List[Any]) -> str:
+    return f"{len(dropped)} earlier messages about the weather."
+
+
+@pytest.mark.parametrize("kind", ["file", "snapshot"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"summarize": summarize}, {"clear_tool_results": {"keep": 2}}],
+    ids=["dropping", "summarize", "clear_tool_results"],
+)
+def test_a_restored_agent_holds_the_live_conversation(
+    provider: FakeProvider, tmp_path: Path, kind: str, options: Any
+) -> None:
+    # The manager drops from the middle (the first message stays): a session
+    # restoring from removed_message_count alone started at turn 10 of 16, on
+    # an orphaned toolResult, and its history with an assistant message.
+    def agent() -> Agent:
+        return Agent(
+            model=openai_model(provider),
+            tools=[tool(get_report)],
+            system_prompt=SYSTEM_PROMPT,
+            callback_handler=None,
+            conversation_manager=CompactingConversationManager(LIMIT, **options),
+            session_manager=stored(tmp_path, kind),
+            agent_id="weather",
+        )
+
+    def held(agent: Agent) -> Any:
+        return json.loads(json.dumps(agent.messages))
+
+    live = agent()
+    for prompt in prompts(16):
+        live(prompt)
+    restored = agent()
+    assert held(restored) == held(live)
+    assert live.conversation_manager.removed_message_count > 0
+
+    for prompt in prompts(8):  # compacted again after a restore
+        restored(prompt)
+    again = agent()
+    assert held(again) == held(restored)
+    assert validate_messages(held(again)) == []
+    assert held(again)[0]["content"][0]["text"] == prompts()[0]
 
 
 def test_the_provider_refusing_a_compacted_history_is_raised(provider: FakeProvider) -> None:

@@ -21,16 +21,19 @@ from agents import (
     OpenAIResponsesModel,
     RunConfig,
     Runner,
+    ToolOutputImage,
+    ToolOutputText,
     function_tool,
     set_tracing_disabled,
 )
+from media_files import data_url, png
 
 from ctx_compact import check_pairing
 from ctx_compact.testing import FakeProvider
 from middleware import CompactionEvent
 from middleware.integrations.openai_agents import input_filter
 
-from ._integrations import check_integration, first_system
+from ._integrations import check_integration, first_system, sent_tokens
 from ._scenario import LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts
 
 set_tracing_disabled(True)  # traces would be exported to OpenAI
@@ -57,7 +60,9 @@ async def converse(agent: Any, config: RunConfig) -> List[Dict[str, Any]]:
     return items
 
 
-def run_agent(provider: FakeProvider, name: str, label: str, **options: Any) -> Any:
+def run_agent(
+    provider: FakeProvider, name: str, label: str, tools: Any = (get_report,), **options: Any
+) -> Any:
     model_class, route = MODELS[name]
     config = RunConfig(call_model_input_filter=input_filter(LIMIT, **options))
 
@@ -66,7 +71,10 @@ def run_agent(provider: FakeProvider, name: str, label: str, **options: Any) -> 
         async with client:
             model = model_class(model=OPENAI_MODEL, openai_client=client)
             agent = Agent(
-                name="weather", instructions=SYSTEM, tools=[function_tool(get_report)], model=model
+                name="weather",
+                instructions=SYSTEM,
+                tools=[function_tool(t) for t in tools],
+                model=model,
             )
             with Run(f"{OPENAI_AGENTS} {name} ({label})", route, provider) as run:
                 items = await converse(agent, config)
@@ -87,6 +95,29 @@ def test_the_filter_keeps_every_call_within_the_limit(provider: FakeProvider, na
     # Only what the model was sent was compacted: the run's items are whole.
     assert sum(1 for item in items if item.get("type") == "function_call") == TURNS
     assert check_pairing(items) == []
+
+
+def get_map(city: str) -> List[Any]:
+    """Get the detailed weather report for a city, and its map."""
+    image = ToolOutputImage(image_url=data_url("image/png", png(64, 48)))
+    return [ToolOutputText(text=get_report(city)), image]
+
+
+@pytest.mark.parametrize("tools", [(get_report,), (get_map,)], ids=["report", "image"])
+def test_the_chat_model_is_counted_as_it_sends_the_items(
+    provider: FakeProvider, tools: Any
+) -> None:
+    # Counted as Responses items, the history looked 10-20% bigger than the Chat
+    # Completions messages sent (1,439 for 1,192): history that fitted was dropped.
+    # An image a tool returns is not sent to a Chat Completions model at all.
+    seen: List[CompactionEvent] = []
+
+    run, _ = run_agent(
+        provider, "OpenAIChatCompletionsModel", "counted", tools, on_compact=seen.append
+    )
+
+    check_integration(run, seen, expected_requests=2 * TURNS, usage=False)
+    assert [event.tokens_after for event in seen] == list(map(sent_tokens, run.requests()))
 
 
 @pytest.mark.parametrize("name", list(MODELS))
