@@ -58,7 +58,17 @@ EXTRAS = {
         ),
     ),
     "frameworks": (
-        ("langchain", "langgraph", "langchain_openai", "pydantic_ai", "agents"),
+        (
+            "langchain",
+            "langgraph",
+            "langchain_openai",
+            "langchain_anthropic",
+            "langchain_google_genai",
+            "langchain_aws",
+            "langchain_ollama",
+            "pydantic_ai",
+            "agents",
+        ),
         ("frameworks/test_integration_*.py",),
     ),
     "agents": (

@@ -8,13 +8,15 @@ view is checked against what it really sent to the local fake provider.
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib.util
 import json
 from typing import Any, List, Mapping
 
 import pytest
+from media_files import png
 
-from ctx_compact import check_pairing
+from ctx_compact import InvalidMessageError, check_pairing, compact, media_aware_counter
 from ctx_compact._contract import group_bounds
 from ctx_compact.formats.frameworks import framework_view
 from ctx_compact.testing import FakeProvider
@@ -152,6 +154,215 @@ def test_a_langchain_chunk_and_invalid_calls_are_seen_as_assistant_calls() -> No
     assert invalid_view["tool_calls"] == [
         {"type": "function", "id": "c2", "function": {"name": "f", "arguments": "{oops"}}
     ]
+
+
+def claude_exchange(ai: Any) -> List[Any]:
+    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+
+    return [SystemMessage("s"), HumanMessage("h?"), ai, ToolMessage("9-5", tool_call_id="toolu_1")]
+
+
+def anthropic_reply() -> Any:
+    """An AIMessage as ChatAnthropic (and ChatBedrockConverse) returns one: its tool_use
+    blocks in content, and the same calls in tool_calls."""
+    from langchain_core.messages import AIMessage
+
+    return AIMessage(
+        content=[
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "h"}},
+        ],
+        tool_calls=[{"id": "toolu_1", "name": "lookup", "args": {"q": "h"}}],
+    )
+
+
+@needs_langchain
+def test_claudes_tool_use_blocks_are_its_tool_calls_once() -> None:
+    messages = claude_exchange(anthropic_reply())
+
+    result = compact(messages, max_tokens=10**9)
+    ai = views(messages)[2]
+
+    assert result.messages == messages
+    assert ai["content"] == [{"type": "text", "text": "Let me look."}]
+    assert ai["tool_calls"] == [
+        {
+            "type": "function",
+            "id": "toolu_1",
+            "function": {"name": "lookup", "arguments": '{"q": "h"}'},
+        }
+    ]
+    assert group_bounds(views(messages)) == [0, 1, 2, 4]
+
+
+@needs_langchain
+@pytest.mark.parametrize(
+    "block",
+    [
+        # ChatAnthropic's streamed call: its input arrives as partial_json.
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "lookup",
+            "input": {},
+            "index": 1,
+            "partial_json": '{"q": "h"}',
+        },
+        # ChatBedrockConverse's streamed call: its input is the raw text.
+        {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": '{"q": "h"}', "index": 1},
+        # langchain-core's v1 standard block (output_version="v1").
+        {"type": "tool_call", "id": "toolu_1", "name": "lookup", "args": {"q": "h"}},
+        # ChatOpenAI's Responses API output ("responses/v1"): answered by its call_id.
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "toolu_1",
+            "name": "lookup",
+            "arguments": '{"q": "h"}',
+        },
+    ],
+    ids=["anthropic stream", "bedrock stream", "v1 tool_call", "responses function_call"],
+)
+def test_every_integrations_call_blocks_beside_tool_calls_are_one_call(block: Any) -> None:
+    from langchain_core.messages import AIMessage
+
+    thinking = {"type": "reasoning", "reasoning": "The user asks for h."}
+    ai = AIMessage(
+        content=[thinking, block],
+        tool_calls=[{"id": "toolu_1", "name": "lookup", "args": {"q": "h"}}],
+        response_metadata={"output_version": "v1"},
+    )
+
+    seen = views(claude_exchange(ai))
+
+    assert seen[2]["content"] == [thinking]  # counted, as the providers that take it back send it
+    assert [call["id"] for call in seen[2]["tool_calls"]] == ["toolu_1"]
+    assert check_pairing(seen) == []
+    assert group_bounds(seen) == [0, 1, 2, 4]
+
+
+@needs_langchain
+def test_a_call_block_that_tool_calls_lack_is_a_call_too() -> None:
+    # ChatAnthropic sends a tool_use block whatever tool_calls say: its result answers it.
+    from langchain_core.messages import AIMessage
+
+    ai = AIMessage(
+        content=[{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "h"}}]
+    )
+
+    seen = views(claude_exchange(ai))
+
+    assert seen[2]["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"q": "h"}'}
+    assert seen[2]["content"] is None
+    assert check_pairing(seen) == []
+
+
+@needs_langchain
+@pytest.mark.parametrize(
+    ("block", "part"),
+    [
+        (
+            {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        ),
+        (
+            {"type": "image", "url": "https://example.com/a.png"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+        ),
+        (
+            {"type": "image", "source_type": "base64", "data": "iVBO", "mime_type": "image/png"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+        ),
+        (
+            {"type": "file", "base64": "JVBERi0=", "mime_type": "application/pdf"},
+            {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0="}},
+        ),
+        (
+            {"type": "audio", "base64": "UklGRg==", "mime_type": "audio/wav"},
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+        ),
+    ],
+    ids=["image base64", "image url", "v0 image", "pdf", "audio"],
+)
+def test_standard_data_blocks_are_seen_as_media_parts(block: Any, part: Any) -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    text = {"type": "text", "text": "What is this?"}
+    human, tool = views([HumanMessage([text, block]), ToolMessage([block], tool_call_id="c1")])
+
+    assert human["content"] == [text, part]
+    assert tool["content"] == [part]
+
+
+@needs_langchain
+def test_a_large_base64_image_is_counted_as_an_image_not_as_its_text() -> None:
+    from langchain_core.messages import HumanMessage
+
+    pixels = base64.b64encode(png(512, 512) + bytes(200_000)).decode()
+    image = {"type": "image", "base64": pixels, "mime_type": "image/png"}
+
+    counted = media_aware_counter()(HumanMessage([image]))
+
+    # One 512 x 512 tile is 255 tokens at OpenAI; the base64 read as text would be 66,000.
+    assert 255 < counted < 300
+
+
+@needs_langchain
+@pytest.mark.parametrize(
+    ("message", "keys"),
+    [
+        ("human", "'tool_use' blocks"),
+        ("tool", "'tool_result' blocks"),
+    ],
+)
+def test_structure_no_integration_sends_is_refused(message: str, keys: str) -> None:
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    use = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "9-5"}
+    odd = (
+        HumanMessage([use]) if message == "human" else ToolMessage([result], tool_call_id="toolu_1")
+    )
+    messages = [*claude_exchange(anthropic_reply())[:3], odd]
+
+    with pytest.raises(InvalidMessageError, match=f"message 3: .*{keys}"):
+        compact(messages, max_tokens=10**9)
+
+
+@needs_langchain
+@pytest.mark.parametrize(
+    ("provider", "resumes_at"),
+    [
+        ("openai", 2),  # the call
+        ("anthropic", 2),
+        ("ollama", 2),
+        ("google_genai", 4),  # a model's text turn: Gemini takes it after the system's
+        ("bedrock_converse", 5),  # the next question: Bedrock starts with the user
+    ],
+)
+def test_a_cut_resumes_where_the_provider_takes_the_models_turn(
+    provider: str, resumes_at: int
+) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    def turn(n: int) -> List[Any]:
+        call = {"id": f"c{n}", "name": "lookup", "args": {"q": "x" * 40}}
+        stamp = {"model_provider": provider}
+        return [
+            HumanMessage(f"question {n} " * 20),
+            AIMessage("", tool_calls=[call], response_metadata=stamp),
+            ToolMessage("y" * 200, tool_call_id=f"c{n}"),
+            AIMessage(f"answer {n}", response_metadata=stamp),
+        ]
+
+    messages = [SystemMessage("s"), *turn(1), *turn(2), *turn(3)]
+    whole = compact(messages, max_tokens=10**9).tokens_before
+    question = compact(messages[1:2], max_tokens=10**9).tokens_before
+
+    result = compact(messages, max_tokens=whole - question)
+
+    assert result.fits
+    assert result.messages[1] is messages[resumes_at]
 
 
 # --- pydantic-ai ----------------------------------------------------------------

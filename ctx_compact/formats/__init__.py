@@ -32,7 +32,9 @@ are one generic rule each over this interface, and name no format. A format:
   one part.
 
 Where a conversation may resume after a cut: the formats in ``RESUMING``
-(Gemini, Bedrock) have rules on it, as ``Resuming`` objects:
+(Gemini, Bedrock, and LangChain messages sent to those two providers through
+LangChain, read in Chat Completions form: ``frameworks.LANGCHAIN_TURNS``) have
+rules on it, as ``Resuming`` objects:
 ``resumes(before, view)`` says whether the message ``view`` may come right
 after ``before`` (``None``: at the start of the conversation), so a cut that
 drops what lies between them leaves a request the provider takes. Every other
@@ -102,6 +104,7 @@ from ._edits import Edits
 from .anthropic import ANTHROPIC
 from .bedrock import BEDROCK
 from .chat import CHAT
+from .frameworks import LANGCHAIN_TURNS
 from .gemini import GEMINI
 from .responses import RESPONSES
 
@@ -177,7 +180,7 @@ class Waiting(Protocol):
 
 
 FORMATS: Tuple[Format, ...] = (CHAT, ANTHROPIC, RESPONSES, GEMINI, BEDROCK)
-RESUMING: Tuple[Resuming, ...] = (GEMINI, BEDROCK)
+RESUMING: Tuple[Resuming, ...] = (GEMINI, BEDROCK, LANGCHAIN_TURNS)
 WAITING: Tuple[Waiting, ...] = (CHAT, ANTHROPIC, RESPONSES, GEMINI, BEDROCK)
 
 # The format reading a message that carries no tool structure, by role.

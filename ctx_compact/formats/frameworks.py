@@ -9,7 +9,15 @@ core pairs and counts it as sent:
 
 - a LangChain message is seen in Chat Completions form, as ``ChatOpenAI`` sends
   it: an ``AIMessage`` with ``tool_calls`` pairs with the ``ToolMessage`` objects
-  whose ``tool_call_id`` answers it;
+  whose ``tool_call_id`` answers it. Its content is what every provider
+  integration sends of it: the tool-call blocks some keep beside ``tool_calls``
+  (``ChatAnthropic``'s and ``ChatBedrockConverse``'s ``tool_use``, the v1
+  standard ``tool_call``, a Responses ``function_call``) are its calls, once, in
+  ``tool_calls``; a standard data block (``image``, ``file``, ``audio`` with
+  ``base64`` or ``url``) is the Chat Completions media part it stands for. Where
+  ``ChatGoogleGenerativeAI`` and ``ChatBedrockConverse`` made the message, its
+  provider's rule on where the model's turn may come is kept too
+  (``LANGCHAIN_TURNS``);
 - a pydantic-ai message is seen in Anthropic Messages form, because one
   ``ModelRequest`` can answer several calls at once and holds a turn, not a
   message: a ``ModelResponse`` is an assistant turn with ``tool_use`` blocks, a
@@ -133,10 +141,73 @@ def framework_view(message: object) -> Optional[Mapping[str, Any]]:
 
 # --- LangChain ----------------------------------------------------------------
 
+# Content blocks that are tool calls: the integrations send each call once, from
+# ``tool_calls`` (and ``invalid_tool_calls``), with any such block not among them
+# (an Anthropic or Bedrock ``tool_use``, a v1 standard ``tool_call``, a Responses
+# ``function_call``), so the view holds them in ``tool_calls`` and not in content.
+_LANGCHAIN_CALL_BLOCKS = frozenset(
+    {"tool_use", "tool_call", "invalid_tool_call", "tool_call_chunk", "function_call"}
+)
+
+
+# The provider integrations whose API refuses a conversation that goes on at the
+# model's turn after no user turn, as their AIMessages name them
+# (``response_metadata["model_provider"]``), and which of the model's turns: Gemini
+# takes a function call turn only right after a user turn or a function response
+# turn ("calls"), Bedrock's Converse no conversation that starts with the
+# assistant's turn ("any"). The system message is neither's turn.
+_TURN_RULES = {"google_genai": "calls", "bedrock_converse": "any"}
+
+
+class _ModelTurn(Dict[str, Any]):
+    """The view of an ``AIMessage`` whose provider has rules on where the model's turn
+    may come (``_TURN_RULES``): the same mapping as any view, with the rule beside it."""
+
+    def __init__(self, view: Json, rule: str) -> None:
+        super().__init__(view)
+        self.rule = rule
+
+
+class _LangChainTurns:
+    """Where a LangChain conversation may resume after a cut, for the integrations whose
+    provider refuses the model's turn right after the system message (``_TURN_RULES``):
+    a ``Resuming`` of ``ctx_compact.formats``, whose views are ``_ModelTurn`` objects."""
+
+    def resumes(self, before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool:
+        """Whether the conversation may go on at ``view`` right after ``before``."""
+        if not isinstance(view, _ModelTurn) or (view.rule == "calls" and not _calls(view)):
+            return True
+        role = None if before is None else before.get("role")
+        if view.rule == "calls":
+            return role in ("user", "tool")  # a user turn, or function responses
+        return role in ("user", "tool", "assistant")  # LangChain merges two AI messages
+
+    def shaped(self, view: Optional[Mapping[str, Any]]) -> bool:
+        """Never: a summary beside a LangChain message is a plain message."""
+        return False
+
+    def note(self, text: str, summary_role: str) -> Dict[str, Any]:
+        """The summary as the specification's message (``shaped`` is never true)."""
+        return {"role": summary_role, "content": text}
+
+    def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]:
+        """A copy of ``view`` (``shaped`` is never true, so this is never asked)."""
+        return dict(view)
+
+
+LANGCHAIN_TURNS = _LangChainTurns()
+
+
+def _calls(view: Mapping[str, Any]) -> bool:
+    return bool(view.get("tool_calls") or view.get("function_call"))
+
 
 def _langchain_view(message: Any, role: Optional[str]) -> Json:
-    # The shape langchain-openai's ChatOpenAI sends (chat/completions API).
-    view: Json = {"content": message.content}
+    # Chat Completions form, as ChatOpenAI sends it; the content as every integration
+    # sends it (their tool-call blocks in tool_calls, standard data blocks as media parts).
+    assistant = role == "assistant"
+    content = _langchain_content(message.content, assistant)
+    view: Json = {"content": content}
     name = message.name or (message.additional_kwargs or {}).get("name")
     if name is not None:
         view["name"] = name
@@ -146,15 +217,8 @@ def _langchain_view(message: Any, role: Optional[str]) -> Json:
         view["role"] = (message.additional_kwargs or {}).get("__openai_role__", "system")
     else:
         view["role"] = role
-    if role == "assistant":
-        calls = [
-            _langchain_call(call, json.dumps(call.get("args", {}), ensure_ascii=False))
-            for call in getattr(message, "tool_calls", None) or ()
-        ]
-        calls += [
-            _langchain_call(call, call.get("args"))
-            for call in getattr(message, "invalid_tool_calls", None) or ()
-        ]
+    if assistant:
+        calls = _langchain_calls(message)
         if calls:
             view["tool_calls"] = calls
         elif "tool_calls" in (message.additional_kwargs or {}):
@@ -163,14 +227,89 @@ def _langchain_view(message: Any, role: Optional[str]) -> Json:
             view["function_call"] = message.additional_kwargs["function_call"]
         if "tool_calls" in view or "function_call" in view:
             view["content"] = view["content"] or None
+        provider = (getattr(message, "response_metadata", None) or {}).get("model_provider")
+        rule = _TURN_RULES.get(provider) if isinstance(provider, str) else None
+        if rule is not None:
+            return _ModelTurn(view, rule)
     elif role == "tool":
-        return {"content": message.content, "role": "tool", "tool_call_id": message.tool_call_id}
+        return {"content": content, "role": "tool", "tool_call_id": message.tool_call_id}
     return view
 
 
-def _langchain_call(call: Mapping[str, Any], arguments: Any) -> Json:
-    function = {"name": call.get("name"), "arguments": arguments}
-    return {"type": "function", "id": call.get("id"), "function": function}
+def _langchain_calls(message: Any) -> List[Json]:
+    calls = [
+        _langchain_call(call.get("id"), call.get("name"), _arguments(call.get("args", {})))
+        for call in getattr(message, "tool_calls", None) or ()
+    ]
+    calls += [
+        _langchain_call(call.get("id"), call.get("name"), call.get("args"))
+        for call in getattr(message, "invalid_tool_calls", None) or ()
+    ]
+    content = message.content
+    if isinstance(content, list):
+        seen = {call["id"] for call in calls}
+        for block in content:
+            call = _block_call(block)
+            if call is not None and call["id"] not in seen:
+                seen.add(call["id"])
+                calls.append(call)
+    return calls
+
+
+def _block_call(block: Any) -> Optional[Json]:
+    """The tool call a content block holds, in Chat form, or ``None``."""
+    if not isinstance(block, Mapping) or block.get("type") not in _LANGCHAIN_CALL_BLOCKS:
+        return None
+    kind = block["type"]
+    if kind == "tool_use":
+        return _langchain_call(block.get("id"), block.get("name"), _arguments(block.get("input")))
+    if kind == "function_call":  # a Responses item: its call_id is what a result answers
+        return _langchain_call(block.get("call_id"), block.get("name"), block.get("arguments"))
+    return _langchain_call(block.get("id"), block.get("name"), _arguments(block.get("args")))
+
+
+def _arguments(args: Any) -> Any:
+    if isinstance(args, str):
+        return args
+    return json.dumps({} if args is None else args, ensure_ascii=False)
+
+
+def _langchain_call(call_id: Any, name: Any, arguments: Any) -> Json:
+    function = {"name": name, "arguments": arguments}
+    return {"type": "function", "id": call_id, "function": function}
+
+
+def _langchain_content(content: Any, assistant: bool) -> Any:
+    if not isinstance(content, list):
+        return content
+    blocks: List[Any] = []
+    for block in content:
+        if isinstance(block, Mapping):
+            if assistant and block.get("type") in _LANGCHAIN_CALL_BLOCKS:
+                continue  # in tool_calls
+            block = _media_part(block)
+        blocks.append(block)
+    return blocks
+
+
+def _media_part(block: Mapping[str, Any]) -> Any:
+    """A LangChain standard data block (v1, or v0 with ``source_type``) as the Chat
+    Completions part the media-aware count reads; any other block as it is."""
+    kind = block.get("type")
+    data = block.get("base64")
+    if data is None and block.get("source_type") == "base64":
+        data = block.get("data")
+    mime = block.get("mime_type")
+    if kind == "image":
+        url = block.get("url") if data is None else f"data:{mime};base64,{data}"
+        if isinstance(url, str):
+            return {"type": "image_url", "image_url": {"url": url}}
+    elif kind == "file" and data is not None:
+        return {"type": "file", "file": {"file_data": f"data:{mime};base64,{data}"}}
+    elif kind == "audio" and data is not None:
+        audio_format = str(mime or "audio/wav").rpartition("/")[2]
+        return {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
+    return block
 
 
 # --- pydantic-ai --------------------------------------------------------------

@@ -2,10 +2,10 @@
 
 ``FakeProvider`` is a small HTTP server on 127.0.0.1 that speaks the OpenAI Chat
 Completions and Responses APIs, the Anthropic Messages API (beta path
-included), the Gemini API (``gemini``) and Bedrock's Converse API
-(``bedrock``), plain and streamed, with usage figures. It validates tool pairing as
-each provider does and answers a broken conversation with the provider's own
-400 error, enforces an optional context limit with the provider's
+included), the Gemini API (``gemini``), Bedrock's Converse API (``bedrock``)
+and Ollama's chat (``ollama``), plain and streamed, with usage figures. It
+validates tool pairing as each provider does and answers a broken conversation
+with the provider's own 400 error, enforces an optional context limit with the provider's
 context-length error, and can play a scripted model that calls tools, so an
 agent framework runs real tool loops against it. Point the real SDK clients at
 ``provider.base_url``::

@@ -1,4 +1,4 @@
-"""The local provider: a stand-in for the OpenAI, Anthropic, Gemini and Bedrock APIs.
+"""The local provider: a stand-in for the OpenAI, Anthropic, Gemini, Bedrock and Ollama APIs.
 
 The real ``openai``, ``anthropic``, ``google-genai`` and ``boto3`` SDKs can be
 pointed at it on 127.0.0.1, so tests prove that a compacted message list is one
@@ -14,7 +14,7 @@ it (``_framing``), records it, hands its JSON body to the route for its path
 and sends the route's answer, as JSON or as a chunked event stream. What each
 provider accepts, how it words a refusal, what it replies and what it counts is
 that provider's module (``openai_chat``, ``responses``, ``anthropic``, ``gemini``,
-``bedrock``), and the model behind every route is ``_scripted``. Adding a
+``bedrock``, ``ollama``), and the model behind every route is ``_scripted``. Adding a
 provider is one module with a ``Route`` (or a few) and one line in ``ROUTES``.
 
 A request no route claims gets a 404 in the envelope of the SDK that sent it
@@ -50,7 +50,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, urlsplit
 
-from . import anthropic, bedrock, gemini, openai_chat, responses
+from . import anthropic, bedrock, gemini, ollama, openai_chat, responses
 from ._api import Envelope, Json, RequestRejected, Route, Stream, Target
 from ._framing import FramingError, read_body
 from ._scripted import ReplySetting, ScriptedModel
@@ -66,6 +66,7 @@ ROUTES: Dict[str, Route] = {
         anthropic.ROUTE,
         *gemini.ROUTES,
         *bedrock.ROUTES,
+        ollama.ROUTE,
     )
 }
 #: The envelope of a request no route claims and no ``sdk_header`` marks.

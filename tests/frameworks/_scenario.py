@@ -21,8 +21,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ctx_compact.testing import FakeProvider, RecordedRequest, count_tokens
-from ctx_compact.testing._api import RequestRejected
+from ctx_compact.testing import FakeProvider, RecordedRequest, bedrock, count_tokens, gemini, ollama
+from ctx_compact.testing._api import Problem, RequestRejected
 from ctx_compact.testing.anthropic import PATH as MESSAGES_PATH
 from ctx_compact.testing.anthropic import validate_messages
 from ctx_compact.testing.openai_chat import PATH as CHAT_COMPLETIONS_PATH
@@ -35,7 +35,15 @@ LIMIT = 1500
 TURNS = 14
 OPENAI_MODEL = "gpt-4o"
 CLAUDE_MODEL = "claude-sonnet-4-6"
-API_PATHS = (CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH)
+API_PATHS = (CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH, ollama.PATH)
+# The Gemini and Bedrock routes name the model in the path.
+API_ENDINGS = (":generateContent", ":streamGenerateContent", "/converse", "/converse-stream")
+
+
+def is_api(path: str) -> bool:
+    """Whether ``path`` is a model call of one of the kit's provider APIs."""
+    return path in API_PATHS or path.endswith(API_ENDINGS)
+
 
 # Where the SDKs and LiteLLM can be intercepted: "module:Class" (every attribute of
 # the class) or "module:name,name" (those module attributes; the rest of the litellm
@@ -77,8 +85,12 @@ def prompts() -> List[str]:
 def wire_tokens(request: RecordedRequest) -> int:
     """The input tokens the fake provider counted for ``request``, as it compares to its limit."""
     body = request.body
-    if request.path == CHAT_COMPLETIONS_PATH:
+    if request.path in (CHAT_COMPLETIONS_PATH, ollama.PATH):
         return sum(count_tokens(message) for message in body["messages"])
+    if request.path.endswith(API_ENDINGS[:2]):
+        return gemini.prompt_tokens(body["contents"], gemini.field(body, "systemInstruction"))
+    if request.path.endswith(API_ENDINGS[2:]):
+        return bedrock.input_tokens(body["messages"], body.get("system"))
     if request.path == MESSAGES_PATH:
         system = body.get("system")
         total = sum(count_tokens(message) for message in body["messages"])
@@ -91,16 +103,26 @@ def wire_tokens(request: RecordedRequest) -> int:
 
 def pairing_problem(request: RecordedRequest) -> Optional[str]:
     """The provider's 400 text for a request it refuses for its shape, or ``None``."""
+    body = request.body
     validate = {
         CHAT_COMPLETIONS_PATH: validate_chat_completions,
         MESSAGES_PATH: validate_messages,
         RESPONSES_PATH: validate_responses,
-    }[request.path]
-    try:
-        validate(request.body)
-    except RequestRejected as rejected:
-        return str(rejected.body)
-    return None
+    }.get(request.path)
+    if validate is not None:
+        try:
+            validate(body)
+        except RequestRejected as rejected:
+            return str(rejected.body)
+        return None
+    found: List[Problem]
+    if request.path == ollama.PATH:
+        found = ollama.validate_messages(body["messages"])
+    elif request.path.endswith(API_ENDINGS[:2]):
+        found = gemini.validate_contents(body["contents"])
+    else:
+        found = bedrock.validate_messages(body["messages"])
+    return "; ".join(problem.message for problem in found) or None
 
 
 def snapshot() -> Dict[Tuple[str, str], Any]:
@@ -187,7 +209,7 @@ class Run:
         self.session.__exit__(*exc_info)
 
     def requests(self) -> List[RecordedRequest]:
-        return [r for r in self.provider.requests[self.first_request :] if r.path in API_PATHS]
+        return [r for r in self.provider.requests[self.first_request :] if is_api(r.path)]
 
     def check(
         self,

@@ -10,6 +10,7 @@ import pytest
 
 from ctx_compact.testing import FakeProvider
 
+from ._integrations import GAPS
 from ._scenario import LIMIT, ROWS, markdown_table
 
 # LiteLLM fetches its model cost map from the network at import unless told not to.
@@ -20,6 +21,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if ROWS:
         terminalreporter.section("framework x route (limit and budget: 1500 tokens)")
         terminalreporter.write_line(markdown_table(ROWS))
+    if GAPS:
+        terminalreporter.section("counted - sent per request of a run (tools included)")
+        for label, least, most, sent in GAPS:
+            terminalreporter.write_line(
+                f"{label}: {least:+d} to {most:+d} tokens (the largest request sent {sent})"
+            )
 
 
 @pytest.fixture

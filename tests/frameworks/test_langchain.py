@@ -17,7 +17,6 @@ import pytest
 pytest.importorskip("langchain_openai")
 pytest.importorskip("langchain_anthropic")
 
-from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -25,59 +24,34 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_openai import ChatOpenAI
 
 from ctx_compact import check_pairing, compact
 from ctx_compact.testing import FakeProvider
 from middleware import CompactingSession, budgeted
 
+from ._langchain_models import INTEGRATIONS, chat_openai
 from ._scenario import (
-    CLAUDE_MODEL,
     LIMIT,
-    OPENAI_MODEL,
     TURNS,
     Run,
     get_report,
     pairing_problem,
     prompts,
+    wire_tokens,
 )
 
-
-def chat_openai(provider: FakeProvider) -> Any:
-    # stream_usage: without it ChatOpenAI asks for no usage on streams, so there is none to report.
-    return ChatOpenAI(
-        model=OPENAI_MODEL,
-        base_url=provider.base_url + "/v1",
-        api_key="t",
-        max_retries=0,
-        stream_usage=True,
-    )
-
-
-def chat_anthropic(provider: FakeProvider) -> Any:
-    return ChatAnthropic(
-        model=CLAUDE_MODEL, base_url=provider.base_url, api_key="t", max_retries=0, max_tokens=256
-    )
-
-
 MODELS = {
-    "ChatOpenAI": ("openai", "/v1/chat/completions", chat_openai),
-    "ChatAnthropic": ("anthropic", "/v1/messages", chat_anthropic),
+    name: (sdk, INTEGRATIONS[name].route, INTEGRATIONS[name].make)
+    for name, sdk in (("ChatOpenAI", "openai"), ("ChatAnthropic", "anthropic"))
 }
 
 
 def close(llm: Any) -> None:
-    if isinstance(llm, ChatOpenAI):
-        llm.root_client.close()
-    else:
-        llm._client.close()  # the cached SDK client; LangChain offers no close()
+    INTEGRATIONS[type(llm).__name__].close(llm)
 
 
 async def aclose(llm: Any) -> None:
-    if isinstance(llm, ChatOpenAI):
-        await llm.root_async_client.close()
-    else:
-        await llm._async_client.close()
+    await INTEGRATIONS[type(llm).__name__].aclose(llm)
 
 
 def merged(chunks: Iterator[Any]) -> Any:
@@ -210,8 +184,6 @@ def real_conversation(bound: Any, turns: int) -> List[BaseMessage]:
 
 @pytest.fixture
 def llm(provider: FakeProvider) -> Iterator[Any]:
-    # One model per test: ChatOpenAI shares a cached HTTP client per base URL, so
-    # closing one model's client closes it for every model of that URL.
     provider.context_limit = None
     model = chat_openai(provider)
     try:
@@ -296,3 +268,81 @@ def test_a_session_wraps_a_call_taking_langchain_messages(provider: FakeProvider
     assert event.dropped
     assert all(any(m is own for own in messages) for m in event.dropped)
     assert reply.tool_calls
+
+
+# --- every provider integration's messages, as it makes them and sends them -----
+
+
+def streamed_conversation(llm: Any, turns: int) -> List[BaseMessage]:
+    """A real tool-using conversation, its replies invoked and streamed by turns (a
+    streamed reply is its merged chunks, whose content blocks differ from an invoked one's)."""
+    bound = llm.bind_tools([get_report])
+    calls = [bound.invoke, lambda m: merged(bound.stream(m))]
+    messages: List[BaseMessage] = [SystemMessage("Be terse.")]
+    for turn, prompt in enumerate(prompts()[:turns]):
+        call = calls[turn % 2]
+        messages.append(HumanMessage(prompt))
+        answer_calls(messages, call(messages))
+        messages.append(call(messages))
+    return [*messages, HumanMessage("And Oslo?")]
+
+
+@pytest.mark.parametrize("name", list(INTEGRATIONS))
+def test_every_cut_of_each_integrations_conversation_is_one_it_sends(
+    provider: FakeProvider, name: str
+) -> None:
+    integration = INTEGRATIONS[name]
+    provider.context_limit = None
+    llm = integration.make(provider)
+    bound = llm.bind_tools([get_report])
+    try:
+        messages = streamed_conversation(llm, 6)
+        before = [m.model_dump() for m in messages]
+        total = compact(messages, max_tokens=10**9).tokens_before
+        results = [compact(messages, max_tokens=budget) for budget in range(total, 0, -10)]
+        cuts = {tuple(map(id, r.messages)): r for r in results if r.fits and r.dropped}
+        start = len(provider.requests)
+        for result in cuts.values():
+            bound.invoke(result.messages)  # raises if the provider refuses it
+        sent = provider.requests[start:]
+    finally:
+        integration.close(llm)
+
+    assert len(cuts) >= 5  # a cut before each later turn at least
+    assert [pairing_problem(request) for request in sent] == [None] * len(cuts)
+    for result, request in zip(cuts.values(), sent):
+        assert check_pairing(result.messages) == []
+        assert all(any(m is own for own in messages) for m in result.messages)
+        gap = result.tokens_after - wire_tokens(request)
+        assert -integration.under <= gap <= integration.over
+    assert [m.model_dump() for m in messages] == before
+
+
+@pytest.mark.parametrize("name", list(INTEGRATIONS))
+def test_budgeted_takes_each_integrations_messages(provider: FakeProvider, name: str) -> None:
+    integration = INTEGRATIONS[name]
+    provider.context_limit = None
+    llm = integration.make(provider)
+    bound = llm.bind_tools([get_report])
+    seen: List[Any] = []
+    try:
+        messages = streamed_conversation(llm, 6)
+        budget = compact(messages, max_tokens=10**9).tokens_before // 2
+        provider.context_limit = budget + integration.under
+
+        @budgeted(max_tokens=budget, on_compact=seen.append)
+        def ask(messages: List[BaseMessage]) -> Any:
+            return bound.invoke(messages)
+
+        start = len(provider.requests)
+        reply = ask(messages)
+        (sent,) = provider.requests[start:]
+    finally:
+        integration.close(llm)
+
+    assert pairing_problem(sent) is None
+    (event,) = seen
+    assert event.dropped
+    assert event.tokens_after <= budget
+    assert event.provider_tokens == wire_tokens(sent)
+    assert reply.tool_calls  # the model answered the new prompt
