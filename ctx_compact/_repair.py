@@ -16,6 +16,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from ._checks import check_flag, check_messages, check_placeholder
 from ._defaults import REPAIR_PLACEHOLDER
+from ._errors import InvalidMessageError
 from ._grouping import group_bounds
 from ._pairing import PairingError, pairing_problems
 from ._problems import PairingProblem
@@ -151,7 +152,8 @@ def repair_pairing(
       two messages of one role in a row are merged, then ``toolResult``
       blocks answering no ``toolUse`` of the previous message go (the
       placeholder answer is a ``toolResult`` block with ``status: "error"``
-      and the placeholder as its text);
+      and the placeholder as its text, at the start of the next user message,
+      or in a new one when the next message is not a user's);
     - a Responses ``reasoning`` item without its following item is dropped;
     - a message left with nothing to send is dropped.
 
@@ -175,7 +177,9 @@ def repair_pairing(
             a bool, or ``placeholder`` is not a string.
         ValueError: ``placeholder`` is empty.
         InvalidMessageError: A message is malformed, as for ``check_pairing``;
-            the error names its index.
+            the error names its index in ``messages`` (as it would name a
+            message a repair made that no format reads, a bug: by the input
+            message it was made from).
         PairingError: A problem no format knows how to repair (a bug: every
             problem ``check_pairing`` reports has a repair).
     """
@@ -220,9 +224,14 @@ def repair_pairing(
             for c in done
         )
         current, origin = _applied(edits, current, origin)
-        views = message_views(current)
-        group_bounds(views)
-        problems = pairing_problems(views)
+        try:
+            views = message_views(current)
+            group_bounds(views)
+            problems = pairing_problems(views)
+        except InvalidMessageError as error:
+            # A repair made a message no format reads (a bug): named by where it came from.
+            at = None if error.index is None else origin[error.index]
+            raise InvalidMessageError(f"after repair: {error.reason}", at) from error
     if not problems:  # the last pass the bound allows repaired the last problem
         return RepairResult(current, changes, first)
     raise PairingError(problems)  # no format repairs these: a bug, said rather than hidden

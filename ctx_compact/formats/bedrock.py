@@ -446,7 +446,8 @@ def _answer(
         _answer_at_end(views, i, edits, answer, code)
         return
     called = _ids(uses(views[i - 1]), i - 1)
-    answered = _ids(results(views[i]), i) if views[i].get("role") == "user" else []
+    user = views[i].get("role") == "user"
+    answered = _ids(results(views[i]), i) if user else []
     missing = [c for c in dict.fromkeys(called) if c not in answered]
     if answer is None:
         gone = [k for k, use in uses(views[i - 1]) if use.get("toolUseId") in missing]
@@ -456,6 +457,10 @@ def _answer(
         {"toolResult": {"toolUseId": m, "content": [{"text": answer}], "status": "error"}}
         for m in missing
     ]
+    if not user:  # no message of Bedrock's holds results there: a new user message does
+        edits.insert(i - 1, {"role": "user", "content": added})
+        edits.note(i - 1, "answered_call", missing, PROVIDER, code)
+        return
     edits.note(i - 1, "answered_call", missing, PROVIDER, code, i)
     _rebuild(views, i, [], added, edits, "answered_call", missing, code)
 
