@@ -9,7 +9,7 @@ together, in message order.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._checks import check_messages
 from ._grouping import group_bounds
@@ -82,11 +82,12 @@ def pairing_problems(views: Sequence[Mapping[str, Any]]) -> List[PairingProblem]
     compaction's grouping is the validation, so it is not done twice.
     """
     formats = (CHAT,) if _text_shaped(views) else FORMATS
+    owners: Dict[int, Optional[Format]] = {}  # a message's format, read once however many
     problems = [
         problem
         for fmt in formats
         for problem in fmt.problems(views)
-        if not _read_by_another(fmt, views, problem.index)
+        if not _read_by_another(fmt, views, problem.index, owners)
     ]
     problems.sort(key=lambda p: p.index)
     return problems
@@ -109,10 +110,17 @@ def _text_shaped(views: Sequence[Mapping[str, Any]]) -> bool:
     return True
 
 
-def _read_by_another(fmt: Format, views: Sequence[Mapping[str, Any]], index: int) -> bool:
+def _read_by_another(
+    fmt: Format,
+    views: Sequence[Mapping[str, Any]],
+    index: int,
+    owners: Dict[int, Optional[Format]],
+) -> bool:
     """Whether the message a problem is reported at is another format's (a Gemini function
     response turn with role ``"function"`` is not a Chat ``function`` message)."""
     if not 0 <= index < len(views):
         return False
-    found = recognise(views[index], index)
+    if index not in owners:
+        owners[index] = recognise(views[index], index)
+    found = owners[index]
     return found is not None and found is not fmt

@@ -16,6 +16,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from ._checks import check_flag, check_messages, check_placeholder
 from ._defaults import REPAIR_PLACEHOLDER
+from ._errors import InvalidMessageError
 from ._grouping import group_bounds
 from ._pairing import PairingError, pairing_problems
 from ._problems import PairingProblem
@@ -141,24 +142,28 @@ def repair_pairing(
     - Anthropic text blocks after an assistant's ``tool_use`` blocks are moved
       before them (the results must follow the calls immediately);
     - Gemini: a function-call turn right after a model turn is merged into
-      it, one opening the conversation loses its calls, a function-response
-      turn not right after a call turn its responses, and a response turn
-      answers its call turn one for one (the
-      responses that answer no call go; the placeholder answer is a
-      ``function_response`` part whose ``response`` is ``{"output":
-      placeholder}``);
-    - Bedrock: an assistant message opening the conversation is dropped and
-      two messages of one role in a row are merged, then ``toolResult``
+      the first model turn of that run when a user turn comes before it;
+      without one (opening the conversation, after another format's message)
+      it loses its calls; a function-response turn not right after a call
+      turn loses its responses, and a response turn answers its call turn
+      one for one (the responses that answer no call go; the placeholder
+      answer is a ``function_response`` part whose ``response`` is
+      ``{"output": placeholder}``);
+    - Bedrock: the assistant messages opening the conversation are dropped
+      and two messages of one role in a row are merged, then ``toolResult``
       blocks answering no ``toolUse`` of the previous message go (the
       placeholder answer is a ``toolResult`` block with ``status: "error"``
-      and the placeholder as its text);
-    - a Responses ``reasoning`` item without its following item is dropped;
+      and the placeholder as its text, at the start of the next user message,
+      or in a new one when the next message is not a user's);
+    - a Responses ``reasoning`` item without its following item is dropped,
+      with the reasoning items right before it;
     - a message left with nothing to send is dropped.
 
     The check runs again on the result until it finds nothing, so a repair
     that leaves a new problem (a reasoning item whose follower went) is
     repaired too. A history without problems is returned as it is: a new
-    list of the same objects, and no changes.
+    list of the same objects, and no changes. The work is linear in the
+    length of the history, however it is broken.
 
     Args:
         messages: The message list (never mutated).
@@ -175,7 +180,9 @@ def repair_pairing(
             a bool, or ``placeholder`` is not a string.
         ValueError: ``placeholder`` is empty.
         InvalidMessageError: A message is malformed, as for ``check_pairing``;
-            the error names its index.
+            the error names its index in ``messages`` (as it would name a
+            message a repair made that no format reads, a bug: by the input
+            message it was made from).
         PairingError: A problem no format knows how to repair (a bug: every
             problem ``check_pairing`` reports has a repair).
     """
@@ -190,10 +197,10 @@ def repair_pairing(
     problems = first = pairing_problems(views)
     origin = list(range(len(current)))
     changes: List[RepairChange] = []
-    # Each pass removes, moves, merges or answers something, and may take one step of a
-    # cascade only (Gemini: a call turn merged into the model turn before it, then its
-    # calls dropped, then their responses): about three passes a message at most, so
-    # a bound that is never reached stops a loop.
+    # Each pass repairs what the check found and what that repair leaves behind in the
+    # same format (a run of reasoning items, Gemini turns read in one walk), so a few
+    # passes do (a dropped call's reasoning item takes a second): each pass is linear,
+    # and so is the repair. A bound that is never reached stops a loop.
     for _ in range(3 * len(current) + 3):
         if not problems:
             return RepairResult(current, changes, first)
@@ -220,9 +227,14 @@ def repair_pairing(
             for c in done
         )
         current, origin = _applied(edits, current, origin)
-        views = message_views(current)
-        group_bounds(views)
-        problems = pairing_problems(views)
+        try:
+            views = message_views(current)
+            group_bounds(views)
+            problems = pairing_problems(views)
+        except InvalidMessageError as error:
+            # A repair made a message no format reads (a bug): named by where it came from.
+            at = None if error.index is None else origin[error.index]
+            raise InvalidMessageError(f"after repair: {error.reason}", at) from error
     if not problems:  # the last pass the bound allows repaired the last problem
         return RepairResult(current, changes, first)
     raise PairingError(problems)  # no format repairs these: a bug, said rather than hidden

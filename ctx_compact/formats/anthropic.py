@@ -14,7 +14,18 @@ block before the latest one, so the conversation restarts at that message
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    AbstractSet,
+    Any,
+    Dict,
+    FrozenSet,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from .._problems import PairingProblem, names
 from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, unrecognised
@@ -76,7 +87,7 @@ def leading_results(content: Sequence[Any]) -> List[Mapping[str, Any]]:
 class _Uses(NamedTuple):
     """What an assistant message leaves open: its ``tool_use`` ids."""
 
-    ids: List[Any]
+    ids: FrozenSet[Any]
 
 
 def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
@@ -140,7 +151,7 @@ class AnthropicFormat:
             if any(is_block(b, COMPACTION) for b in content):
                 links.restarts.append(index)
             uses = tool_use_ids(content, index)
-            links.left = _Uses(uses) if uses else None
+            links.left = _Uses(frozenset(uses)) if uses else None
             return -1
         links.left = None
         if type(left) is _Uses and view.get("role") == "user":
@@ -158,6 +169,7 @@ class AnthropicFormat:
             return PairingProblem(index, code, ids, PROVIDER, text)
 
         pending: List[Any] = []  # tool_use ids of the previous message, an assistant's
+        called: FrozenSet[Any] = frozenset()  # the same, to look up
         pending_at = -1
         reported = False  # the pending ids were already reported as unanswerable
         for i, message in enumerate(views):
@@ -165,10 +177,10 @@ class AnthropicFormat:
             content = blocks(message, i)
             leading = leading_results(content) if role == "user" else []
             if pending and not reported:
-                answered = [r.get("tool_use_id") for r in leading]
+                answered = {r.get("tool_use_id") for r in leading}
                 unanswered = [u for u in pending if u not in answered]
                 if unanswered:
-                    late = result_ids(content[len(leading) :], i)
+                    late = set(result_ids(content[len(leading) :], i))
                     if any(u in late for u in unanswered):
                         yield missing(pending_at, names(unanswered), i, "tool_result_not_at_start")
                     else:
@@ -178,7 +190,7 @@ class AnthropicFormat:
             for k, block in enumerate(content):
                 if is_block(block, "tool_result"):
                     use_id = key(block.get("tool_use_id"), i, "a tool_result block's tool_use_id")
-                    if use_id not in pending:
+                    if use_id not in called:
                         yield PairingProblem(
                             i,
                             "unexpected_tool_result",
@@ -186,11 +198,12 @@ class AnthropicFormat:
                             PROVIDER,
                             _UNEXPECTED.format(index=i, block=k, ids=use_id),
                         )
-            pending, pending_at, reported = [], -1, False
+            pending, called, pending_at, reported = [], frozenset(), -1, False
             if role == "assistant":
                 uses = [k for k, b in enumerate(content) if is_block(b, "tool_use")]
                 if uses:
                     pending = tool_use_ids(content, i)
+                    called = frozenset(pending)
                     pending_at = i
                     # Text after the last tool_use: the results can no longer follow immediately.
                     if any(is_block(b, "text") for b in content[uses[-1] + 1 :]):
@@ -233,9 +246,9 @@ class AnthropicFormat:
             _exchange(views, at, code, edits, answer)
         for i, code in strays.items():
             previous = views[i - 1] if i else {}
-            allowed: List[Any] = []
+            allowed: AbstractSet[Any] = frozenset()
             if _role(previous) == "assistant":
-                allowed = tool_use_ids(blocks(previous), i - 1)
+                allowed = frozenset(tool_use_ids(blocks(previous), i - 1))
             content = blocks(views[i], i)
             gone = [k for k, b in enumerate(content) if _result_id(b, allowed) is not _KEPT]
             _rebuild_next(edits, i, content, gone, [], [], code)
@@ -335,7 +348,7 @@ def _role(view: Mapping[str, Any]) -> Any:
     return view.get("role")
 
 
-def _result_id(block: Any, allowed: Sequence[Any]) -> Any:
+def _result_id(block: Any, allowed: AbstractSet[Any]) -> Any:
     """A ``tool_result`` block's id when it answers none of ``allowed``, else ``_KEPT``."""
     if is_block(block, "tool_result") and block.get("tool_use_id") not in allowed:
         return block.get("tool_use_id")
@@ -359,8 +372,9 @@ def _exchange(
     nxt = at + 1
     following = views[nxt] if nxt < len(views) and _role(views[nxt]) == "user" else None
     given = blocks(following, nxt) if following is not None else ()
-    found = [b.get("tool_use_id") for b in given if is_block(b, "tool_result")]
+    found = {b.get("tool_use_id") for b in given if is_block(b, "tool_result")}
     unanswered = list(dict.fromkeys(u for u in uses if u not in found))
+    missing = set(unanswered)
     # The calls: answered with placeholders, or dropped.
     added: List[Dict[str, Any]] = []
     parts: List[int] = list(range(len(content)))
@@ -375,7 +389,7 @@ def _exchange(
         parts = [
             k
             for k in parts
-            if not (is_block(content[k], "tool_use") and content[k].get("id") in unanswered)
+            if not (is_block(content[k], "tool_use") and content[k].get("id") in missing)
         ]
         edits.note(at, "dropped_call", unanswered, PROVIDER, code)
     kept_uses = [k for k in parts if is_block(content[k], "tool_use")]
@@ -384,10 +398,11 @@ def _exchange(
         late_text = [k for k in parts if k > last and is_block(content[k], "text")]
         if late_text:
             moved = [k for k in parts if k > first and is_block(content[k], "text")]
+            taken = set(moved)
             parts = (
                 [k for k in parts if k < first]
                 + moved
-                + [k for k in parts if k >= first and k not in moved]
+                + [k for k in parts if k >= first and k not in taken]
             )
             ids = [content[k].get("id") for k in kept_uses]
             edits.note(at, "moved_text", ids, PROVIDER, code)
@@ -399,10 +414,12 @@ def _exchange(
     # The next message: its answers first, then the placeholders, then the rest.
     if following is None:
         return
-    kept = [u for u in uses if u not in unanswered] if answer is None else uses
+    kept = {u for u in uses if u not in missing} if answer is None else set(uses)
     gone = [k for k, b in enumerate(given) if _result_id(b, kept) is not _KEPT]
-    answering = [k for k, b in enumerate(given) if is_block(b, "tool_result") and k not in gone]
-    late = [k for k in answering if k >= len(leading_results(given))]
+    dropped = set(gone)
+    answering = [k for k, b in enumerate(given) if is_block(b, "tool_result") and k not in dropped]
+    lead = len(leading_results(given))
+    late = [k for k in answering if k >= lead]
     if late:
         late_ids = [given[k].get("tool_use_id") for k in late]
         edits.note(nxt, "moved_result", late_ids, PROVIDER, code)
@@ -427,7 +444,8 @@ def _rebuild_next(
     text = message.get("content")
     if isinstance(text, str) and not added:
         return  # a text message: nothing in it to move or drop
-    rest = [k for k in range(len(content)) if k not in gone and k not in first]
+    placed = {*gone, *first}
+    rest = [k for k in range(len(content)) if k not in placed]
     parts: List[Part] = [*first, *added, *rest]
     if isinstance(text, str) and text:
         parts.append({"type": "text", "text": text})

@@ -261,12 +261,14 @@ class BedrockFormat:
             )
             answered = _ids(results(view), i) if view.get("role") == "user" else []
             if len(answered) > len(called):
-                extra = [a for a in answered if a not in called] or answered
+                asked = set(called)
+                extra = [a for a in answered if a not in asked] or answered
                 yield PairingProblem(
                     i, "too_many_tool_results", names(extra), PROVIDER, _EXCEEDS.format(index=i)
                 )
             if called:
-                missing = [c for c in dict.fromkeys(called) if c not in answered]
+                given = set(answered)
+                missing = [c for c in dict.fromkeys(called) if c not in given]
                 if missing:
                     ids = names(missing)
                     yield PairingProblem(
@@ -310,14 +312,14 @@ class BedrockFormat:
         for problem in problems:
             i, code = problem.index, problem.code
             if code == "too_many_tool_results":
-                called = _ids(uses(views[i - 1]), i - 1) if i else []
-                gone, seen = [], set()
+                called = set(_ids(uses(views[i - 1]), i - 1)) if i else set()
+                gone, ids, seen = [], [], set()
                 for k, result in results(views[i]):
                     use_id = result.get("toolUseId")
                     if use_id not in called or use_id in seen:
                         gone.append(k)
+                        ids.append(use_id)
                     seen.add(use_id)
-                ids = [r.get("toolUseId") for k, r in results(views[i]) if k in gone]
                 _rebuild(views, i, gone, [], edits, "dropped_result", ids, code)
             elif code == "missing_tool_results":
                 _answer(views, i, edits, answer, code)
@@ -394,8 +396,14 @@ def _reorder(
     for problem in order:
         i = problem.index
         if problem.code == "first_message_not_user":
-            edits.drop(i)
-            edits.note(i, "dropped_message", (), PROVIDER, problem.code)
+            # The assistant messages right after it would open the conversation in turn:
+            # they go with it, in this pass.
+            end = i + 1
+            while end < len(views) and is_message(views[end]) and views[end]["role"] == "assistant":
+                end += 1
+            for k in range(i, end):
+                edits.drop(k)
+                edits.note(k, "dropped_message", (), PROVIDER, problem.code)
             continue
         target = root.get(i - 1, i - 1)
         if target in edits.dropped:
@@ -426,7 +434,8 @@ def _rebuild(
     content = views[i].get("content")
     if isinstance(content, str) and not first:
         return  # a text message: nothing in it to drop
-    kept: List[Part] = [*first, *(k for k in range(len(_blocks(views[i]))) if k not in gone)]
+    dropped = set(gone)
+    kept: List[Part] = [*first, *(k for k in range(len(_blocks(views[i]))) if k not in dropped)]
     if isinstance(content, str) and content:
         kept.append({"text": content})
     if not kept:
@@ -446,16 +455,19 @@ def _answer(
         _answer_at_end(views, i, edits, answer, code)
         return
     called = _ids(uses(views[i - 1]), i - 1)
-    answered = _ids(results(views[i]), i) if views[i].get("role") == "user" else []
+    user = views[i].get("role") == "user"
+    answered = set(_ids(results(views[i]), i)) if user else set()
     missing = [c for c in dict.fromkeys(called) if c not in answered]
     if answer is None:
-        gone = [k for k, use in uses(views[i - 1]) if use.get("toolUseId") in missing]
+        gone_ids = set(missing)
+        gone = [k for k, use in uses(views[i - 1]) if use.get("toolUseId") in gone_ids]
         _rebuild(views, i - 1, gone, [], edits, "dropped_call", missing, code)
         return
-    added: List[Part] = [
-        {"toolResult": {"toolUseId": m, "content": [{"text": answer}], "status": "error"}}
-        for m in missing
-    ]
+    added: List[Part] = [_placeholder(m, answer) for m in missing]
+    if not user:  # no message of Bedrock's holds results there: a new user message does
+        edits.insert(i - 1, {"role": "user", "content": added})
+        edits.note(i - 1, "answered_call", missing, PROVIDER, code)
+        return
     edits.note(i - 1, "answered_call", missing, PROVIDER, code, i)
     _rebuild(views, i, [], added, edits, "answered_call", missing, code)
 
@@ -468,12 +480,13 @@ def _answer_at_end(
         gone = [k for k, _ in uses(views[i])]
         _rebuild(views, i, gone, [], edits, "dropped_call", missing, code)
         return
-    added: List[Part] = [
-        {"toolResult": {"toolUseId": m, "content": [{"text": answer}], "status": "error"}}
-        for m in missing
-    ]
+    added: List[Part] = [_placeholder(m, answer) for m in missing]
     edits.insert(i, {"role": "user", "content": added})
     edits.note(i, "answered_call", missing, PROVIDER, code)
+
+
+def _placeholder(use_id: Any, answer: str) -> Dict[str, Any]:
+    return {"toolResult": {"toolUseId": use_id, "content": [{"text": answer}], "status": "error"}}
 
 
 # The problems of the messages' order, repaired before their pairing.

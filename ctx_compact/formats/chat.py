@@ -25,9 +25,11 @@ it reads with no result.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from typing import (
     Any,
+    Deque,
     Dict,
     FrozenSet,
     Iterator,
@@ -35,7 +37,6 @@ from typing import (
     NamedTuple,
     Optional,
     Sequence,
-    Set,
     Tuple,
 )
 
@@ -146,24 +147,56 @@ def _calls_of(message: Mapping[str, Any], index: int) -> Tuple[FrozenSet[Any], T
     return ids, _NO_CALLS
 
 
-def answer_by_order(calls: Sequence[Any], tool_name: Any) -> int:
-    """Which of the id-less ``calls`` (their names, unanswered, in order) a tool message answers.
+class _IdlessCalls:
+    """An assistant message's calls without an ``id`` (Ollama's) not answered yet, in order.
 
-    The first call of the tool it names (``tool_name``), or the first call when it
-    names none; ``-1`` when it answers none of them.
+    A ``tool`` message without a ``tool_call_id`` answers the first of them
+    calling the tool it names (``tool_name``), or the first of them when it
+    names none. Each answer costs the same however many calls there are: the
+    positions are queued per tool name, and the answered ones skipped once.
     """
-    if not calls:
-        return -1
-    if tool_name is None:
-        return 0
-    for position, name in enumerate(calls):
-        if name == tool_name:
-            return position
-    return -1
 
+    __slots__ = ("_answered", "_by_name", "_first", "_left", "names")
 
-def _answered(calls: Tuple[Any, ...], position: int) -> Tuple[Any, ...]:
-    return calls[:position] + calls[position + 1 :]
+    def __init__(self, names: Sequence[Optional[str]]) -> None:
+        self.names = tuple(names)  # the tool each call names (None: none)
+        self._answered = [False] * len(self.names)
+        self._first = 0  # no call before it is unanswered
+        self._left = len(self.names)
+        self._by_name: Dict[Optional[str], Deque[int]] = {}
+        for position, name in enumerate(self.names):
+            self._by_name.setdefault(name, deque()).append(position)
+
+    def __bool__(self) -> bool:
+        return self._left > 0
+
+    def answer(self, tool_name: Any) -> int:
+        """The position of the call a tool message naming ``tool_name`` answers (``None``:
+        naming none), now answered; ``-1`` when it answers none of them."""
+        answered = self._answered
+        if tool_name is None:
+            while self._first < len(answered) and answered[self._first]:
+                self._first += 1
+            if self._first == len(answered):
+                return -1
+            position = self._first
+        else:
+            try:
+                queue = self._by_name.get(tool_name)
+            except TypeError:  # a name no call can have
+                return -1
+            while queue and answered[queue[0]]:
+                queue.popleft()
+            if not queue:
+                return -1
+            position = queue.popleft()
+        answered[position] = True
+        self._left -= 1
+        return position
+
+    def unanswered(self) -> List[int]:
+        """The positions of the calls not answered, in order."""
+        return [k for k, done in enumerate(self._answered) if not done]
 
 
 def opens_function_call(message: Mapping[str, Any]) -> bool:
@@ -178,25 +211,26 @@ class _Run(NamedTuple):
     at: int
     ids: FrozenSet[Any]
     function_call: bool
-    idless: Tuple[Any, ...] = _NO_CALLS
+    idless: Optional[_IdlessCalls] = None
 
 
 class _OpenCalls(NamedTuple):
     """An assistant message's calls, while its run of tool messages lasts."""
 
     at: int  # the assistant message's index
-    unanswered: List[Any]  # call ids not answered yet, in call order
+    unanswered: Dict[Any, None]  # call ids not answered yet, in call order
     called: FrozenSet[Any]  # every id it called: a repeated answer is accepted
-    idless: List[Any]  # the names of its id-less calls not answered yet, in call order
+    idless: _IdlessCalls  # its id-less calls
 
 
 def _missing(calls: _OpenCalls) -> Iterator[PairingProblem]:
     if calls.unanswered:
-        ids = names(calls.unanswered)
+        ids = names(list(calls.unanswered))
         text = _MISSING.format(ids=", ".join(ids))
         yield PairingProblem(calls.at, "missing_tool_results", ids, PROVIDER, text)
     if calls.idless:
-        found = names(["?" if name is None else name for name in calls.idless])
+        left = [calls.idless.names[k] for k in calls.idless.unanswered()]
+        found = names(["?" if name is None else name for name in left])
         text = _OLLAMA_MISSING.format(names=", ".join(found))
         yield PairingProblem(calls.at, "missing_tool_results", found, OLLAMA, text)
 
@@ -214,13 +248,14 @@ def _idless_orphan(index: int, tool_name: Any, open_calls: Optional[_OpenCalls])
     )
 
 
-def _unanswered(views: Sequence[Mapping[str, Any]], at: int) -> List[Any]:
-    """The ids of the calls of the assistant message at ``at`` that its run does not answer."""
+def _unanswered(views: Sequence[Mapping[str, Any]], at: int, end: int) -> Dict[Any, None]:
+    """The ids of the calls of the assistant message at ``at`` that its run of ``tool``
+    messages (to ``end``) does not answer, in call order."""
     calls = views[at].get("tool_calls") or ()
-    order = list(dict.fromkeys(c.get("id") for c in calls if c.get("id") is not None))
-    end = _run_end(views, at)
-    answered = {views[k].get("tool_call_id") for k in range(at + 1, end + 1)}
-    return [call_id for call_id in order if call_id not in answered]
+    order = dict.fromkeys(c.get("id") for c in calls if c.get("id") is not None)
+    for k in range(at + 1, end + 1):
+        order.pop(views[k].get("tool_call_id"), None)
+    return order
 
 
 def _function_name(call: Mapping[str, Any]) -> Optional[str]:
@@ -228,69 +263,91 @@ def _function_name(call: Mapping[str, Any]) -> Optional[str]:
     return text_name(function.get("name")) if isinstance(function, Mapping) else None
 
 
-def _idless_unanswered(views: Sequence[Mapping[str, Any]], at: int) -> List[int]:
+def _idless_unanswered(views: Sequence[Mapping[str, Any]], at: int, end: int) -> List[int]:
     """The positions in ``tool_calls`` of the assistant message at ``at`` of its id-less
-    calls that its run does not answer (by order, as ``answer_by_order`` pairs them)."""
+    calls that its run of ``tool`` messages (to ``end``) does not answer (by order, as
+    ``_IdlessCalls`` pairs them)."""
     calls = views[at].get("tool_calls") or ()
     pending = [k for k, call in enumerate(calls) if call.get("id") is None]
-    named = list(idless_calls(views[at])) if pending else []
-    for k in range(at + 1, _run_end(views, at) + 1):
+    if not pending:
+        return pending
+    waiting = _IdlessCalls(idless_calls(views[at]))
+    for k in range(at + 1, end + 1):
         if views[k].get("tool_call_id") is None:
-            position = answer_by_order(named, views[k].get("tool_name"))
-            if position >= 0:
-                del pending[position], named[position]
-    return pending
+            waiting.answer(views[k].get("tool_name"))
+    return [pending[k] for k in waiting.unanswered()]
 
 
-def _run_end(views: Sequence[Mapping[str, Any]], at: int) -> int:
-    """The last message of the run of ``tool`` messages after the one at ``at`` (``at`` if none)."""
-    end = at
-    while end + 1 < len(views) and views[end + 1].get("role") == "tool":
-        end += 1
-    return end
+def _run_ends(views: Sequence[Mapping[str, Any]]) -> List[int]:
+    """For each message, the last message of the run of ``tool`` messages after it (itself
+    if none)."""
+    ends = list(range(len(views)))
+    for i in range(len(views) - 2, -1, -1):
+        if views[i + 1].get("role") == "tool":
+            ends[i] = ends[i + 1]
+    return ends
 
 
-def _owed(unanswered: Dict[int, List[Any]], call_id: Any, index: int) -> Optional[int]:
-    """The assistant message whose unanswered call ``call_id`` is: the nearest before
-    ``index``, else the nearest after it; ``None`` when no message owes it."""
-    owing = [at for at, ids in unanswered.items() if call_id in ids]
-    before = [at for at in owing if at < index]
-    if before:
-        return max(before)
-    return min(owing) if owing else None
+class _Owed:
+    """Which assistant message a stray ``tool`` message goes to: the nearest before it whose
+    call with its id is unanswered, else the nearest after it.
+
+    Asked in message order (``take``), each answer costs the same however many
+    messages owe the id: the messages passed are stacked, the rest queued.
+    """
+
+    def __init__(self, unanswered: Dict[int, Dict[Any, None]]) -> None:
+        self._later: Dict[Any, Deque[int]] = {}
+        self._earlier: Dict[Any, List[int]] = {}
+        for at in sorted(unanswered):
+            for call_id in unanswered[at]:
+                self._later.setdefault(call_id, deque()).append(at)
+                self._earlier.setdefault(call_id, [])
+
+    def take(self, call_id: Any, index: int) -> Optional[int]:
+        """The message the ``tool`` message at ``index`` answering ``call_id`` goes to
+        (that call now answered), or ``None`` when no message owes it."""
+        later = self._later.get(call_id)
+        if later is None:
+            return None
+        earlier = self._earlier[call_id]
+        while later and later[0] < index:
+            earlier.append(later.popleft())
+        if earlier:
+            return earlier.pop()
+        return later.popleft() if later else None
 
 
-def _function_owed(
-    views: Sequence[Mapping[str, Any]], index: int, taken: Set[int]
-) -> Optional[int]:
-    """The nearest assistant ``function_call`` before ``index`` with no ``function`` message
-    right after it (and not given one already), or ``None``."""
-    for at in range(index - 1, -1, -1):
-        if at in taken or not opens_function_call(views[at]):
-            continue
-        if at + 1 < len(views) and views[at + 1].get("role") == "function":
-            continue
-        return at
-    return None
+def _open_function_calls(views: Sequence[Mapping[str, Any]]) -> List[int]:
+    """The assistant ``function_call`` messages with no ``function`` message right after,
+    in order."""
+    n = len(views)
+    return [
+        at
+        for at in range(n)
+        if opens_function_call(views[at])
+        and not (at + 1 < n and views[at + 1].get("role") == "function")
+    ]
 
 
 def _settle(
     views: Sequence[Mapping[str, Any]],
     at: int,
+    end: int,
     ids: List[Any],
     idless: List[int],
     edits: Edits,
     answer: Optional[str],
 ) -> None:
     """Answer or drop the unanswered calls of the assistant message at ``at``: those with
-    the ids ``ids``, and the id-less ones at the positions ``idless`` of its ``tool_calls``."""
+    the ids ``ids``, and the id-less ones at the positions ``idless`` of its ``tool_calls``
+    (answered after ``end``, the last of its run of ``tool`` messages)."""
     problem = "missing_tool_results"
     view = views[at]
     calls = view.get("tool_calls") or ()
     function_names = [_function_name(calls[k]) for k in idless]
     shown = ["?" if name is None else name for name in function_names]
     if answer is not None:
-        end = _run_end(views, at)
         for call_id in ids:
             edits.insert(end, {"role": "tool", "tool_call_id": call_id, "content": answer})
         for name in function_names:
@@ -303,7 +360,8 @@ def _settle(
         if idless:
             edits.note(at, "answered_call", shown, OLLAMA, problem)
         return
-    kept = [k for k, call in enumerate(calls) if k not in idless and call.get("id") not in ids]
+    gone, gone_ids = set(idless), set(ids)
+    kept = [k for k, call in enumerate(calls) if k not in gone and call.get("id") not in gone_ids]
     if ids:
         edits.note(at, "dropped_call", ids, PROVIDER, problem)
     if idless:
@@ -393,11 +451,7 @@ class ChatFormat:
                 if left.function_call:
                     left = links.left = left._replace(function_call=False)
                 if call_id is None and left.idless:
-                    position = answer_by_order(left.idless, view.get("tool_name"))
-                    if position < 0:
-                        return -1
-                    links.left = left._replace(idless=_answered(left.idless, position))
-                    return left.at
+                    return left.at if left.idless.answer(view.get("tool_name")) >= 0 else -1
                 try:
                     if call_id in left.ids:  # checks the id is hashable
                         return left.at
@@ -414,7 +468,8 @@ class ChatFormat:
         ids, idless = _calls_of(view, index)
         function_call = bool(view.get("function_call"))
         opens = ids or idless or function_call
-        links.left = _Run(index, ids, function_call, idless) if opens else None
+        waiting = _IdlessCalls(idless) if idless else None
+        links.left = _Run(index, ids, function_call, waiting) if opens else None
         return -1
 
     def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
@@ -430,18 +485,15 @@ class ChatFormat:
                     if open_calls is None:
                         yield _idless_orphan(i, tool_name, open_calls)
                         continue
-                    position = answer_by_order(open_calls.idless, tool_name)
-                    if position < 0:
+                    if open_calls.idless.answer(tool_name) < 0:
                         yield _idless_orphan(i, tool_name, open_calls)
-                    else:
-                        del open_calls.idless[position]
                     continue
                 if open_calls is None:
                     yield PairingProblem(
                         i, "orphan_tool_result", names([call_id]), PROVIDER, _ORPHAN
                     )
                 elif call_id in open_calls.unanswered:
-                    open_calls.unanswered.remove(call_id)
+                    del open_calls.unanswered[call_id]
                 elif call_id not in open_calls.called:
                     yield PairingProblem(
                         i,
@@ -458,8 +510,8 @@ class ChatFormat:
                 ids, idless = _calls_of(message, i)
                 if ids or idless:
                     calls = (c.get("id") for c in message.get("tool_calls") or ())
-                    order = list(dict.fromkeys(c for c in calls if c is not None))
-                    open_calls = _OpenCalls(i, order, ids, list(idless))
+                    order = dict.fromkeys(c for c in calls if c is not None)
+                    open_calls = _OpenCalls(i, order, ids, _IdlessCalls(idless))
             elif role == "function" and not (i and opens_function_call(views[i - 1])):
                 name = message.get("name")
                 found = () if name is None else names([name])
@@ -489,39 +541,45 @@ class ChatFormat:
         answered with a ``{"role": "tool", "content": answer, "tool_name": ...}``
         message or dropped.
         """
-        unanswered: Dict[int, List[Any]] = {}
+        ends = _run_ends(views)
+        unanswered: Dict[int, Dict[Any, None]] = {}
         idless: Dict[int, List[int]] = {}  # Ollama's calls: positions in tool_calls
         for problem in problems:
-            if problem.code == "missing_tool_results":
-                at = problem.index
-                unanswered.setdefault(at, _unanswered(views, at))
-                idless.setdefault(at, _idless_unanswered(views, at))
-        taken: Set[int] = set()  # function calls given a stray function message
+            at = problem.index
+            if problem.code == "missing_tool_results" and at not in unanswered:
+                unanswered[at] = _unanswered(views, at, ends[at])
+                idless[at] = _idless_unanswered(views, at, ends[at])
+        owed = _Owed(unanswered)
+        functions = None  # the function calls without their message, once a stray needs one
+        passed: List[int] = []  # those before the stray function message, not given one yet
         for problem in problems:
             i = problem.index
             if problem.code in ("orphan_tool_result", "unknown_tool_call_id"):
                 call_id = views[i].get("tool_call_id")
-                target = None if call_id is None else _owed(unanswered, call_id, i)
+                target = None if call_id is None else owed.take(call_id, i)
                 if target is None:
                     edits.drop(i)
                     edits.note(i, "dropped_result", problem.ids, problem.provider, problem.code)
                 else:
-                    unanswered[target].remove(call_id)
-                    end = _run_end(views, target)
+                    del unanswered[target][call_id]
+                    end = ends[target]
                     edits.move(i, end)
                     edits.note(i, "moved_result", problem.ids, problem.provider, problem.code, end)
             elif problem.code == "orphan_function_result":
-                target = _function_owed(views, i, taken)
-                if target is None:
+                if functions is None:
+                    functions = deque(_open_function_calls(views))
+                while functions and functions[0] < i:
+                    passed.append(functions.popleft())
+                if not passed:
                     edits.drop(i)
                     edits.note(i, "dropped_result", problem.ids, PROVIDER, problem.code)
                 else:
-                    taken.add(target)
+                    target = passed.pop()
                     edits.move(i, target)
                     edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code, target)
         for at, ids in unanswered.items():
             if ids or idless[at]:
-                _settle(views, at, ids, idless[at], edits, answer)
+                _settle(views, at, ends[at], list(ids), idless[at], edits, answer)
 
     def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
         """Where calls still awaiting their results end ``views``: the assistant message
@@ -536,14 +594,13 @@ class ChatFormat:
         calling = views[at]
         if calling.get("function_call") and at == n - 1:
             return at
-        ids, idless = _calls_of(calling, at)
+        ids, names = _calls_of(calling, at)
         owed = set(ids)
+        idless = _IdlessCalls(names)
         for k in range(at + 1, n):
             call_id = hashable(views[k].get("tool_call_id"))
             if call_id is None:
-                position = answer_by_order(idless, views[k].get("tool_name"))
-                if position >= 0:
-                    idless = _answered(idless, position)
+                idless.answer(views[k].get("tool_name"))
             else:
                 owed.discard(call_id)
         return at if owed or idless else n

@@ -31,8 +31,9 @@ is refused.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Deque, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
@@ -165,19 +166,20 @@ def is_response_turn(view: Optional[Mapping[str, Any]]) -> bool:
 def answers(call_list: Sequence[Mapping[str, Any]], response_list: Sequence[Any]) -> bool:
     """Whether one of the responses answers one of the calls: by id when both carry
     one, else by position and name."""
+    ids = {c.get("id") for c in call_list if c.get("id") is not None}  # checked hashable
     for position, response in enumerate(response_list):
         response_id = response.get("id")
-        if response_id is not None and any(c.get("id") is not None for c in call_list):
-            if any(_same_id(c.get("id"), response_id) for c in call_list):
+        if response_id is not None and ids:
+            if _among(response_id, ids):
                 return True
         elif position < len(call_list) and call_list[position].get("name") == response.get("name"):
             return True
     return False
 
 
-def _same_id(a: Any, b: Any) -> bool:
+def _among(found: Any, ids: Set[Any]) -> bool:
     try:
-        return bool(a == b)
+        return found in ids
     except Exception:  # an id whose == raises: not a match
         return False
 
@@ -358,39 +360,66 @@ class GeminiFormat:
     ) -> None:
         """Repair this format's ``problems`` (see ``repair_pairing``).
 
-        A function-call turn right after a model turn is merged into it (its
-        parts after that turn's: one model turn, as Gemini writes text and
-        calls); one opening the conversation loses its calls; a
-        function-response turn not right after a call turn loses its responses;
-        a response turn whose responses do not match its call turn's calls one
-        for one keeps the responses that answer a call (by id, else by name, in
-        order), in the calls' order, and the calls left unanswered are answered
-        with ``answer`` (a ``function_response`` part whose ``response`` is
-        ``{"output": answer}``) or, when ``answer`` is ``None``, dropped. A turn
-        left without parts goes.
+        The turns are read once, in order, each against the turn kept before it
+        (so a repair's consequences are repaired in the same pass). A
+        function-call turn right after a model turn is merged into the first
+        model turn of that run when a user turn comes before it (the parts after
+        that turn's: one model turn, as Gemini writes text and calls); with no
+        user turn before it (opening the conversation, or after another
+        format's message) it loses its calls. A function-response turn not
+        right after a call turn loses its responses; a response turn whose
+        responses are not as many as its call turn's calls keeps the responses
+        that answer a call (by id, else by name, in order), in the calls' order,
+        and the calls left unanswered are answered with ``answer`` (a
+        ``function_response`` part whose ``response`` is ``{"output":
+        answer}``) or, when ``answer`` is ``None``, dropped. A turn left without
+        parts goes.
         """
-        merged: Set[int] = set()
-        for problem in problems:
-            i = problem.index
-            code = problem.code
-            if i - 1 in merged:
-                continue  # it answers a turn merged in this pass: read again in the next
-            if code == "function_call_not_after_user":
-                before = views[i - 1] if i else None
-                if before is not None and is_content(before) and role(before) == "model":
-                    joined = [p if isinstance(p, dict) else dict(p) for p in parts(views[i])]
-                    edits.rebuild(i - 1, "parts", [*range(len(parts(before))), *joined])
-                    edits.drop(i)
-                    edits.note(i, "merged_message", problem.ids, PROVIDER, code, i - 1)
-                    merged.add(i)
-                    continue
-                gone = [k for k, _ in calls(views[i])]
-                _rebuild(views, i, gone, [], edits, "dropped_call", problem.ids, code)
-            elif code == "orphan_function_response":
-                gone = [k for k, _ in responses(views[i])]
-                _rebuild(views, i, gone, [], edits, "dropped_result", problem.ids, code)
-            elif code == "function_response_count":
-                _recount(views, i, edits, answer, code)
+        if not problems:
+            return
+        state: Any = _START  # the message kept before this one: _START, _USER, _OTHER, a _Turn
+        members: List[int] = []  # model turns kept after the _Turn's, not merged into it
+        turns: List[_Turn] = []
+        for i, view in enumerate(views):
+            if not is_content(view):
+                state, members = (_USER if view.get("role") == "user" else _OTHER), []
+                continue
+            if role(view) == "model":
+                found = calls(view)
+                if isinstance(state, _Turn) and found and state.after_user:
+                    state.merge(views, [*members, i], edits)
+                    members = []
+                elif found and (isinstance(state, _Turn) or state is not _USER):
+                    code = "function_call_not_after_user"
+                    gone = [k for k, _ in found]
+                    if _rebuild(views, i, gone, [], edits, "dropped_call", _shown(found), code):
+                        if isinstance(state, _Turn):
+                            members.append(i)  # a model turn after a model turn, as it was
+                        else:
+                            state = _Turn(views, i, False, [])
+                            turns.append(state)
+                elif isinstance(state, _Turn):
+                    members.append(i)
+                else:
+                    state = _Turn(views, i, state is _USER, found)
+                    turns.append(state)
+                continue
+            given = responses(view)
+            if not given:
+                state, members = _USER, []
+                continue
+            if not (isinstance(state, _Turn) and not members and state.calls):
+                code = "orphan_function_response"
+                gone = [k for k, _ in given]
+                if _rebuild(views, i, gone, [], edits, "dropped_result", _shown(given), code):
+                    state, members = _USER, []
+                continue
+            if len(state.calls) == len(given) or _recount(views, i, state, edits, answer):
+                state = _USER
+            elif not state.kept():
+                state = _USER  # the call turn went too: a user turn was before it
+        for turn in turns:
+            turn.finish(views, edits)
 
     def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
         """Where calls still awaiting their results end ``views``: a last model turn of
@@ -468,6 +497,74 @@ class GeminiFormat:
                 )
 
 
+# What the message kept before a turn is, when it is not a model turn (a _Turn).
+_START = "start"  # none: the turn opens the conversation
+_USER = "user"  # a user turn, a function-response turn, another format's user message
+_OTHER = "other"  # another format's message of another role
+
+
+class _Turn:
+    """A model turn kept by a repair pass, as the turns after it see it: its parts as they
+    will be sent (its own by position, then those of the turns merged into it), its calls
+    among them, and whether a user turn comes before it (calls may follow only one)."""
+
+    def __init__(
+        self,
+        views: Sequence[Mapping[str, Any]],
+        at: int,
+        after_user: bool,
+        found: List[Tuple[int, Mapping[str, Any]]],
+    ) -> None:
+        self.at = at
+        self.after_user = after_user
+        self.parts: List[Part] = list(range(len(parts(views[at]))))
+        self.calls = found  # (position in self.parts, call)
+        self.gone: Set[int] = set()  # positions in self.parts dropped
+        self.gone_ids: List[Any] = []
+        self.changed = False
+
+    def merge(self, views: Sequence[Mapping[str, Any]], merged: List[int], edits: Edits) -> None:
+        """The turns ``merged`` (model turns after this one, the last with calls) joined
+        to it, their parts after its own."""
+        code = "function_call_not_after_user"
+        for i in merged:
+            base = len(self.parts)
+            self.parts.extend(p if isinstance(p, dict) else dict(p) for p in parts(views[i]))
+            found = calls(views[i])
+            self.calls.extend((base + k, call) for k, call in found)
+            edits.drop(i)
+            edits.note(i, "merged_message", _shown(found), PROVIDER, code, self.at)
+        self.changed = True
+
+    def drop_calls(self, dropped: List[int], ids: List[Any], edits: Edits, code: str) -> None:
+        """The calls at ``dropped`` (positions in ``self.calls``) dropped."""
+        gone = set(dropped)
+        self.gone.update(self.calls[c][0] for c in gone)
+        self.calls = [call for c, call in enumerate(self.calls) if c not in gone]
+        self.gone_ids += ids
+        self.changed = True
+        edits.note(self.at, "dropped_call", ids, PROVIDER, code)
+
+    def kept(self) -> List[Part]:
+        return [part for k, part in enumerate(self.parts) if k not in self.gone]
+
+    def finish(self, views: Sequence[Mapping[str, Any]], edits: Edits) -> None:
+        """Record what became of the turn."""
+        if not self.changed:
+            return
+        kept = self.kept()
+        if not kept:
+            edits.drop(self.at)
+            edits.note(self.at, "dropped_empty", self.gone_ids, PROVIDER, "function_response_count")
+        elif kept != list(range(len(parts(views[self.at])))):
+            edits.rebuild(self.at, "parts", kept)
+
+
+def _shown(found: Sequence[Tuple[int, Mapping[str, Any]]]) -> List[Any]:
+    """Calls or responses as a problem names them: by id, else by name."""
+    return [part.get("id") or part.get("name") for _, part in found]
+
+
 def _rebuild(
     views: Sequence[Mapping[str, Any]],
     i: int,
@@ -477,8 +574,9 @@ def _rebuild(
     action: str,
     ids: Sequence[Any],
     code: str,
-) -> None:
-    """The turn at ``i`` starting with ``first``, without its parts ``gone``; gone when empty."""
+) -> bool:
+    """The turn at ``i`` starting with ``first``, without its parts ``gone``; gone when
+    empty (then ``False``)."""
     if gone:
         edits.note(i, action, ids, PROVIDER, code)
     taken = set(gone) | {k for k in first if isinstance(k, int)}
@@ -486,42 +584,83 @@ def _rebuild(
     if not kept:
         edits.drop(i)
         edits.note(i, "dropped_empty", ids, PROVIDER, code)
-    elif kept != list(range(len(parts(views[i])))):
+        return False
+    if kept != list(range(len(parts(views[i])))):
         edits.rebuild(i, "parts", kept)
+    return True
+
+
+def _name(part: Mapping[str, Any]) -> Any:
+    """A call's or response's name, to look up (one that cannot be matches nothing)."""
+    found = part.get("name")
+    try:
+        hash(found)
+    except TypeError:
+        return object()
+    return found
+
+
+def _match(
+    asked: Sequence[Tuple[int, Mapping[str, Any]]], given: Sequence[Tuple[int, Mapping[str, Any]]]
+) -> Dict[int, int]:
+    """Which response answers which call (by their positions in ``asked`` and in the
+    turn's parts): each response, in order, the first call not answered yet with its id
+    when both carry one, else with its name. The calls are queued per id and name, and
+    those answered skipped once, so each response costs the same however many calls."""
+    by_id: Dict[Any, Deque[int]] = {}
+    idless_by_name: Dict[Any, Deque[int]] = {}
+    by_name: Dict[Any, Deque[int]] = {}
+    for c, (_, call) in enumerate(asked):
+        name = _name(call)
+        by_name.setdefault(name, deque()).append(c)
+        if call.get("id") is None:
+            idless_by_name.setdefault(name, deque()).append(c)
+        else:
+            by_id.setdefault(call["id"], deque()).append(c)
+    matched: Dict[int, int] = {}
+
+    def first(queue: Optional[Deque[int]]) -> Optional[int]:
+        while queue and queue[0] in matched:
+            queue.popleft()
+        return queue[0] if queue else None
+
+    for k, response in given:
+        name = _name(response)
+        if response.get("id") is None:
+            found = first(by_name.get(name))
+        else:
+            either = (first(by_id.get(response["id"])), first(idless_by_name.get(name)))
+            found = min((c for c in either if c is not None), default=None)
+        if found is not None:
+            matched[found] = k
+    return matched
 
 
 def _recount(
-    views: Sequence[Mapping[str, Any]], i: int, edits: Edits, answer: Optional[str], code: str
-) -> None:
-    """A response turn answering its call turn one for one, in the calls' order."""
-    asked = calls(views[i - 1])
+    views: Sequence[Mapping[str, Any]],
+    i: int,
+    turn: _Turn,
+    edits: Edits,
+    answer: Optional[str],
+) -> bool:
+    """The response turn at ``i`` answering the call turn ``turn`` one for one, in the
+    calls' order; ``False`` when it is left empty and goes."""
+    code = "function_response_count"
+    asked = turn.calls
     given = responses(views[i])
-    matched: Dict[int, int] = {}  # call's position in ``asked`` -> response part's position
-    for k, response in given:
-        for c, (_, call) in enumerate(asked):
-            if c in matched:
-                continue
-            call_id, response_id = call.get("id"), response.get("id")
-            if call_id is not None and response_id is not None:
-                found = _same_id(call_id, response_id)
-            else:
-                found = call.get("name") == response.get("name")
-            if found:
-                matched[c] = k
-                break
-    extra = [k for k, _ in given if k not in matched.values()]
-    extra_ids = [_call_key(r) for k, r in given if k in extra]
+    matched = _match(asked, given)
+    answering = set(matched.values())
+    extra_ids = [_call_key(r) for k, r in given if k not in answering]
+    extra = [k for k, _ in given if k not in answering]
     first: List[Part] = []
     unanswered = [c for c in range(len(asked)) if c not in matched]
     ids = [_call_key(asked[c][1]) for c in unanswered]
     if unanswered and answer is None:
-        gone = [asked[c][0] for c in unanswered]
-        _rebuild(views, i - 1, gone, [], edits, "dropped_call", ids, code)
+        turn.drop_calls(unanswered, ids, edits, code)
         first = [matched[c] for c in sorted(matched)]
     else:
-        camel = any(
-            _field(parts(views[i])[k], RESPONSE_KEYS)[0] == RESPONSE_KEYS[1] for k, _ in given
-        )
+        own = parts(views[i])
+        camel = any(_field(own[k], RESPONSE_KEYS)[0] == RESPONSE_KEYS[1] for k, _ in given)
         spelling = RESPONSE_KEYS[1] if camel else RESPONSE_KEYS[0]
         for c, (_, call) in enumerate(asked):
             if c in matched:
@@ -532,12 +671,13 @@ def _recount(
                 made["id"] = call.get("id")
             first.append({spelling: made})
         if unanswered:
-            edits.note(i - 1, "answered_call", ids, PROVIDER, code, i)
+            edits.note(turn.at, "answered_call", ids, PROVIDER, code, i)
     order = [k for k in first if isinstance(k, int)]
     if order != sorted(order):  # put in the calls' order: Gemini pairs by position
-        ids = [_call_key(r) for k, r in given if k in order]
+        placed = set(order)
+        ids = [_call_key(r) for k, r in given if k in placed]
         edits.note(i, "moved_result", ids, PROVIDER, code)
-    _rebuild(views, i, extra, first, edits, "dropped_result", extra_ids, code)
+    return _rebuild(views, i, extra, first, edits, "dropped_result", extra_ids, code)
 
 
 def cleared_response(placeholder: str) -> Dict[str, Any]:

@@ -15,8 +15,9 @@ dropped, so the conversation restarts there (``Links.restarts``; see
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .._problems import PairingProblem, names
 from ._base import (
@@ -371,25 +372,31 @@ class ResponsesFormat:
         items with a placeholder output holding ``answer`` (``answer_output``)
         or, when ``answer`` is ``None`` or its output cannot be text, dropped.
         """
-        unanswered = [p.index for p in problems if p.code == "missing_call_output"]
+        ends = _calls_ends(views)
+        unanswered = dict.fromkeys(p.index for p in problems if p.code == "missing_call_output")
+        waiting = _Waiting(views, unanswered)
         for problem in problems:
             i = problem.index
             if problem.code == "orphan_call_output":
-                call_id = output_key(views[i], i)
-                target = next(
-                    (j for j in unanswered if j > i and call_id in call_keys(views[j], j)), None
-                )
+                target = waiting.take(output_key(views[i], i), i)
                 if target is None:
                     edits.drop(i)
                     edits.note(i, "dropped_result", problem.ids, PROVIDER, problem.code)
                 else:
-                    unanswered.remove(target)
-                    end = _calls_end(views, target)
-                    edits.move(i, end)
-                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code, end)
+                    del unanswered[target]
+                    edits.move(i, ends[target])
+                    note = (PROVIDER, problem.code, ends[target])
+                    edits.note(i, "moved_result", problem.ids, *note)
             elif problem.code == "reasoning_without_following_item":
-                edits.drop(i)
-                edits.note(i, "dropped_reasoning", problem.ids, PROVIDER, problem.code)
+                # The reasoning items right before it lose their follower with it: they go
+                # in this pass, not one a pass.
+                start = i
+                while start > 0 and _is_reasoning(views[start - 1]):
+                    start -= 1
+                for k in range(start, i + 1):
+                    edits.drop(k)
+                    shown = problem.ids if k == i else names([views[k].get("id")])
+                    edits.note(k, "dropped_reasoning", shown, PROVIDER, problem.code)
         code = "missing_call_output"
         for j in unanswered:
             view = views[j]
@@ -399,7 +406,7 @@ class ResponsesFormat:
                 edits.drop(j)
                 edits.note(j, "dropped_call", ids, PROVIDER, code)
             else:
-                edits.insert(_calls_end(views, j), output)
+                edits.insert(ends[j], output)
                 edits.note(j, "answered_call", ids, PROVIDER, code)
 
     def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
@@ -521,16 +528,40 @@ def _reasoning_required(views: Sequence[Mapping[str, Any]], at: int) -> bool:
     return False
 
 
-def _calls_end(views: Sequence[Mapping[str, Any]], at: int) -> int:
-    """The last item of the run of call items that the call at ``at`` is in."""
-    end = at
-    while (
-        end + 1 < len(views)
-        and views[end + 1].get("role") is None
-        and views[end + 1].get("type") in CALL_OUTPUTS
-    ):
-        end += 1
-    return end
+def _is_reasoning(view: Mapping[str, Any]) -> bool:
+    return view.get("role") is None and view.get("type") == "reasoning"
+
+
+def _calls_ends(views: Sequence[Mapping[str, Any]]) -> List[int]:
+    """For each item, the last item of the run of call items after it (itself if none):
+    for a call, the last call of its run."""
+    ends = list(range(len(views)))
+    for i in range(len(views) - 2, -1, -1):
+        following = views[i + 1]
+        if following.get("role") is None and following.get("type") in CALL_OUTPUTS:
+            ends[i] = ends[i + 1]
+    return ends
+
+
+class _Waiting:
+    """The unanswered calls an output before them may go after: the first after the output
+    that it answers. Asked in item order (``take``), each answer costs the same however
+    many calls wait: the calls are queued per id, and those passed or taken skipped once."""
+
+    def __init__(self, views: Sequence[Mapping[str, Any]], unanswered: Dict[int, None]) -> None:
+        self._unanswered = unanswered  # the caller's: a call answered otherwise leaves it
+        self._by_id: Dict[Any, Deque[int]] = {}
+        for j in unanswered:
+            for k in dict.fromkeys(call_keys(views[j], j)):
+                self._by_id.setdefault(k, deque()).append(j)
+
+    def take(self, call_id: Any, index: int) -> Optional[int]:
+        """The first unanswered call after ``index`` that an output naming ``call_id``
+        answers, or ``None``."""
+        queue = self._by_id.get(call_id)
+        while queue and (queue[0] <= index or queue[0] not in self._unanswered):
+            queue.popleft()
+        return queue.popleft() if queue else None
 
 
 def answer_output(call: Mapping[str, Any], answer: str) -> Optional[Dict[str, Any]]:
