@@ -222,6 +222,8 @@ def _kind(handle: IO[Any]) -> Tuple[Optional[int], bool]:
 def open_input(path: str) -> Iterator[Source]:
     """The input named ``path``: standard input for ``-``, gunzipped when it ends in ``.gz``."""
     if path == "-":
+        if sys.stdin is None:  # started with standard input closed (<&-)
+            raise Failure(f"{STDIN_NAME}: cannot read: standard input is closed")
         stream = getattr(sys.stdin, "buffer", sys.stdin)
         size, live = _kind(stream)
         yield Source(STDIN_NAME, stream, size, live=live)
@@ -376,6 +378,8 @@ class _Guarded:
 
 def stdout_bytes() -> IO[bytes]:
     """Standard output as a binary stream, written as the run goes."""
+    if sys.stdout is None:  # started with standard output closed (>&-)
+        raise UnwritableStdout(f"{STDOUT_NAME}: cannot write: standard output is closed")
     binary = getattr(sys.stdout, "buffer", None)
     sys.stdout.flush()  # anything already written through the text layer goes first
     if binary is None:
