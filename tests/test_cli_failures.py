@@ -429,13 +429,12 @@ STREAM_MODES = {
 }
 
 
-def _closed(stream: str, args: List[str]) -> "subprocess.CompletedProcess[bytes]":
+def _closed(stream: str, args: List[str]) -> subprocess.CompletedProcess[bytes]:
     # As `ctx-compact ... <&-` in a shell: the descriptor is closed, not merely at its end.
     return subprocess.run(
         ["sh", "-c", f'exec "$0" -m ctx_compact "$@" {stream}&-', sys.executable, *args],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         cwd=ROOT,
         timeout=PATIENCE,
         check=False,
