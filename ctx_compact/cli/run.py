@@ -25,17 +25,17 @@ import dataclasses
 import io
 import json
 import os
-import signal
 import sys
-import threading
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterator, List, Optional, Sequence
+from typing import IO, Any, Callable, List, Optional, Sequence
 
 from . import status
 from .args import CHECK, COMPACT, REPAIR, parse_arguments
+from .interrupts import Terminated, held, sigterm_raises
 from .io import (
     Failure,
     Source,
+    Temporaries,
     UnwritableStdout,
     open_input,
     output,
@@ -182,6 +182,8 @@ class _Runner:
         # standard error: when both reach one terminal or log, lines never interleave.
         self.stdout: Optional[IO[bytes]] = None
         self.totals = _Totals()
+        # What an interrupted run removes when it ends, whatever ended it.
+        self.temporaries = Temporaries()
         # --max-errors alone allows that many; --skip-invalid alone allows any number.
         self.max_errors: Optional[int] = getattr(args, "max_errors", None)
         self.skip = self.max_errors is not None or getattr(args, "skip_invalid", False)
@@ -192,19 +194,21 @@ class _Runner:
         if not args.jsonl:
             name, messages, holder = read_array(args.input)
             outcome = run_one(self.settings, messages, holder, name)
-            with output(output_path) as out:
+            with output(output_path, self.temporaries) as out:
                 self._write(_Sinks(out, None, None), outcome, None)
             return self.totals
         with contextlib.ExitStack() as files:
             # Output outermost: the input is closed before the output replaces it, which
             # Windows requires when both are the same file.
-            out = files.enter_context(output(output_path))
+            out = files.enter_context(output(output_path, self.temporaries))
             if output_path in (None, "-"):
                 self.stdout = out
             report = self._optional(files, "report")
             rejects = self._optional(files, "rejects")
             reasons = (
-                None if rejects is None else files.enter_context(output(reasons_path(args.rejects)))
+                None
+                if rejects is None
+                else files.enter_context(output(reasons_path(args.rejects), self.temporaries))
             )
             sinks = _Sinks(out, report, rejects, reasons)
             source = files.enter_context(open_input(args.input))
@@ -258,7 +262,7 @@ class _Runner:
 
     def _optional(self, files: contextlib.ExitStack, option: str) -> Optional[IO[bytes]]:
         path: Optional[str] = getattr(self.args, option, None)
-        return None if path is None else files.enter_context(output(path))
+        return None if path is None else files.enter_context(output(path, self.temporaries))
 
     def _write(self, sinks: _Sinks, outcome: Outcome, line: Optional[int]) -> None:
         sinks.out.write(outcome.output)
@@ -410,28 +414,6 @@ def _discard_stdout() -> None:
         os.close(devnull)
 
 
-class _Terminated(BaseException):
-    """SIGTERM, raised like KeyboardInterrupt so that every ``finally`` and ``with`` cleans up."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated
-
-
-@contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    # Handlers can only be set from the main thread; main() called from another
-    # thread keeps the default (the process ends, the temporary file stays).
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _announce_terminal_input(args: argparse.Namespace, say: Callable[[str], None]) -> None:
     if args.input != "-":
         return
@@ -447,30 +429,35 @@ def _run(args: argparse.Namespace, mode: str) -> int:
     runner = _Runner(args, mode)
     say = runner.say
     endings = {COMPACT: _compaction_ending, CHECK: _check_ending, REPAIR: _repair_ending}
-    try:
-        with _sigterm_raises():
+    # SIGTERM raises for the whole run, the removal of its temporary files included.
+    with sigterm_raises():
+        try:
             _announce_terminal_input(args, say)
             totals = runner.run()
             return endings[mode](args, totals, say)
-    except Failure as exc:
-        runner.stdout = None  # a failing output cannot be flushed before the message
-        if isinstance(exc, UnwritableStdout):
-            _discard_stdout()  # what it still buffers would fail again at exit (status 120)
-        say(f"{PROG}: {exc}\n")
-        return status.USAGE if exc.status is None else exc.status
-    except MemoryError:
-        # A value past the memory limit where no line could be named (in array mode).
-        say(f"{PROG}: out of memory: the input holds a value too large to compact\n")
-        return status.USAGE
-    except BrokenPipeError:
-        # In check mode only problem lines are ever written, so this is still status 1.
-        return _stdout_closed()
-    except KeyboardInterrupt:
-        return status.INTERRUPTED
-    except _Terminated:
-        return status.TERMINATED
-    finally:
-        runner.progress.clear()
+        except Failure as exc:
+            runner.stdout = None  # a failing output cannot be flushed before the message
+            if isinstance(exc, UnwritableStdout):
+                _discard_stdout()  # what it still buffers would fail again at exit (status 120)
+            say(f"{PROG}: {exc}\n")
+            return status.USAGE if exc.status is None else exc.status
+        except MemoryError:
+            # A value past the memory limit where no line could be named (in array mode).
+            say(f"{PROG}: out of memory: the input holds a value too large to compact\n")
+            return status.USAGE
+        except BrokenPipeError:
+            # In check mode only problem lines are ever written, so this is still status 1.
+            return _stdout_closed()
+        except KeyboardInterrupt:
+            return status.INTERRUPTED
+        except Terminated:
+            return status.TERMINATED
+        finally:
+            runner.progress.clear()
+            # Whatever ended the run; a Ctrl-C or SIGTERM landing now waits until the
+            # files are gone, then reaches main().
+            with held():
+                runner.temporaries.remove()
 
 
 def _isatty(stream: Any) -> bool:
@@ -496,8 +483,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
-    except KeyboardInterrupt:  # before the run started: still no traceback
+    except KeyboardInterrupt:  # before the run started or as it ended: still no traceback
         return status.INTERRUPTED
+    except Terminated:  # as the run ended
+        return status.TERMINATED
 
 
 def _main(arguments: List[str]) -> int:
