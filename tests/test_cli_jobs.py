@@ -71,7 +71,7 @@ def run(tmp_path: Path, jobs: int, *extra: str) -> Tuple[int, bytes, bytes, byte
 def test_jobs_2_gives_the_same_bytes_as_jobs_1(tmp_path: Path):
     one = run(tmp_path, 1, "--explain")
     two = run(tmp_path, 2, "--explain")
-    assert one[0] == 4
+    assert one[0] == 5  # its broken lines are written broken; 5 outranks 4
     assert two == one
     assert len(one[1].splitlines()) == 400 - 400 // 9 * 2 - 1  # less blank and invalid lines
 

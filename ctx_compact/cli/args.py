@@ -176,7 +176,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--strict",
         action="store_true",
         help="refuse a conversation whose tool pairing is already broken (status 2, or"
-        " skipped with --skip-invalid) instead of warning and compacting it",
+        " skipped with --skip-invalid) instead of warning and compacting it (status 5 when"
+        " the result is still broken)",
     )
     batch = _add_dataset_options(parser)
     batch.add_argument(

@@ -65,6 +65,7 @@ class _Totals:
     not_fitting: int = 0
     named_not_fitting: List[str] = field(default_factory=list)
     broken: int = 0
+    rejected: int = 0
     problems: int = 0
     skipped: int = 0
     changes: int = 0
@@ -82,6 +83,7 @@ class _Totals:
         if outcome.problems:
             self.broken += 1
             self.problems += len(outcome.problems)
+        self.rejected += outcome.rejected
         self.changes += len(outcome.changes)
 
     @property
@@ -318,20 +320,33 @@ def _names(totals: _Totals) -> str:
     return f"{names} and {rest} more" if rest else names
 
 
+def _pairing_warning(args: argparse.Namespace, totals: _Totals) -> str:
+    """The closing warning about inputs whose tool pairing was already broken."""
+    hidden = max(totals.problems - _WARNINGS, 0)
+    listed = f" ({hidden} not shown; ctx-compact check lists them)" if hidden else ""
+    found = (
+        f"{plural(totals.problems, 'problem')} in {totals.broken} of"
+        f" {plural(totals.conversations, 'conversation')}{listed}"
+    )
+    if not totals.rejected:
+        outcome = "the messages concerned were dropped, so the output has no pairing problems"
+    else:
+        whom = f"{totals.rejected} of the conversations written" if args.jsonl else "the output"
+        outcome = (
+            f"compaction does not repair pairing, and the provider would reject {whom}"
+            f" (status {status.REJECTED}): run {PROG} repair on the input first"
+            " (--strict refuses such conversations)"
+        )
+    return f"{PROG}: warning: the input's tool pairing was already broken: {found}; {outcome}\n"
+
+
 def _compaction_ending(
     args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]
 ) -> int:
     budget = number(args.max_tokens)
     misfits = totals.not_fitting
     if totals.broken:
-        hidden = max(totals.problems - _WARNINGS, 0)
-        listed = f" ({hidden} not shown; ctx-compact check lists them)" if hidden else ""
-        say(
-            f"{PROG}: warning: the input's tool pairing was already broken: "
-            f"{plural(totals.problems, 'problem')} in {totals.broken} of "
-            f"{plural(totals.conversations, 'conversation')}{listed}; compaction cannot repair"
-            " them (--strict refuses such conversations)\n"
-        )
+        say(_pairing_warning(args, totals))
     if args.stats:
         if not args.jsonl:
             fits = "does not fit" if misfits else "fits"
@@ -342,30 +357,32 @@ def _compaction_ending(
                 f"{PROG}: conversations {totals.conversations}, {totals.figures()}, "
                 f"{fits} within {budget}\n"
             )
+    # One status can say one thing: output the provider would reject (5) outranks
+    # skipped lines (4), which outrank misfits (3); the messages say each.
+    code = status.DOES_NOT_FIT if misfits else status.OK
     if not args.jsonl:
         if misfits:
             say(
                 f"{PROG}: {totals.named_not_fitting[0]}: does not fit: {totals.tokens_after}"
                 f" tokens with every droppable message dropped, budget {budget}\n"
             )
-        return status.DOES_NOT_FIT if misfits else status.OK
+        return status.REJECTED if totals.rejected else code
     if misfits:
         say(
             f"{PROG}: {misfits} of {totals.conversations} conversations do not fit "
             f"within {budget}: {_names(totals)}\n"
         )
     if totals.skipped:
-        # One status can say one thing: skipped lines (4) outrank misfits (3), since the
-        # output then lacks conversations; the last line says both.
+        # The last line says both, when the skipped lines decide the status.
         also = (
             f"; {misfits} of {totals.conversations} conversations do not fit within {budget}"
             f" (status {status.SKIPPED} outranks {status.DOES_NOT_FIT})"
-            if misfits
+            if misfits and not totals.rejected
             else ""
         )
         say(f"{PROG}: {_skipped(args, totals)}{also}\n")
-        return status.SKIPPED
-    return status.DOES_NOT_FIT if misfits else status.OK
+        code = status.SKIPPED
+    return status.REJECTED if totals.rejected else code
 
 
 def _repair_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
@@ -473,7 +490,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     Returns:
         The exit status. Compaction: 0 when the result fits, 3 when it does not
-        (the best result is still written), 2 for a usage error or unusable input,
+        (the best result is still written), 5 when it still has the tool-pairing
+        problems its input had (written all the same; the provider would reject
+        it), 2 for a usage error or unusable input,
         1 when standard output was closed early, 130 after Ctrl-C and 143 after
         SIGTERM. ``check``: 0 when there are no pairing problems, 1 when there
         are, 2 for a usage error or unusable input. ``repair``: 0 when every
