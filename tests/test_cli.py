@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -208,7 +209,8 @@ def test_invalid_json_names_file_line_and_column(
         ),
         (b"[{}, {}, null]", "ctx-compact: <stdin>: message 2: expected an object, got null\n"),
         (b'[{"role": "user", "n": NaN}]', "ctx-compact: <stdin>: invalid JSON: NaN is not valid"),
-        (b"", "ctx-compact: <stdin>:1:1: invalid JSON: Expecting value\n"),
+        (b"", "ctx-compact: <stdin>: the input is empty: expected an array of messages or an"),
+        (b" \r\n\n", "ctx-compact: <stdin>: the input is empty: expected an array of messages"),
         (
             b'[\n{"role": "user", "content": "caf\xe9"}]',
             "ctx-compact: <stdin>:2:33: not valid UTF-8 (byte 0xe9)\n",
@@ -222,6 +224,7 @@ def test_invalid_json_names_file_line_and_column(
         "null",
         "nan",
         "empty",
+        "blank",
         "utf8",
     ],
 )
@@ -237,6 +240,59 @@ def test_unusable_input_is_status_2_with_nothing_written(
     assert out == ""
     assert err.startswith("ctx-compact: <stdin>")
     assert message in err
+
+
+@pytest.mark.parametrize("mode", ["compact", "check", "repair"])
+def test_an_empty_file_is_named_as_empty_in_every_mode(
+    mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    args = {"compact": ["--max-tokens", "10"], "check": ["check"], "repair": ["repair"]}[mode]
+    assert main([*args, str(empty)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"ctx-compact: {empty}: the input is empty: expected an array of messages or an object"
+        ' with a "messages" array\n'
+    )
+
+
+GZIP_MODES = {
+    "array": ["--max-tokens", "150"],
+    "jsonl": ["--jsonl", "--max-tokens", "150", "--skip-invalid"],
+    "jobs": ["--jsonl", "--max-tokens", "150", "--skip-invalid", "--jobs", "2"],
+    "check": ["check", "--jsonl"],
+    "repair": ["repair"],
+}
+
+
+@pytest.mark.parametrize("mode", list(GZIP_MODES))
+def test_gzip_on_standard_input_is_named_with_what_to_do(mode: str):
+    # It was "not valid UTF-8 (byte 0x8b)", or with --skip-invalid a bad line per newline byte.
+    packed = gzip.compress(jsonl(json.loads(WEATHER.read_text(encoding="utf-8"))) * 50)
+    done = run_module(*GZIP_MODES[mode], stdin=packed)
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr == (
+        b"ctx-compact: <stdin>: looks gzip-compressed: pipe it through gunzip -c, or give its"
+        b" name (a name ending in .gz is read gunzipped)\n"
+    )
+
+
+def test_a_gzip_file_without_a_gz_name_is_named_with_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    data = tmp_path / "train.jsonl"
+    data.write_bytes(gzip.compress(jsonl([{"role": "user", "content": "hi"}])))
+    assert main(["--jsonl", "--max-tokens", "150", "--skip-invalid", str(data)]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"ctx-compact: {data}: looks gzip-compressed: a name ending in .gz is read gunzipped"
+        " (or gunzip it first)\n",
+    )
+    named = tmp_path / "train.jsonl.gz"
+    data.rename(named)
+    assert main(["--jsonl", "--max-tokens", "150", str(named)]) == 0
 
 
 def test_library_error_is_reported_with_the_message_index(
@@ -791,7 +847,7 @@ def test_check_invalid_json_names_file_line_and_column(
             b'[{"role": "assistant", "tool_calls": "get_weather"}]',
             "<stdin>: message 0: tool_calls must be a list",
         ),
-        (b"", "<stdin>:1:1: invalid JSON: Expecting value\n"),
+        (b"", "<stdin>: the input is empty: expected an array of messages or an object"),
     ],
     ids=["shape", "message", "library", "empty"],
 )

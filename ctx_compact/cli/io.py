@@ -158,7 +158,13 @@ def read_array(path: str) -> Tuple[str, List[Any], Optional[Dict[str, Any]]]:
     with open_input(path) as source:
         data = read_all(source.stream, source.name)
     name = source.name
-    value = parse(decode(data, name, None, True), name, None)
+    text = decode(data, name, None, True)
+    if not text.strip(" \t\r\n"):
+        raise Failure(
+            f"{name}: the input is empty: expected an array of messages or an object with a"
+            ' "messages" array'
+        )
+    value = parse(text, name, None)
     messages, holder = conversation(value, name)
     return name, messages, holder
 
@@ -219,13 +225,50 @@ def _kind(handle: IO[Any]) -> Tuple[Optional[int], bool]:
     return None, stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
+_GZIP_SIGNATURE = b"\x1f\x8b"
+
+
+def _starts_gzipped(stream: IO[Any]) -> bool:
+    """Whether ``stream`` starts as a gzip file does; it is not moved."""
+    try:
+        peek = getattr(stream, "peek", None)
+        if peek is not None:
+            head = peek(2)[:2]
+        elif stream.seekable():
+            start = stream.tell()
+            head = stream.read(2)
+            stream.seek(start)
+        else:
+            return False
+    except (OSError, ValueError):
+        return False  # reading it will say what is wrong
+    return bool(head == _GZIP_SIGNATURE)
+
+
+def _refuse_gzipped(stream: IO[Any], name: str) -> None:
+    # Read as text it fails on its second byte, "not valid UTF-8 (byte 0x8b)"; and
+    # with --jsonl --skip-invalid, every newline byte would make a bad line of it.
+    if not _starts_gzipped(stream):
+        return
+    if name == STDIN_NAME:
+        how = "pipe it through gunzip -c, or give its name (a name ending in .gz is read gunzipped)"
+    else:
+        how = "a name ending in .gz is read gunzipped (or gunzip it first)"
+    raise Failure(f"{name}: looks gzip-compressed: {how}")
+
+
 @contextlib.contextmanager
 def open_input(path: str) -> Iterator[Source]:
-    """The input named ``path``: standard input for ``-``, gunzipped when it ends in ``.gz``."""
+    """The input named ``path``: standard input for ``-``, gunzipped when it ends in ``.gz``.
+
+    Raises:
+        Failure: It cannot be opened, or it is gzip-compressed without a ``.gz`` name.
+    """
     if path == "-":
         if sys.stdin is None:  # started with standard input closed (<&-)
             raise Failure(f"{STDIN_NAME}: cannot read: standard input is closed")
         stream = getattr(sys.stdin, "buffer", sys.stdin)
+        _refuse_gzipped(stream, STDIN_NAME)
         size, live = _kind(stream)
         yield Source(STDIN_NAME, stream, size, live=live)
         return
@@ -240,6 +283,7 @@ def open_input(path: str) -> Iterator[Source]:
             with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
                 yield Source(path, unpacked, size, handle, live)  # type: ignore[arg-type]
         else:
+            _refuse_gzipped(handle, path)
             yield Source(path, handle, size, live=live)
 
 
