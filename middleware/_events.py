@@ -20,9 +20,30 @@ Hook = Callable[["CompactionEvent"], Any]
 Hooks = Union[None, Hook, Sequence[Hook]]
 
 
-@dataclass(frozen=True)
+# The one line log_compaction logs and an event's repr shows: figures only, never content.
+_SUMMARY = "%s: %d -> %d tokens (budget %s), %d of %d messages dropped%s, %s"
+
+
+def _summary_args(event: CompactionEvent) -> Tuple[Any, ...]:
+    return (
+        event.function,
+        event.tokens_before,
+        event.tokens_after,
+        event.max_tokens,
+        len(event.dropped),
+        event.messages_before,
+        ", summary inserted" if event.summary is not None else "",
+        "fits" if event.fits else "does not fit",
+    )
+
+
+@dataclass(frozen=True, repr=False)
 class CompactionEvent:
     """What happened to one intercepted call's messages.
+
+    Its ``repr`` (and so ``print(event)``) is the one line ``log_compaction``
+    logs, ``<CompactionEvent app.ask: 195 -> 124 tokens (budget 150), 3 of 10
+    messages dropped, fits>``, never the messages: they are its fields.
 
     One event is produced for every call whose messages were intercepted, also
     when nothing had to be dropped, and also when the call was not made
@@ -112,6 +133,9 @@ class CompactionEvent:
     summary_error: Optional[str] = None
     repairs: Tuple[Any, ...] = ()
     store_error: Optional[str] = None
+
+    def __repr__(self) -> str:
+        return f"<CompactionEvent {_SUMMARY % _summary_args(self)}>"
 
     @property
     def compacted(self) -> bool:
@@ -273,19 +297,7 @@ def log_compaction(event: CompactionEvent) -> None:
         "ctx_compact_provider_tokens": event.provider_tokens,
         "ctx_compact_pairing_problems": len(event.problems),
     }
-    logger.log(
-        level,
-        "%s: %d -> %d tokens (budget %s), %d of %d messages dropped%s, %s",
-        event.function,
-        event.tokens_before,
-        event.tokens_after,
-        event.max_tokens,
-        len(event.dropped),
-        event.messages_before,
-        ", summary inserted" if event.summary is not None else "",
-        "fits" if event.fits else "does not fit",
-        extra=extra,
-    )
+    logger.log(level, _SUMMARY, *_summary_args(event), extra=extra)
 
 
 log_compaction.never_blocks = True  # type: ignore[attr-defined]

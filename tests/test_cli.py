@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -208,7 +209,8 @@ def test_invalid_json_names_file_line_and_column(
         ),
         (b"[{}, {}, null]", "ctx-compact: <stdin>: message 2: expected an object, got null\n"),
         (b'[{"role": "user", "n": NaN}]', "ctx-compact: <stdin>: invalid JSON: NaN is not valid"),
-        (b"", "ctx-compact: <stdin>:1:1: invalid JSON: Expecting value\n"),
+        (b"", "ctx-compact: <stdin>: the input is empty: expected an array of messages or an"),
+        (b" \r\n\n", "ctx-compact: <stdin>: the input is empty: expected an array of messages"),
         (
             b'[\n{"role": "user", "content": "caf\xe9"}]',
             "ctx-compact: <stdin>:2:33: not valid UTF-8 (byte 0xe9)\n",
@@ -222,6 +224,7 @@ def test_invalid_json_names_file_line_and_column(
         "null",
         "nan",
         "empty",
+        "blank",
         "utf8",
     ],
 )
@@ -237,6 +240,59 @@ def test_unusable_input_is_status_2_with_nothing_written(
     assert out == ""
     assert err.startswith("ctx-compact: <stdin>")
     assert message in err
+
+
+@pytest.mark.parametrize("mode", ["compact", "check", "repair"])
+def test_an_empty_file_is_named_as_empty_in_every_mode(
+    mode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    args = {"compact": ["--max-tokens", "10"], "check": ["check"], "repair": ["repair"]}[mode]
+    assert main([*args, str(empty)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"ctx-compact: {empty}: the input is empty: expected an array of messages or an object"
+        ' with a "messages" array\n'
+    )
+
+
+GZIP_MODES = {
+    "array": ["--max-tokens", "150"],
+    "jsonl": ["--jsonl", "--max-tokens", "150", "--skip-invalid"],
+    "jobs": ["--jsonl", "--max-tokens", "150", "--skip-invalid", "--jobs", "2"],
+    "check": ["check", "--jsonl"],
+    "repair": ["repair"],
+}
+
+
+@pytest.mark.parametrize("mode", list(GZIP_MODES))
+def test_gzip_on_standard_input_is_named_with_what_to_do(mode: str):
+    # It was "not valid UTF-8 (byte 0x8b)", or with --skip-invalid a bad line per newline byte.
+    packed = gzip.compress(jsonl(json.loads(WEATHER.read_text(encoding="utf-8"))) * 50)
+    done = run_module(*GZIP_MODES[mode], stdin=packed)
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr == (
+        b"ctx-compact: <stdin>: looks gzip-compressed: pipe it through gunzip -c, or give its"
+        b" name (a name ending in .gz is read gunzipped)\n"
+    )
+
+
+def test_a_gzip_file_without_a_gz_name_is_named_with_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    data = tmp_path / "train.jsonl"
+    data.write_bytes(gzip.compress(jsonl([{"role": "user", "content": "hi"}])))
+    assert main(["--jsonl", "--max-tokens", "150", "--skip-invalid", str(data)]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"ctx-compact: {data}: looks gzip-compressed: a name ending in .gz is read gunzipped"
+        " (or gunzip it first)\n",
+    )
+    named = tmp_path / "train.jsonl.gz"
+    data.rename(named)
+    assert main(["--jsonl", "--max-tokens", "150", str(named)]) == 0
 
 
 def test_library_error_is_reported_with_the_message_index(
@@ -263,7 +319,7 @@ def test_library_error_is_reported_with_the_message_index(
         (["--max-tokens", "9", "--keep-tail", "2.5"], "argument --keep-tail: must be a non-neg"),
         (["--max-tokens", "9", "--indent", "-2"], "argument --indent: must be a non-negative"),
         (["--max-tokens", "9", "--jsonl", "--indent", "2"], "--indent cannot be used with"),
-        (["--max-tokens", "9", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["--max-tokens", "9", "--frobnicate"], "unrecognized option --frobnicate\n"),
     ],
 )
 def test_usage_errors_are_status_2(
@@ -274,6 +330,55 @@ def test_usage_errors_are_status_2(
     assert out == ""
     assert err.startswith("usage: ctx-compact")
     assert f"ctx-compact: error: {complaint}" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        # Abbreviations were taken: --max-tok for --max-tokens, --stat for --stats.
+        (["--max-tok", "9"], "unrecognized option --max-tok (did you mean --max-tokens?)"),
+        (["--max-tokens", "9", "--stat"], "unrecognized option --stat (did you mean --stats?)"),
+        # argparse named another problem: "the following arguments are required", or
+        # "unrecognized arguments: --keep-tial FILE" (it took the 3 for the file).
+        (["--max-tokns", "9"], "unrecognized option --max-tokns (did you mean --max-tokens?)"),
+        (
+            ["--max-tokens", "9", "--keep-tial", "3"],
+            "unrecognized option --keep-tial (did you mean --keep-tail?)",
+        ),
+        (["--max-tokens", "9", "--jsnl=1"], "unrecognized option --jsnl (did you mean --jsonl?)"),
+        (
+            ["--max-tokens", "9", "--answer-unanswered"],
+            "unrecognized option --answer-unanswered: it is an option of ctx-compact repair, not"
+            " of compaction",
+        ),
+        (
+            ["--max-tokens", "9", "--keep", "2"],
+            "unrecognized option --keep (did you mean --keep-head, --keep-tail or --keep-results?)",
+        ),
+        (["--max-tokens", "9", "--verbose"], "unrecognized option --verbose"),
+        (["--max-tokens", "9", "-x"], "unrecognized option -x"),
+    ],
+)
+def test_a_misspelt_or_abbreviated_option_is_named_with_the_one_meant(
+    args: List[str], complaint: str, capsys: pytest.CaptureFixture[str]
+):
+    assert main([*args, str(WEATHER)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("usage: ctx-compact")
+    assert err.endswith(f"ctx-compact: error: {complaint}\n")
+
+
+def test_values_that_look_like_options_are_still_values(capsys: pytest.CaptureFixture[str]):
+    # A negative number, an attached -oFILE, "-" for standard input and names after "--".
+    assert "must be a finite positive" in _usage(["--max-tokens", "-5", str(WEATHER)], capsys)
+    assert main(["--max-tokens", "1000", "--", str(WEATHER)]) == 0
+    capsys.readouterr()
+
+
+def _usage(args: List[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(args) == 2
+    return capsys.readouterr().err
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]):
@@ -791,7 +896,7 @@ def test_check_invalid_json_names_file_line_and_column(
             b'[{"role": "assistant", "tool_calls": "get_weather"}]',
             "<stdin>: message 0: tool_calls must be a list",
         ),
-        (b"", "<stdin>:1:1: invalid JSON: Expecting value\n"),
+        (b"", "<stdin>: the input is empty: expected an array of messages or an object"),
     ],
     ids=["shape", "message", "library", "empty"],
 )
@@ -838,13 +943,17 @@ def test_check_keeps_each_problem_on_one_line(
 def test_check_refuses_the_compaction_options(
     option: List[str], capsys: pytest.CaptureFixture[str]
 ):
-    # A command meant to compact never passes quietly as a check: argparse refuses the option.
+    # A command meant to compact never passes quietly as a check: the option is refused,
+    # and the error says whose it is.
     assert main(["check", *option, str(WEATHER)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith("usage: ctx-compact check")
-    assert "ctx-compact check: error: unrecognized arguments: " in err
-    assert option[0] in err
+    name = option[0].split("=")[0]
+    assert err.endswith(
+        f"ctx-compact check: error: unrecognized option {name}: it is an option of compaction,"
+        " not of ctx-compact check\n"
+    )
 
 
 def test_check_takes_the_same_input_options_as_compaction(
@@ -888,8 +997,8 @@ def test_check_input_options_need_jsonl(capsys: pytest.CaptureFixture[str]):
 
 def test_check_refuses_unknown_options_and_a_second_file(capsys: pytest.CaptureFixture[str]):
     assert main(["check", "--frobnicate", str(WEATHER)]) == 2
-    assert "ctx-compact check: error: unrecognized arguments: --frobnicate" in (
-        capsys.readouterr().err
+    assert capsys.readouterr().err.endswith(
+        "ctx-compact check: error: unrecognized option --frobnicate\n"
     )
     assert main(["check", str(WEATHER), str(BROKEN)]) == 2
     assert f"unrecognized arguments: {BROKEN}" in capsys.readouterr().err

@@ -310,15 +310,62 @@ def test_array_mode_on_jsonl_hints_at_the_mode(
 # --- input whose pairing is already broken --------------------------------------------------
 
 
-def test_broken_input_pairing_is_warned_in_checks_wording(capsys: pytest.CaptureFixture[str]):
-    assert main([str(BROKEN), "--max-tokens", "1000"]) == 0
+def test_broken_input_pairing_is_warned_in_checks_wording_and_is_status_5(
+    capsys: pytest.CaptureFixture[str],
+):
+    # The output is written, but the provider would reject it: not status 0.
+    assert main([str(BROKEN), "--max-tokens", "1000"]) == 5
     out, err = capsys.readouterr()
     assert json.loads(out) == BROKEN_MESSAGES  # compacted (here: kept whole) all the same
     assert err.splitlines() == [
         f"ctx-compact: warning: {BROKEN}: {ORPHAN}",
         "ctx-compact: warning: the input's tool pairing was already broken: 1 problem in 1 of"
-        " 1 conversation; compaction cannot repair them (--strict refuses such conversations)",
+        " 1 conversation; compaction does not repair pairing, and the provider would reject"
+        " the output (status 5): run ctx-compact repair on the input first (--strict refuses"
+        " such conversations)",
     ]
+
+
+def test_repairing_first_as_the_warning_says_gives_output_the_provider_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    fixed, trimmed = tmp_path / "fixed.json", tmp_path / "trimmed.json"
+    assert main(["repair", "-o", str(fixed), str(BROKEN)]) == 0
+    assert main([str(fixed), "--max-tokens", "1000", "-o", str(trimmed)]) == 0
+    assert main(["check", str(trimmed)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_broken_input_whose_problem_compaction_dropped_keeps_its_status(
+    capsys: pytest.CaptureFixture[str],
+):
+    # The orphaned result is among the messages dropped: the output is whole.
+    assert main([str(BROKEN), "--max-tokens", "100", "--keep-tail", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert ORPHAN not in out
+    assert err.splitlines()[-1] == (
+        "ctx-compact: warning: the input's tool pairing was already broken: 1 problem in 1 of"
+        " 1 conversation; the messages concerned were dropped, so the output has no pairing"
+        " problems"
+    )
+
+
+def test_status_5_outranks_skipped_lines_and_misfits(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    huge = [{"role": "user", "content": "x" * 4000}]
+    feed_stdin(monkeypatch, jsonl(MESSAGES, BROKEN_MESSAGES, huge) + b"not json\n")
+    assert main(["--jsonl", "--max-tokens", "1000", "--skip-invalid"]) == 5
+    out, err = capsys.readouterr()
+    assert lines_of(out) == [MESSAGES, BROKEN_MESSAGES, huge]
+    lines = err.splitlines()
+    assert lines[2] == (
+        "ctx-compact: warning: the input's tool pairing was already broken: 1 problem in 1 of"
+        " 3 conversations; compaction does not repair pairing, and the provider would reject"
+        " 1 of the conversations written (status 5): run ctx-compact repair on the input first"
+        " (--strict refuses such conversations)"
+    )
+    assert lines[-1] == "ctx-compact: skipped 1 bad line"  # no "(status 4 outranks 3)"
 
 
 def test_intact_input_gives_no_warning(capsys: pytest.CaptureFixture[str]):
@@ -353,12 +400,14 @@ def test_pairing_warnings_are_bounded(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     feed_stdin(monkeypatch, jsonl(*[BROKEN_MESSAGES] * 25))
-    assert main(["--jsonl", "--max-tokens", "1000"]) == 0
+    assert main(["--jsonl", "--max-tokens", "1000"]) == 5
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 21
     assert err[19] == f"ctx-compact: warning: <stdin>:20: {ORPHAN}"
     assert err[20] == (
         "ctx-compact: warning: the input's tool pairing was already broken: 25 problems in 25 of"
-        " 25 conversations (5 not shown; ctx-compact check lists them); compaction cannot"
-        " repair them (--strict refuses such conversations)"
+        " 25 conversations (5 not shown; ctx-compact check lists them); compaction does not"
+        " repair pairing, and the provider would reject 25 of the conversations written"
+        " (status 5): run ctx-compact repair on the input first (--strict refuses such"
+        " conversations)"
     )

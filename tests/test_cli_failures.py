@@ -416,3 +416,48 @@ def test_a_line_too_large_to_compact_in_memory_can_be_skipped(
     out, err = capsys.readouterr()
     assert len(out.splitlines()) == 2
     assert f"skipped {data}:2: the line is too large to compact in memory" in err
+
+
+# --- standard streams closed before the run -------------------------------------------------
+
+STREAM_MODES = {
+    "array": [*EXAMPLE, "-"],
+    "jsonl": ["--jsonl", *EXAMPLE],
+    "jobs": ["--jsonl", "--jobs", "2", *EXAMPLE],
+    "check": ["check"],
+    "repair": ["repair", "--jsonl"],
+}
+
+
+def _closed(stream: str, args: List[str]) -> subprocess.CompletedProcess[bytes]:
+    # As `ctx-compact ... <&-` in a shell: the descriptor is closed, not merely at its end.
+    return subprocess.run(
+        ["sh", "-c", f'exec "$0" -m ctx_compact "$@" {stream}&-', sys.executable, *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=PATIENCE,
+        check=False,
+    )
+
+
+@posix
+@pytest.mark.parametrize("mode", list(STREAM_MODES))
+def test_closed_standard_input_is_one_line_and_status_2(mode: str):
+    done = _closed("<", STREAM_MODES[mode])
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2,
+        b"",
+        b"ctx-compact: <stdin>: cannot read: standard input is closed\n",
+    )
+
+
+@posix
+@pytest.mark.parametrize("mode", ["array", "check", "repair"])
+def test_closed_standard_output_is_one_line_and_status_2(mode: str):
+    args = {"array": [*EXAMPLE], "check": ["check"], "repair": ["repair"]}[mode]
+    done = _closed(">", [*args, str(WEATHER)])
+    assert (done.returncode, done.stderr) == (
+        2,
+        b"ctx-compact: <stdout>: cannot write: standard output is closed\n",
+    )

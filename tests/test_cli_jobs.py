@@ -71,7 +71,7 @@ def run(tmp_path: Path, jobs: int, *extra: str) -> Tuple[int, bytes, bytes, byte
 def test_jobs_2_gives_the_same_bytes_as_jobs_1(tmp_path: Path):
     one = run(tmp_path, 1, "--explain")
     two = run(tmp_path, 2, "--explain")
-    assert one[0] == 4
+    assert one[0] == 5  # its broken lines are written broken; 5 outranks 4
     assert two == one
     assert len(one[1].splitlines()) == 400 - 400 // 9 * 2 - 1  # less blank and invalid lines
 
@@ -167,6 +167,97 @@ def test_interrupted_parallel_run_is_quiet_and_leaves_nothing(
     assert (process.returncode, err) == (status, b"")
     assert target.read_text() == "precious\n"
     assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+# Run in a process of its own (fork needs one thread): main() once per step, with the
+# signal sent at the step-th line run in Workers.__init__ or in a block it holds.
+_WORKER_START_STEPS = """
+import json, os, signal, sys
+from ctx_compact.cli import interrupts, jobs, main
+
+signum, status, data, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+whole = open(out, "rb").read()
+start, hold = jobs.Workers.__init__.__code__, interrupts.held.__wrapped__.__code__
+step = 0
+while True:
+    step += 1
+    state = {"lines": 0, "sent": False, "starting": 0}
+
+    def tracer(frame, event, arg):
+        code = frame.f_code
+        if code is start:
+            state["starting"] += {"call": 1, "return": -1}.get(event, 0)
+        elif code is not hold or not state["starting"]:
+            return None
+        if event == "line" and not state["sent"]:
+            state["lines"] += 1
+            if state["lines"] == step:
+                state["sent"] = True
+                signal.raise_signal(signum)
+        return tracer
+
+    with open(out, "wb") as handle:
+        handle.write(b"precious\\n")
+    sys.settrace(tracer)
+    try:
+        code = main(["--jsonl", "--jobs", "2", "--max-tokens", "150", "--keep-tail", "2",
+                     "-o", out, data])
+    finally:
+        sys.settrace(None)
+    print(json.dumps({
+        "step": step,
+        "sent": state["sent"],
+        "status": code,
+        "files": sorted(os.listdir(os.path.dirname(out))),
+        "output": open(out, "rb").read() in (b"precious\\n", whole),
+    }), flush=True)
+    if not state["sent"]:
+        break
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize(
+    ("sent", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
+def test_a_signal_at_any_step_of_starting_the_workers_ends_the_run(
+    sent: int, status: int, tmp_path: Path
+):
+    # While workers are forked, they must start ignoring Ctrl-C; the main process must not:
+    # a signal then was lost (Ctrl-C, ignored) or ended it at once, its temporary file left
+    # behind (SIGTERM, at its default).
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(json.dumps(MESSAGES).encode() + b"\n")
+    out = tmp_path / "out.jsonl"
+    first = subprocess.run([*COMMAND, "--keep-tail", "2", "-o", str(out), str(data)], cwd=ROOT)
+    assert first.returncode == 0
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _WORKER_START_STEPS,
+            str(int(sent)),
+            str(status),
+            str(data),
+            str(out),
+        ],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=600,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    runs = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(runs) > 20  # the steps really were walked through
+    for run in runs[:-1]:
+        assert run == {
+            "step": run["step"],
+            "sent": True,
+            "status": status,
+            "files": ["data.jsonl", "out.jsonl"],
+            "output": True,
+        }
+    assert runs[-1]["status"] == 0
 
 
 def test_workers_beside_another_thread_are_spawned_and_agree(tmp_path: Path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import io
 import json
 import os
@@ -13,10 +15,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any, List
+from types import FrameType
+from typing import IO, Any, Dict, List
 
 import pytest
 
+from ctx_compact.cli import interrupts as cli_interrupts
+from ctx_compact.cli import io as cli_io
 from ctx_compact.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -253,6 +258,131 @@ def test_signal_ends_the_run_quietly_leaving_the_output_untouched(
     assert err == b""
     assert target.read_text() == "precious\n"
     assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+class _Interrupter:
+    """A trace function sending this process ``signum`` at one chosen step of the run.
+
+    The steps counted are the bytecode instructions run while an output is being
+    opened, registered for cleanup, closed or put in place (while a frame of
+    ``output``, of its ``with`` or of the run's ``ExitStack`` is on the stack),
+    where CPython also runs signal handlers: step ``n`` of one run is the moment
+    a Ctrl-C landing ``n`` instructions in would be seen.
+    """
+
+    def __init__(self, signum: int, step: int) -> None:
+        self.signum = signum
+        self.step = step
+        self.counted = 0
+        self.depth = 0
+        self.sent = False
+        # Each interrupts.held frame seen, and whether its block is under way: a signal
+        # anywhere in the block is delivered as it ends, so the block is one step.
+        self.blocks: Dict[FrameType, bool] = {}
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        watched = _watched(frame)
+        if frame.f_code is _HELD:
+            if event == "return" and frame not in self.blocks:  # at its yield
+                self.blocks[frame] = True
+                if self.depth:
+                    self._step()
+            elif event == "call" and self.blocks.get(frame):  # resumed: the block is over
+                self.blocks[frame] = False
+        if event == "call":
+            self.depth += watched
+            if not (watched or self.depth):
+                return None
+            frame.f_trace_opcodes = True
+        elif event == "return":
+            self.depth -= watched
+        elif event == "opcode" and self.depth and not any(self.blocks.values()):
+            self._step()
+        return self
+
+    def _step(self) -> None:
+        if not self.sent:
+            self.counted += 1
+            if self.counted == self.step:
+                self.sent = True
+                signal.raise_signal(self.signum)  # its handler runs now, as a real one would
+
+
+_HELD = cli_interrupts.held.__wrapped__.__code__  # type: ignore[attr-defined]
+_OUTPUT = {
+    cli_io.output.__wrapped__.__code__,  # type: ignore[attr-defined]
+    cli_io._replacing.__wrapped__.__code__,  # type: ignore[attr-defined]
+}
+# What a @contextmanager function returns: its __enter__ and __exit__ run the generator.
+_GENERATOR_CM = type(cli_io.output(None, cli_io.Temporaries()))
+_ENTER_EXIT = {_GENERATOR_CM.__enter__.__code__, _GENERATOR_CM.__exit__.__code__}
+_EXIT_STACK = {contextlib.ExitStack.enter_context.__code__, contextlib.ExitStack.__exit__.__code__}
+
+
+def _watched(frame: FrameType) -> bool:
+    code = frame.f_code
+    if code in _ENTER_EXIT:  # an output's only: not the input's, nor any other's
+        generator = getattr(frame.f_locals.get("self"), "gen", None)
+        return getattr(generator, "gi_code", None) in _OUTPUT
+    return code in _OUTPUT or code in _EXIT_STACK
+
+
+def _interrupted_at(interrupter: _Interrupter, args: List[str]) -> int:
+    # No collection during the run: a handler running inside a finaliser that the
+    # collector calls would have its error ignored, and the signal with it.
+    gc.disable()
+    previous = sys.gettrace()
+    sys.settrace(interrupter)
+    try:
+        return main(args)
+    finally:
+        sys.settrace(previous)
+        gc.enable()
+
+
+@posix
+@pytest.mark.parametrize(
+    ("mode", "sent", "status"),
+    [("array", signal.SIGINT, 130), ("jsonl", signal.SIGTERM, 143)],
+    ids=["array-ctrl-c", "jsonl-sigterm"],
+)
+# An interrupt inside ExitStack's own code can skip the input's exit: the collector
+# then closes the input file, with a ResourceWarning. The outputs are what is tested.
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_signal_at_any_step_of_opening_or_replacing_an_output_leaves_no_file(
+    mode: str, sent: int, status: int, tmp_path: Path
+):
+    # Every instruction from the output's opening to its replacing, one run each: a
+    # signal landing anywhere ends the run with its status, leaves no temporary file,
+    # leaves the output as it was or whole, and leaves the handlers as they were.
+    data = tmp_path / "data.json"
+    data.write_bytes(WEATHER.read_bytes() if mode == "array" else jsonl(MESSAGES, MESSAGES))
+    out = tmp_path / "out.jsonl"
+    args = [*EXAMPLE, "-o", str(out), str(data)]
+    args = ["--jsonl", *args] if mode == "jsonl" else ["--indent", "0", *args]
+    # One run untouched first, which also does the standard library's one-time set-up
+    # (tempfile's name sequence, under a lock that an interrupt could leave held).
+    assert main(args) == 0
+    whole = KEPT_LINE * (2 if mode == "jsonl" else 1)
+    assert out.read_bytes() == whole
+    handlers = [signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)]
+    step = 0
+    while True:
+        step += 1
+        out.write_bytes(b"precious\n")
+        interrupter = _Interrupter(sent, step)
+        code = _interrupted_at(interrupter, args)
+        assert sorted(os.listdir(tmp_path)) == ["data.json", "out.jsonl"], step
+        assert out.read_bytes() in (b"precious\n", whole), step
+        # main() called from a program leaves the program's handlers as they were.
+        assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == handlers, step
+        if not interrupter.sent:
+            break  # past the last step: the run went through untouched
+        assert code == status, step
+        if step % 200 == 0:
+            gc.collect()
+    assert (code, out.read_bytes()) == (0, whole)
+    assert step > 200  # the steps really were walked through
 
 
 # --- a terminal as standard input -----------------------------------------------------------

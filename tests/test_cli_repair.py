@@ -201,7 +201,12 @@ def test_standard_input_and_output(
         (["--answer-unanswered", "--placeholder", ""], "--placeholder must not be empty"),
         (["--jsonl", "--indent", "2"], "--indent cannot be used with --jsonl"),
         (["--report", "r.jsonl"], "--report needs --jsonl"),
-        (["--max-tokens", "5"], "unrecognized arguments: --max-tokens"),
+        (
+            ["--max-tokens", "5"],
+            "unrecognized option --max-tokens: it is an option of compaction, not of"
+            " ctx-compact repair",
+        ),
+        (["--answer"], "unrecognized option --answer (did you mean --answer-unanswered?)"),
     ],
 )
 def test_usage_errors(argv: List[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -204,6 +204,28 @@ def test_event_is_frozen(weather):
     assert event.fits is True
 
 
+def test_an_events_repr_is_the_logged_line_not_the_messages(weather, caplog):
+    # print(event) used to dump every kept and dropped message (20 KB for one event).
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    events: List[CompactionEvent] = []
+    long = [
+        {**message, "content": f"{message.get('content')} " + "x" * 5000} for message in weather
+    ]
+    budgeted(max_tokens=1500, keep_head=1, keep_tail=2, on_compact=[events.append, log_compaction])(
+        ask
+    )(long)
+    (event,) = events
+    (record,) = log_records(caplog)
+
+    assert repr(event) == str(event) == f"<CompactionEvent {record.getMessage()}>"
+    assert repr(event) == (
+        f"<CompactionEvent {ask.__module__}.{ask.__qualname__}: 12697 -> 3792 tokens"
+        " (budget 1500), 7 of 10 messages dropped, does not fit>"
+    )
+    # The messages are still there, as fields: the caller's own objects.
+    assert {id(m) for m in (*event.messages, *event.dropped)} == {id(m) for m in long}
+
+
 def test_event_documented_fields():
     names = {field.name for field in dataclasses.fields(CompactionEvent)}
 

@@ -9,9 +9,11 @@ to exit with.
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+import re
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import __version__
 from .._contract import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL, REPAIR_PLACEHOLDER
@@ -23,6 +25,44 @@ from .words import PROG, SHOWN_SKIPPED, Budget, number
 CHECK = "check"
 REPAIR = "repair"
 COMPACT = "compact"  # no mode word: the command compacts
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that takes no abbreviation and knows its option strings.
+
+    ``--max-tok 9`` is not taken for ``--max-tokens 9``: an abbreviation that is
+    accepted today would become ambiguous, or another option, when an option is
+    added. ``option_names`` serves the "did you mean" of an unknown option.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.option_names: List[str] = []  # before super().__init__, which adds --help
+        super().__init__(allow_abbrev=False, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.option_names.extend(action.option_strings)
+        return action
+
+    def group(self, title: str) -> _Group:
+        """An argument group, whose options this parser knows too."""
+        return _Group(self, self.add_argument_group(title))
+
+
+class _Group:
+    """An argument group (or a mutually exclusive one) whose options its parser knows."""
+
+    def __init__(self, parser: _Parser, group: Any) -> None:
+        self._parser = parser
+        self._group = group
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action: argparse.Action = self._group.add_argument(*args, **kwargs)
+        self._parser.option_names.extend(action.option_strings)
+        return action
+
+    def add_mutually_exclusive_group(self) -> _Group:
+        return _Group(self._parser, self._group.add_mutually_exclusive_group())
 
 
 def _budget(text: str) -> Budget:
@@ -48,8 +88,8 @@ def _count(text: str) -> int:
     return value
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _build_parser() -> _Parser:
+    parser = _Parser(
         prog=PROG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
@@ -176,7 +216,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--strict",
         action="store_true",
         help="refuse a conversation whose tool pairing is already broken (status 2, or"
-        " skipped with --skip-invalid) instead of warning and compacting it",
+        " skipped with --skip-invalid) instead of warning and compacting it (status 5 when"
+        " the result is still broken)",
     )
     batch = _add_dataset_options(parser)
     batch.add_argument(
@@ -189,7 +230,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_input(parser: argparse.ArgumentParser) -> None:
+def _add_input(parser: _Parser) -> None:
     parser.add_argument(
         "input",
         nargs="?",
@@ -199,9 +240,9 @@ def _add_input(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_dataset_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+def _add_dataset_options(parser: _Parser) -> _Group:
     """The ``--jsonl`` input options, the same for compaction and ``check``."""
-    batch = parser.add_argument_group("datasets (with --jsonl)")
+    batch = parser.group("datasets (with --jsonl)")
     shown = batch.add_mutually_exclusive_group()
     shown.add_argument(
         "--progress",
@@ -244,8 +285,8 @@ def _add_dataset_options(parser: argparse.ArgumentParser) -> argparse._ArgumentG
     return batch
 
 
-def _build_check_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _build_check_parser() -> _Parser:
+    parser = _Parser(
         prog=f"{PROG} {CHECK}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
@@ -283,8 +324,8 @@ def _build_check_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _build_repair_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _build_repair_parser() -> _Parser:
+    parser = _Parser(
         prog=f"{PROG} {REPAIR}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
@@ -383,6 +424,48 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
     return status.USAGE
 
 
+# What argparse reads as a value although it starts with "-", as it does.
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+_MODE_NAMES = {COMPACT: "compaction", CHECK: f"{PROG} {CHECK}", REPAIR: f"{PROG} {REPAIR}"}
+
+
+def _unknown_option(parser: _Parser, arguments: Sequence[str]) -> Optional[str]:
+    """The first argument that is written as an option but is none of ``parser``'s."""
+    known = set(parser.option_names)
+    short = {name for name in known if not name.startswith("--")}
+    for argument in arguments:
+        if argument == "--":  # what follows are file names
+            return None
+        if not argument.startswith("-") or argument == "-" or _NEGATIVE_NUMBER.match(argument):
+            continue
+        if argument.startswith("--"):
+            if argument.split("=", 1)[0] not in known:
+                return argument.split("=", 1)[0]
+        elif argument[:2] not in short:  # -oFILE is -o FILE
+            return argument
+    return None
+
+
+def _unknown_message(option: str, mode: str, builders: Dict[str, Callable[[], _Parser]]) -> str:
+    """``unrecognized option X``, with the option it may stand for or the mode it belongs to."""
+    message = f"unrecognized option {option}"
+    for other, build in builders.items():
+        if other != mode and option in build().option_names:
+            return f"{message}: it is an option of {_MODE_NAMES[other]}, not of {_MODE_NAMES[mode]}"
+    # An abbreviation (once accepted) names every option it begins; otherwise the closest
+    # name, compared without the dashes every name shares, and only when close (--stat,
+    # --keep-tial), not when merely sharing a few letters.
+    given = option.lstrip("-")
+    names = [name[2:] for name in builders[mode]().option_names if name.startswith("--")]
+    meant = [name for name in names if name.startswith(given)] if option.startswith("--") else []
+    meant = meant or difflib.get_close_matches(given, names, n=1, cutoff=0.7)
+    if not meant:
+        return message
+    listed = ", ".join(f"--{name}" for name in meant[:-1])
+    either = f"{listed} or --{meant[-1]}" if listed else f"--{meant[-1]}"
+    return f"{message} (did you mean {either}?)"
+
+
 def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, str], int]:
     """``(arguments, mode)``, or the exit status when there is nothing to run.
 
@@ -391,9 +474,19 @@ def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, str
     file named check), else ``"compact"``.
     """
     mode = arguments[0] if arguments[:1] in ([CHECK], [REPAIR]) else COMPACT
-    builders = {COMPACT: _build_parser, CHECK: _build_check_parser, REPAIR: _build_repair_parser}
+    builders: Dict[str, Callable[[], _Parser]] = {
+        COMPACT: _build_parser,
+        CHECK: _build_check_parser,
+        REPAIR: _build_repair_parser,
+    }
     parser = builders[mode]()
-    args = _parse_args(parser, arguments if mode == COMPACT else arguments[1:])
+    given = arguments if mode == COMPACT else arguments[1:]
+    # Before argparse, whose complaint about a misspelt option is often another one
+    # (--max-tokns 9 FILE: "the following arguments are required: --max-tokens").
+    unknown = _unknown_option(parser, given)
+    if unknown is not None:
+        return _usage_error(parser, _unknown_message(unknown, mode, builders))
+    args = _parse_args(parser, given)
     if isinstance(args, int):
         return args
     problem = _conflict(args, mode)

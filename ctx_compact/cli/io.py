@@ -21,6 +21,7 @@ import zlib
 from dataclasses import dataclass
 from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Type, Union
 
+from .interrupts import held
 from .json import utf8_line
 
 STDIN_NAME = "<stdin>"
@@ -157,7 +158,13 @@ def read_array(path: str) -> Tuple[str, List[Any], Optional[Dict[str, Any]]]:
     with open_input(path) as source:
         data = read_all(source.stream, source.name)
     name = source.name
-    value = parse(decode(data, name, None, True), name, None)
+    text = decode(data, name, None, True)
+    if not text.strip(" \t\r\n"):
+        raise Failure(
+            f"{name}: the input is empty: expected an array of messages or an object with a"
+            ' "messages" array'
+        )
+    value = parse(text, name, None)
     messages, holder = conversation(value, name)
     return name, messages, holder
 
@@ -218,11 +225,50 @@ def _kind(handle: IO[Any]) -> Tuple[Optional[int], bool]:
     return None, stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
 
+_GZIP_SIGNATURE = b"\x1f\x8b"
+
+
+def _starts_gzipped(stream: IO[Any]) -> bool:
+    """Whether ``stream`` starts as a gzip file does; it is not moved."""
+    try:
+        peek = getattr(stream, "peek", None)
+        if peek is not None:
+            head = peek(2)[:2]
+        elif stream.seekable():
+            start = stream.tell()
+            head = stream.read(2)
+            stream.seek(start)
+        else:
+            return False
+    except (OSError, ValueError):
+        return False  # reading it will say what is wrong
+    return bool(head == _GZIP_SIGNATURE)
+
+
+def _refuse_gzipped(stream: IO[Any], name: str) -> None:
+    # Read as text it fails on its second byte, "not valid UTF-8 (byte 0x8b)"; and
+    # with --jsonl --skip-invalid, every newline byte would make a bad line of it.
+    if not _starts_gzipped(stream):
+        return
+    if name == STDIN_NAME:
+        how = "pipe it through gunzip -c, or give its name (a name ending in .gz is read gunzipped)"
+    else:
+        how = "a name ending in .gz is read gunzipped (or gunzip it first)"
+    raise Failure(f"{name}: looks gzip-compressed: {how}")
+
+
 @contextlib.contextmanager
 def open_input(path: str) -> Iterator[Source]:
-    """The input named ``path``: standard input for ``-``, gunzipped when it ends in ``.gz``."""
+    """The input named ``path``: standard input for ``-``, gunzipped when it ends in ``.gz``.
+
+    Raises:
+        Failure: It cannot be opened, or it is gzip-compressed without a ``.gz`` name.
+    """
     if path == "-":
+        if sys.stdin is None:  # started with standard input closed (<&-)
+            raise Failure(f"{STDIN_NAME}: cannot read: standard input is closed")
         stream = getattr(sys.stdin, "buffer", sys.stdin)
+        _refuse_gzipped(stream, STDIN_NAME)
         size, live = _kind(stream)
         yield Source(STDIN_NAME, stream, size, live=live)
         return
@@ -237,6 +283,7 @@ def open_input(path: str) -> Iterator[Source]:
             with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
                 yield Source(path, unpacked, size, handle, live)  # type: ignore[arg-type]
         else:
+            _refuse_gzipped(handle, path)
             yield Source(path, handle, size, live=live)
 
 
@@ -376,6 +423,8 @@ class _Guarded:
 
 def stdout_bytes() -> IO[bytes]:
     """Standard output as a binary stream, written as the run goes."""
+    if sys.stdout is None:  # started with standard output closed (>&-)
+        raise UnwritableStdout(f"{STDOUT_NAME}: cannot write: standard output is closed")
     binary = getattr(sys.stdout, "buffer", None)
     sys.stdout.flush()  # anything already written through the text layer goes first
     if binary is None:
@@ -442,26 +491,62 @@ def file_identity(path: str, standard: Any) -> Optional[object]:
     return (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
 
 
+class Temporaries:
+    """The temporary files of one run's outputs that are neither in place nor removed yet.
+
+    Each output removes its own when it fails or is interrupted, as it unwinds. An
+    interrupt can also land where nothing is unwinding it yet, or any more (between
+    an ``ExitStack`` taking an exit off its list and calling it): the run then
+    closes and removes what is left here when it ends (``remove``), whatever ended it.
+    """
+
+    def __init__(self) -> None:
+        self._files: Dict[str, IO[bytes]] = {}
+
+    def add(self, handle: IO[bytes]) -> None:
+        self._files[handle.name] = handle
+
+    def done(self, handle: IO[bytes]) -> None:
+        """``handle``'s file was put in place or removed."""
+        self._files.pop(handle.name, None)
+
+    def remove(self) -> None:
+        """Close and remove every temporary file still here."""
+        for name, handle in sorted(self._files.items()):
+            with contextlib.suppress(OSError, ValueError):
+                handle.close()
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+        self._files.clear()
+
+
 @contextlib.contextmanager
-def _replacing(path: str, target: str) -> Iterator[IO[bytes]]:
+def _replacing(path: str, target: str, temporaries: Temporaries) -> Iterator[IO[bytes]]:
     directory = os.path.dirname(os.path.abspath(target))
     handle: Optional[IO[bytes]] = None
     try:
-        # Created inside the try: a SIGTERM that lands just after the file exists
-        # must still remove it.
-        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
-            dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp", delete=False
-        )
+        # Ctrl-C or SIGTERM landing after the file exists but before it is known
+        # (inside tempfile, or on the assignment) would leave it behind: they wait.
+        with held():
+            handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
+                dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp", delete=False
+            )
+            temporaries.add(handle)
         with handle:
             yield handle
         os.chmod(handle.name, new_file_mode(target))
         os.replace(handle.name, target)
+        temporaries.done(handle)
     except BaseException as exc:
         # Also on Ctrl-C and SIGTERM (which the command turns into an exception):
         # the temporary file never outlives the run.
         if handle is not None:
+            # Closed here too: interrupted before the ``with handle`` took it, it is open.
+            with contextlib.suppress(OSError):
+                handle.close()
             with contextlib.suppress(OSError):
                 os.unlink(handle.name)
+            temporaries.done(handle)
         if isinstance(exc, OSError):
             raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
@@ -498,13 +583,13 @@ def reasons_path(rejects: str) -> str:
 
 
 @contextlib.contextmanager
-def output(path: Optional[str]) -> Iterator[IO[bytes]]:
+def output(path: Optional[str], temporaries: Temporaries) -> Iterator[IO[bytes]]:
     """A binary stream to write the output into, gzip-compressed when ``path`` ends in ``.gz``.
 
     Standard output (``None`` or ``"-"``) is written as the run goes. A regular
-    file is written to a temporary file beside it and moved over it only if the
-    block succeeds, so a failed or interrupted run leaves it untouched; anything
-    else (see ``file_to_replace``) is written directly.
+    file is written to a temporary file beside it, listed in ``temporaries``, and
+    moved over it only if the block succeeds, so a failed or interrupted run
+    leaves it untouched; anything else (see ``file_to_replace``) is written directly.
     """
     if path is None or path == "-":
         stdout = _Guarded(stdout_bytes(), STDOUT_NAME, UnwritableStdout)
@@ -512,7 +597,7 @@ def output(path: Optional[str]) -> Iterator[IO[bytes]]:
         stdout.flush()
         return
     target = file_to_replace(path)
-    with _replacing(path, target) if target is not None else _direct(path) as stream:
+    with _direct(path) if target is None else _replacing(path, target, temporaries) as stream:
         if not path.endswith(".gz"):
             yield _Guarded(stream, path)  # type: ignore[misc]
             return

@@ -9,13 +9,14 @@ one ready and written out in input order. At most a window of chunks is read
 but not yet written, so memory stays bounded by the window, never by the
 dataset. Each worker runs the same ``do_line`` as a single-process run, so the
 output is byte-identical to ``--jobs 1``. Workers ignore Ctrl-C: the main
-process decides how the run ends and stops them.
+process decides how the run ends and stops them. While they start, the main
+process holds Ctrl-C and SIGTERM (``interrupts.held``), so neither is lost nor
+ends it before its cleanup is in place.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import io
 import multiprocessing
 import os
@@ -39,6 +40,7 @@ from typing import (
     Union,
 )
 
+from .interrupts import held, unblock
 from .io import Failure, Source, read_jsonl, read_spans
 from .work import Done, Settings, serial
 
@@ -80,6 +82,9 @@ def _worker_signals() -> None:
     # worker at once and quietly, whatever handler the main process had installed.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Started inside held(), a worker has had both blocked until now: a Ctrl-C that
+    # came meanwhile is dropped (ignored), a SIGTERM ends it here.
+    unblock()
 
 
 def _lines(chunk: Chunk, name: str) -> Lines:
@@ -173,21 +178,6 @@ def _feed(connection: Connection, chunks: queue.SimpleQueue[Optional[Chunk]]) ->
             return
 
 
-@contextlib.contextmanager
-def _signals_for_workers() -> Iterator[None]:
-    """While workers are forked, the dispositions they must start with (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    _worker_signals()
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, saved[0])
-        signal.signal(signal.SIGTERM, saved[1])
-
-
 def _readable(fd: int) -> bool:
     """Whether reading ``fd`` would return at once (POSIX; a pipe or terminal)."""
     return bool(select.select([fd], [], [], 0)[0])
@@ -249,7 +239,9 @@ class Workers:
         self._forked = method == "fork"
         self._pipes: List[Connection] = []
         self._processes: List[Any] = []
-        with _signals_for_workers():
+        # Held while workers start: the main process gets a Ctrl-C or SIGTERM once they
+        # all have, and each worker starts with both blocked until it ignores Ctrl-C.
+        with held():
             for _ in range(jobs):
                 mine, theirs = context.Pipe()
                 # A forked worker closes its copies of this process's ends, its own included;

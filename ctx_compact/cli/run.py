@@ -25,17 +25,17 @@ import dataclasses
 import io
 import json
 import os
-import signal
 import sys
-import threading
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterator, List, Optional, Sequence
+from typing import IO, Any, Callable, List, Optional, Sequence
 
 from . import status
 from .args import CHECK, COMPACT, REPAIR, parse_arguments
+from .interrupts import Terminated, held, sigterm_raises
 from .io import (
     Failure,
     Source,
+    Temporaries,
     UnwritableStdout,
     open_input,
     output,
@@ -65,6 +65,7 @@ class _Totals:
     not_fitting: int = 0
     named_not_fitting: List[str] = field(default_factory=list)
     broken: int = 0
+    rejected: int = 0
     problems: int = 0
     skipped: int = 0
     changes: int = 0
@@ -82,6 +83,7 @@ class _Totals:
         if outcome.problems:
             self.broken += 1
             self.problems += len(outcome.problems)
+        self.rejected += outcome.rejected
         self.changes += len(outcome.changes)
 
     @property
@@ -182,6 +184,8 @@ class _Runner:
         # standard error: when both reach one terminal or log, lines never interleave.
         self.stdout: Optional[IO[bytes]] = None
         self.totals = _Totals()
+        # What an interrupted run removes when it ends, whatever ended it.
+        self.temporaries = Temporaries()
         # --max-errors alone allows that many; --skip-invalid alone allows any number.
         self.max_errors: Optional[int] = getattr(args, "max_errors", None)
         self.skip = self.max_errors is not None or getattr(args, "skip_invalid", False)
@@ -192,19 +196,21 @@ class _Runner:
         if not args.jsonl:
             name, messages, holder = read_array(args.input)
             outcome = run_one(self.settings, messages, holder, name)
-            with output(output_path) as out:
+            with output(output_path, self.temporaries) as out:
                 self._write(_Sinks(out, None, None), outcome, None)
             return self.totals
         with contextlib.ExitStack() as files:
             # Output outermost: the input is closed before the output replaces it, which
             # Windows requires when both are the same file.
-            out = files.enter_context(output(output_path))
+            out = files.enter_context(output(output_path, self.temporaries))
             if output_path in (None, "-"):
                 self.stdout = out
             report = self._optional(files, "report")
             rejects = self._optional(files, "rejects")
             reasons = (
-                None if rejects is None else files.enter_context(output(reasons_path(args.rejects)))
+                None
+                if rejects is None
+                else files.enter_context(output(reasons_path(args.rejects), self.temporaries))
             )
             sinks = _Sinks(out, report, rejects, reasons)
             source = files.enter_context(open_input(args.input))
@@ -258,7 +264,7 @@ class _Runner:
 
     def _optional(self, files: contextlib.ExitStack, option: str) -> Optional[IO[bytes]]:
         path: Optional[str] = getattr(self.args, option, None)
-        return None if path is None else files.enter_context(output(path))
+        return None if path is None else files.enter_context(output(path, self.temporaries))
 
     def _write(self, sinks: _Sinks, outcome: Outcome, line: Optional[int]) -> None:
         sinks.out.write(outcome.output)
@@ -314,20 +320,33 @@ def _names(totals: _Totals) -> str:
     return f"{names} and {rest} more" if rest else names
 
 
+def _pairing_warning(args: argparse.Namespace, totals: _Totals) -> str:
+    """The closing warning about inputs whose tool pairing was already broken."""
+    hidden = max(totals.problems - _WARNINGS, 0)
+    listed = f" ({hidden} not shown; ctx-compact check lists them)" if hidden else ""
+    found = (
+        f"{plural(totals.problems, 'problem')} in {totals.broken} of"
+        f" {plural(totals.conversations, 'conversation')}{listed}"
+    )
+    if not totals.rejected:
+        outcome = "the messages concerned were dropped, so the output has no pairing problems"
+    else:
+        whom = f"{totals.rejected} of the conversations written" if args.jsonl else "the output"
+        outcome = (
+            f"compaction does not repair pairing, and the provider would reject {whom}"
+            f" (status {status.REJECTED}): run {PROG} repair on the input first"
+            " (--strict refuses such conversations)"
+        )
+    return f"{PROG}: warning: the input's tool pairing was already broken: {found}; {outcome}\n"
+
+
 def _compaction_ending(
     args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]
 ) -> int:
     budget = number(args.max_tokens)
     misfits = totals.not_fitting
     if totals.broken:
-        hidden = max(totals.problems - _WARNINGS, 0)
-        listed = f" ({hidden} not shown; ctx-compact check lists them)" if hidden else ""
-        say(
-            f"{PROG}: warning: the input's tool pairing was already broken: "
-            f"{plural(totals.problems, 'problem')} in {totals.broken} of "
-            f"{plural(totals.conversations, 'conversation')}{listed}; compaction cannot repair"
-            " them (--strict refuses such conversations)\n"
-        )
+        say(_pairing_warning(args, totals))
     if args.stats:
         if not args.jsonl:
             fits = "does not fit" if misfits else "fits"
@@ -338,30 +357,32 @@ def _compaction_ending(
                 f"{PROG}: conversations {totals.conversations}, {totals.figures()}, "
                 f"{fits} within {budget}\n"
             )
+    # One status can say one thing: output the provider would reject (5) outranks
+    # skipped lines (4), which outrank misfits (3); the messages say each.
+    code = status.DOES_NOT_FIT if misfits else status.OK
     if not args.jsonl:
         if misfits:
             say(
                 f"{PROG}: {totals.named_not_fitting[0]}: does not fit: {totals.tokens_after}"
                 f" tokens with every droppable message dropped, budget {budget}\n"
             )
-        return status.DOES_NOT_FIT if misfits else status.OK
+        return status.REJECTED if totals.rejected else code
     if misfits:
         say(
             f"{PROG}: {misfits} of {totals.conversations} conversations do not fit "
             f"within {budget}: {_names(totals)}\n"
         )
     if totals.skipped:
-        # One status can say one thing: skipped lines (4) outrank misfits (3), since the
-        # output then lacks conversations; the last line says both.
+        # The last line says both, when the skipped lines decide the status.
         also = (
             f"; {misfits} of {totals.conversations} conversations do not fit within {budget}"
             f" (status {status.SKIPPED} outranks {status.DOES_NOT_FIT})"
-            if misfits
+            if misfits and not totals.rejected
             else ""
         )
         say(f"{PROG}: {_skipped(args, totals)}{also}\n")
-        return status.SKIPPED
-    return status.DOES_NOT_FIT if misfits else status.OK
+        code = status.SKIPPED
+    return status.REJECTED if totals.rejected else code
 
 
 def _repair_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
@@ -410,28 +431,6 @@ def _discard_stdout() -> None:
         os.close(devnull)
 
 
-class _Terminated(BaseException):
-    """SIGTERM, raised like KeyboardInterrupt so that every ``finally`` and ``with`` cleans up."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated
-
-
-@contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
-    # Handlers can only be set from the main thread; main() called from another
-    # thread keeps the default (the process ends, the temporary file stays).
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _announce_terminal_input(args: argparse.Namespace, say: Callable[[str], None]) -> None:
     if args.input != "-":
         return
@@ -447,30 +446,35 @@ def _run(args: argparse.Namespace, mode: str) -> int:
     runner = _Runner(args, mode)
     say = runner.say
     endings = {COMPACT: _compaction_ending, CHECK: _check_ending, REPAIR: _repair_ending}
-    try:
-        with _sigterm_raises():
+    # SIGTERM raises for the whole run, the removal of its temporary files included.
+    with sigterm_raises():
+        try:
             _announce_terminal_input(args, say)
             totals = runner.run()
             return endings[mode](args, totals, say)
-    except Failure as exc:
-        runner.stdout = None  # a failing output cannot be flushed before the message
-        if isinstance(exc, UnwritableStdout):
-            _discard_stdout()  # what it still buffers would fail again at exit (status 120)
-        say(f"{PROG}: {exc}\n")
-        return status.USAGE if exc.status is None else exc.status
-    except MemoryError:
-        # A value past the memory limit where no line could be named (in array mode).
-        say(f"{PROG}: out of memory: the input holds a value too large to compact\n")
-        return status.USAGE
-    except BrokenPipeError:
-        # In check mode only problem lines are ever written, so this is still status 1.
-        return _stdout_closed()
-    except KeyboardInterrupt:
-        return status.INTERRUPTED
-    except _Terminated:
-        return status.TERMINATED
-    finally:
-        runner.progress.clear()
+        except Failure as exc:
+            runner.stdout = None  # a failing output cannot be flushed before the message
+            if isinstance(exc, UnwritableStdout):
+                _discard_stdout()  # what it still buffers would fail again at exit (status 120)
+            say(f"{PROG}: {exc}\n")
+            return status.USAGE if exc.status is None else exc.status
+        except MemoryError:
+            # A value past the memory limit where no line could be named (in array mode).
+            say(f"{PROG}: out of memory: the input holds a value too large to compact\n")
+            return status.USAGE
+        except BrokenPipeError:
+            # In check mode only problem lines are ever written, so this is still status 1.
+            return _stdout_closed()
+        except KeyboardInterrupt:
+            return status.INTERRUPTED
+        except Terminated:
+            return status.TERMINATED
+        finally:
+            runner.progress.clear()
+            # Whatever ended the run; a Ctrl-C or SIGTERM landing now waits until the
+            # files are gone, then reaches main().
+            with held():
+                runner.temporaries.remove()
 
 
 def _isatty(stream: Any) -> bool:
@@ -486,7 +490,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     Returns:
         The exit status. Compaction: 0 when the result fits, 3 when it does not
-        (the best result is still written), 2 for a usage error or unusable input,
+        (the best result is still written), 5 when it still has the tool-pairing
+        problems its input had (written all the same; the provider would reject
+        it), 2 for a usage error or unusable input,
         1 when standard output was closed early, 130 after Ctrl-C and 143 after
         SIGTERM. ``check``: 0 when there are no pairing problems, 1 when there
         are, 2 for a usage error or unusable input. ``repair``: 0 when every
@@ -496,8 +502,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
-    except KeyboardInterrupt:  # before the run started: still no traceback
+    except KeyboardInterrupt:  # before the run started or as it ended: still no traceback
         return status.INTERRUPTED
+    except Terminated:  # as the run ended
+        return status.TERMINATED
 
 
 def _main(arguments: List[str]) -> int:

@@ -19,6 +19,7 @@ CLOSED_OR_PROBLEMS = 1
 USAGE = 2
 DOES_NOT_FIT = 3
 SKIPPED = 4
+REJECTED = 5
 # What a shell reports for a command ended by the signal: 128 + its number.
 INTERRUPTED = 128 + signal.SIGINT
 TERMINATED = 128 + signal.SIGTERM
@@ -67,6 +68,15 @@ TABLE: Tuple[Tuple[str, Optional[str], Optional[str], Optional[str]], ...] = (
         f"--skip-invalid skipped at least one bad line; it outranks {CLOSED_OR_PROBLEMS},"
         " and the summary line on standard error says both",
         "--skip-invalid skipped at least one bad line (the rest is written)",
+    ),
+    (
+        str(REJECTED),
+        "a conversation written still has the tool pairing problems its input had, so the"
+        " provider would reject it (compaction cannot repair them: run ctx-compact repair on the"
+        f" input first, or --strict to refuse such conversations); it outranks {SKIPPED} and"
+        f" {DOES_NOT_FIT}",
+        None,
+        None,
     ),
     (
         f"{INTERRUPTED}, {TERMINATED}",

@@ -84,7 +84,9 @@ class Outcome:
     In check mode ``output`` holds the problem lines and the figures are those of
     the unchanged input; in repair mode ``output`` is the repaired conversation,
     ``changes`` what was changed and ``problems`` the input's problems (the
-    token figures are not counted: 0).
+    token figures are not counted: 0). Compacting, ``problems`` are the input's
+    and ``rejected`` says whether the result still has any (it may have dropped
+    the messages concerned).
     """
 
     where: str
@@ -97,6 +99,8 @@ class Outcome:
     problems: Tuple[str, ...] = ()
     explain: str = ""
     changes: Tuple[RepairChange, ...] = ()
+    # Compaction: ``output`` still has pairing problems, which the provider rejects.
+    rejected: bool = False
 
     @property
     def dropped(self) -> int:
@@ -276,6 +280,8 @@ def _compact(
         # (or, with --strict, the conversation refused) in check's own wording. The
         # compaction's grouping validated every message: the check does not again.
         problems = tuple(problem_text(p) for p in pairing_problems(messages))
+        # Compaction never breaks a pairing, so only a broken input can give a broken result.
+        rejected = bool(problems) and bool(pairing_problems(result.messages))
     except (TypeError, ValueError) as exc:  # InvalidMessageError is both
         raise Failure(f"{where}: {exc}") from None
     if problems and settings.strict:
@@ -300,6 +306,7 @@ def _compact(
         result.fits,
         problems,
         explain,
+        rejected=rejected,
     )
 
 
