@@ -25,6 +25,16 @@ The figures (see the library's "Media" documentation page for the sources):
 A part whose size cannot be known (a URL, a file id, an unreadable file) costs
 the provider's largest image (OpenAI 1,445 or 85 in low detail, Anthropic and
 Bedrock 1,600, Gemini 1,032), one page, or a minute of audio or video.
+
+A request body is anyone's bytes, so each reader is linear in its payload and
+stops at a bound, whatever the payload claims: a JPEG is walked for at most
+1,000 markers to its frame header and a WAV for 1,000 chunks to its data (past
+them, the size is unknown); a PDF is read for at most 100,000 objects and 16 MiB
+inflated from its object streams (the pages found in those count). A header
+that lies about a size costs what the provider would make of it: Gemini scales
+an image to fit 3072x3072 (at most 16 tiles), and a PDF costs at most the pages
+its provider accepts in a request (OpenAI 100, Anthropic and Bedrock 600,
+Gemini 1,000).
 """
 
 from __future__ import annotations
@@ -35,16 +45,31 @@ import math
 import re
 import struct
 import zlib
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 Json = Dict[str, Any]
 # A part's price: the provider and what the part is; None when the part is not media.
 Reader = Callable[[Any], Optional[int]]
 
 _PAGE_TOKENS = {"openai": 2265, "anthropic": 3100, "gemini": 258, "bedrock": 3100}
+# The most pages of a PDF a request may carry, as each provider documents it.
+_MOST_PAGES = {"openai": 100, "anthropic": 600, "gemini": 1000, "bedrock": 600}
 _LARGEST_IMAGE = {"openai": 1445, "anthropic": 1600, "gemini": 1032, "bedrock": 1600}
+_GEMINI_FIT = 3072  # Gemini scales a larger image down to fit 3072x3072
 _PER_SECOND = {"openai": 10, "gemini": 32}
 _MINUTE = 60
+
+# What one payload is read for at most (see the module's docstring). A camera's
+# JPEG has a few dozen markers before its frame header, a recorder's WAV a handful
+# of chunks before its data, and a thousand-page PDF some tens of thousands of
+# objects in a few megabytes of object streams.
+_MOST_STEPS = 1000
+_MOST_OBJECTS = 100_000
+_MOST_INFLATED = 16 * 1024 * 1024
+# A number in a PDF longer than this is larger than any page count or offset means,
+# and is not converted (int() of a long run of digits is quadratic, and refused
+# from 4,300 digits on).
+_MOST_DIGITS = 12
 
 
 def _decode(value: Any) -> Optional[bytes]:
@@ -96,62 +121,136 @@ def pixels(data: Optional[bytes]) -> Optional[Tuple[int, int]]:
             )
         return None
     if data[:2] == b"\xff\xd8":
-        i = 2
-        while i + 9 < len(data):
-            if data[i] != 0xFF:
-                return None
-            marker = data[i + 1]
-            if marker == 0xFF:
-                i += 1
-                continue
-            if marker == 0x01 or 0xD0 <= marker <= 0xD7:
-                i += 2
-                continue
-            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
-                h, w = struct.unpack(">2H", data[i + 5 : i + 9])
-                return w, h
-            if marker in (0xD9, 0xDA):
-                return None
-            i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+        return _jpeg_frame(data)
     return None
 
 
+# A JPEG marker's 0xFF and the fill bytes (more 0xFF) before it, found in one match.
+_MARKER_START = re.compile(rb"\xff+")
+
+
+def _jpeg_frame(data: bytes) -> Optional[Tuple[int, int]]:
+    """A JPEG's frame size, from its start-of-frame marker, within ``_MOST_STEPS`` markers."""
+    i = 2
+    for _ in range(_MOST_STEPS):
+        start = _MARKER_START.match(data, i)
+        if start is None or start.end() + 8 > len(data):
+            return None  # not on a marker, or the end of the file
+        i = start.end()  # on the marker itself
+        marker = data[i]
+        if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # a marker without a segment
+            i += 1
+            continue
+        if marker in (0xD9, 0xDA):  # the end of the image, or its scan: no frame header
+            return None
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
+            h, w = struct.unpack(">2H", data[i + 4 : i + 8])
+            return w, h
+        i += 1 + int.from_bytes(data[i + 1 : i + 3], "big")
+    return None
+
+
+# A PDF object's header ("12 0 obj"), matched from the first digit of its number only
+# (the lookbehind), so that a run of digits is tried once, not once from each digit.
+_OBJECT = re.compile(rb"(?<![0-9])([0-9]+)\s+[0-9]+\s+obj\b")
+_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z0-9_.#-])")
+_COUNT = re.compile(rb"/Count\s+([0-9]+)")
+_STREAM = re.compile(rb"stream\r?\n")
+_FIRST = re.compile(rb"/First\s+([0-9]+)")
+# An object stream's table: an object's number and its offset from /First.
+_ENTRY = re.compile(rb"(?<![0-9])([0-9]+)\s+([0-9]+)")
+
+
+def _number(digits: bytes) -> int:
+    digits = digits.lstrip(b"0")
+    return int(digits or b"0") if len(digits) <= _MOST_DIGITS else 10**_MOST_DIGITS
+
+
 def pages(data: Optional[bytes]) -> Optional[int]:
-    """How many page objects a PDF holds, compressed object streams included."""
+    """How many page objects a PDF holds, compressed object streams included.
+
+    Read for at most ``_MOST_OBJECTS`` objects and ``_MOST_INFLATED`` bytes
+    inflated; without a page object, the largest ``/Count``, else one page.
+    """
     if not data or b"%PDF" not in data[:1024]:
         return None
-    page = re.compile(rb"/Type\s*/Page(?![A-Za-z0-9_.#-])")
-    found = set()
-    for number, body in re.findall(rb"(\d+)\s+\d+\s+obj\b(.*?)endobj", data, re.S):
-        head = body.split(b"stream", 1)[0]
-        if page.search(head):
-            found.add(number)
-        if b"/ObjStm" in head and b"/FlateDecode" in head and b"stream" in body:
-            raw = re.split(rb"stream\r?\n", body, maxsplit=1)[1]
-            try:
-                inner = zlib.decompressobj().decompress(raw)
-            except zlib.error:
-                continue
-            first = int(re.search(rb"/First\s+(\d+)", head).group(1))  # type: ignore[union-attr]
-            table = inner[:first].split()
-            offsets = [(table[k], int(table[k + 1])) for k in range(0, len(table) - 1, 2)]
-            for k, (obj, at) in enumerate(offsets):
-                end = offsets[k + 1][1] if k + 1 < len(offsets) else len(inner) - first
-                if page.search(inner[first + at : first + end]):
-                    found.add(obj)
-    if found:
-        return len(found)
-    counts = re.findall(rb"/Count\s+(\d+)", data)
-    return max(int(c) for c in counts) if counts else 1
+    reading = _PdfReading(data)
+    at = 0
+    while reading.objects > 0:
+        header = _OBJECT.search(data, at)
+        if header is None:
+            break
+        end = data.find(b"endobj", header.end())
+        if end < 0:
+            break  # an object without its end is not read
+        reading.read(header[1], header.end(), end)
+        at = end + len(b"endobj")
+    if reading.found:
+        return len(reading.found)
+    counts = (_number(c[1]) for c in _COUNT.finditer(data))
+    return max(counts, default=1)
+
+
+class _PdfReading:
+    """The page objects found in one PDF, and what is left of its budget."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.found: Set[bytes] = set()
+        self.objects = _MOST_OBJECTS
+        self.inflated = _MOST_INFLATED
+
+    def read(self, number: bytes, start: int, end: int) -> None:
+        """Read the object ``number`` whose body is ``data[start:end]``."""
+        self.objects -= 1
+        data = self.data
+        head_end = data.find(b"stream", start, end)
+        head_end = end if head_end < 0 else head_end  # the object's dictionary
+        if _PAGE.search(data, start, head_end):
+            self.found.add(number)
+        if data.find(b"/ObjStm", start, head_end) < 0:
+            return
+        if data.find(b"/FlateDecode", start, head_end) < 0:
+            return
+        stream = _STREAM.search(data, head_end, end)
+        first = _FIRST.search(data, start, head_end)
+        if stream is not None and first is not None:
+            self._object_stream(memoryview(data)[stream.end() : end], _number(first[1]))
+
+    def _object_stream(self, raw: memoryview, first: int) -> None:
+        """Read the objects packed in a compressed object stream (``first``: its /First)."""
+        if self.inflated <= 0:
+            return  # (a max_length of 0 would inflate it all)
+        try:
+            inner = zlib.decompressobj().decompress(raw, self.inflated)
+        except zlib.error:
+            return
+        self.inflated -= len(inner)
+        table = min(first, len(inner))
+        entries: List[Tuple[int, bytes]] = []
+        for entry in _ENTRY.finditer(inner, 0, table):
+            if self.objects <= 0:
+                break
+            self.objects -= 1
+            entries.append((min(table + _number(entry[2]), len(inner)), entry[1]))
+        # Each object's body runs from its offset to the next one's, in the order they
+        # lie: whatever the table's order, no byte is searched twice.
+        entries.sort()
+        ends = [at for at, _ in entries[1:]] + [len(inner)]
+        for (at, number), end in zip(entries, ends):
+            if _PAGE.search(inner, at, end):
+                self.found.add(number)
 
 
 def seconds(data: Optional[bytes]) -> Optional[float]:
-    """A WAV or MP3 recording's length."""
+    """A WAV or MP3 recording's length (a WAV's data within ``_MOST_STEPS`` chunks)."""
     if not data:
         return None
     if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
         i, rate = 12, 0
-        while i + 8 <= len(data):
+        for _ in range(_MOST_STEPS):
+            if i + 8 > len(data):
+                return None
             kind, size = data[i : i + 4], int.from_bytes(data[i + 4 : i + 8], "little")
             if kind == b"fmt ":
                 rate = int.from_bytes(data[i + 16 : i + 20], "little")
@@ -190,6 +289,10 @@ def image_price(provider: str, size: Optional[Tuple[int, int]], detail: Any = No
     if provider == "gemini":
         if width <= 384 and height <= 384:
             return 258
+        longest = max(width, height)
+        if longest > _GEMINI_FIT:  # scaled down to fit, in whole pixels
+            width = max(1, width * _GEMINI_FIT // longest)
+            height = max(1, height * _GEMINI_FIT // longest)
         return 258 * -(-width // 768) * -(-height // 768)
     ratio = min(1.0, 1568 / max(width, height))
     if width * height * ratio * ratio > 1_200_000:
@@ -200,13 +303,14 @@ def image_price(provider: str, size: Optional[Tuple[int, int]], detail: Any = No
 
 
 def document_price(provider: str, mime: Any, data: Optional[bytes]) -> int:
-    """A document's price: its pages for a PDF, its text for a text file, else one page."""
+    """A document's price: a PDF's pages (at most its provider's), a text's length, else a page."""
     textual = isinstance(mime, str) and mime.startswith(("text/", "txt", "csv", "md", "html"))
     if textual and data is not None:
         text = data.decode("utf-8", "replace")
         return -(-len(text.encode("utf-16-le", "surrogatepass")) // 8)
     count = pages(data)
-    return _PAGE_TOKENS[provider] * (count if count is not None else 1)
+    count = min(count if count is not None else 1, _MOST_PAGES[provider])
+    return _PAGE_TOKENS[provider] * count
 
 
 def sound_price(provider: str, kind: str, data: Optional[bytes]) -> int:
