@@ -141,7 +141,7 @@ class CallRun:
             site's own name, ``located.function``, wins).
         located: Where the call carries its messages (``Located``).
         states: The session states active for the call (``active_states()``):
-            the innermost one's count cache and calibration are used.
+            the innermost calibrating one's factor is used.
         budget: The whole prompt's budget in estimated tokens, when not
             ``max_tokens`` over the calibration (a retry after the provider
             refused the prompt's length passes a smaller one).
@@ -198,12 +198,8 @@ class CallRun:
             # or other one-shot iterable would give it none.
             self.located = located._replace(value=messages)
         restarts: List[int] = []  # the messages holding a provider's compaction item
-        if states:
-            pre, bounds = states[-1].cache(options.counter).arrays(messages, restarts)
-            self.calibration = calibration_factor(states)
-        else:
-            pre, bounds = measure(messages, options.counter, restarts)
-            self.calibration = 1.0
+        pre, bounds = measure(messages, options.counter, restarts)
+        self.calibration = calibration_factor(states)
         restart = restarts[-1] if restarts else -1
         self.tokens_before = pre[-1] + self.fixed
         # Calibrated: the estimate times the factor is what the provider will count.
