@@ -314,9 +314,18 @@ class CallRun:
         """
         options = self.options
         plan = self.plan
-        result = plan.result_with_summary(summary, options.summary_role, covered)
-        messages, dropped = tuple(result.messages), tuple(self._callers(len(result.dropped)))
-        after, fits, summary = result.tokens_after, result.fits, result.summary
+        if summary is None:
+            kept, gone, after = plan.kept(), plan.dropped, plan.tokens_after
+        else:
+            result = plan.result_with_summary(summary, options.summary_role, covered)
+            kept, gone, after, summary = (
+                result.messages,
+                result.dropped,
+                result.tokens_after,
+                result.summary,
+            )
+        messages, dropped = tuple(kept), tuple(self._callers(len(gone)))
+        fits = after <= plan.max_tokens
         problems: Tuple[Any, ...] = ()
         repairs: Tuple[Any, ...] = ()
         if options.validate == "repair":
