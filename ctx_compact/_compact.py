@@ -1,10 +1,10 @@
 """compact / compact_with_summary / acompact_with_summary and their result types.
 
 The work is split so that one algorithm serves the sync and async forms (and the
-middleware's incremental sessions): ``Compaction`` is built from the messages,
-their prefix token sums and their group boundaries; it decides what to drop
-without calling anything, and only the few lines that obtain a summary differ
-between ``compact_with_summary`` and ``acompact_with_summary``.
+middleware): ``Compaction`` is built from the messages, their prefix token sums
+and their group boundaries; it decides what to drop without calling anything,
+and only the few lines that obtain a summary differ between
+``compact_with_summary`` and ``acompact_with_summary``.
 """
 
 from __future__ import annotations

@@ -12,10 +12,9 @@ imports from this module's users.
   ``check_messages``; ``must`` builds any other check's error in the same
   words (``'name' must be ... (got ...)``, ``TypeError`` for a wrong type,
   ``ValueError`` for a wrong value of the right type).
-- Measuring messages: ``message_views``, ``group_bounds``, ``count_all`` (for
-  the part of a list not seen before) and ``measure`` (a whole list from
-  scratch), giving the prefix sums and group boundaries ``Compaction`` takes;
-  ``regroup_from`` says where an incremental caller must group afresh;
+- Measuring messages: ``message_views``, ``group_bounds``, ``count_all`` (each
+  message's count) and ``measure`` (a whole list grouped and counted), giving
+  the prefix sums and group boundaries ``Compaction`` takes;
   ``sdk_dump``, the JSON an SDK object is seen as; ``CALL_OUTPUTS``, the
   Responses call item types (what the model writes) and their outputs' types.
 - Clearing before dropping: ``ToolResultClearing`` and ``ThinkingClearing`` (checked
@@ -67,7 +66,7 @@ from ._checks import (
 from ._clearing import ThinkingClearing, ToolResultClearing
 from ._compact import Compaction, MessageRow, measure, prepare
 from ._defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL, REPAIR_PLACEHOLDER
-from ._grouping import group_bounds, regroup_from
+from ._grouping import group_bounds
 from ._media import MEDIA_AWARE
 from ._pairing import pairing_problems
 from ._tokens import (
@@ -119,7 +118,6 @@ __all__ = [
     "pairing_problems",
     "prefix_sums",
     "prepare",
-    "regroup_from",
     "sdk_dump",
     "tokens_of_units",
     "utf16_length",

@@ -20,13 +20,10 @@ JSON the SDK would send (``model_dump(mode="json", exclude_unset=True)``), so
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Mapping
 from typing import Any, List, Optional, Sequence
 
-from ._views import message_view, message_views
 from .formats import FOLLOWED, Links, recognise
-from .formats.responses import answers_earlier
 
 
 def group_bounds(
@@ -35,7 +32,7 @@ def group_bounds(
     """Return the group boundaries of ``views[start:]``, validating every message.
 
     ``views[start:]`` is grouped as if it were the whole list: ``start`` must be
-    the start of a group no link crosses (``0``, or what ``regroup_from`` gives).
+    the start of a group no link crosses.
 
     Args:
         views: The messages' mapping views (see ``message_views``).
@@ -76,52 +73,3 @@ def group_bounds(
                 bounds.pop()  # this message joins the group its partner is in
     bounds.append(n)
     return bounds
-
-
-def regroup_from(messages: Sequence[Any], bounds: Sequence[int], keep: int) -> int:
-    """Where to start grouping again when the first ``keep`` messages are unchanged.
-
-    For a caller that groups a list incrementally (the middleware's session cache):
-    ``bounds`` are the boundaries of the list as it was; ``messages`` is the list
-    as it is now, whose first ``keep`` messages equal the old ones and whose
-    later messages were changed or appended. A new message can join a group that
-    starts well before it (an output answering a call made many items earlier),
-    so the groups from the returned position of ``bounds`` on must be computed
-    afresh, with ``group_bounds(views, bounds[position])``; the result equals
-    grouping ``messages`` from scratch.
-
-    The position is usually that of the last old group: the one a new tool
-    result, ``tool_result`` block, ``function`` message or reasoning item's
-    follower joins. When a new Responses output or MCP approval response answers
-    nothing from that group on, it may answer an earlier call, and grouping
-    starts again from the beginning.
-
-    Args:
-        messages: The list as it is now (messages or their mapping views).
-        bounds: The group boundaries of the list as it was.
-        keep: How many leading messages are unchanged.
-
-    Returns:
-        An index into ``bounds``.
-
-    Raises:
-        InvalidMessageError: A message is neither a mapping nor an SDK model.
-    """
-    if keep <= 0:
-        return 0
-    earliest = keep - 1
-    # A new tool message may join the assistant whose run of tool messages reaches keep.
-    i = earliest
-    while i >= 0 and _view(messages, i).get("role") == "tool":
-        i -= 1
-    if i >= 0 and i < earliest and _view(messages, i).get("role") == "assistant":
-        earliest = i
-    position = bisect_right(bounds, earliest) - 1
-    start = bounds[position]
-    if answers_earlier(message_views(messages, start), start, keep):
-        return 0
-    return position
-
-
-def _view(messages: Sequence[Any], index: int) -> Mapping[str, Any]:
-    return message_view(messages[index], index)

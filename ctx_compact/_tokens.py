@@ -6,7 +6,7 @@ import json
 import json.encoder
 import math
 import threading
-from itertools import accumulate, islice
+from itertools import accumulate
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ._checks import check_callable, check_count
@@ -168,16 +168,14 @@ def count_one(message: Any, count_tokens: Optional[CountTokens], index: Optional
     return check_count(count_tokens(message), index)
 
 
-def count_all(
-    messages: Sequence[Any], count_tokens: Optional[CountTokens], start: int = 0
-) -> List[int]:
-    """Count ``messages[start:]`` once each, in order; errors name the absolute index."""
+def count_all(messages: Sequence[Any], count_tokens: Optional[CountTokens]) -> List[int]:
+    """Count ``messages`` once each, in order; errors name the index."""
     # A SpecCounter's marked messages are counted by it; the rest in this loop.
     marked: Optional[Callable[[Any], object]] = None
     count_marked: Callable[[Any, Any], int]  # set, and only called, when marked is
     if count_tokens is not None:
         if not isinstance(count_tokens, SpecCounter):
-            return [check_count(count_tokens(messages[i]), i) for i in range(start, len(messages))]
+            return [check_count(count_tokens(m), i) for i, m in enumerate(messages)]
         marked, count_marked = count_tokens.marked, count_tokens.count_marked
     state = _THREAD
     own = not state.markers  # else re-entered from a default= hook: leave its markers alone
@@ -185,7 +183,7 @@ def count_all(
     join = "".join
     counts: List[int] = []
     try:
-        for m in islice(messages, start, None):
+        for m in messages:
             if marked is not None:
                 mark = marked(m)
                 if mark:
@@ -198,7 +196,7 @@ def count_all(
         if own:
             state.markers.clear()  # what the C encoder left behind
         # Count the failing message again through the checked path for a clear error.
-        index = start + len(counts)
+        index = len(counts)
         count_one(messages[index], None, index)
         raise
     except BaseException:

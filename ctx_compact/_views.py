@@ -235,13 +235,13 @@ def trailing_views(messages: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
     return _Trailing(messages)
 
 
-def message_views(messages: Sequence[Any], start: int = 0) -> Sequence[Mapping[str, Any]]:
-    """The views of ``messages[start:]`` (earlier items are left as they are).
+def message_views(messages: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
+    """The views of ``messages``.
 
-    Returns ``messages`` itself when those messages are all plain dicts, the usual case.
+    Returns ``messages`` itself when they are all plain dicts, the usual case.
     """
     views: Optional[List[Any]] = None
-    for i in range(start, len(messages)):
+    for i in range(len(messages)):
         message = messages[i]
         if type(message) is dict:
             # holds_objects(message), settled in place for a message with string (or no)

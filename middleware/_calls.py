@@ -14,7 +14,7 @@ differ only in how they wait, as tenacity's ``iter()`` and httpx's
 from __future__ import annotations
 
 import inspect
-from typing import Any, Dict, Generator, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Dict, Generator, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
 
 import anyio
 import anyio.to_thread
@@ -39,27 +39,18 @@ class Site(Protocol):
         """The call's messages and how to replace them, or ``None`` when it carries none."""
 
 
-# Two steps per call: plain slotted classes, cheaper to make than named tuples.
-class Invoke:
+class Invoke(NamedTuple):
     """Make the call with ``arguments``; the reply is what it returned (awaited on async paths)."""
 
-    __slots__ = ("arguments",)
-
-    def __init__(self, arguments: Arguments) -> None:
-        self.arguments = arguments
+    arguments: Arguments
 
 
-class Report:
+class Report(NamedTuple):
     """Record ``event`` in ``states`` and hand it to the hooks; ``shield``: even if cancelled."""
 
-    __slots__ = ("event", "shield", "states")
-
-    def __init__(
-        self, event: CompactionEvent, states: Tuple[SessionState, ...], shield: bool = False
-    ) -> None:
-        self.event = event
-        self.states = states
-        self.shield = shield
+    event: CompactionEvent
+    states: Tuple[SessionState, ...]
+    shield: bool = False
 
 
 CallStep = Union[Step, Invoke, Report]
@@ -121,15 +112,6 @@ class Interceptor:
         self.summarize_is_async = options.summarize is not None and is_async_callable(
             options.summarize
         )
-        # Whether a call outside any session makes an event nobody receives: no
-        # hooks, and none of the options that act on the event (a retry, a
-        # summary, pairing checks). Such a call skips the event.
-        self.quiet = (
-            not self.hooks
-            and options.summarize is None
-            and options.validate is None
-            and options.on_overflow != "retry"
-        )
         # The wrapper function for this kind, chosen once.
         self.handle = {
             Kind.SYNC: self.call,
@@ -140,19 +122,14 @@ class Interceptor:
 
     def begin(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
-    ) -> Union[Arguments, CallFlow, None]:
-        """How one call goes on: ``None`` when it carries no messages (it passes through),
-        its compacted arguments when nobody receives its event, else its ``sequence``."""
+    ) -> Optional[CallFlow]:
+        """One call's ``sequence``, its messages compacted; ``None`` when it carries no
+        messages (it passes through)."""
         states = active_states()
         located = self.site.locate(instance, args, kwargs)
         if located is None:
             return None
-        run = CallRun(self.options, self.name, located, states)
-        if self.quiet and not states:
-            arguments = run.quiet_arguments()
-            if arguments is not None:
-                return arguments
-        return self.sequence(run, states)
+        return self.sequence(CallRun(self.options, self.name, located, states), states)
 
     def sequence(self, run: CallRun, states: Tuple[SessionState, ...]) -> CallFlow:
         """One call, written once for every shell: summary, call, report, one retry.
@@ -165,10 +142,7 @@ class Interceptor:
         """
         # The store's one deadline covers the call, its retry included.
         visit = self.summaries.visit() if self.summaries is not None else None
-        # Without a summary to make, no sub-flow: most calls, and the cheapest path.
-        event = (
-            (yield from self._event(run, states, visit)) if run.needs_summary else run.event(None)
-        )
+        event = yield from self._event(run, states, visit)
         try:
             result = yield Invoke(run.arguments(event))
         except Exception as err:
@@ -177,11 +151,7 @@ class Interceptor:
                 yield Report(event, states, shield=True)
                 raise
             # The retry's event stands for the request: one request, one event.
-            event = (
-                (yield from self._event(retry, states, visit))
-                if retry.needs_summary
-                else retry.event(None)
-            )
+            event = yield from self._event(retry, states, visit)
             try:
                 result = yield Invoke(retry.arguments(event))
             except BaseException:
@@ -192,6 +162,8 @@ class Interceptor:
             # sessions' figures must not lose the call.
             yield Report(event, states, shield=True)
             raise
+        if not (self.hooks or states):
+            return result  # nobody to report to: the callee's own object, never a proxy
         observed = observe(result, lambda: self._pending(event, states), self.is_async, self.stream)
         if observed is not None:
             return observed
@@ -201,21 +173,23 @@ class Interceptor:
     def _event(
         self, run: CallRun, states: Tuple[SessionState, ...], visit: Optional[Visit]
     ) -> Generator[CallStep, Any, CompactionEvent]:
-        """The event of a call that needs a summary; a summarizer's wrong result is reported,
-        then raised.
+        """The call's event, with its summary when it needs one; a summarizer's wrong result
+        is reported, then raised.
 
         A summarizer that raises is not: the summaries' flow turns it into ``summary_error``,
         and what went wrong with the store into ``store_error``.
         """
+        if not run.needs_summary:
+            return run.event(None)
         summaries = self.summaries
         assert summaries is not None
         assert visit is not None
         covered = run.plan.cut
         try:
             while True:
-                prefix, head_end, boundaries = run.summary_input(covered)
+                given = run.summary_input(covered)
                 summary, error = yield from summaries.flow(
-                    prefix, head_end, boundaries, run.function, visit
+                    given.prefix, given.head_end, given.boundaries, run.function, visit
                 )
                 if summary is None:
                     break
@@ -279,16 +253,14 @@ class Interceptor:
 
     def call(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """A sync call (or a generator function's): its sequence, each step carried out here."""
-        begun = self.begin(instance, args, kwargs)
-        if begun is None:
+        flow = self.begin(instance, args, kwargs)
+        if flow is None:
             return wrapped(*args, **kwargs)
-        if isinstance(begun, tuple):
-            return self._invoke(wrapped, begun)
         reply: Any = None
         failure: Optional[BaseException] = None
         while True:
             try:
-                step = begun.send(reply) if failure is None else begun.throw(failure)
+                step = flow.send(reply) if failure is None else flow.throw(failure)
             except StopIteration as done:
                 return done.value
             reply = failure = None
@@ -313,12 +285,10 @@ class Interceptor:
 
     async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """An async call: its sequence, each step awaited here."""
-        begun = self.begin(instance, args, kwargs)
-        if begun is None:
+        flow = self.begin(instance, args, kwargs)
+        if flow is None:
             return await wrapped(*args, **kwargs)
-        if isinstance(begun, tuple):
-            return await self._ainvoke(wrapped, begun)
-        return await self._adrive(begun, wrapped, True)
+        return await self._adrive(flow, wrapped, True)
 
     async def _adrive(self, flow: CallFlow, wrapped: Any, awaited: bool) -> Any:
         """Carry out ``flow``'s steps on an async path; ``awaited``: the callee's result is."""
@@ -370,24 +340,22 @@ class Interceptor:
 
     def _invoke(self, wrapped: Any, arguments: Arguments) -> Any:
         args, kwargs = arguments
-        if not self.exclusive:
-            return primed(wrapped(*args, **kwargs)) if self.primes else wrapped(*args, **kwargs)
-        token = enter_exclusive_call()
+        token = enter_exclusive_call() if self.exclusive else None
         try:
             result = wrapped(*args, **kwargs)
             return primed(result) if self.primes else result
         finally:
-            leave_exclusive_call(token)
+            if token is not None:
+                leave_exclusive_call(token)
 
     async def _ainvoke(self, wrapped: Any, arguments: Arguments) -> Any:
         args, kwargs = arguments
-        if not self.exclusive:
-            return await wrapped(*args, **kwargs)
-        token = enter_exclusive_call()
+        token = enter_exclusive_call() if self.exclusive else None
         try:
             return await wrapped(*args, **kwargs)
         finally:
-            leave_exclusive_call(token)
+            if token is not None:
+                leave_exclusive_call(token)
 
     def _report(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> None:
         for state in states:
@@ -410,13 +378,11 @@ class Interceptor:
         compaction (which may await an async summarizer) happens then. Calling
         the function only makes the generator: that call is the sequence's ``Invoke``.
         """
-        begun = self.begin(instance, args, kwargs)
-        if begun is None:
+        flow = self.begin(instance, args, kwargs)
+        if flow is None:
             inner = wrapped(*args, **kwargs)
-        elif isinstance(begun, tuple):
-            inner = self._invoke(wrapped, begun)
         else:
-            inner = await self._adrive(begun, wrapped, False)
+            inner = await self._adrive(flow, wrapped, False)
         try:
             sent: Any = None
             thrown: Optional[BaseException] = None

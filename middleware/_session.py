@@ -113,8 +113,7 @@ class CompactingSession:
             implausible figures are ignored and logged.
         max_events: How many of the most recent events ``events`` keeps
             (10,000 by default; ``None`` keeps all). ``stats`` stay exact over
-            every call. A session keeps nothing else per call: its count caches
-            are bounded by conversations, not calls.
+            every call. A session keeps nothing else per call.
 
     Raises:
         TypeError, ValueError: A bad option (an unknown one, a bad value, or an
@@ -180,8 +179,6 @@ class CompactingSession:
             self._state.deactivate()
         finally:
             self._release_all()
-            # Nothing can use the snapshots once the session is over.
-            self._state.clear_caches()
 
     async def __aenter__(self) -> CompactingSession:
         return self.__enter__()

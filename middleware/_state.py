@@ -1,8 +1,8 @@
 """What a session owns while it lives, and which sessions are active in this context.
 
 ``SessionState`` is the one owner of a ``CompactingSession``'s state: its
-activation, the events and figures it records, its count caches, its
-calibration and the interceptions it holds. The call path reaches the active
+activation, the events and figures it records, its calibration and the
+interceptions it holds. The call path reaches the active
 states through ``active_states()``, a context variable, so that tasks started
 inside a session and worker threads started through anyio (which copy the
 context) see it, and other tasks and threads do not. A second context variable
@@ -11,18 +11,13 @@ says whether an intercepted callee is running (``inside_exclusive_call``).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import statistics
 import threading
-import weakref
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, List, Optional, Tuple
 
-from ctx_compact._contract import CountTokens
-
-from ._cache import CountCache
 from ._events import CompactionEvent, Hook, logger
 
 # Provider tokens per estimated token outside this range are not a real
@@ -35,8 +30,6 @@ CALIBRATION_WINDOW = 16
 # A figure this far above the window's median is an outlier and not followed.
 OUTLIER_FACTOR = 1.5
 DEFAULT_MAX_EVENTS = 10_000
-# Count caches a session keeps at once (one per counter in use).
-MAX_COUNTERS = 32
 
 
 @dataclass(frozen=True)
@@ -84,7 +77,7 @@ _active: contextvars.ContextVar[_Entries] = contextvars.ContextVar(
 
 
 class SessionState:
-    """The state of one session: activation, recording, caches, calibration, interceptions.
+    """The state of one session: activation, recording, calibration, interceptions.
 
     Args:
         hooks: The session's own ``on_compact`` hooks, called for every event it records.
@@ -100,12 +93,6 @@ class SessionState:
         self._stats = SessionStats()
         self._ratios: Deque[float] = deque(maxlen=CALIBRATION_WINDOW)
         self._calibration = 1.0
-        self._caches: OrderedDict[int, CountCache] = OrderedDict()
-        # One finalizer per weakly referable counter with a cache here, detached
-        # when the cache goes: a counter that outlives the session (one built at
-        # import) must not keep the session's state, nor a finalizer, alive.
-        self._finalizers: Dict[int, weakref.finalize[..., Any]] = {}
-        self._dead: Deque[Tuple[int, CountCache]] = deque()
         self._held: List[Any] = []
         self._activation: Optional[object] = None
 
@@ -204,68 +191,7 @@ class SessionState:
         with self._lock:
             return self._calibration
 
-    # -- caches and interceptions ----------------------------------------------------
-
-    def cache(self, count_tokens: Optional[CountTokens]) -> CountCache:
-        """The count cache for ``count_tokens``, made on first use.
-
-        A cache is dropped as soon as its counter is garbage-collected (a counter
-        built per request), and at most ``MAX_COUNTERS`` are kept, least recently
-        used first out, for counters that cannot be referenced weakly. Nothing
-        the counter holds refers to the state: a finished session is collected
-        whatever the lifetime of its counters.
-        """
-        key = id(count_tokens)
-        with self._lock:
-            self._drop_dead()
-            cache = self._caches.get(key)
-            if cache is not None and cache.count_tokens is count_tokens:
-                self._caches.move_to_end(key)
-                return cache
-            cache = self._caches[key] = CountCache(count_tokens)
-            self._detach(key)
-            if count_tokens is not None:
-                # Registered under the lock, so clear_caches cannot miss it. A
-                # collection run by this allocation may call _forget on this thread:
-                # it only queues when the lock is taken.
-                with contextlib.suppress(TypeError):  # not weakly referable: the LRU bound holds
-                    self._finalizers[key] = weakref.finalize(
-                        count_tokens, _counter_gone, weakref.ref(self), key, weakref.ref(cache)
-                    )
-            while len(self._caches) > MAX_COUNTERS:
-                self._detach(self._caches.popitem(last=False)[0])
-        return cache
-
-    def _forget(self, key: int, cache: CountCache) -> None:
-        # Called by the garbage collector, on any thread, possibly while this very
-        # thread holds _lock (a collection can start inside any allocation): so it
-        # queues the cache, and drops it at once only when the lock is free.
-        self._dead.append((key, cache))
-        if self._lock.acquire(blocking=False):
-            try:
-                self._drop_dead()
-            finally:
-                self._lock.release()
-
-    def _drop_dead(self) -> None:
-        while self._dead:
-            key, cache = self._dead.popleft()
-            if self._caches.get(key) is cache:
-                del self._caches[key]
-                self._finalizers.pop(key, None)
-
-    def _detach(self, key: int) -> None:
-        finalizer = self._finalizers.pop(key, None)
-        if finalizer is not None:
-            finalizer.detach()
-
-    def clear_caches(self) -> None:
-        """Release every count cache and its finalizer (what a session does when it exits)."""
-        with self._lock:
-            self._caches.clear()
-            finalizers, self._finalizers = self._finalizers, {}
-        for finalizer in finalizers.values():
-            finalizer.detach()
+    # -- interceptions ----------------------------------------------------------------
 
     def hold(self, handle: Any) -> None:
         """Keep an interception handle until ``release_all``."""
@@ -275,17 +201,6 @@ class SessionState:
         """Hand back every held handle, newest first, holding none afterwards."""
         held, self._held = self._held, []
         return held[::-1]
-
-
-def _counter_gone(
-    state: weakref.ReferenceType[SessionState],
-    key: int,
-    cache: weakref.ReferenceType[CountCache],
-) -> None:
-    # A counter's finalizer: weak references only, so that it keeps nothing alive.
-    alive, held = state(), cache()
-    if alive is not None and held is not None:
-        alive._forget(key, held)
 
 
 def _live(entries: _Entries) -> _Entries:

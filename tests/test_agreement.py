@@ -6,8 +6,7 @@ The histories below mix OpenAI Chat Completions (``tool_calls``, and the legacy
 kind, outputs arriving many items after their call, reasoning items before
 anything, MCP approvals). Whenever ``check_pairing`` accepts a history it
 accepts every compaction of it; on a broken history, compaction never makes a
-message problematic that was not already. Incremental grouping
-(``regroup_from`` then ``group_bounds``) equals grouping from scratch.
+message problematic that was not already.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from ctx_compact import (
     compact_with_summary,
     estimate_tokens,
 )
-from ctx_compact._contract import group_bounds, message_views, pairing_problems, regroup_from
+from ctx_compact._contract import message_views, pairing_problems
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -227,44 +226,6 @@ def test_order_partition_and_token_figures_hold_in_every_format(
     assert summarised.tokens_after == sum(counts[id(m)] for m in kept) + sum(
         estimate_tokens(m) for m in extra
     )
-
-
-# --- incremental grouping equals grouping from scratch -------------------------
-
-
-@st.composite
-def edit_sequences(draw: st.DrawFn) -> List[List[Message]]:
-    """Successive states of a history: grown one message at a time, sometimes edited.
-
-    Each state keeps a prefix of the previous one and appends messages taken
-    from other well formed or broken histories, in every format.
-    """
-    pool = draw(histories(max_steps=10)) + draw(histories(max_steps=6, corrupt=True))
-    states: List[List[Message]] = [[]]
-    position = 0
-    while position < len(pool):
-        previous = states[-1]
-        if previous and draw(st.integers(0, 4)) == 0:  # an edit: cut back, then go on
-            previous = previous[: draw(st.integers(0, len(previous)))]
-        states.append([*previous, pool[position]])
-        position += 1
-    return states
-
-
-@PROPERTY
-@given(edit_sequences())
-def test_regrouping_incrementally_equals_grouping_from_scratch(states):
-    previous: List[Message] = []
-    bounds = group_bounds(previous)
-    for messages in states:
-        keep = 0
-        while keep < min(len(previous), len(messages)) and previous[keep] is messages[keep]:
-            keep += 1
-        position = regroup_from(messages, bounds, keep)
-        bounds = bounds[:position] + group_bounds(messages, bounds[position])
-
-        assert bounds == group_bounds(messages)
-        previous = messages
 
 
 @PROPERTY

@@ -5,7 +5,7 @@ A Responses ``{"type": "compaction", "encrypted_content": ...}`` item and an Ant
 conversation restarts there. Over budget, what comes before the latest one goes first,
 the head is counted from it, and it is never dropped nor copied. Calls awaiting their
 results at the end are kept with the tail whatever ``keep_tail`` says. Through the core,
-the session cache, the decorator, ``--explain`` and the command line, and as properties
+the decorator and a session, ``--explain`` and the command line, and as properties
 over generated histories, checked by the testing kit's own validators.
 """
 
@@ -28,7 +28,6 @@ from ctx_compact.testing.anthropic import validate_messages as validate_anthropi
 from ctx_compact.testing.openai_chat import validate_chat_completions
 from ctx_compact.testing.responses import validate_responses
 from middleware import CompactingSession, budgeted
-from middleware._cache import CountCache
 
 Message = Dict[str, Any]
 
@@ -176,30 +175,13 @@ def test_the_command_line_drops_what_precedes_the_item(
     assert json.loads(capsys.readouterr().out) == history[at:]
 
 
-def test_the_session_cache_finds_the_items_of_a_growing_history_as_from_scratch():
-    cache = CountCache(None)
-    history = [*responses_history(), compaction_item(2), item("more"), call("z"), output("z")]
-    for length in range(1, len(history) + 1):
-        prompt = copy.deepcopy(history[:length])
-        cached: List[int] = []
-        fresh: List[int] = []
-        assert cache.arrays(prompt, cached) == measure(prompt, None, fresh)
-        assert cached == fresh
-    # An edit that removes the latest item is noticed.
-    prompt = copy.deepcopy(history)
-    del prompt[-4]
-    cached, fresh = [], []
-    assert cache.arrays(prompt, cached) == measure(prompt, None, fresh)
-    assert cached == fresh
-
-
 def test_the_middleware_decides_as_the_core_does():
     history = responses_history()
     options: Dict[str, Any] = {"max_tokens": 200, "keep_tail": 2}
     ask = budgeted(**options)(lambda messages: messages)
     expected = compact(history, **options)
     with CompactingSession() as session:
-        for _ in range(2):  # the second call from the session's cache
+        for _ in range(2):
             assert ask(copy.deepcopy(history)) == expected.messages
             event = session.events[-1]
             assert list(event.dropped) == expected.dropped

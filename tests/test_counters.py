@@ -216,6 +216,46 @@ def test_counter_result_is_an_int(count):
     assert type(count({"role": "user", "content": "hi"})) is int
 
 
+# --- the memo: each text is tokenized once -------------------------------------------
+
+
+class Counted:
+    """An encoding that records every text it is asked to encode."""
+
+    def __init__(self) -> None:
+        self.texts: List[str] = []
+
+    def encode(self, text: str) -> List[str]:
+        self.texts.append(text)
+        return text.split()
+
+
+def test_a_history_re_sent_as_it_grows_is_tokenized_once():
+    encoding = Counted()
+    count = openai_chat_counter(encoding)
+    history = weather_messages()
+    for i in range(3):
+        history = [*history, {"role": "user", "content": f"question {i}"}]
+        expected = sum(openai_chat_counter(Counted())(m) for m in history)
+        assert compact(history, max_tokens=10_000, count_tokens=count).tokens_before == expected
+    assert sorted(encoding.texts) == sorted(set(encoding.texts))  # no text encoded twice
+    # Rebuilt from storage: equal messages, new objects, counted the same without encoding.
+    encoded = len(encoding.texts)
+    rebuilt = json.loads(json.dumps(history))
+    assert compact(rebuilt, max_tokens=10_000, count_tokens=count).tokens_before == expected
+    assert len(encoding.texts) == encoded
+
+
+def test_the_memo_is_bounded_and_forgets_the_least_recently_used(monkeypatch):
+    monkeypatch.setattr(counters, "_MEMO_TEXTS", 2)
+    encoding = Counted()
+    count = openai_chat_counter(encoding)
+    for text in ("one", "two", "one", "three", "one", "two"):
+        assert count({"content": text}) == 3 + 1
+    # "two" was the least recently used when "three" came, so it was encoded again.
+    assert encoding.texts == ["one", "two", "three", "two"]
+
+
 # --- argument validation ------------------------------------------------------
 
 

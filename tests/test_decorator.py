@@ -613,7 +613,7 @@ QUIET_CASES = [
 def test_a_call_nobody_hears_passes_on_what_a_heard_call_does(
     weather: List[Any], options: Dict[str, Any]
 ) -> None:
-    """With no hook and no session the event is never built; the callee's list is the same."""
+    """With no hook and no session, the callee gets the list a heard call gets."""
     events: List[CompactionEvent] = []
     result = object()
     received: List[List[Any]] = []

@@ -27,12 +27,10 @@ from ctx_compact import (
     compact_with_summary,
     estimate_tokens,
 )
-from ctx_compact._compact import measure
 from ctx_compact._grouping import group_bounds
 from ctx_compact.cli import main
 from ctx_compact.testing import gemini as kit
 from middleware import CompactingSession, budgeted
-from middleware._cache import CountCache
 
 Content = Dict[str, Any]
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -366,7 +364,7 @@ def test_check_pairing_flags_what_the_validator_rejects(data: st.DataObject) -> 
     assert flagged == rejected
 
 
-# --- every place that cuts: the command line, the middleware and its session cache ------
+# --- every place that cuts: the command line and the middleware --------------------
 
 
 @pytest.mark.parametrize("indent", ["0", "2"])
@@ -390,7 +388,7 @@ def test_the_command_line_cuts_where_gemini_resumes(
         {"clear_tool_results": True, "target_tokens": 250},
     ],
 )
-def test_the_middleware_and_its_session_cache_cut_where_gemini_resumes(
+def test_the_middleware_in_a_session_cuts_where_gemini_resumes(
     options: Dict[str, Any],
 ) -> None:
     ask = budgeted(max_tokens=400, messages_arg="contents", **options)(lambda contents: contents)
@@ -401,14 +399,6 @@ def test_the_middleware_and_its_session_cache_cut_where_gemini_resumes(
             assert kit.validate_contents(sent) == []
             contents = [*contents, calling(f"g{n}"), answering(f"g{n}", size=150)]
     assert any(event.dropped or event.cleared_results for event in session.events)
-
-
-@PROPERTY
-@given(histories())
-def test_the_session_cache_groups_a_growing_history_as_from_scratch(history: List[Any]) -> None:
-    cache = CountCache(None)
-    for end in range(1, len(history) + 1):
-        assert cache.arrays(history[:end]) == measure(history[:end], None)
 
 
 # --- clearing thinking ------------------------------------------------------------------

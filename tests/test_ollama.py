@@ -16,10 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctx_compact import check_pairing, clear_tool_results, compact
-from ctx_compact._contract import group_bounds, measure
+from ctx_compact._contract import group_bounds
 from ctx_compact.cli import main
 from ctx_compact.testing import ollama
-from middleware._cache import CountCache
 
 Message = Dict[str, Any]
 
@@ -163,14 +162,6 @@ def test_the_command_lines_check_finds_nothing_in_a_valid_history(
     path.write_text(json.dumps(agent_loop(4)), encoding="utf-8")
     assert main(["check", str(path)]) == 0
     assert capsys.readouterr().out == ""
-
-
-def test_the_session_cache_groups_a_growing_history_as_from_scratch():
-    cache = CountCache(None)
-    history = agent_loop(6)
-    for length in range(1, len(history) + 1):
-        prompt = [dict(m) for m in history[:length]]
-        assert cache.arrays(prompt) == measure(prompt, None)
 
 
 # --- generated histories ---------------------------------------------------------

@@ -603,7 +603,7 @@ def test_a_budgeted_on_overflow_raise_is_recorded_by_an_observing_session(
     assert session.stats.calls == 1
 
 
-# --- the session cache across counters --------------------------------------------------
+# --- several counters in one session ---------------------------------------------------
 
 
 def test_each_counter_gets_its_own_figures_inside_one_session(weather: List[Any]) -> None:

@@ -169,35 +169,6 @@ def _answerable(item: Mapping[str, Any]) -> Tuple[Any, ...]:
     return (item.get("call_id"),)
 
 
-def answers_earlier(views: Sequence[Mapping[str, Any]], start: int, keep: int) -> bool:
-    """Whether an item from ``keep`` on answers no call from ``start`` on.
-
-    Such an output answers an earlier call, or none at all; either way grouping
-    from ``start`` could not see it. Malformed items are left for grouping to report.
-    """
-    calls, approvals = Matcher(), Matcher()
-    for i in range(start, len(views)):
-        item = views[i]
-        if item.get("role") is not None:
-            continue
-        try:
-            kind = item_type(item, i)
-            if kind in CALL_OUTPUTS:
-                calls.open(call_keys(item, i), i)
-            elif kind == "mcp_approval_request":
-                approvals.open([key(item.get("id"), i, "an approval request's id")], i)
-            elif kind in OUTPUT_TYPES:
-                if calls.answer(output_key(item, i)) is None and i >= keep:
-                    return True
-            elif kind == "mcp_approval_response":
-                request = key(item.get("approval_request_id"), i, "approval_request_id")
-                if approvals.answer(request) is None and i >= keep:
-                    return True
-        except (TypeError, ValueError):
-            return True
-    return False
-
-
 def _what(kind: str) -> str:
     return kind.replace("_", " ")
 

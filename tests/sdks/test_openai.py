@@ -256,6 +256,29 @@ def test_a_stream_is_compacted(how: str, provider: FakeProvider, client: Any) ->
     assert event.provider_tokens == event.tokens_after
 
 
+@pytest.mark.parametrize("validate", [None, "raise"])
+def test_a_stream_nobody_hears_is_the_sdks_own_object(
+    validate: Optional[str], provider: FakeProvider, client: Any
+) -> None:
+    def ask(messages: List[Any]) -> Any:
+        return client.chat.completions.create(model=MODEL, messages=messages, stream=True)
+
+    # No hook and no session: nothing reports, so nothing stands between the caller and it.
+    alone = budgeted(max_tokens=BUDGET, validate=validate)(ask)(openai_history())
+    assert type(alone) is openai.Stream
+    alone.close()
+    # With a hook the stream is observed for its usage, behind a proxy.
+    events: List[CompactionEvent] = []
+    heard = budgeted(max_tokens=BUDGET, validate=validate, on_compact=events.append)(ask)(
+        openai_history()
+    )
+    assert isinstance(heard, openai.Stream)
+    assert type(heard) is not openai.Stream
+    assert not events
+    heard.close()
+    assert len(events) == 1
+
+
 def test_the_stream_helper_goes_through_the_intercepted_create(
     provider: FakeProvider, client: Any
 ) -> None:
