@@ -26,10 +26,7 @@ are one generic rule each over this interface, and name no format. A format:
   or followed by a new one); ``answer`` is the placeholder text answering an
   unanswered call, ``None`` to drop the call (``repair_pairing``);
 - ``media(view)``: its media parts (images, documents, audio) and where each
-  is, for the media-aware count (``_media``), with the part types and keys
-  that name them (``media_types``, ``media_keys``); ``media_field(view)``
-  names the field whose parts it reads, and ``media_of(part, path)`` reads
-  one part.
+  is, for the media-aware count (``_media``).
 
 Where a conversation may resume after a cut: the formats in ``RESUMING``
 (Gemini, Bedrock) have rules on it, as ``Resuming`` objects:
@@ -139,23 +136,8 @@ class Format(Protocol):
         answer: Optional[str],
     ) -> None: ...
 
-    # Media, for the media-aware count: the part types (parts with a "type") and
-    # part keys (typeless parts named by what they hold) this format's media
-    # parts have, the parts that may hold media parts of their own (a tool
-    # result), ``media(view)``, each media part of a message with where it is,
-    # ``media_field(view)``, the top-level field whose parts ``media`` reads
-    # (each part it yields at top level is there), and ``media_of(part, path)``,
-    # one part read alone (for a counter that walks the parts itself:
-    # ``openai_chat_counter``, and the media-aware count's usual case).
-    media_types: Tuple[str, ...]
-    media_keys: Tuple[str, ...]
-    media_holders: Tuple[str, ...]
-
+    # Media, for the media-aware count: each media part of a message, with where it is.
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]: ...
-
-    def media_field(self, view: Mapping[str, Any]) -> str: ...
-
-    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]: ...
 
 
 class Resuming(Protocol):
