@@ -172,9 +172,6 @@ _KEYED = tuple(f for f in FORMATS if f.where == "keys")
 _TEXT = _KEYED
 _BLOCKS = _KEYED + tuple(f for f in FORMATS if f.where == "content")
 _ITEMS = tuple(f for f in FORMATS if f.where == "items") + _KEYED
-# With string content and none of these keys set, a message is read by its role's
-# owner: the usual case, decided without asking the formats (grouping's shortcut too).
-TEXT_KEYS = tuple(k for f in _KEYED for k in f.keys)
 
 
 def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
@@ -190,8 +187,6 @@ def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
     else:
         content = view.get("content")
         if content is None or type(content) is str:
-            if not any(map(view.get, TEXT_KEYS)):  # in C: the usual case, per message
-                return OWNERS.get(role) if type(role) is str else _owner(role)
             candidates = _TEXT
             # A Gemini function response turn sent with role "function" or "tool" (as
             # older docs have it): Chat's claim on it is by role alone.
@@ -238,21 +233,7 @@ def awaiting(views: Sequence[Mapping[str, Any]]) -> int:
     format in ``WAITING`` reads only the last messages. ``len(views)`` when
     nothing awaits.
     """
-    n = len(views)
-    if not n:
-        return 0
-    last = views[-1]
-    if (
-        type(last.get("content")) is str
-        and last.get("role") in _TEXT_ROLES
-        and not any(map(last.get, TEXT_KEYS))
-    ):
-        return n  # a text message ends the list: every format's calls are settled by it
     return min(fmt.awaiting(views) for fmt in WAITING)
-
-
-# The roles of a text message that no format's pending call survives.
-_TEXT_ROLES = ("user", "assistant", "system", "developer")
 
 
 def step(view: Mapping[str, Any]) -> str:
@@ -323,7 +304,6 @@ __all__ = [
     "OWNERS",
     "REPLIES",
     "RESUMING",
-    "TEXT_KEYS",
     "THINKS",
     "WAITING",
     "Format",
