@@ -6,15 +6,13 @@ message. This script builds long, tool-heavy conversations, times that floor
 and the two public functions on them, and prints the ratios. The targets (at
 100,000 messages, ``compact`` within 1.3x of the floor and
 ``compact_with_summary`` within 1.5x, per-message time roughly constant across
-sizes) and issue 20's (at 50,000 to 100,000 messages, ``compact`` at most 0.75x
-the floor and ``compact_with_summary`` at most 1.0x) are printed as facts, never
-asserted: the exit status is 0 either way.
+sizes) are printed as facts, never asserted: the exit status is 0 either way.
 
 Run from the repository root::
 
     python benchmarks/bench_core.py
     python benchmarks/bench_core.py --sizes 1000,10000,100000 --repeat 5 --seed 0
-    python benchmarks/bench_core.py --sizes 50000,100000 --clock cpu
+    python benchmarks/bench_core.py --sizes 10000,100000 --clock cpu
 
 Standard library only. See benchmarks/README.md for what the figures mean.
 """
@@ -24,7 +22,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import json.encoder
 import math
 import platform
 import random
@@ -47,10 +44,6 @@ SEPARATORS = (",", ":")
 COMPACT_TARGET = 1.3
 SUMMARY_TARGET = 1.5
 TARGET_SIZE = 100_000
-# Issue 20: below the floor, at every size in this range.
-BELOW_FLOOR_COMPACT = 0.75
-BELOW_FLOOR_SUMMARY = 1.0
-BELOW_FLOOR_SIZES = (50_000, 100_000)
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 # Per-message time at the largest size over the smallest, beyond what the floor
 # itself shows (memory effects slow the floor down too), still counted as linear.
@@ -200,26 +193,6 @@ def json_floor(messages: List[Message]) -> None:
         dumps(message, separators=SEPARATORS, ensure_ascii=False)
 
 
-def encoder_floor(messages: List[Message]) -> None:
-    """A stricter floor, for information: the same output from one C encoder built once.
-
-    ``json.dumps`` with non-default options builds a new ``JSONEncoder`` on every
-    call, and ``JSONEncoder.encode`` a new C encoder; an implementation may build
-    that once, so this is the lowest the serialisation alone can go. The targets
-    are stated against ``json_floor``.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator: one JSONEncoder is the best there is
-        encode = json.JSONEncoder(separators=SEPARATORS, ensure_ascii=False).encode
-        for message in messages:
-            encode(message)
-        return
-    chunks = make({}, None, json.encoder.encode_basestring, None, ":", ",", False, False, True)
-    join = "".join
-    for message in messages:
-        join(chunks(message, 0))
-
-
 def spec_tokens(message: Message) -> int:
     """The specification's estimator, written out from its definition."""
     text = json.dumps(message, separators=SEPARATORS, ensure_ascii=False)
@@ -292,7 +265,6 @@ def run_size(
     times = best_of(
         {
             "floor": lambda: json_floor(messages),
-            "encoder": lambda: encoder_floor(messages),
             "compact": lambda: ctx_compact.compact(messages, max_tokens=budget),
             "summary": lambda: ctx_compact.compact_with_summary(
                 messages, max_tokens=budget, summarize=digest
@@ -302,40 +274,19 @@ def run_size(
         repeat,
         clock,
     )
-    strict = times["encoder"]
     notes = (
         f"{size:>9,}  {total:,} tokens, budget {budget:,}; "
         f"{tool_related / size:.0%} tool calls/results, {non_ascii / size:.0%} non-ASCII; "
         f"floor counts {'match' if floor_agrees else 'DIFFER FROM'} estimate_tokens\n"
         f"{'':>9}  compact drops {plain_dropped:,} ({'fits' if plain_fits else 'does not fit'}); "
         f"with summary drops {summed_dropped:,}, summary {summary_chars:,} chars "
-        f"({'fits' if summed_fits else 'does not fit'})\n"
-        f"{'':>9}  one-encoder floor {strict:.4f} s: compact {times['compact'] / strict:.2f}x, "
-        f"compact_with_summary {times['summary'] / strict:.2f}x (information only)"
+        f"({'fits' if summed_fits else 'does not fit'})"
     )
     return SizeResult(size, times, notes)
 
 
 def verdict(met: bool) -> str:
     return "met" if met else "NOT met"
-
-
-def below_floor(results: List[SizeResult]) -> None:
-    """Issue 20's targets: every size from 50,000 to 100,000 messages, below the floor."""
-    low, high = BELOW_FLOOR_SIZES
-    inside = [r for r in results if low <= r.size <= high]
-    span = f"{low:,}-{high:,} messages"
-    if not inside:
-        print(f"issue 20 targets ({span}): no size in range; run --sizes {low},{high}")
-        return
-    for name, target, attr in (
-        ("compact", BELOW_FLOOR_COMPACT, "compact"),
-        ("compact_with_summary", BELOW_FLOOR_SUMMARY, "summary"),
-    ):
-        ratios: List[float] = [getattr(r, attr) / r.floor for r in inside]
-        figures = ", ".join(f"{x:.2f}x at {r.size:,}" for x, r in zip(ratios, inside))
-        met = "MET" if max(ratios) <= target else "NOT MET"
-        print(f"issue 20: {name} <= {target}x floor at {span}: {figures} -> {met}")
 
 
 def report(results: List[SizeResult]) -> None:
@@ -392,7 +343,6 @@ def report(results: List[SizeResult]) -> None:
         f"target compact_with_summary <= {SUMMARY_TARGET}x floor {where}: {summary_ratio:.2f}x -> "
         f"{verdict(summary_ratio <= SUMMARY_TARGET)}"
     )
-    below_floor(results)
 
 
 def parse_sizes(text: str) -> List[int]:

@@ -1,14 +1,13 @@
-"""Time counting a 1 MB base64 image against counting 1 KB of text (issue 22).
+"""How long counting a message holding a photo takes, with the media-aware estimate.
 
 The media-aware estimate reads an image's size from the first bytes of its
-payload and never serialises the payload, so counting a message that holds a
-1 MB photo should cost no more than counting a message of 1 KB of text. This
-script times ``media_aware_counter()`` on both, for each wire format's image
-part (and a JPEG whose frame header sits behind 180 KB of metadata segments, and one
-with its quantisation tables first, as encoders write it),
-with the specification's estimator on the same photo for contrast, and prints
-the ratios. The target (photo / text at most 1.0 for every format) is printed
-as MET or NOT MET, never asserted: the exit status is 0 either way.
+payload and never serialises the payload, so the time does not grow with the
+photo. This script times ``media_aware_counter()`` on a message holding a 1 MB
+base64 JPEG in each wire format's image part (and a JPEG whose frame header
+sits behind 180 KB of metadata segments, and one with its quantisation tables
+first, as encoders write it), on 1 KB of text for scale, with the
+specification's estimator on the same photo for contrast, and on photos of
+10 KB to 10 MB. It prints figures; it asserts nothing.
 
 Run from the repository root::
 
@@ -37,7 +36,6 @@ except ImportError:  # a checkout that was never installed: use the sources besi
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import ctx_compact
 
-TARGET = 1.0
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 CLOCK = time.perf_counter
 PAYLOAD_BYTES = 786_432  # 1 MiB of base64 text
@@ -167,27 +165,14 @@ def main(argv: List[str]) -> int:
     slow = per_call(spec, photo, max(args.loops // 100, 5), args.repeat)
     print(f"{'(estimate_tokens on the Chat photo)':<42} {spec(photo):>8} {slow * 1e6:>10.2f}")
     text = times["text, 1 KB (Chat)"]
-    worst = max(v for k, v in times.items() if "MB" in k)
-    ratio = worst / text
-    met = "MET" if ratio <= TARGET else "NOT MET"
+    photos = [v for k, v in times.items() if "MB" in k]
     print(
-        f"slowest 1 MB photo / 1 KB text: {worst * 1e6:.2f} / {text * 1e6:.2f} us = "
-        f"{ratio:.2f}x (target <= {TARGET:.1f}x): {met}"
+        f"1 MB photos: {min(photos) * 1e6:.2f} to {max(photos) * 1e6:.2f} us, "
+        f"{min(photos) / text:.2f}x to {max(photos) / text:.2f}x the 1 KB text"
     )
     print(
         f"estimate_tokens on the photo / media-aware: {slow / times['Chat image_url, 1 MB']:.0f}x"
     )
-    # compact, the middleware and the CLI count a history through count_all, which
-    # asks the counter which messages hold media and hands it what it found.
-    from ctx_compact._contract import count_all
-
-    print("in a history of 100 such messages (count_all: compact, the middleware, the CLI):")
-    for name in ("text, 1 KB (Chat)", "Chat image_url, 1 MB", "Anthropic image, 1 MB"):
-        history = [found[name]] * 100
-        took = per_call(
-            lambda h: count_all(h, count), history, max(args.loops // 100, 5), args.repeat
-        )
-        print(f"  {name:<40} {took / 100 * 1e6:8.2f} us a message")
     print("the payload's size does not matter (Chat image_url):")
     for size in (10_000, 100_000, 1_000_000, 10_000_000):
         message = scaled(size)

@@ -33,14 +33,14 @@ imports from this module's users.
   as ``compact`` does). ``prefix_sums``
   turns counts into what it takes;
   ``ENCODER`` is the estimator's JSON encoder (the text a message is counted as),
-  ``compact_json`` its text from a C encoder built once per thread;
+  ``compact_json`` its text;
   ``default_count_tokens`` is the estimator on any JSON value (a system prompt),
   ``count_value`` a value sent beside the messages counted by the options'
   counter; ``MEDIA_AWARE`` is the media-aware estimate with its defaults, the
-  middleware's and the command line's default counting, a ``SpecCounter``
-  (``marked(message)``: whether it counts a message other than the
-  specification does, its truthy mark if so; ``count_marked(message, mark)``:
-  that count, from what ``marked`` found).
+  middleware's and the command line's default counting, a ``SpecCounter`` (the
+  specification's estimate on any message without media); ``media_parts(view)``
+  gives a message's media parts, so that a caller holding the specification's
+  counts need ask it only of the messages that have some.
 - Checking pairing after compacting: ``pairing_problems`` is ``check_pairing``
   of message views the compaction's grouping has already validated.
 - Reporting: ``Compaction.rows`` gives one ``MessageRow`` per message (tokens,
@@ -67,7 +67,7 @@ from ._clearing import ThinkingClearing, ToolResultClearing
 from ._compact import Compaction, MessageRow, measure, prepare
 from ._defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL, REPAIR_PLACEHOLDER
 from ._grouping import group_bounds
-from ._media import MEDIA_AWARE
+from ._media import MEDIA_AWARE, media_parts
 from ._pairing import pairing_problems
 from ._tokens import (
     ENCODER,
@@ -113,6 +113,7 @@ __all__ = [
     "default_count_tokens",
     "group_bounds",
     "measure",
+    "media_parts",
     "message_views",
     "must",
     "pairing_problems",

@@ -6,136 +6,51 @@ to the provider: it costs the tokens its formula gives (``_media_rates``), from
 the size its own header declares (``_media_headers``), and the rest of the
 message counts as before, the part left out of the JSON it is measured by.
 The payload is never serialised to be measured, so counting a photo costs the
-same whatever its size (a few microseconds of Python: finding the part, its
-header's first bytes, the formula and the rest of the message).
+same whatever its size.
 
 Which parts are media is each format's to say (``Format.media``); this module
-only walks, prices and adds up.
+only asks them, prices and adds up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import _media_rates as rates
 from ._checks import must
-from ._media_headers import Payload, audio_seconds, image_size_of, pdf_pages
-from ._tokens import SpecCounter, compact_json, default_count_tokens, utf16_length
-from ._views import holds_objects, message_view
+from ._media_headers import Payload, audio_seconds, image_size, pdf_pages
+from ._tokens import SpecCounter, default_count_tokens, tokens_of_units, utf16_length
+from ._views import message_view
 from .formats import FORMATS
 from .formats._base import Media
 
 __all__ = ["MediaAwareCounter", "media_aware_counter", "media_tokens"]
 
-# Which format names each media marker: a part type (a part's "type"), a part key
-# (a part without a type, keyed by what it holds), or a part that may hold media
-# parts in its own "content" (a tool result).
-_BY_TYPE = {t: f for f in FORMATS for t in f.media_types}
-_BY_KEY = {k: f for f in FORMATS for k in f.media_keys}
-_HOLDERS = frozenset(t for f in FORMATS for t in f.media_holders)
-# Where a message keeps its parts: Chat, Anthropic, Responses and Bedrock
-# messages in "content", Gemini's in "parts", a Responses output item in "output".
-_CONTAINERS = ("content", "parts", "output")
+# The media types of a document that is text, counted as its text.
 _TEXT_MIMES = ("text/", "txt", "csv", "md", "html")
 
 
-def _is_array(value: Any) -> bool:
-    return type(value) is list or isinstance(value, (list, tuple))
+def media_parts(view: Mapping[str, Any]) -> List[Media]:
+    """The media parts of a message view, as the formats read them (``Format.media``)."""
+    return [media for fmt in FORMATS for media in fmt.media(view)]
 
 
-# What the scan adds for a part it cannot vouch for (not a dict, a type that is not
-# a string): the message is then counted by the formats' own ``media``, as they read
-# it. A marker whose field is None (inside a tool result, or typed by a str subclass)
-# likewise leaves the reading to its format's ``media``.
-_ODD: Tuple[Any, ...] = (None, None, None)
+def part_media(part: Any) -> Optional[Media]:
+    """One content part read as media by the first format that reads it so, else ``None``.
 
-
-def _scan(parts: Any, found: List[Any], field: Optional[str]) -> None:
-    """Add to ``found`` ``(format, field, part)`` for every media marker among ``parts``.
-
-    ``field`` is the message's field holding ``parts``; ``None`` inside a holder
-    part (a tool result), where the marker's place is not read from the mark.
+    For a counter that walks a message's parts itself (``openai_chat_counter``):
+    each format is shown the part as the only one of a user message, in the
+    field where it keeps its parts (``content``, or a Gemini content's ``parts``).
+    Media inside the part (a tool result's) is not the part's own.
     """
-    for part in parts:
-        if type(part) is not dict:
-            found.append(_ODD)
-            if not isinstance(part, Mapping):
-                continue
-            part = dict(part)
-        kind = part.get("type")
-        if kind is None:
-            for name in part:
-                fmt = _BY_KEY.get(name)
-                if fmt is not None:
-                    found.append((fmt, field, part))
-                elif name in _HOLDERS:
-                    inner = part[name]
-                    if isinstance(inner, Mapping) and _is_array(inner.get("content")):
-                        _scan(inner["content"], found, None)
-        elif type(kind) is str:
-            fmt = _BY_TYPE.get(kind)
-            if fmt is not None:
-                found.append((fmt, field, part))
-            elif kind in _HOLDERS and _is_array(part.get("content")):
-                _scan(part["content"], found, None)
-        else:
-            # A str Enum member, say: marked by its value, read by its format's own
-            # ``media`` (which compares it as the string it is).
-            fmt = _BY_TYPE.get(str.__str__(kind)) if isinstance(kind, str) else None
-            found.append(_ODD if fmt is None else (fmt, None, part))
-
-
-def media_readers(view: Mapping[str, Any]) -> Any:
-    """What the media-aware count needs of ``view``'s media parts, falsy for a message without.
-
-    The mark ``count_marked`` takes: for the usual media message (one media
-    part, a dict at the top level of its field, every other part a dict with
-    a string type or none) the tuple ``(format, field, part)``, read by that
-    format alone; else the list of the formats whose media parts
-    ``view`` may hold, read by their ``media``; ``()`` for none. Written for
-    speed: a message with string content is settled by three lookups.
-    """
-    get = view.get
-    content = get("content")
-    if (content is None or type(content) is str) and get("parts") is None:
-        output = get("output")
-        if output is None or type(output) is str:
-            return ()  # the usual message: settled without a loop
-    found: List[Any] = []
-    for name in _CONTAINERS:
-        parts = get(name)
-        if parts is not None and type(parts) is not str and _is_array(parts):
-            _scan(parts, found, name)
-    if not found:
-        return ()  # parts, none of them media: a text part, a tool call
-    if len(found) == 1:
-        mark = found[0]
-        if mark[1] is not None:
-            return mark  # the usual media message
-        return [mark[0]] if mark[0] is not None else ()
-    return [*dict.fromkeys(fmt for fmt, _, _ in found if fmt is not None)] or ()
-
-
-def media_parts(view: Mapping[str, Any], formats: Sequence[Any] = FORMATS) -> List[Media]:
-    """The media parts of a message view, as ``formats`` read them."""
-    if len(formats) == 1:
-        return [*formats[0].media(view)]
-    return [m for fmt in formats for m in fmt.media(view)]
-
-
-def _keyed_elsewhere(parts: Sequence[Any], k: int, keys: Sequence[str]) -> bool:
-    """Whether a part other than ``parts[k]`` has a type and one of ``keys``.
-
-    A format naming its media by key may read such a part as media too (Gemini's
-    reader does not look at a part's type), though the scan marks a typed part by
-    its type alone: the general way reads the message then.
-    """
-    for j, part in enumerate(parts):
-        if j != k and "type" in part and any(name in part for name in keys):
-            return True
-    return False
+    alone = {"role": "user", "content": [part], "parts": [part]}
+    for fmt in FORMATS:
+        for media in fmt.media(alone):
+            if len(media.path) == 2:
+                return media
+    return None
 
 
 def _without(value: Any, paths: Iterable[Tuple[Any, ...]]) -> Any:
@@ -157,17 +72,6 @@ def _without(value: Any, paths: Iterable[Tuple[Any, ...]]) -> Any:
     return kept
 
 
-def _without_one(view: Any, path: Tuple[Any, ...]) -> Any:
-    """``_without(view, [path])``, written out for the usual path: a part of a message's list."""
-    if len(path) != 2 or type(view) is not dict:
-        return _without(view, [path])
-    name, k = path
-    parts = view[name]
-    rest = dict(view)
-    rest[name] = [*parts[:k], *parts[k + 1 :]]
-    return rest
-
-
 @dataclass(frozen=True)
 class _Defaults:
     unsized_image_tokens: Optional[int] = None
@@ -182,21 +86,20 @@ def _is_pdf(mime: Optional[str]) -> bool:
 
 def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
     """What the provider bills for one media part (see the module ``_media_rates``)."""
-    # One unpacking, not seven attribute reads: a named tuple's fields are properties.
     _, provider, kind, data, start, mime, detail = media
+    payload = None if data is None else Payload(data, start)
     if kind == "image":
-        size = None if data is None else image_size_of(data, start)
+        size = None if payload is None else image_size(payload)
         if size is None:
             if defaults.unsized_image_tokens is not None:
                 return defaults.unsized_image_tokens
             return rates.unsized_image_tokens(provider, detail)
         return rates.image_tokens(provider, size[0], size[1], detail)
-    payload = None if data is None else Payload(data, start)
     if kind == "document":
         if not _is_pdf(mime):
             text = _text_document(payload, mime)
             if text is not None:
-                return -(-utf16_length(text) // 4)
+                return tokens_of_units(utf16_length(text))
             pages = None
         else:
             pages = _pages(payload)
@@ -253,66 +156,14 @@ class MediaAwareCounter(SpecCounter):
     def __hash__(self) -> int:
         return hash(self._defaults)
 
-    # Whether a message view holds a media part: the formats that read its media,
-    # () for none. The function itself, not a method calling it: count_all asks
-    # it of every message, and a plain one is settled in its first lines.
-    marked = staticmethod(media_readers)
-
-    def count_marked(self, view: Any, mark: Any = None) -> int:
-        """A message view's count: its media parts billed, the rest as the specification counts.
-
-        ``mark``: what ``marked`` found in ``view`` (``None``: look again).
-        """
-        if type(mark) is not tuple:
-            return self._count_parts(view, FORMATS if mark is None else mark)
-        fmt, field, part = mark
-        parts = view[field]
-        k = 0
-        while parts[k] is not part:  # the scan saw it there, as this very object
-            k += 1
-        if fmt.media_field(view) != field or (
-            fmt.media_keys and len(parts) > 1 and _keyed_elsewhere(parts, k, fmt.media_keys)
-        ):
-            return self._count_parts(view, (fmt,))
-        # The usual media message: the one part the scan found is the only one its
-        # format reads (the scan vouched for the others), so it is read alone.
-        media = fmt.media_of(part, (field, k))
-        if media is None:
-            return default_count_tokens(view)
-        # _count_parts' one-part case written out (_without_one's copy, the rest's
-        # count): sharing it costs 7% more instructions a photo, on the hot path.
-        rest = dict(view)
-        rest[field] = [*parts[:k], *parts[k + 1 :]] if len(parts) > 1 else []
-        text = compact_json(rest)
-        units = len(text) if text.isascii() else utf16_length(text)
-        return -(-units // 4) + media_tokens(media, self._defaults)
-
-    def _count_parts(self, view: Any, formats: Sequence[Any]) -> int:
-        """The count with the media parts ``formats`` read in ``view`` (the general way)."""
-        found = media_parts(view, formats)
-        if len(found) == 1:
-            media = found[0]
-            rest = _without_one(view, media.path)
-            tokens = media_tokens(media, self._defaults)
-        elif not found:
-            return default_count_tokens(view)
-        else:
-            rest = _without(view, [m.path for m in found])
-            tokens = sum(media_tokens(m, self._defaults) for m in found)
-        text = compact_json(rest)
-        return -(-(len(text) if text.isascii() else utf16_length(text)) // 4) + tokens
-
     def __call__(self, message: Any) -> int:
         """Count one message (a mapping or an SDK model, as ``estimate_tokens`` takes)."""
-        view = (
-            message
-            if type(message) is dict and not holds_objects(message)
-            else message_view(message, None)
-        )
-        mark = media_readers(view)
-        if mark:
-            return self.count_marked(view, mark)
-        return default_count_tokens(view)
+        view = message_view(message, None)
+        found = media_parts(view)
+        if not found:
+            return default_count_tokens(view)
+        rest = _without(view, [media.path for media in found])
+        return default_count_tokens(rest) + sum(media_tokens(m, self._defaults) for m in found)
 
 
 def _check_tokens(name: str, value: Any) -> Optional[int]:
@@ -398,15 +249,3 @@ def media_aware_counter(
 
 #: The media-aware estimate with its documented defaults (the middleware's and the CLI's).
 MEDIA_AWARE = media_aware_counter()
-
-
-def part_tokens(part: Mapping[str, Any], readers: Sequence[Any]) -> Optional[int]:
-    """What one content part bills, read by the first of ``readers`` that knows it, or ``None``.
-
-    For a counter that walks parts itself (``openai_chat_counter``).
-    """
-    for read in readers:
-        media = read(part, ())
-        if media is not None:
-            return media_tokens(media)
-    return None

@@ -56,7 +56,7 @@ class Payload:
         # read whole, as a MIME text must be.
         self._head: Optional[bytes] = None
         self._start = start
-        if type(data) is str or isinstance(data, str):
+        if isinstance(data, str):
             self._text = data
             end = len(data)
             while end > start and data[end - 1] == "=":
@@ -102,16 +102,6 @@ class Payload:
         if first >= last:
             return b""
         skip = offset - (first - start) // 4 * 3
-        # _decode's usual case written out: a JPEG's frame header behind its EXIF
-        # and ICC segments is reached by one such read per segment.
-        chunk = self._text[first:last]
-        if not len(chunk) & 3:
-            try:
-                found = binascii.a2b_base64(chunk)
-                if len(found) == (len(chunk) >> 2) * 3:
-                    return found[skip : skip + length]
-            except binascii.Error:
-                pass
         return self._decode(first, last)[skip : skip + length]
 
     def _decode(self, first: int, last: int) -> bytes:
@@ -171,8 +161,8 @@ def image_size(payload: Payload) -> Optional[Tuple[int, int]]:
 def _image_size(payload: Payload) -> Optional[Tuple[int, int]]:
     try:
         head = payload.read(0, _HEAD)
-        if head[:2] == b"\xff\xd8":  # first: photos are JPEGs (the signatures exclude each other)
-            return _jpeg(payload, head)
+        if head[:2] == b"\xff\xd8":
+            return _jpeg(payload)
         return _not_jpeg(head)
     except struct.error:
         return None
@@ -187,77 +177,6 @@ def _not_jpeg(head: bytes) -> Optional[Tuple[int, int]]:
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return _webp(head)
     return None
-
-
-# The base64 characters of a payload's first _HEAD bytes.
-_HEAD_CHARS = _HEAD // 3 * 4
-
-
-def image_size_of(data: Data, start: int = 0) -> Optional[Tuple[int, int]]:
-    """``image_size(Payload(data, start))``, the usual base64 image read from its first bytes.
-
-    The size counting a photo costs most of the time: one decode of the first
-    ``_HEAD`` bytes, then, for a JPEG, its segments walked in those bytes and,
-    past them, in 16 characters of base64 decoded at each segment. A payload
-    whose first bytes do not decode cleanly to exactly that many (raw bytes,
-    line breaks, the URL-safe alphabet, a payload shorter than that), or a JPEG
-    whose walk meets anything else (fill bytes, a marker standing alone, a
-    character that is not base64, its last 16 characters), takes
-    ``image_size``'s general path, which gives the same answer for every
-    payload (``tests/test_media`` holds the two to it).
-    """
-    if type(data) is not str:
-        return image_size(Payload(data, start))
-    chunk = data[start : start + _HEAD_CHARS]
-    try:
-        head = binascii.a2b_base64(chunk) if len(chunk) == _HEAD_CHARS else b""
-    except binascii.Error:
-        head = b""
-    if len(head) != _HEAD:
-        return image_size(Payload(data, start))
-    if not head.startswith(b"\xff\xd8"):
-        try:
-            return _not_jpeg(head)
-        except struct.error:
-            return None
-    # The JPEG's segments walked as _jpeg does on its usual path: a marker, its length,
-    # and the frame size of a start-of-frame segment. Those in the head are read from
-    # it; past it, each segment's first bytes are decoded from a window of 16 base64
-    # characters (12 bytes: the 9 a frame header needs, wherever they start in their
-    # 3-byte group), so the EXIF and ICC segments of a phone's photo cost a slice and
-    # a decode each, whatever their size.
-    at = 2
-    end = len(data)
-    for _ in range(_MOST_SEGMENTS):  # past them, the general walk says there is no size
-        if at <= _HEAD - 9:
-            window, i = head, at
-        else:
-            first = start + at // 3 * 4
-            if first + 16 > end:
-                break  # the end is near: the general walk reads what is left
-            try:
-                window = binascii.a2b_base64(data[first : first + 16])
-            except binascii.Error:
-                break
-            if len(window) != 12:
-                break  # not clean base64 here (line breaks, padding): the general walk
-            i = at % 3
-        ff, marker, length = _SEGMENT(window, i)
-        role = _MARKERS[marker]
-        if ff != 0xFF or role == _ELSEWHERE or length < 2:
-            break  # fill bytes, a marker without a length, the end: the general walk decides
-        if role == _FRAME:
-            height, width = _FRAME_SIZE(window, i + 5)
-            return (width, height) if width and height else None
-        at += 2 + length
-    payload = Payload(data, start)
-    payload._head = head  # the bytes just decoded, not decoded again
-    try:
-        return _jpeg(payload, head)
-    except ValueError:
-        return image_size(Payload(data, start))
-    except struct.error:
-        return None
 
 
 def _positive(size: Tuple[int, int]) -> Optional[Tuple[int, int]]:
@@ -284,32 +203,13 @@ def _webp(head: bytes) -> Optional[Tuple[int, int]]:
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 # Markers standing alone, without a length: TEM and the restart markers.
 _STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
-# A frame header's height and width, after its sample precision.
-_FRAME_SIZE = struct.Struct(">HH").unpack_from
-# A segment's start in image_size_of's walk: 0xFF, the marker, the length.
-_SEGMENT = struct.Struct(">BBH").unpack_from
-# What image_size_of's walk does at each marker, in one lookup: a frame header is
-# read, a segment passed over, and fill bytes, a marker without a length or the
-# end of the headers left to _jpeg.
-_PASS, _FRAME, _ELSEWHERE = 0, 1, 2
-_MARKERS = bytes(
-    _FRAME if m in _SOF else _ELSEWHERE if m in _STANDALONE or m in (0xD9, 0xDA, 0xFF) else _PASS
-    for m in range(256)
-)
 
 
-def _jpeg(payload: Payload, buffer: bytes) -> Optional[Tuple[int, int]]:
-    """A JPEG's frame size, segment by segment; ``buffer``: the payload's first bytes."""
+def _jpeg(payload: Payload) -> Optional[Tuple[int, int]]:
+    """A JPEG's frame size, read segment by segment from the payload."""
     at = 2
-    # The segments that fit in the bytes read last are read from them, not read again.
-    base = 0
     for _ in range(_MOST_SEGMENTS):
-        i = at - base
-        if i + _CHUNK <= len(buffer):
-            head = buffer[i : i + _CHUNK]
-        else:
-            head = buffer = payload.read(at, _CHUNK)
-            base = at
+        head = payload.read(at, _CHUNK)
         size = len(head)
         if size < 4 or head[0] != 0xFF:
             return None  # the file's end, or not on a marker: a broken file
@@ -337,7 +237,7 @@ def _jpeg(payload: Payload, buffer: bytes) -> Optional[Tuple[int, int]]:
         if marker in _SOF:
             if len(segment) < 7:
                 return None
-            height, width = _FRAME_SIZE(segment, 3)
+            height, width = struct.unpack(">HH", segment[3:7])
             return (width, height) if width and height else None
         at += fill + 1 + length
     return None  # no frame header within _MOST_SEGMENTS steps

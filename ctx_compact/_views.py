@@ -63,9 +63,9 @@ def to_json_compatible(value: object) -> object:
 _JSON_TYPES = frozenset({dict, list, tuple, str, int, float, bool, type(None)})
 
 
-def _objects_among(items: Any) -> bool:
-    """Whether a JSON array holds anything but JSON values (at its first level)."""
-    return not _JSON_TYPES.issuperset(map(type, items))
+def _items(value: Any) -> Sequence[Any]:
+    """A JSON array's items; ``()`` for anything else."""
+    return value if type(value) is list or type(value) is tuple else ()
 
 
 def holds_objects(message: Mapping[str, Any]) -> bool:
@@ -75,43 +75,22 @@ def holds_objects(message: Mapping[str, Any]) -> bool:
     ``content`` (and each block's own ``content``), ``tool_calls`` (and each
     call's ``function``), ``function_call``. Anything deeper is counted as it
     serialises wherever it is, and needs no plain view; a message decoded from
-    JSON never needs one. Written for speed: it runs on every message of every
-    compaction.
+    JSON never needs one.
     """
-    json_types = _JSON_TYPES
     content = message.get("content")
-    kind = type(content)
-    if kind is not str and content is not None:
-        if kind not in json_types:
-            return True  # an SDK object, a custom mapping, ...
-        if kind is list or kind is tuple:
-            for block in content:
-                kind = type(block)
-                if kind is dict:
-                    inner = block.get("content")
-                    kind = type(inner)
-                    if kind is str or inner is None:
-                        continue
-                    if kind not in json_types:
-                        return True
-                    if (kind is list or kind is tuple) and _objects_among(inner):
-                        return True
-                elif kind not in json_types:
-                    return True
     calls = message.get("tool_calls")
-    if calls is not None:
-        kind = type(calls)
-        if kind not in json_types:
-            return True
-        if kind is list or kind is tuple:
-            for call in calls:
-                kind = type(call)
-                if kind is dict:
-                    if type(call.get("function")) not in json_types:
-                        return True
-                elif kind not in json_types:
-                    return True
-    return type(message.get("function_call")) not in json_types
+    read = [content, calls, message.get("function_call")]
+    for block in _items(content):
+        read.append(block)
+        if type(block) is dict:
+            inner = block.get("content")
+            read.append(inner)
+            read.extend(_items(inner))
+    for call in _items(calls):
+        read.append(call)
+        if type(call) is dict:
+            read.append(call.get("function"))
+    return not _JSON_TYPES.issuperset(map(type, read))
 
 
 def plain(value: Any, index: Optional[int] = None) -> Any:
@@ -238,23 +217,15 @@ def trailing_views(messages: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
 def message_views(messages: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
     """The views of ``messages``.
 
-    Returns ``messages`` itself when they are all plain dicts, the usual case.
+    Returns ``messages`` itself when each of those messages is its own view (a mapping
+    holding no SDK objects), the usual case.
     """
     views: Optional[List[Any]] = None
     for i in range(len(messages)):
         message = messages[i]
-        if type(message) is dict:
-            # holds_objects(message), settled in place for a message with string (or no)
-            # content and neither tool_calls nor function_call: most messages.
-            get = message.get
-            content = get("content")
-            if (
-                (content is None or type(content) is str)
-                and get("tool_calls") is None
-                and get("function_call") is None
-            ) or not holds_objects(message):
-                continue
-        if views is None:
-            views = list(messages)
-        views[i] = message_view(message, i)
+        view = message_view(message, i)
+        if view is not message:
+            if views is None:
+                views = list(messages)
+            views[i] = view
     return messages if views is None else views

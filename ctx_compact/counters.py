@@ -18,10 +18,9 @@ from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 from ._checks import must
-from ._media import part_tokens
+from ._media import media_tokens, part_media
 from ._tokens import ENCODER
 from ._views import message_view
-from .formats import FORMATS
 
 __all__ = ["openai_chat_counter"]
 
@@ -51,11 +50,8 @@ _IMAGE_PARTS = frozenset({"image_url", "input_image"})
 # Media parts are priced by the media-aware estimate's rules (``_media``): the
 # image's size read from its header, OpenAI's tile formula, its ``detail``. A
 # block of another format (an Anthropic image pasted into the list) is priced
-# by its own provider's formula rather than as the JSON of its base64. Each
-# format reads its own parts (``Format.media_of``); OpenAI's image parts are
-# read by the formats whose media they are (Chat's and Responses').
-_MEDIA_READERS = tuple(f.media_of for f in FORMATS)
-_OPENAI_READERS = tuple(f.media_of for f in FORMATS if _IMAGE_PARTS & set(f.media_types))
+# by its own provider's formula rather than as the JSON of its base64: each
+# format says which parts are its media (``Format.media``).
 
 
 def openai_chat_counter(
@@ -220,8 +216,8 @@ def openai_chat_counter(
             return length(part["refusal"])
         if part.get("type") in _IMAGE_PARTS:
             return image_tokens(part)
-        media = part_tokens(part, _MEDIA_READERS)
-        return _count_value(part, length) if media is None else media
+        media = part_media(part)
+        return _count_value(part, length) if media is None else media_tokens(media)
 
     def count_call(call: Any) -> int:
         if type(call) is dict and call.get("type", "function") == "function":
@@ -298,7 +294,8 @@ def _image_pricer(tokens_per_image: Optional[ImageTokens]) -> Callable[[Mapping[
 
 
 def _default_image_tokens(part: Mapping[str, Any]) -> int:
-    return part_tokens(part, _OPENAI_READERS) or 0
+    media = part_media(part)  # Chat's or Responses' own: an image part of theirs always is
+    return 0 if media is None else media_tokens(media)
 
 
 def _text_encoder(encoding: Any, encode: Callable[..., Any]) -> Callable[[str], Sequence[Any]]:

@@ -5,25 +5,23 @@ from __future__ import annotations
 import base64
 import copy
 from typing import Any, Dict, List
-from unittest import mock
 
 import media_files as files
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctx_compact import _media_headers as headers
 from ctx_compact import _media_rates as rates
 from ctx_compact import compact, estimate_tokens, media_aware_counter, openai_chat_counter
 from ctx_compact._contract import count_all
-from ctx_compact._media import media_readers
-from ctx_compact._media_headers import Payload, audio_seconds, image_size, image_size_of, pdf_pages
+from ctx_compact._media_headers import Payload, audio_seconds, image_size, pdf_pages
 from ctx_compact._media_rates import (
     anthropic_image_tokens,
     gemini_image_tokens,
     image_tokens,
     openai_image_tokens,
 )
+from ctx_compact.formats import FORMATS
 from ctx_compact.formats._base import data_url
 from ctx_compact.testing import _billing as kit
 from ctx_compact.testing import count_tokens as kit_count
@@ -136,9 +134,7 @@ def _images(width: int, height: int) -> Dict[str, bytes]:
 def test_image_sizes_from_the_header(size: Any) -> None:
     for name, data in _images(*size).items():
         assert image_size(Payload(files.b64(data))) == size, name
-        assert image_size_of(files.b64(data)) == size, name  # the counters' shortcut
         assert image_size(Payload(data)) == size, name  # raw bytes, as boto3 sends them
-        assert image_size_of(data) == size, name
         assert kit.pixels(data) == size, name
 
 
@@ -154,7 +150,6 @@ def test_a_jpeg_frame_header_after_large_segments_is_found() -> None:
     data = plain[:2] + segments + b"\xff\xff" + plain[2:]
     assert data.index(b"\xff\xc0") > 180000
     assert image_size(Payload(files.b64(data))) == (1200, 900)
-    assert image_size_of(files.b64(data)) == (1200, 900)
     assert kit.pixels(data) == (1200, 900)
 
 
@@ -181,38 +176,6 @@ _SEGMENTS = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
-@given(
-    st.one_of(
-        st.builds(
-            lambda parts, tail: b"\xff\xd8" + b"".join(parts) + tail,
-            st.lists(_SEGMENTS, max_size=6),
-            st.one_of(st.binary(min_size=96, max_size=200), st.binary(max_size=20)),
-        ),
-        st.binary(max_size=200),
-    ),
-    st.sampled_from(["standard", "standard", "urlsafe", "unpadded", "lines", "url"]),
-)
-# A frame header whose length is impossible, then a size: no size, as the general walk says.
-@example(b"\xff\xd8\xff\xc0\x00\x01\x08\x01\x00\x02\x00" + bytes(100), "standard")
-def test_the_counters_shortcut_reads_every_header_as_the_general_reader(
-    data: bytes, spelling: str
-) -> None:
-    # image_size_of reads a base64 image's first 96 bytes itself and walks a JPEG's
-    # segments there; every payload, whatever its spelling, gets image_size's answer.
-    text, start = files.b64(data), 0
-    if spelling == "urlsafe":
-        text = base64.urlsafe_b64encode(data).decode()
-    elif spelling == "unpadded":
-        text = text.rstrip("=")
-    elif spelling == "lines":
-        text = "\n".join(text[i : i + 76] for i in range(0, len(text), 76))
-    elif spelling == "url":
-        text, start = "data:image/jpeg;base64," + text, len("data:image/jpeg;base64,")
-    assert image_size_of(text, start) == image_size(Payload(text, start))
-    assert image_size_of(data) == image_size(Payload(data))
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
@@ -234,8 +197,7 @@ def test_a_frame_header_past_the_first_bytes_is_read_segment_by_segment(
 ) -> None:
     # Segments of any size before the frame header (EXIF, ICC, quantisation and
     # Huffman tables), so that it lands anywhere past the first 96 bytes, at every
-    # place in its 3-byte group of base64: the shortcut walks there itself, without
-    # the general reader, and finds the size the general reader finds.
+    # place in its 3-byte group of base64, in every spelling of the payload.
     frame = _segment(kind, b"\x08" + height.to_bytes(2, "big") + width.to_bytes(2, "big"))
     data = b"\xff\xd8" + b"".join(_segment(m, body) for m, body in segments) + frame
     data += b"\xff\xda" + bytes(100) + tail  # a scan: the head, and 16 characters, are whole
@@ -248,11 +210,6 @@ def test_a_frame_header_past_the_first_bytes_is_read_segment_by_segment(
         text = "\n".join(text[i : i + 76] for i in range(0, len(text), 76))
     expected = (width, height) if width and height else None
     assert image_size(Payload(text, start)) == expected
-    if spelling == "lines":
-        assert image_size_of(text, start) == expected
-        return
-    with mock.patch.object(headers, "_jpeg", side_effect=AssertionError("the general walk")):
-        assert image_size_of(text, start) == expected
 
 
 def test_payload_spellings() -> None:
@@ -263,7 +220,6 @@ def test_payload_spellings() -> None:
     url = files.data_url("image/jpeg", data)
     for text, start in ((urlsafe, 0), (unpadded, 0), (lines, 0), (url, url.index(",") + 1)):
         assert image_size(Payload(text, start)) == (333, 222)
-        assert image_size_of(text, start) == (333, 222)
 
 
 def reference_data_url(value: Any) -> Any:
@@ -789,7 +745,7 @@ _part = st.dictionaries(
     st.sampled_from(["type", "text", "source", "data", "url", "toolResult", "content"]),
     _json,
     max_size=4,
-).filter(lambda part: media_readers({"content": [part], "parts": [part]}) == ())
+).filter(lambda part: not any(f.media({"content": [part], "parts": [part]}) for f in FORMATS))
 
 
 @settings(max_examples=300, deadline=None)

@@ -22,7 +22,7 @@ import pytest
 
 from ctx_compact import _media_rates as rates
 from ctx_compact import estimate_tokens, media_aware_counter
-from ctx_compact._media_headers import Payload, audio_seconds, image_size, image_size_of, pdf_pages
+from ctx_compact._media_headers import Payload, audio_seconds, image_size, pdf_pages
 
 COUNT = media_aware_counter()
 KB = 1024
@@ -125,7 +125,7 @@ def read_pdf(data: bytes) -> Optional[int]:
 
 
 def read_image(data: bytes) -> Any:
-    return image_size_of(files.b64(data))
+    return image_size(Payload(files.b64(data)))
 
 
 def read_audio(data: bytes) -> Optional[float]:
@@ -261,7 +261,6 @@ def test_a_jpeg_with_many_segments_before_its_frame_is_still_read() -> None:
     read = b"\xff\xd8" + segments * (most - 1) + frame
     unread = b"\xff\xd8" + segments * most + frame
     for data, size in ((read, (768, 512)), (unread, None)):
-        assert image_size_of(files.b64(data)) == size
         assert image_size(Payload(files.b64(data))) == size
         assert image_size(Payload(data)) == size
 
@@ -343,7 +342,7 @@ def test_gemini_scales_a_large_image_to_fit_3072(size: Any, tokens: int) -> None
 def test_a_png_declaring_the_largest_size_counts_the_provider_s_largest_image() -> None:
     # A 57-byte PNG declaring 2**31-1 x 2**31-1 pixels: Gemini counted 2.0e15 tokens.
     data = png_header(2**31 - 1, 2**31 - 1)
-    assert image_size_of(files.b64(data)) == (2**31 - 1, 2**31 - 1)
+    assert image_size(Payload(files.b64(data))) == (2**31 - 1, 2**31 - 1)
     assert COUNT(gemini_part(data, "image/png")) == GEMINI_EMPTY + 16 * 258
     for provider, largest in LARGEST_IMAGE.items():
         assert rates.image_tokens(provider, 2**31 - 1, 2**31 - 1) <= largest
@@ -352,7 +351,7 @@ def test_a_png_declaring_the_largest_size_counts_the_provider_s_largest_image() 
 def test_a_webp_declaring_its_largest_size_counts_gemini_s_largest_image() -> None:
     # VP8X's largest, 2**24 x 2**24: Gemini counted 1.2e11 tokens.
     data = webp_vp8x(2**24, 2**24)
-    assert image_size_of(files.b64(data)) == (2**24, 2**24)
+    assert image_size(Payload(files.b64(data))) == (2**24, 2**24)
     assert COUNT(gemini_part(data, "image/webp")) == GEMINI_EMPTY + 16 * 258
 
 

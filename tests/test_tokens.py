@@ -23,7 +23,7 @@ from helpers import contents, exchange, texts, tool_call, user
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctx_compact import InvalidMessageError, _tokens, compact, compact_with_summary, estimate_tokens
+from ctx_compact import InvalidMessageError, compact, compact_with_summary, estimate_tokens
 from ctx_compact._tokens import compact_json, count_all
 from ctx_compact._views import to_json_compatible
 
@@ -277,11 +277,11 @@ def test_large_int_counts_within_a_float_are_summed_exactly():
     assert result.fits
 
 
-# --- the encoder built once -----------------------------------------------------
+# --- the estimator's text -----------------------------------------------------
 #
-# The estimator serialises through one C encoder per thread instead of a new one
-# per message: its text must be json.dumps' text, byte for byte, and its state
-# (the markers of the containers it is inside) must not outlive an error.
+# The estimator serialises through one JSONEncoder built once: its text must be
+# json.dumps' text, byte for byte, and an error in one message must not disturb
+# the next count, nor a count made from inside a serialisation, nor another thread's.
 
 
 def reference_json(value: Any) -> str:
@@ -424,9 +424,9 @@ def test_a_cycle_still_raises_and_the_encoder_works_after_it():
 
 
 def test_an_error_in_default_leaves_the_encoder_usable():
-    # The C encoder was inside the message, its content and the object when
-    # default= refused it: had it kept their markers, encoding the same objects
-    # again would be taken for a cycle.
+    # The encoder was inside the message, its content and the object when
+    # default= refused it: had that state outlived the error, encoding the same
+    # objects again would be taken for a cycle.
     content = ["text", object()]
     message = {"role": "user", "content": content}
     messages = [user("a"), message]
@@ -498,8 +498,8 @@ class Slow:
 
 
 def test_threads_encoding_the_same_objects_at_once_do_not_disturb_each_other():
-    # One shared set of markers would see the other thread's containers, the
-    # very objects being encoded here, as cycles, and clear them after an error.
+    # State shared between threads' encodes would see the other thread's containers,
+    # the very objects being encoded here, as cycles, and lose them after an error.
     workers = 4
     start = threading.Barrier(workers)
     shared_block = {"type": "text", "text": "é", "raw": [Slow()]}
@@ -529,21 +529,3 @@ def test_threads_encoding_the_same_objects_at_once_do_not_disturb_each_other():
 
     assert results[0] == [1] * 5
     assert all(outcome == [expected] * 5 for outcome in results[1:])
-
-
-def test_without_the_c_accelerator_the_encoder_falls_back(monkeypatch):
-    monkeypatch.setattr(_tokens, "_MAKE_ENCODER", None)  # what a fresh thread then builds
-    values = [v for v in TRICKY if not isinstance(v, float) or not math.isnan(v)]
-
-    def in_a_new_thread() -> Any:
-        loop: list = []
-        loop.append(loop)
-        with pytest.raises(ValueError, match="Circular reference"):
-            compact_json(loop)
-        return [compact_json(v) for v in values], count_all([user("é"), user("🎉")], None)
-
-    with ThreadPoolExecutor(1) as pool:
-        texts, counts = pool.submit(in_a_new_thread).result()
-
-    assert texts == [reference_json(v) for v in values]
-    assert counts == [spec_estimate(user("é")), spec_estimate(user("🎉"))]

@@ -41,6 +41,7 @@ from .._contract import (
     ToolResultClearing,
     count_all,
     group_bounds,
+    media_parts,
     message_views,
     pairing_problems,
     prefix_sums,
@@ -172,9 +173,8 @@ def _from_pieces(
     if counter is not None:
         # A media part counts at its billed tokens, not as the base64 just serialised.
         for i, message in enumerate(messages):
-            mark = counter.marked(message)
-            if mark:
-                counts[i] = counter.count_marked(message, mark)
+            if media_parts(message):
+                counts[i] = counter(message)
     plan = _decided(settings, messages, counts, bounds, restarts)
     result = plan.result()
     rows = _rows(settings, plan)

@@ -26,10 +26,7 @@ are one generic rule each over this interface, and name no format. A format:
   or followed by a new one); ``answer`` is the placeholder text answering an
   unanswered call, ``None`` to drop the call (``repair_pairing``);
 - ``media(view)``: its media parts (images, documents, audio) and where each
-  is, for the media-aware count (``_media``), with the part types and keys
-  that name them (``media_types``, ``media_keys``); ``media_field(view)``
-  names the field whose parts it reads, and ``media_of(part, path)`` reads
-  one part.
+  is, for the media-aware count (``_media``).
 
 Where a conversation may resume after a cut: the formats in ``RESUMING``
 (Gemini, Bedrock, and LangChain messages sent to those two providers through
@@ -142,23 +139,8 @@ class Format(Protocol):
         answer: Optional[str],
     ) -> None: ...
 
-    # Media, for the media-aware count: the part types (parts with a "type") and
-    # part keys (typeless parts named by what they hold) this format's media
-    # parts have, the parts that may hold media parts of their own (a tool
-    # result), ``media(view)``, each media part of a message with where it is,
-    # ``media_field(view)``, the top-level field whose parts ``media`` reads
-    # (each part it yields at top level is there), and ``media_of(part, path)``,
-    # one part read alone (for a counter that walks the parts itself:
-    # ``openai_chat_counter``, and the media-aware count's usual case).
-    media_types: Tuple[str, ...]
-    media_keys: Tuple[str, ...]
-    media_holders: Tuple[str, ...]
-
+    # Media, for the media-aware count: each media part of a message, with where it is.
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]: ...
-
-    def media_field(self, view: Mapping[str, Any]) -> str: ...
-
-    def media_of(self, part: Any, path: Tuple[Any, ...]) -> Optional[Media]: ...
 
 
 class Resuming(Protocol):
@@ -193,9 +175,6 @@ _KEYED = tuple(f for f in FORMATS if f.where == "keys")
 _TEXT = _KEYED
 _BLOCKS = _KEYED + tuple(f for f in FORMATS if f.where == "content")
 _ITEMS = tuple(f for f in FORMATS if f.where == "items") + _KEYED
-# With string content and none of these keys set, a message is read by its role's
-# owner: the usual case, decided without asking the formats (grouping's shortcut too).
-TEXT_KEYS = tuple(k for f in _KEYED for k in f.keys)
 
 
 def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
@@ -211,8 +190,6 @@ def recognise(view: Mapping[str, Any], index: int) -> Optional[Format]:
     else:
         content = view.get("content")
         if content is None or type(content) is str:
-            if not any(map(view.get, TEXT_KEYS)):  # in C: the usual case, per message
-                return OWNERS.get(role) if type(role) is str else _owner(role)
             candidates = _TEXT
             # A Gemini function response turn sent with role "function" or "tool" (as
             # older docs have it): Chat's claim on it is by role alone.
@@ -259,21 +236,7 @@ def awaiting(views: Sequence[Mapping[str, Any]]) -> int:
     format in ``WAITING`` reads only the last messages. ``len(views)`` when
     nothing awaits.
     """
-    n = len(views)
-    if not n:
-        return 0
-    last = views[-1]
-    if (
-        type(last.get("content")) is str
-        and last.get("role") in _TEXT_ROLES
-        and not any(map(last.get, TEXT_KEYS))
-    ):
-        return n  # a text message ends the list: every format's calls are settled by it
     return min(fmt.awaiting(views) for fmt in WAITING)
-
-
-# The roles of a text message that no format's pending call survives.
-_TEXT_ROLES = ("user", "assistant", "system", "developer")
 
 
 def step(view: Mapping[str, Any]) -> str:
@@ -344,7 +307,6 @@ __all__ = [
     "OWNERS",
     "REPLIES",
     "RESUMING",
-    "TEXT_KEYS",
     "THINKS",
     "WAITING",
     "Format",

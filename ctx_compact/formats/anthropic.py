@@ -117,9 +117,6 @@ class AnthropicFormat:
     provider = PROVIDER
     where = "content"
     keys: Tuple[str, ...] = ()
-    media_types: Tuple[str, ...] = MEDIA_TYPES
-    media_keys: Tuple[str, ...] = ()
-    media_holders: Tuple[str, ...] = ("tool_result",)
 
     def carries(self, view: Mapping[str, Any]) -> bool:
         """Whether ``view``'s content holds ``tool_use``, ``tool_result`` or ``compaction``
@@ -316,14 +313,6 @@ class AnthropicFormat:
         if not found:
             return None
         return Thinking(tuple(found) if len(found) < len(content) else ())
-
-    # One part read as this format's media (``None`` for any other part); ``path``:
-    # where. The function itself, not a method calling it: one frame less a count.
-    media_of = staticmethod(media_block)
-
-    def media_field(self, view: Mapping[str, Any]) -> str:
-        """Where ``media`` reads its parts: a message's ``content``."""
-        return "content"
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``image`` and ``document`` blocks of ``view``, in ``tool_result`` blocks too."""

@@ -148,17 +148,6 @@ class BedrockFormat:
     provider = PROVIDER
     where = "content"
     keys: Tuple[str, ...] = ()
-    media_types: Tuple[str, ...] = ()
-    media_keys: Tuple[str, ...] = MEDIA_KEYS
-    media_holders: Tuple[str, ...] = ("toolResult",)
-
-    # One part read as this format's media (``None`` for any other part); ``path``:
-    # where. The function itself, not a method calling it: one frame less a count.
-    media_of = staticmethod(media_block)
-
-    def media_field(self, view: Mapping[str, Any]) -> str:
-        """Where ``media`` reads its parts: a message's ``content``."""
-        return "content"
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``image``, ``document`` and ``video`` blocks of a message, in ``toolResult`` too."""

@@ -67,7 +67,6 @@ _MEDIA_FIELDS = (
     ("file_data", "mime_type", None),
     ("fileData", "mimeType", None),
 )
-MEDIA_KEYS = tuple(name for name, _, _ in _MEDIA_FIELDS)
 
 _RESPONSE_AFTER_CALL = (
     "Please ensure that function response turn comes immediately after a function call turn."
@@ -216,17 +215,6 @@ class GeminiFormat:
     provider = PROVIDER
     where = "keys"
     keys: Tuple[str, ...] = ("parts",)
-    media_types: Tuple[str, ...] = ()
-    media_keys: Tuple[str, ...] = MEDIA_KEYS
-    media_holders: Tuple[str, ...] = ()
-
-    # One part read as this format's media (``None`` for any other part); ``path``:
-    # where. The function itself, not a method calling it: one frame less a count.
-    media_of = staticmethod(media_part)
-
-    def media_field(self, view: Mapping[str, Any]) -> str:
-        """Where ``media`` reads its parts: a content's ``parts``."""
-        return "parts"
 
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``inline_data`` and ``file_data`` parts of a content (either spelling)."""

@@ -73,8 +73,6 @@ OUTPUT_FIELDS = {
     "program_output": "result",
 }
 
-# The content parts holding media, by type (in a message's content or an output's list).
-MEDIA_TYPES = ("input_image", "input_file")
 # Responses bills as OpenAI does.
 _BILLED_AS = "openai"
 
@@ -224,9 +222,6 @@ class ResponsesFormat:
     provider = PROVIDER
     where = "items"
     keys: Tuple[str, ...] = ()
-    media_types: Tuple[str, ...] = MEDIA_TYPES
-    media_keys: Tuple[str, ...] = ()
-    media_holders: Tuple[str, ...] = ()
 
     def carries(self, view: Mapping[str, Any]) -> bool:
         """Whether ``view`` is a role-less tool call, output, reasoning or approval item."""
@@ -462,24 +457,15 @@ class ResponsesFormat:
             return None
         return Thinking() if _reasoning_required(views, index) else Thinking(item="reasoning")
 
-    # One part read as this format's media (``None`` for any other part); ``path``:
-    # where. The function itself, not a method calling it: one frame less a count.
-    media_of = staticmethod(media_part)
-
-    def media_field(self, view: Mapping[str, Any]) -> str:
-        """Where ``media`` reads: a message's ``content``, an output item's output field."""
-        if view.get("role") is not None:
-            return "content"
-        kind = view.get("type")
-        return OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
-
     def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
         """The ``input_image`` and ``input_file`` parts of a message's content or an output's."""
         parts: Sequence[Any] = ()
-        field = self.media_field(view)
-        if field == "content":
+        if view.get("role") is not None:
+            field = "content"
             parts = blocks(view)
         else:
+            kind = view.get("type")
+            field = OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
             output: Any = view.get(field)
             if is_list(output):
                 parts = output

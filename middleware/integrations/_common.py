@@ -75,6 +75,7 @@ from ctx_compact._contract import (
     count_value,
     default_count_tokens,
     measure,
+    message_views,
 )
 
 from .._callables import Arguments, Kind, Located, is_async_callable
@@ -168,21 +169,18 @@ class _HookSite:
 class _SentCounter(SpecCounter):
     """The default counting of the messages a framework sends for each message.
 
-    Every message is marked: its count is the sum of the wire messages' counts
-    (media-aware unless ``count_media=False``). A value sent beside the
-    messages (a tool's schema) is counted by the estimator, as the default
-    counting counts it.
+    A message's count is the sum of its wire messages' counts (media-aware
+    unless ``count_media=False``). A value sent beside the messages (a tool's
+    schema) is counted by the estimator, as the default counting counts it.
     """
 
     def __init__(self, sent: Sent, count_media: bool) -> None:
         self._sent = sent
         self._count: CountTokens = MEDIA_AWARE if count_media else default_count_tokens
 
-    def marked(self, view: Any) -> object:
-        return (list(self._sent(view)),)  # truthy even when nothing is sent
-
-    def count_marked(self, view: Any, mark: Any) -> int:
-        return sum(map(self._count, mark[0]))
+    def __call__(self, message: Any) -> int:
+        (view,) = message_views((message,))  # a framework object, or a summary's mapping
+        return sum(map(self._count, self._sent(view)))
 
 
 def _same(messages: List[Any]) -> List[Any]:
