@@ -1,17 +1,7 @@
 """``--jobs N``: JSONL lines done by N worker processes, handed back in input order.
 
-The input is cut into chunks of about a mebibyte of whole lines. From a regular
-file, a chunk is a span (offset, length) that the worker reads itself, so the
-main process only finds where lines end; from standard input or a gzip stream,
-the main process reads the lines and sends them. Each chunk goes to the worker
-with the least work waiting, and the answers are taken from whichever worker has
-one ready and written out in input order. At most a window of chunks is read
-but not yet written, so memory stays bounded by the window, never by the
-dataset. Each worker runs the same ``do_line`` as a single-process run, so the
-output is byte-identical to ``--jobs 1``. Workers ignore Ctrl-C: the main
-process decides how the run ends and stops them. While they start, the main
-process holds Ctrl-C and SIGTERM (``interrupts.held``), so neither is lost nor
-ends it before its cleanup is in place.
+How the work is shared out, and what it keeps (the bytes of one process, bounded
+memory, workers that end with the run however it ends) is in docs/command-line.md.
 """
 
 from __future__ import annotations
@@ -26,19 +16,7 @@ import signal
 import sys
 import threading
 from multiprocessing.connection import Connection, wait
-from typing import (
-    Any,
-    Deque,
-    Dict,
-    Iterable,
-    Iterator,
-    List,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from typing import Any, Deque, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from .interrupts import held, unblock
 from .io import Failure, Source, read_jsonl, read_spans
@@ -50,10 +28,9 @@ LineChunk = List[Tuple[int, bytes]]
 
 
 class Span(NamedTuple):
-    """Whole lines of the input file, for a worker to read itself: ``length`` bytes at ``offset``.
+    """Whole lines of the input file for a worker to read itself: ``length`` bytes at ``offset``.
 
-    ``fd`` is the file as the main process opened it, which forked workers share;
-    the first of the lines is line ``first_line``.
+    ``fd`` is the file as the main process opened it, which forked workers share.
     """
 
     fd: int
@@ -72,19 +49,8 @@ CHUNK_BYTES = 1 << 20
 CHUNK_LINES = 2000
 # Chunks read but not yet written, per worker: one being worked on, one waiting.
 WINDOW_PER_JOB = 2
-# How long stopping waits for a feeder thread, in seconds.
-_FEEDER_JOIN = 5.0
-
-
-def _worker_signals() -> None:
-    # Ctrl-C reaches the whole process group; the main process handles it for everyone.
-    # SIGTERM (from the main process stopping the pool, or sent to the group) ends a
-    # worker at once and quietly, whatever handler the main process had installed.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    # Started inside held(), a worker has had both blocked until now: a Ctrl-C that
-    # came meanwhile is dropped (ignored), a SIGTERM ends it here.
-    unblock()
+# How long stopping waits for a feeder thread, or a worker's exit status, in seconds.
+_PATIENCE = 5.0
 
 
 def _lines(chunk: Chunk, name: str) -> Lines:
@@ -116,28 +82,28 @@ def _read(span: Span, name: str) -> bytes:
             raise Failure(f"{name}: the file was cut short while it was being read")
         parts.append(data)
         done += len(data)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return b"".join(parts)
 
 
 def _serve(
-    connection: Connection, settings: Settings, name: str, inherited: Sequence[Connection] = ()
+    connection: Connection, settings: Settings, name: str, inherited: List[Connection]
 ) -> None:
-    """A worker: do each chunk it is sent, send the results back, stop at ``None``.
+    """A worker: do each chunk it is sent, answer with its lines done (or a ``Failure``'s text).
 
-    One thread: the main process sends from threads of its own and reads answers
-    from whichever worker has one, so neither side waits on the other to read.
-    An answer is the list of lines done, or the text of a ``Failure``.
-
-    A worker ends with the main process, however that ends (SIGKILL, the
-    out-of-memory killer): its pipe then reads as ended, a send to it fails, and
-    in the middle of a chunk it sees that its parent has changed. ``inherited``
-    are the main process's ends of the pipes, which a forked worker holds copies
-    of; closed here, so that the pipe can end at all.
+    It ends at ``None``, and with the main process however that ends (SIGKILL,
+    the out-of-memory killer): its pipe then reads as ended, a send to it fails,
+    and in the middle of a chunk its parent has changed. ``inherited`` are the
+    main process's ends of the pipes, copies of which a forked worker holds:
+    closed here, so that its pipe can end at all.
     """
     for end in inherited:
         end.close()
     parent = os.getppid()
-    _worker_signals()
+    # Ctrl-C reaches the whole process group: the main process handles it for everyone.
+    # SIGTERM ends a worker at once and quietly, whatever the main process's handler.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    unblock()  # started inside held(): a Ctrl-C meanwhile is now dropped, a SIGTERM ends it
     while True:
         try:
             chunk = connection.recv()
@@ -163,11 +129,7 @@ def _serve(
 
 
 def _feed(connection: Connection, chunks: queue.SimpleQueue[Optional[Chunk]]) -> None:
-    """A main-process thread sending one worker its chunks, so reading answers never waits.
-
-    Ends after sending ``None``, or when the worker is gone (the main thread
-    learns that from the worker's pipe).
-    """
+    """A main-process thread sending one worker its chunks until ``None``, or the worker is gone."""
     while True:
         chunk = chunks.get()
         try:
@@ -183,9 +145,15 @@ def _readable(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])
 
 
-def _live_fd(source: Source) -> Optional[int]:
+def _may_read(live: Optional[int], due: int) -> bool:
+    """Whether to read on: not when that waits for live input while ``due`` chunks are out."""
+    return live is None or not due or _readable(live)
+
+
+def _live_fd(source: Optional[Source]) -> Optional[int]:
     """The descriptor of a live input whose lines may trickle in, or ``None``."""
-    if not source.live or sys.platform == "win32":  # select() takes only sockets there
+    # select() takes only sockets on Windows.
+    if source is None or not source.live or sys.platform == "win32":
         return None
     return (source.raw or source.stream).fileno()
 
@@ -198,12 +166,8 @@ def _chunks(lines: Lines, live: Optional[int] = None) -> Iterator[LineChunk]:
         size += len(raw)
         # From a live input a chunk is also cut when no more has arrived yet, so that a
         # line trickling in (tail -f) is done now, not once a thousand more follow it.
-        # Lines already buffered by the reader are merely sent in the next chunk.
-        if (
-            size >= CHUNK_BYTES
-            or len(chunk) >= CHUNK_LINES
-            or (live is not None and not _readable(live))
-        ):
+        full = size >= CHUNK_BYTES or len(chunk) >= CHUNK_LINES
+        if full or (live is not None and not _readable(live)):
             yield chunk
             chunk, size = [], 0
     if chunk:
@@ -213,13 +177,19 @@ def _chunks(lines: Lines, live: Optional[int] = None) -> Iterator[LineChunk]:
 class Workers:
     """``jobs`` worker processes for one run; a context manager that stops them.
 
-    Each worker has a pipe of its own and a thread in the main process that
-    sends it its chunks. A chunk goes to the worker with the fewest chunks
-    waiting, so a worker that drew short conversations is not left idle behind
-    one that drew long ones; a worker answers its chunks in the order it got
-    them, which tells which chunk each answer is for. No lock is shared with
-    the workers, so one killed by a signal can never leave the others or the
-    main process waiting on it.
+    Not ``concurrent.futures.ProcessPoolExecutor`` nor ``multiprocessing.Pool``,
+    for two behaviours the tests hold (tests/test_cli_failures.py). A worker killed
+    by a signal (the out-of-memory killer) ends the run naming the worker and the
+    signal, with the status 128 + N: the executor reports only ``BrokenProcessPool``,
+    with neither, and ``Pool`` starts another worker and waits for the lost chunk
+    forever. And the workers end when the main process is killed outright: forked
+    pool workers hold copies of their task queue's writing end, so they wait on it
+    forever. Here each worker has a pipe of its own, whose end tells which worker
+    ended, and no lock is shared that a killed worker could leave held.
+
+    A chunk goes to the worker with the fewest chunks waiting, sent by a thread
+    per worker so that reading answers never waits on a send; a worker answers in
+    the order it was sent its chunks, which tells which chunk an answer is for.
 
     Args:
         settings: What to do to each conversation.
@@ -254,14 +224,17 @@ class Workers:
                 theirs.close()
                 self._pipes.append(mine)
                 self._processes.append(process)
+        # Each worker's chunks: being sent by its feeder, and numbered, not yet answered.
         self._queues: List[queue.SimpleQueue[Optional[Chunk]]] = []
         self._feeders: List[threading.Thread] = []
+        self._waiting: List[Deque[int]] = []
         for pipe in self._pipes:
             chunks: queue.SimpleQueue[Optional[Chunk]] = queue.SimpleQueue()
             feeder = threading.Thread(target=_feed, args=(pipe, chunks), daemon=True)
             feeder.start()
             self._queues.append(chunks)
             self._feeders.append(feeder)
+            self._waiting.append(collections.deque())
 
     def __enter__(self) -> Workers:
         return self
@@ -273,37 +246,11 @@ class Workers:
         for chunks in self._queues:
             chunks.put(None)  # a worker still running stops after its last chunk
         for feeder in self._feeders:
-            feeder.join(_FEEDER_JOIN)
+            feeder.join(_PATIENCE)
         for process in self._processes:
             process.join()
         for pipe in self._pipes:
             pipe.close()
-
-    def _answer(self, worker: int) -> List[Done]:
-        try:
-            answer: Union[List[Done], str] = self._pipes[worker].recv()
-        except (EOFError, OSError):  # a worker killed with answers unread: ECONNRESET
-            raise self._lost(worker) from None
-        if isinstance(answer, str):
-            raise Failure(answer)
-        return answer
-
-    def _lost(self, worker: int) -> Failure:
-        """Why a worker's pipe ended before its answers did, and the status to end with."""
-        process = self._processes[worker]
-        process.join(_FEEDER_JOIN)  # its pipe can end a moment before it can be waited for
-        code = process.exitcode
-        if code is None or code >= 0:
-            status = "" if code is None else f" (exit code {code})"
-            return Failure(f"worker process {worker + 1} ended before its answers{status}")
-        number = -code
-        try:
-            what = signal.Signals(number).name
-        except ValueError:
-            what = f"signal {number}"
-        why = " (out of memory?)" if number == signal.SIGKILL else ""
-        # The status a shell gives a command killed by that signal, as if the command had been.
-        return Failure(f"worker process {worker + 1} was killed by {what}{why}", 128 + number)
 
     def chunks(self, source: Source) -> Iterator[Chunk]:
         """The chunks of ``source``'s JSONL lines: spans of a regular file, else lines read."""
@@ -321,39 +268,66 @@ class Workers:
         not waited for while answers are due: they are handed back as they come.
 
         Raises:
-            Failure: A worker could not read its span of the input.
+            Failure: A worker could not read its span of the input, or was killed.
         """
         chunks = iter(chunks)
-        live = None if source is None else _live_fd(source)
-        jobs = len(self._pipes)
-        window = WINDOW_PER_JOB * jobs
-        waiting: List[Deque[int]] = [collections.deque() for _ in range(jobs)]
+        live = _live_fd(source)
+        window = WINDOW_PER_JOB * len(self._pipes)
         answers: Dict[int, List[Done]] = {}  # answered, not yet handed back
         more = True
         sent = written = 0
-        while True:
-            while more and sent - written < window:
-                if live is not None and sent > written and not _readable(live):
-                    break  # reading would wait for input: hand back the answers first
+        while more or written < sent:
+            while more and sent - written < window and _may_read(live, sent - written):
                 chunk = next(chunks, None)
-                if chunk is None:
-                    more = False
-                    break
-                worker = min(range(jobs), key=lambda w: len(waiting[w]))
-                waiting[worker].append(sent)
-                self._queues[worker].put(chunk)
-                sent += 1
+                more = chunk is not None
+                if chunk is not None:
+                    self._send(sent, chunk)
+                    sent += 1
             if written in answers:
                 yield from answers.pop(written)
                 written += 1
-                continue
-            if written == sent:
-                return
-            busy = {self._pipes[w]: w for w in range(jobs) if waiting[w]}
-            # With room in the window, input arriving is also worth waking for.
-            room = live is not None and more and sent - written < window
-            inputs: List[Any] = [live] if room else []
-            for ready in wait(list(busy) + inputs):
-                if ready in busy:
-                    worker = busy[ready]  # type: ignore[index]
-                    answers[waiting[worker].popleft()] = self._answer(worker)
+            elif written < sent:
+                # With room in the window, live input arriving is also worth waking for.
+                self._take_answers(answers, live, more and sent - written < window)
+
+    def _send(self, number: int, chunk: Chunk) -> None:
+        """Chunk ``number`` to the worker with the fewest chunks waiting."""
+        worker = min(range(len(self._waiting)), key=lambda w: len(self._waiting[w]))
+        self._waiting[worker].append(number)
+        self._queues[worker].put(chunk)
+
+    def _take_answers(
+        self, answers: Dict[int, List[Done]], live: Optional[int], room: bool
+    ) -> None:
+        """Wait for an answer (or, with ``room``, for ``live`` input); take all that came."""
+        busy = {self._pipes[w]: w for w, waiting in enumerate(self._waiting) if waiting}
+        for ready in wait([*busy, *([live] if room and live is not None else [])]):
+            if ready in busy:
+                worker = busy[ready]  # type: ignore[index]
+                answers[self._waiting[worker].popleft()] = self._answer(worker)
+
+    def _answer(self, worker: int) -> List[Done]:
+        try:
+            answer: Union[List[Done], str] = self._pipes[worker].recv()
+        except (EOFError, OSError):  # a worker killed with answers unread: ECONNRESET
+            raise self._lost(worker) from None
+        if isinstance(answer, str):
+            raise Failure(answer)
+        return answer
+
+    def _lost(self, worker: int) -> Failure:
+        """Why a worker's pipe ended before its answers did, and the status to end with."""
+        process = self._processes[worker]
+        process.join(_PATIENCE)  # its pipe can end a moment before it can be waited for
+        code = process.exitcode
+        if code is None or code >= 0:
+            status = "" if code is None else f" (exit code {code})"
+            return Failure(f"worker process {worker + 1} ended before its answers{status}")
+        number = -code
+        try:
+            what = signal.Signals(number).name
+        except ValueError:
+            what = f"signal {number}"
+        why = " (out of memory?)" if number == signal.SIGKILL else ""
+        # The status a shell gives a command killed by that signal, as if the command had been.
+        return Failure(f"worker process {worker + 1} was killed by {what}{why}", 128 + number)
