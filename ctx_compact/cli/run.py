@@ -1,21 +1,4 @@
-"""The run: trim one conversation, or a JSONL dataset of them, and the status it ends with.
-
-``ctx-compact check`` instead reports the tool-pairing problems of each
-conversation, through the public ``check_pairing``, and changes nothing;
-``ctx-compact repair`` writes each conversation as the public
-``repair_pairing`` returns it, and reports what it changed.
-
-This module is the loop: it takes the arguments ``args`` has checked, reads
-conversations (``io``), hands each to ``work`` (which calls the public
-``compact``, ``check_pairing`` or ``repair_pairing``), in this process or in
-``--jobs`` workers (``jobs``), and writes what comes back. Every mode runs through
-one guarded runner, ``_run``, which turns every way a run can end into an exit
-status.
-
-Standard output is written as the run goes. A regular ``--output`` file is
-replaced only when the run succeeds; Ctrl-C (status 130) and SIGTERM (143) end
-the run quietly and leave it untouched.
-"""
+"""The run: each mode's loop over its input, what it writes, and the exit status it ends with."""
 
 from __future__ import annotations
 
@@ -27,7 +10,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, List, Optional, Sequence
+from typing import IO, Any, Callable, Iterator, List, NamedTuple, Optional, Sequence
 
 from . import status
 from .args import CHECK, COMPACT, REPAIR, parse_arguments
@@ -45,7 +28,7 @@ from .io import (
 )
 from .progress import Progress
 from .words import PROG, SHOWN_SKIPPED, figures, number, plural
-from .work import Outcome, Rejected, Settings, run_one, serial
+from .work import Done, Outcome, Rejected, Settings, run_one, serial
 
 # Conversations named in the closing "do not fit" note; the count covers the rest.
 _NAMED = 10
@@ -86,30 +69,23 @@ class _Totals:
         self.rejected += outcome.rejected
         self.changes += len(outcome.changes)
 
-    @property
-    def dropped(self) -> int:
-        return self.messages_before - self.messages_after
-
     def figures(self) -> str:
         return figures(
             self.messages_before, self.messages_after, self.tokens_before, self.tokens_after
         )
 
 
-def _say(text: str) -> None:
-    sys.stderr.write(text)
-    sys.stderr.flush()
-
-
 def _settings(args: argparse.Namespace, mode: str) -> Settings:
     if mode == CHECK:
         return Settings(check=True)
+    # --jsonl lines are always compact; the --indent check keeps the two apart.
+    indent = 0 if args.jsonl else 2 if args.indent is None else args.indent
     if mode == REPAIR:
         return Settings(
             repair=True,
             answer_unanswered=args.answer_unanswered,
             placeholder=args.placeholder,
-            indent=0 if args.jsonl else 2 if args.indent is None else args.indent,
+            indent=indent,
             explain=args.explain,
         )
     return Settings(
@@ -117,8 +93,7 @@ def _settings(args: argparse.Namespace, mode: str) -> Settings:
         target_tokens=args.target_tokens,
         keep_head=args.keep_head,
         keep_tail=args.keep_tail,
-        # --jsonl lines are always compact; the --indent check keeps the two apart.
-        indent=0 if args.jsonl else 2 if args.indent is None else args.indent,
+        indent=indent,
         explain=args.explain,
         strict=args.strict,
         clear_tool_results=args.clear_tool_results,
@@ -129,20 +104,21 @@ def _settings(args: argparse.Namespace, mode: str) -> Settings:
 
 
 def _report_line(line: int, outcome: Outcome, mode: str) -> bytes:
+    record: Any
     if mode == REPAIR:
         changes = [dataclasses.asdict(change) for change in outcome.changes]
-        repaired = {"line": line, "problems": len(outcome.problems), "changes": changes}
-        # ensure_ascii: ids come from the input, and the report stays one valid line.
-        return (json.dumps(repaired, separators=(",", ":")) + "\n").encode("ascii")
-    record = {
-        "line": line,
-        "messages_before": outcome.messages_before,
-        "messages_after": outcome.messages_after,
-        "tokens_before": outcome.tokens_before,
-        "tokens_after": outcome.tokens_after,
-        "dropped": outcome.dropped,
-        "fits": outcome.fits,
-    }
+        record = {"line": line, "problems": len(outcome.problems), "changes": changes}
+    else:
+        record = {
+            "line": line,
+            "messages_before": outcome.messages_before,
+            "messages_after": outcome.messages_after,
+            "tokens_before": outcome.tokens_before,
+            "tokens_after": outcome.tokens_after,
+            "dropped": outcome.dropped,
+            "fits": outcome.fits,
+        }
+    # ensure_ascii: ids come from the input, and the report stays one valid line.
     return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
 
 
@@ -151,24 +127,13 @@ def _reason_line(rejected: Rejected) -> bytes:
     return (json.dumps(record) + "\n").encode("ascii")
 
 
-class _Sinks:
-    """Where a run writes: the output, and the optional --report and --rejects files.
+class _Sinks(NamedTuple):
+    """Where a run writes; ``reasons``, the --rejects sidecar, keeps the rejects verbatim."""
 
-    ``reasons`` is the --rejects sidecar: line N of it says why line N of the
-    rejects was skipped, so the rejected lines themselves stay verbatim.
-    """
-
-    def __init__(
-        self,
-        out: IO[bytes],
-        report: Optional[IO[bytes]],
-        rejects: Optional[IO[bytes]],
-        reasons: Optional[IO[bytes]] = None,
-    ) -> None:
-        self.out = out
-        self.report = report
-        self.rejects = rejects
-        self.reasons = reasons
+    out: IO[bytes]
+    report: Optional[IO[bytes]] = None
+    rejects: Optional[IO[bytes]] = None
+    reasons: Optional[IO[bytes]] = None
 
 
 class _Runner:
@@ -197,7 +162,7 @@ class _Runner:
             name, messages, holder = read_array(args.input)
             outcome = run_one(self.settings, messages, holder, name)
             with output(output_path, self.temporaries) as out:
-                self._write(_Sinks(out, None, None), outcome, None)
+                self._write(_Sinks(out), outcome, None)
             return self.totals
         with contextlib.ExitStack() as files:
             # Output outermost: the input is closed before the output replaces it, which
@@ -205,27 +170,17 @@ class _Runner:
             out = files.enter_context(output(output_path, self.temporaries))
             if output_path in (None, "-"):
                 self.stdout = out
-            report = self._optional(files, "report")
-            rejects = self._optional(files, "rejects")
-            reasons = (
-                None
-                if rejects is None
-                else files.enter_context(output(reasons_path(args.rejects), self.temporaries))
+            rejects = args.rejects
+            sinks = _Sinks(
+                out,
+                self._optional(files, getattr(args, "report", None)),
+                self._optional(files, rejects),
+                self._optional(files, None if rejects is None else reasons_path(rejects)),
             )
-            sinks = _Sinks(out, report, rejects, reasons)
             source = files.enter_context(open_input(args.input))
             self.progress = self._progress(source)
             self.progress.start(source.name)
-            jobs = getattr(args, "jobs", 1) or os.cpu_count() or 1
-            if jobs > 1:
-                # multiprocessing is a fifth of the start-up time; only --jobs needs it.
-                from .jobs import Workers
-
-                workers = files.enter_context(Workers(self.settings, source.name, jobs))
-                done = workers.run(workers.chunks(source), source)
-            else:
-                done = serial(self.settings, source.name, read_jsonl(source.stream, source.name))
-            for lineno, result in done:
+            for lineno, result in self._done(files, source):
                 if isinstance(result, Rejected):
                     self._reject(sinks, result)
                 else:
@@ -256,15 +211,26 @@ class _Runner:
         """Write ``text`` on standard error, on a line of its own."""
         self.progress.clear()
         self.flush_stdout()
-        _say(text)
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
     def flush_stdout(self) -> None:
         if self.stdout is not None:
             self.stdout.flush()
 
-    def _optional(self, files: contextlib.ExitStack, option: str) -> Optional[IO[bytes]]:
-        path: Optional[str] = getattr(self.args, option, None)
+    def _optional(self, files: contextlib.ExitStack, path: Optional[str]) -> Optional[IO[bytes]]:
         return None if path is None else files.enter_context(output(path, self.temporaries))
+
+    def _done(self, files: contextlib.ExitStack, source: Source) -> Iterator[Done]:
+        """Each line of ``source`` done, in order: in this process, or in --jobs workers."""
+        jobs = getattr(self.args, "jobs", 1) or os.cpu_count() or 1
+        if jobs == 1:
+            return serial(self.settings, source.name, read_jsonl(source.stream, source.name))
+        # multiprocessing is a fifth of the start-up time; only --jobs needs it.
+        from .jobs import Workers
+
+        workers = files.enter_context(Workers(self.settings, source.name, jobs))
+        return workers.run(workers.chunks(source), source)
 
     def _write(self, sinks: _Sinks, outcome: Outcome, line: Optional[int]) -> None:
         sinks.out.write(outcome.output)
@@ -340,6 +306,30 @@ def _pairing_warning(args: argparse.Namespace, totals: _Totals) -> str:
     return f"{PROG}: warning: the input's tool pairing was already broken: {found}; {outcome}\n"
 
 
+def _stats(args: argparse.Namespace, totals: _Totals, budget: str) -> str:
+    misfits = totals.not_fitting
+    if not args.jsonl:
+        fits = "does not fit" if misfits else "fits"
+        return f"{PROG}: {totals.figures()}, {fits} within {budget}\n"
+    fits = f"{misfits} did not fit" if misfits else "all fit"
+    return (
+        f"{PROG}: conversations {totals.conversations}, {totals.figures()}, "
+        f"{fits} within {budget}\n"
+    )
+
+
+def _misfits(args: argparse.Namespace, totals: _Totals, budget: str) -> str:
+    if not args.jsonl:
+        return (
+            f"{PROG}: {totals.named_not_fitting[0]}: does not fit: {totals.tokens_after}"
+            f" tokens with every droppable message dropped, budget {budget}\n"
+        )
+    return (
+        f"{PROG}: {totals.not_fitting} of {totals.conversations} conversations do not fit "
+        f"within {budget}: {_names(totals)}\n"
+    )
+
+
 def _compaction_ending(
     args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]
 ) -> int:
@@ -348,31 +338,13 @@ def _compaction_ending(
     if totals.broken:
         say(_pairing_warning(args, totals))
     if args.stats:
-        if not args.jsonl:
-            fits = "does not fit" if misfits else "fits"
-            say(f"{PROG}: {totals.figures()}, {fits} within {budget}\n")
-        else:
-            fits = f"{misfits} did not fit" if misfits else "all fit"
-            say(
-                f"{PROG}: conversations {totals.conversations}, {totals.figures()}, "
-                f"{fits} within {budget}\n"
-            )
+        say(_stats(args, totals, budget))
+    if misfits:
+        say(_misfits(args, totals, budget))
     # One status can say one thing: output the provider would reject (5) outranks
     # skipped lines (4), which outrank misfits (3); the messages say each.
     code = status.DOES_NOT_FIT if misfits else status.OK
-    if not args.jsonl:
-        if misfits:
-            say(
-                f"{PROG}: {totals.named_not_fitting[0]}: does not fit: {totals.tokens_after}"
-                f" tokens with every droppable message dropped, budget {budget}\n"
-            )
-        return status.REJECTED if totals.rejected else code
-    if misfits:
-        say(
-            f"{PROG}: {misfits} of {totals.conversations} conversations do not fit "
-            f"within {budget}: {_names(totals)}\n"
-        )
-    if totals.skipped:
+    if totals.skipped:  # with --jsonl only
         # The last line says both, when the skipped lines decide the status.
         also = (
             f"; {misfits} of {totals.conversations} conversations do not fit within {budget}"
@@ -417,11 +389,6 @@ def _check_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str]
     return status.SKIPPED
 
 
-def _stdout_closed() -> int:
-    _discard_stdout()
-    return status.CLOSED_OR_PROBLEMS
-
-
 def _discard_stdout() -> None:
     # Point stdout at devnull so the interpreter's final flush does not fail again
     # and print a traceback after we have already decided how to exit.
@@ -432,9 +399,7 @@ def _discard_stdout() -> None:
 
 
 def _announce_terminal_input(args: argparse.Namespace, say: Callable[[str], None]) -> None:
-    if args.input != "-":
-        return
-    if _isatty(sys.stdin):
+    if args.input == "-" and _isatty(sys.stdin):
         say(
             f"{PROG}: reading standard input (end it with Ctrl-D, Ctrl-Z on Windows;"
             f" see {PROG} --help)\n"
@@ -464,7 +429,8 @@ def _run(args: argparse.Namespace, mode: str) -> int:
             return status.USAGE
         except BrokenPipeError:
             # In check mode only problem lines are ever written, so this is still status 1.
-            return _stdout_closed()
+            _discard_stdout()
+            return status.CLOSED_OR_PROBLEMS
         except KeyboardInterrupt:
             return status.INTERRUPTED
         except Terminated:
@@ -489,16 +455,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         argv: The arguments without the program name; ``sys.argv[1:]`` when ``None``.
 
     Returns:
-        The exit status. Compaction: 0 when the result fits, 3 when it does not
-        (the best result is still written), 5 when it still has the tool-pairing
-        problems its input had (written all the same; the provider would reject
-        it), 2 for a usage error or unusable input,
-        1 when standard output was closed early, 130 after Ctrl-C and 143 after
-        SIGTERM. ``check``: 0 when there are no pairing problems, 1 when there
-        are, 2 for a usage error or unusable input. ``repair``: 0 when every
-        conversation was written (repaired or not), 2 for a usage error or
-        unusable input, 4 when --skip-invalid skipped a line, and compaction's
-        statuses for a closed output and interruptions.
+        The exit status, one of ``status.TABLE`` (docs/command-line-reference.md lists them).
     """
     try:
         return _main(list(sys.argv[1:] if argv is None else argv))
