@@ -1,19 +1,7 @@
-"""What the command line does to one conversation: an ``Outcome`` to write and report.
+"""What the command does to one conversation: an ``Outcome`` to write and report, no I/O.
 
-``run_one`` compacts (or checks, or repairs) one conversation and returns an ``Outcome``:
-the bytes to write and the figures to report (worded by ``words``). It does no
-I/O, so it runs the same in the main process and in a ``--jobs`` worker.
-
-Checking goes through the public ``check_pairing``; compacting through the
-public ``compact``; clearing (``--clear-tool-results``) through the contract's
-``ToolResultClearing``, which gives ``clear_tool_results``' result and the counts
-that dropping then decides from, so the messages are counted once; or, for a
-line written as compact JSON, through the contract's measuring steps
-(``group_bounds``, ``prefix_sums``, ``Compaction``) with counts that keep each
-message's JSON (``json.Pieces``), so every message is serialised once, not twice.
-A conversation parsed from JSON is its own message views (it holds no SDK
-objects), so it is grouped and its pairing checked as it is, without building
-views twice.
+A line written as compact JSON is decided from counts that keep each message's
+JSON (``json.Pieces``), so that each message is serialised once, not twice.
 """
 
 from __future__ import annotations
@@ -72,6 +60,15 @@ class Settings:
     exclude_tools: Tuple[str, ...] = ()
     count_media: bool = True
 
+    def limits(self) -> Dict[str, Any]:
+        """The budget and the kept ends, as ``compact`` takes them."""
+        return {
+            "max_tokens": self.max_tokens,
+            "target_tokens": self.target_tokens,
+            "keep_head": self.keep_head,
+            "keep_tail": self.keep_tail,
+        }
+
     @property
     def counter(self) -> Optional[SpecCounter]:
         """The counting: the media-aware estimate, or the specification's (``None``)."""
@@ -82,12 +79,8 @@ class Settings:
 class Outcome:
     """One conversation done: what to write, and the figures to report.
 
-    In check mode ``output`` holds the problem lines and the figures are those of
-    the unchanged input; in repair mode ``output`` is the repaired conversation,
-    ``changes`` what was changed and ``problems`` the input's problems (the
-    token figures are not counted: 0). Compacting, ``problems`` are the input's
-    and ``rejected`` says whether the result still has any (it may have dropped
-    the messages concerned).
+    Checking, ``output`` holds the problem lines; repairing, the token figures are 0.
+    ``problems`` are always the input's.
     """
 
     where: str
@@ -194,13 +187,10 @@ def _decided(
         messages,
         prefix_sums(counts),
         bounds,
-        max_tokens=settings.max_tokens,
-        keep_head=settings.keep_head,
-        keep_tail=settings.keep_tail,
         count_tokens=settings.counter,
-        target_tokens=settings.target_tokens,
         uncleared=uncleared,
         restart=restarts[-1] if restarts else -1,
+        **settings.limits(),
     )
 
 
@@ -209,16 +199,22 @@ def _rows(settings: Settings, plan: Compaction) -> Sequence[MessageRow]:
     return plan.rows(settings.keep_head, settings.keep_tail) if settings.explain else ()
 
 
-def _plain(settings: Settings, messages: List[Any]) -> Decision:
-    """The decision through the public functions and the default estimator (output dumped)."""
+def _decision(
+    settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], fast: bool
+) -> Decision:
     if settings.clear_tool_results:
         return _cleared(settings, messages)
-    options: Dict[str, Any] = {
-        "max_tokens": settings.max_tokens,
-        "target_tokens": settings.target_tokens,
-        "keep_head": settings.keep_head,
-        "keep_tail": settings.keep_tail,
-    }
+    if not settings.indent:
+        # NaN or an infinity (from 1e400) or very deep nesting are Unencodable: the
+        # default estimator and the plain dump give the usual count or error.
+        with contextlib.suppress(Unencodable):
+            return _from_pieces(settings, messages, holder, fast)
+    return _plain(settings, messages)
+
+
+def _plain(settings: Settings, messages: List[Any]) -> Decision:
+    """The decision through the public functions and the default estimator (output dumped)."""
+    options = settings.limits()
     if settings.explain:
         # One decision gives both the result and its rows, so they never disagree;
         # Compaction.result() is what compact() returns.
@@ -269,13 +265,7 @@ def _compact(
     fast: bool,
 ) -> Outcome:
     try:
-        decision: Optional[Decision] = None
-        if not settings.indent and not settings.clear_tool_results:
-            # NaN or an infinity (from 1e400) or very deep nesting are Unencodable: the
-            # default estimator and the plain dump give the usual count or error.
-            with contextlib.suppress(Unencodable):
-                decision = _from_pieces(settings, messages, holder, fast)
-        result, rows, before, output = decision or _plain(settings, messages)
+        result, rows, before, output = _decision(settings, messages, holder, fast)
         # Compaction cannot repair a pairing the input already breaks; it is reported
         # (or, with --strict, the conversation refused) in check's own wording. The
         # compaction's grouping validated every message: the check does not again.
@@ -294,8 +284,9 @@ def _compact(
     if settings.explain:
         summary = figures(len(messages), kept, before, result.tokens_after)
         fits = "fits" if result.fits else "does not fit"
-        header = f"{where}: {summary}, {fits} within {number(settings.max_tokens)}"
-        explain = explain_table(header, rows)
+        explain = explain_table(
+            f"{where}: {summary}, {fits} within {number(settings.max_tokens)}", rows
+        )
     return Outcome(
         where,
         output,
