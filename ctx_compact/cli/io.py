@@ -1,10 +1,6 @@
-"""Reading conversations and writing results for the command line.
+"""Reading conversations and writing results: every problem is a ``Failure`` naming where.
 
-Input is UTF-8 JSON: a whole file holding an array of messages (or an object
-with a ``"messages"`` array), or JSONL read one line at a time. Every problem is
-a ``Failure`` naming the file, line and column. Standard output is written as
-the run goes; a regular ``--output`` file is written beside itself and moved
-into place only when the run succeeds.
+A regular ``--output`` file is written beside itself and moved into place when the run succeeds.
 """
 
 from __future__ import annotations
@@ -12,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import itertools
 import json
 import os
 import stat
@@ -19,7 +16,7 @@ import sys
 import tempfile
 import zlib
 from dataclasses import dataclass
-from typing import IO, Any, Dict, Iterator, List, Optional, Tuple, Type, Union
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
 from .interrupts import held
 from .json import utf8_line
@@ -50,18 +47,12 @@ class NonStandardConstant(ValueError):
     pass
 
 
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+
+
 def json_type(value: object) -> str:
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    return "a number"
+    """What a parsed JSON value is, in words."""
+    return "null" if value is None else _JSON_TYPES.get(type(value), "a number")
 
 
 def reject_constant(name: str) -> Any:
@@ -101,12 +92,10 @@ def parse(text: str, name: str, line: Optional[int]) -> Any:
                 f"{name}:{line}:{end}: invalid JSON: the line ends before its value does{hint}"
             ) from None
         raise Failure(f"{name}:{line}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    except NonStandardConstant as exc:
+    except (NonStandardConstant, RecursionError) as exc:
         where = name if line is None else f"{name}:{line}"
-        raise Failure(f"{where}: invalid JSON: {exc}") from None
-    except RecursionError:
-        where = name if line is None else f"{name}:{line}"
-        raise Failure(f"{where}: invalid JSON: nested too deeply") from None
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise Failure(f"{where}: invalid JSON: {why}") from None
 
 
 def decode(data: Union[bytes, str], name: str, line: Optional[int], first: bool) -> str:
@@ -144,20 +133,17 @@ def conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, 
             f'{where}: expected an array of messages or an object with a "messages" array,'
             f" got {json_type(value)}"
         )
-    if not all(type(message) is dict for message in messages):  # parsed JSON: only dicts
-        for index, message in enumerate(messages):
-            if not isinstance(message, dict):
-                raise Failure(
-                    f"{where}: message {index}: expected an object, got {json_type(message)}"
-                )
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise Failure(f"{where}: message {index}: expected an object, got {json_type(message)}")
     return messages, holder
 
 
 def read_array(path: str) -> Tuple[str, List[Any], Optional[Dict[str, Any]]]:
     """The input name, messages and holding object of a whole-file conversation."""
     with open_input(path) as source:
-        data = read_all(source.stream, source.name)
-    name = source.name
+        name = source.name
+        data: Union[bytes, str] = _reading(source.stream.read, name, name, "the input")
     text = decode(data, name, None, True)
     if not text.strip(" \t\r\n"):
         raise Failure(
@@ -171,7 +157,11 @@ def read_array(path: str) -> Tuple[str, List[Any], Optional[Dict[str, Any]]]:
 
 def read_jsonl(stream: IO[Any], name: str) -> Iterator[Tuple[int, bytes]]:
     """``(line number, raw line)`` for each line of ``stream``, read one at a time."""
-    for lineno, raw in enumerate(read_lines(stream, name), 1):
+    for lineno in itertools.count(1):
+        # A line too large stops the run: where the next one starts cannot be found.
+        raw = _reading(stream.readline, name, f"{name}:{lineno}", "the line")
+        if not raw:
+            return
         yield lineno, raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
 
 
@@ -293,43 +283,27 @@ def _unreadable(name: str, exc: Exception) -> Failure:
     return Failure(f"{name}: cannot read: {reason}")
 
 
-# A gzip bomb, or a file with no newline for gigabytes: the value cannot be held.
-_TOO_LARGE = "too large to hold in memory"
+_Read = TypeVar("_Read")
 
 
-def read_all(stream: IO[Any], name: str) -> Union[bytes, str]:
+def _reading(read: Callable[[], _Read], name: str, where: str, what: str) -> _Read:
+    """``read()``, its errors a ``Failure``: a value past the memory limit names ``where``.
+
+    A gzip bomb, or a file with no newline for gigabytes: the value cannot be held.
+    """
     try:
-        data: Union[bytes, str] = stream.read()
+        return read()
     except (OSError, EOFError, zlib.error) as exc:
         raise _unreadable(name, exc) from None
     except MemoryError:
-        raise Failure(f"{name}: cannot read: the input is {_TOO_LARGE}") from None
-    return data
-
-
-def read_lines(stream: IO[Any], name: str) -> Iterator[Union[bytes, str]]:
-    lineno = 0
-    while True:
-        lineno += 1
-        try:
-            line: Union[bytes, str] = stream.readline()
-        except (OSError, EOFError, zlib.error) as exc:
-            raise _unreadable(name, exc) from None
-        except MemoryError:
-            # Not a line to skip: what follows it cannot be found without reading it.
-            raise Failure(f"{name}:{lineno}: cannot read: the line is {_TOO_LARGE}") from None
-        if not line:
-            return
-        yield line
+        raise Failure(f"{where}: cannot read: {what} is too large to hold in memory") from None
 
 
 def read_spans(stream: IO[bytes], name: str, size: int) -> Iterator[Tuple[int, int, int]]:
-    """``(number of its first line, offset, length)`` for spans of about ``size`` bytes.
+    """``(number of its first line, offset, length)`` of spans of whole lines, about ``size`` bytes.
 
-    For ``--jobs`` workers that read a regular file themselves: finding where the
-    spans' last lines end is all that is done here with the bytes. Spans hold whole
-    lines and start where ``stream`` is; ``stream`` is moved to the end of each
-    span given, so the progress line shows how far the run has got.
+    Spans start where ``stream`` is, which is moved to the end of each span given,
+    so that the progress line shows how far the run has got.
     """
     fd = stream.fileno()
     buffer = bytearray(size)
@@ -380,12 +354,7 @@ class _TextStdout:
 
 
 class _Guarded:
-    """An output whose write errors are a ``Failure`` naming it, raised where the write fails.
-
-    Raised there, the error names this output, not another one whose cleanup it
-    passes through on its way out. A closed pipe stays a ``BrokenPipeError``: it
-    has a status of its own.
-    """
+    """An output whose write errors are a ``Failure`` naming it (a closed pipe: its own status)."""
 
     def __init__(self, stream: IO[bytes], name: str, failure: Type[Failure] = Failure) -> None:
         self._stream = stream
@@ -393,7 +362,7 @@ class _Guarded:
         self._failure = failure
 
     def _refused(self, exc: OSError) -> Failure:
-        return self._failure(f"{self._name}: cannot write: {exc.strerror or exc}")
+        return _unwritable(self._name, exc, self._failure)
 
     def write(self, data: bytes) -> int:
         try:
@@ -449,13 +418,9 @@ _MAX_LINKS = 40
 def file_to_replace(path: str) -> Optional[str]:
     """The regular file that ``-o path`` replaces atomically, or ``None`` to write to it directly.
 
-    A regular file, or a name that does not exist yet, is replaced (or created)
-    through a temporary file beside it. A symbolic link is followed, so the file
-    it points to is replaced and the link is kept. A device (``/dev/null``), a
-    FIFO, a socket, and any link into ``/proc`` (``/dev/stdout``,
-    ``/proc/self/fd/1``, which stand for a descriptor that may be a pipe or a
-    file opened by the shell) are written directly: replacing them would put a
-    regular file where the reader is not looking.
+    A symbolic link is followed, and kept. A device, a FIFO, a socket and a link into
+    ``/proc`` (``/dev/stdout``, a descriptor the shell opened) are written directly:
+    a regular file put in their place would be where the reader is not looking.
     """
     current = path
     for _ in range(_MAX_LINKS):
@@ -475,12 +440,10 @@ def file_to_replace(path: str) -> Optional[str]:
 
 
 def file_identity(path: str, standard: Any) -> Optional[object]:
-    """What names the file at ``path`` for comparing two options, ``None`` when sharing is harmless.
+    """What names the file at ``path`` (``-``: the ``standard`` stream's) for comparing options.
 
-    An existing regular file is its device and inode, whatever the path that reaches
-    it (a link, ``..``, a hard link); a name not yet created is its resolved path.
-    ``-`` is the ``standard`` stream's file. Devices, FIFOs and terminals (``/dev/null``
-    twice) give ``None``: nothing written to them is replaced.
+    A regular file is its device and inode, a name not yet created its resolved path;
+    a device, FIFO or terminal is ``None``: nothing written there is replaced.
     """
     try:
         info = os.fstat(standard.fileno()) if path == "-" else os.stat(path)
@@ -494,10 +457,8 @@ def file_identity(path: str, standard: Any) -> Optional[object]:
 class Temporaries:
     """The temporary files of one run's outputs that are neither in place nor removed yet.
 
-    Each output removes its own when it fails or is interrupted, as it unwinds. An
-    interrupt can also land where nothing is unwinding it yet, or any more (between
-    an ``ExitStack`` taking an exit off its list and calling it): the run then
-    closes and removes what is left here when it ends (``remove``), whatever ended it.
+    Each output removes its own as it unwinds; an interrupt that lands where nothing
+    unwinds it (inside an ``ExitStack``'s exit) leaves the rest to ``remove``.
     """
 
     def __init__(self) -> None:
@@ -548,7 +509,7 @@ def _replacing(path: str, target: str, temporaries: Temporaries) -> Iterator[IO[
                 os.unlink(handle.name)
             temporaries.done(handle)
         if isinstance(exc, OSError):
-            raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
+            raise _unwritable(path, exc) from None
         raise
 
 
@@ -559,23 +520,22 @@ def _direct(path: str) -> Iterator[IO[bytes]]:
         # the shell opened with >> must not be truncated.
         handle = open(path, "ab")  # noqa: SIM115  # closed by the with below
     except OSError as exc:
-        raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise _unwritable(path, exc) from None
     try:
         with handle:
             yield handle
+    except BrokenPipeError:
+        raise
     except OSError as exc:
-        if isinstance(exc, BrokenPipeError):
-            raise
-        raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise _unwritable(path, exc) from None
+
+
+def _unwritable(path: str, exc: OSError, failure: Type[Failure] = Failure) -> Failure:
+    return failure(f"{path}: cannot write: {exc.strerror or exc}")
 
 
 def reasons_path(rejects: str) -> str:
-    """Where ``--rejects FILE`` says why each line was skipped: ``bad.reasons.jsonl``.
-
-    A ``.jsonl`` ending is replaced (``bad.jsonl`` gives ``bad.reasons.jsonl``,
-    ``bad.jsonl.gz`` gives ``bad.reasons.jsonl.gz``, gzipped like it); any other
-    name has ``.reasons.jsonl`` added.
-    """
+    """Where ``--rejects FILE`` says why each line was skipped: ``bad.reasons.jsonl``."""
     stem, gz = (rejects[:-3], ".gz") if rejects.endswith(".gz") else (rejects, "")
     if stem.endswith(".jsonl"):
         stem = stem[: -len(".jsonl")]
@@ -586,10 +546,8 @@ def reasons_path(rejects: str) -> str:
 def output(path: Optional[str], temporaries: Temporaries) -> Iterator[IO[bytes]]:
     """A binary stream to write the output into, gzip-compressed when ``path`` ends in ``.gz``.
 
-    Standard output (``None`` or ``"-"``) is written as the run goes. A regular
-    file is written to a temporary file beside it, listed in ``temporaries``, and
-    moved over it only if the block succeeds, so a failed or interrupted run
-    leaves it untouched; anything else (see ``file_to_replace``) is written directly.
+    Standard output (``None`` or ``"-"``) is written as the run goes; a regular file
+    through a temporary file in ``temporaries``, moved over it if the block succeeds.
     """
     if path is None or path == "-":
         stdout = _Guarded(stdout_bytes(), STDOUT_NAME, UnwritableStdout)
