@@ -1,10 +1,4 @@
-"""The ``ctx-compact`` command's arguments: its three parsers, their help, and what they refuse.
-
-Every option the command documents is defined here once (its defaults are the
-core's own, from the contract; its exit statuses are ``status``'s);
-``parse_arguments`` gives the runner in ``run`` checked arguments or the status
-to exit with.
-"""
+"""The command's three parsers: every option defined once, their help, and what they refuse."""
 
 from __future__ import annotations
 
@@ -28,16 +22,27 @@ COMPACT = "compact"  # no mode word: the command compacts
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser that takes no abbreviation and knows its option strings.
+    """A parser of one mode that knows its option strings, for "did you mean".
 
-    ``--max-tok 9`` is not taken for ``--max-tokens 9``: an abbreviation that is
-    accepted today would become ambiguous, or another option, when an option is
-    added. ``option_names`` serves the "did you mean" of an unknown option.
+    No abbreviation: one accepted today would become ambiguous when an option is added.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, mode: str, description: str, epilog: str) -> None:
         self.option_names: List[str] = []  # before super().__init__, which adds --help
-        super().__init__(allow_abbrev=False, **kwargs)
+        super().__init__(
+            prog=PROG if mode == COMPACT else f"{PROG} {mode}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            description=description,
+            epilog=epilog,
+            allow_abbrev=False,
+        )
+        self.add_argument(
+            "input",
+            nargs="?",
+            default="-",
+            metavar="FILE",
+            help="the input file; '-' or no argument reads standard input",
+        )
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         action = super().add_argument(*args, **kwargs)
@@ -47,6 +52,11 @@ class _Parser(argparse.ArgumentParser):
     def group(self, title: str) -> _Group:
         """An argument group, whose options this parser knows too."""
         return _Group(self, self.add_argument_group(title))
+
+    def done(self) -> _Parser:
+        """The parser with ``--version``, its last option."""
+        self.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+        return self
 
 
 class _Group:
@@ -90,15 +100,14 @@ def _count(text: str) -> int:
 
 def _build_parser() -> _Parser:
     parser = _Parser(
-        prog=PROG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
+        COMPACT,
+        (
             "Trim a conversation (a JSON array of chat messages) to a token budget.\n"
             "The oldest messages between the kept head and tail are dropped first, and an\n"
             "assistant message with tool_calls is always dropped or kept together with its\n"
             "tool results. The result is written to standard output as JSON."
         ),
-        epilog=(
+        (
             "input:\n"
             '  A JSON array of message objects, or an object whose "messages" key holds\n'
             "  one (its other keys are kept). With --jsonl, one such value per line; blank\n"
@@ -118,7 +127,6 @@ def _build_parser() -> _Parser:
             "  check or repair, write it ./check or ./repair.\n"
         ),
     )
-    _add_input(parser)
     parser.add_argument(
         "--max-tokens",
         required=True,
@@ -226,18 +234,7 @@ def _build_parser() -> _Parser:
         help="write one JSON line per conversation to FILE: line, messages_before,"
         " messages_after, tokens_before, tokens_after, dropped, fits",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    return parser
-
-
-def _add_input(parser: _Parser) -> None:
-    parser.add_argument(
-        "input",
-        nargs="?",
-        default="-",
-        metavar="FILE",
-        help="the input file; '-' or no argument reads standard input",
-    )
+    return parser.done()
 
 
 def _add_dataset_options(parser: _Parser) -> _Group:
@@ -287,16 +284,15 @@ def _add_dataset_options(parser: _Parser) -> _Group:
 
 def _build_check_parser() -> _Parser:
     parser = _Parser(
-        prog=f"{PROG} {CHECK}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
+        CHECK,
+        (
             "Report every tool-pairing problem that would make a provider reject a\n"
             "conversation: a tool result with no call before it, a call whose results are\n"
             "missing, an Anthropic tool_result that does not open the next message, a\n"
             "Responses item without its call, output or following item. The input is only\n"
             "read, never changed."
         ),
-        epilog=(
+        (
             "input:\n"
             "  The same as compaction: a JSON array of messages, or an object whose\n"
             '  "messages" key holds one; with --jsonl, one such value per line. The\n'
@@ -313,22 +309,19 @@ def _build_check_parser() -> _Parser:
             "  ctx-compact check --jsonl train.jsonl\n"
         ),
     )
-    _add_input(parser)
     parser.add_argument(
         "--jsonl",
         action="store_true",
         help="read one conversation per line and name each problem's line",
     )
     _add_dataset_options(parser)
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    return parser
+    return parser.done()
 
 
 def _build_repair_parser() -> _Parser:
     parser = _Parser(
-        prog=f"{PROG} {REPAIR}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
+        REPAIR,
+        (
             "Write each conversation repaired so that the provider takes it: a tool result\n"
             "answering no call is dropped, or moved to its call when the call is there\n"
             "without it; a call without its result is dropped (or, with\n"
@@ -336,7 +329,7 @@ def _build_repair_parser() -> _Parser:
             "the calls moves before them; a Responses reasoning item without its following\n"
             "item is dropped. A conversation without problems is written as it is."
         ),
-        epilog=(
+        (
             "input:\n"
             "  The same as compaction: a JSON array of messages, or an object whose\n"
             '  "messages" key holds one (its other keys are kept); with --jsonl, one such\n'
@@ -356,7 +349,6 @@ def _build_repair_parser() -> _Parser:
             "  ctx-compact repair --jsonl --report changes.jsonl -o fixed.jsonl train.jsonl\n"
         ),
     )
-    _add_input(parser)
     parser.add_argument(
         "--jsonl",
         action="store_true",
@@ -401,8 +393,7 @@ def _build_repair_parser() -> _Parser:
         metavar="FILE",
         help="write one JSON line per conversation to FILE: line, problems, changes",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    return parser
+    return parser.done()
 
 
 def _parse_args(
@@ -432,17 +423,15 @@ _MODE_NAMES = {COMPACT: "compaction", CHECK: f"{PROG} {CHECK}", REPAIR: f"{PROG}
 def _unknown_option(parser: _Parser, arguments: Sequence[str]) -> Optional[str]:
     """The first argument that is written as an option but is none of ``parser``'s."""
     known = set(parser.option_names)
-    short = {name for name in known if not name.startswith("--")}
     for argument in arguments:
         if argument == "--":  # what follows are file names
             return None
         if not argument.startswith("-") or argument == "-" or _NEGATIVE_NUMBER.match(argument):
             continue
-        if argument.startswith("--"):
-            if argument.split("=", 1)[0] not in known:
-                return argument.split("=", 1)[0]
-        elif argument[:2] not in short:  # -oFILE is -o FILE
-            return argument
+        long = argument.startswith("--")
+        name = argument.split("=", 1)[0] if long else argument[:2]  # -oFILE is -o FILE
+        if name not in known:
+            return name if long else argument
     return None
 
 
@@ -452,18 +441,24 @@ def _unknown_message(option: str, mode: str, builders: Dict[str, Callable[[], _P
     for other, build in builders.items():
         if other != mode and option in build().option_names:
             return f"{message}: it is an option of {_MODE_NAMES[other]}, not of {_MODE_NAMES[mode]}"
-    # An abbreviation (once accepted) names every option it begins; otherwise the closest
-    # name, compared without the dashes every name shares, and only when close (--stat,
-    # --keep-tial), not when merely sharing a few letters.
-    given = option.lstrip("-")
-    names = [name[2:] for name in builders[mode]().option_names if name.startswith("--")]
-    meant = [name for name in names if name.startswith(given)] if option.startswith("--") else []
-    meant = meant or difflib.get_close_matches(given, names, n=1, cutoff=0.7)
+    meant = _meant(option, builders[mode]().option_names)
     if not meant:
         return message
     listed = ", ".join(f"--{name}" for name in meant[:-1])
     either = f"{listed} or --{meant[-1]}" if listed else f"--{meant[-1]}"
     return f"{message} (did you mean {either}?)"
+
+
+def _meant(option: str, options: List[str]) -> List[str]:
+    """The long options (without their dashes) that ``option`` may stand for.
+
+    An abbreviation (once accepted) names every option it begins; otherwise the closest
+    name, only when close (--stat, --keep-tial), not when merely sharing a few letters.
+    """
+    given = option.lstrip("-")
+    names = [name[2:] for name in options if name.startswith("--")]
+    meant = [name for name in names if name.startswith(given)] if option.startswith("--") else []
+    return meant or difflib.get_close_matches(given, names, n=1, cutoff=0.7)
 
 
 def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, str], int]:
@@ -497,7 +492,10 @@ def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, str
 
 def _conflict(args: argparse.Namespace, mode: str = COMPACT) -> Optional[str]:
     """What is wrong with this combination of options, if anything."""
-    check = mode == CHECK
+    return _mode_conflict(args, mode) or _dataset_conflict(args, mode) or _shared_file(args)
+
+
+def _mode_conflict(args: argparse.Namespace, mode: str) -> Optional[str]:
     if mode == REPAIR and not args.placeholder:
         return "--placeholder must not be empty"
     target = args.target_tokens if mode == COMPACT else None
@@ -506,13 +504,17 @@ def _conflict(args: argparse.Namespace, mode: str = COMPACT) -> Optional[str]:
             f"--target-tokens ({number(target)}) must not exceed --max-tokens"
             f" ({number(args.max_tokens)})"
         )
-    if not check and args.jsonl and args.indent is not None:
+    if mode != CHECK and args.jsonl and args.indent is not None:
         return (
             "--indent cannot be used with --jsonl, whose output is one compact line per"
             " conversation"
         )
     if mode == REPAIR and args.placeholder != REPAIR_PLACEHOLDER and not args.answer_unanswered:
         return "--placeholder needs --answer-unanswered"
+    return None
+
+
+def _dataset_conflict(args: argparse.Namespace, mode: str) -> Optional[str]:
     batch = {
         "--skip-invalid": args.skip_invalid,
         "--max-errors": args.max_errors is not None,
@@ -526,9 +528,9 @@ def _conflict(args: argparse.Namespace, mode: str = COMPACT) -> Optional[str]:
             return f"{option} needs --jsonl"
     for option, path in (("--report", getattr(args, "report", None)), ("--rejects", args.rejects)):
         if path == "-":
-            carries = "the problems" if check else "the conversations"
+            carries = "the problems" if mode == CHECK else "the conversations"
             return f"{option} needs a file; standard output carries {carries}"
-    return _shared_file(args)
+    return None
 
 
 def _shared_file(args: argparse.Namespace) -> Optional[str]:
