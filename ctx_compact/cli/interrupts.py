@@ -1,11 +1,7 @@
-"""How a run is interrupted: SIGTERM raised as Ctrl-C is, and the steps a signal must not split.
+"""How a run is interrupted: SIGTERM raised as Ctrl-C is, and the steps neither may split.
 
-Ctrl-C raises ``KeyboardInterrupt`` and, while ``sigterm_raises`` is in force,
-SIGTERM raises ``Terminated``, so every ``finally`` and ``with`` cleans up. A
-few steps must not be cut in two by either: a temporary file created but not
-yet known to the code that removes it, worker processes forked but not yet
-ignoring Ctrl-C. ``held`` holds both signals across such a step and delivers
-them as soon as it is over.
+``held`` holds both across a step that must not be cut in two (a temporary file
+created but not yet known, workers started but not yet ignoring Ctrl-C).
 """
 
 from __future__ import annotations
@@ -34,10 +30,7 @@ def _in_main_thread() -> bool:
 
 @contextlib.contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """SIGTERM raises ``Terminated`` inside the block (main thread only).
-
-    From another thread the default stays: the process ends at once.
-    """
+    """SIGTERM raises ``Terminated`` inside the block (from another thread, it ends the process)."""
     if not _in_main_thread():
         yield
         return
@@ -55,12 +48,9 @@ def sigterm_raises() -> Iterator[None]:
 def held() -> Iterator[None]:
     """Ctrl-C and SIGTERM wait until the block is over, then are delivered as they came.
 
-    Their handlers are swapped for one that notes them, which covers a signal
-    that any thread of the process receives; where the system has signal masks,
-    they are also blocked in this thread, so that a worker process forked or
-    spawned in the block starts with them blocked until it has set its own
-    dispositions (``unblock``). Outside the main thread, where no handler runs,
-    the block runs as it is.
+    A handler notes them (whichever thread receives them); they are also blocked in
+    this thread, so that a worker started in the block starts with them blocked until
+    it has set its own (``unblock``). Outside the main thread the block runs as it is.
     """
     if not _in_main_thread():
         yield

@@ -1,22 +1,6 @@
-"""JSON for the command line: the standard library, or orjson when it is installed.
-
-The default estimator serialises every message once to count it; the command
-keeps that serialisation and writes the compacted line from the kept
-messages' pieces, so each message is serialised once, not twice. With orjson
-(``pip install orjson``, or the ``orjson`` extra) a line is also parsed and serialised in
-Rust. Either way the output is byte-identical, and so are the token counts:
-
-- orjson and ``json`` write a float alike only where ``json`` uses no exponent,
-  from 1e-4 to 1e16 in magnitude (below, ``1e-05`` against ``0.00001``; above,
-  orjson's own releases disagree on ``1e+16`` or ``1e16``), and orjson reads an
-  integer beyond 64 bits as a float (of 9.2e18 or more). A parsed line holding a
-  float outside that range is parsed again by the standard library
-  (``_exact``); a rare false alarm costs speed.
-- Anything orjson refuses (a lone surrogate, NaN, invalid UTF-8, a byte order
-  mark) is parsed again by the standard library, which gives the usual error.
-
-``CTX_COMPACT_JSON=stdlib`` in the environment turns orjson off (for
-comparisons).
+"""JSON for the command: orjson when installed (byte-identical output), and each message's JSON
+kept from counting to writing. A line orjson refuses, or one holding a float the two write
+differently, is parsed by the standard library (docs/command-line.md, the fast JSON backend).
 """
 
 from __future__ import annotations
@@ -36,8 +20,7 @@ if os.environ.get("CTX_COMPACT_JSON") == "stdlib":
     orjson = None
 
 # Floats that orjson and json write alike, whatever orjson's release: json writes no
-# exponent there. Beyond 2**63 (inside the exponent range) a float may also be an
-# integer that orjson could not hold.
+# exponent there. From 2**63 (9.2e18) a float may also be an integer orjson could not hold.
 _EXACT_FLOATS = (1e-4, 1e16)
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -45,10 +28,6 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 class Unencodable(Exception):
     """A message the fast path cannot serialise: the conversation is done the plain way."""
-
-
-def fast_enabled() -> bool:
-    return orjson is not None
 
 
 def _exact(value: Any) -> bool:
@@ -93,15 +72,10 @@ def utf8_line(text: str) -> bytes:
         return escaped.encode("utf-8")
 
 
-tokens = tokens_of_units  # the estimator's tokens for a JSON text of that many UTF-16 units
-
-
 class Pieces:
-    """Counts messages as the default estimator does, keeping each one's JSON for the output.
+    """Counts messages as the default estimator does, keeping each one's JSON for ``line``.
 
-    ``count_all`` returns exactly what the default estimator returns for messages
-    parsed from JSON (compact separators, no ASCII escaping, UTF-16 length
-    divided by 4, rounded up); ``line`` writes the kept ones from their JSON.
+    With orjson (``fast``) each message's JSON is bytes, else the estimator's own text.
     """
 
     __slots__ = ("_fast", "_json")
@@ -110,29 +84,24 @@ class Pieces:
         self._fast = fast
         self._json: List[Any] = []
 
+    def _dump(self, value: Any) -> Any:
+        try:
+            return orjson.dumps(value) if self._fast else compact_json(value)
+        except (TypeError, ValueError, RecursionError):  # orjson's error is a TypeError
+            raise Unencodable from None
+
+    def _text(self, text: str) -> Any:
+        """``text`` as the pieces are: bytes with orjson."""
+        return text.encode() if self._fast else text
+
     def count_all(self, messages: List[Any]) -> List[int]:
         """Each message's tokens, in order.
 
         Raises:
             Unencodable: A message this serialisation refuses (NaN, an infinity, deep nesting).
         """
-        if self._fast:
-            dumps = orjson.dumps
-            try:
-                packed: List[bytes] = [dumps(m) for m in messages]
-            except orjson.JSONEncodeError:
-                raise Unencodable from None
-            self._json = packed
-            return [
-                tokens(len(b) if b.isascii() else utf16_length(b.decode("utf-8"))) for b in packed
-            ]
-        encode = compact_json  # the estimator's own text, from its encoder built once
-        try:
-            texts: List[str] = [encode(m) for m in messages]
-        except (TypeError, ValueError, RecursionError):
-            raise Unencodable from None
-        self._json = texts
-        return [tokens(len(t) if t.isascii() else utf16_length(t)) for t in texts]
+        self._json = [self._dump(m) for m in messages]
+        return [tokens_of_units(len(p) if p.isascii() else _units(p)) for p in self._json]
 
     def line(self, holder: Optional[Dict[str, Any]], kept: Sequence[Tuple[int, int]]) -> bytes:
         """The output line: the counted messages in the ``kept`` ranges, in ``holder``'s place.
@@ -140,34 +109,23 @@ class Pieces:
         Raises:
             Unencodable: A value of ``holder`` this serialisation refuses.
         """
-        pieces = self._json
-        if self._fast:
-            body = b"[" + b",".join([p for a, b in kept for p in pieces[a:b]]) + b"]"
-            if holder is None:
-                return body + b"\n"
-            dumps = orjson.dumps
-            try:
-                fields = [
-                    dumps(k) + b":" + (body if k == "messages" else dumps(v))
-                    for k, v in holder.items()
-                ]
-            except orjson.JSONEncodeError:
-                raise Unencodable from None
-            return b"{" + b",".join(fields) + b"}\n"
-        text = "[" + ",".join([p for a, b in kept for p in pieces[a:b]]) + "]"
+        text, pieces = self._text, self._json
+        line = text("[") + text(",").join([p for a, b in kept for p in pieces[a:b]]) + text("]")
         if holder is not None:
-            encode = compact_json
-            try:
-                parts = [
-                    encode(k) + ":" + (text if k == "messages" else encode(v))
-                    for k, v in holder.items()
-                ]
-            except (TypeError, ValueError, RecursionError):
-                raise Unencodable from None
-            text = "{" + ",".join(parts) + "}"
+            fields = [
+                self._dump(k) + text(":") + (line if k == "messages" else self._dump(v))
+                for k, v in holder.items()
+            ]
+            line = text("{") + text(",").join(fields) + text("}")
+        if self._fast:
+            return line + b"\n"  # type: ignore[no-any-return]
         # The estimator's encoder writes (and counts) an infinity from 1e400, which JSON
         # cannot hold: such a line is written the plain way, which refuses it. The same
         # word in a string is a false alarm, which only costs speed.
-        if "Infinity" in text or "NaN" in text:
+        if "Infinity" in line or "NaN" in line:
             raise Unencodable
-        return utf8_line(text)
+        return utf8_line(line)
+
+
+def _units(piece: Any) -> int:
+    return utf16_length(piece.decode("utf-8") if isinstance(piece, bytes) else piece)

@@ -1,11 +1,5 @@
-"""Progress of a long ``--jsonl`` run, on standard error.
-
-On a terminal one line is redrawn in place and cleared before anything else
-is written there; for logs (``--progress``) a plain line is written as the run
-starts, every few seconds, and once the input is done, with no control
-characters. When the input's size is known (a file, compressed or not) the line
-gives the share done, the rate and the time left, from the bytes read so far.
-"""
+"""Progress of a long ``--jsonl`` run on standard error: a line redrawn on a terminal, or plain
+lines for logs (``--progress``), with the share done and the time left when the size is known."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The command's exit statuses: one constant per documented status, and the one table of them.
+"""The command's exit statuses: one constant each, and the table its help and docs show.
 
-docs/command-line-reference.md documents the same table; every mode's ``--help``
-text is written from it. Status 1 has one cause in each mode: compaction's and
-``repair``'s standard output closed before everything was written (``| head``);
-``check``'s pairing problems. They can share it because ``check`` writes only
-problem lines, so its standard output can only close early when there are
-problems.
+Status 1 has one cause per mode: a closed standard output, or ``check``'s problems
+(``check`` writes only problem lines, so its output can only close early then).
 """
 
 from __future__ import annotations
@@ -25,6 +21,8 @@ INTERRUPTED = 128 + signal.SIGINT
 TERMINATED = 128 + signal.SIGTERM
 # A --jobs worker killed by signal N gives 128 + N, as if the command had been.
 KILLED = "128+N"
+
+_KILLED = "a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)"
 
 # The modes, in the order of TABLE's columns after the status.
 MODES = ("compact", "check", "repair")
@@ -84,12 +82,7 @@ TABLE: Tuple[Tuple[str, Optional[str], Optional[str], Optional[str]], ...] = (
         "interrupted by Ctrl-C or SIGTERM",
         "interrupted by Ctrl-C or SIGTERM (--output is left untouched)",
     ),
-    (
-        KILLED,
-        "a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)",
-        "a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)",
-        "a --jobs worker was killed by signal N (137: SIGKILL, out of memory?)",
-    ),
+    (KILLED, _KILLED, _KILLED, _KILLED),
 )
 
 

@@ -1,8 +1,4 @@
-"""How the command words what it reports: its name, budgets, counts, figures, problems, tables.
-
-The only place the command's messages are worded from figures; ``run`` and
-``work`` fill them in, ``args`` and ``progress`` name the command with ``PROG``.
-"""
+"""How the command words what it reports: its name, budgets, counts, figures, problems, tables."""
 
 from __future__ import annotations
 
@@ -61,8 +57,7 @@ def problem_text(problem: PairingProblem) -> str:
 
 
 def change_text(change: RepairChange) -> str:
-    """``message N [PROVIDER ACTION] IDS [-> message M] (repairs CODE)``, on one printable
-    line; ``M`` is the message a moved one now follows, or the one it went into."""
+    """``message N [PROVIDER ACTION] IDS [-> message M] (repairs CODE)``, on one printable line."""
     ids = f" {', '.join(change.ids)}" if change.ids else ""
     into = "" if change.into is None else f" -> message {change.into}"
     return _one_line(
