@@ -171,19 +171,10 @@ def _build_parser() -> _Parser:
         " as the length of its JSON, base64 included (default: each counts the tokens its"
         " provider bills for it, and every other message as the specification's estimate)",
     )
-    parser.add_argument(
-        "--indent",
-        type=_count,
-        default=None,
-        metavar="N",
-        help="indent the JSON output by N spaces (default: 2); 0 writes a single compact line;"
-        " not allowed with --jsonl, whose lines are always compact",
-    )
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE",
-        help="write to FILE instead of standard output; a regular file is replaced only when"
+    _add_output_options(
+        parser,
+        ", whose lines are always compact",
+        "write to FILE instead of standard output; a regular file is replaced only when"
         " the run succeeds, so it may also be the input file; a device, FIFO or /dev/stdout"
         " is written directly",
     )
@@ -235,6 +226,19 @@ def _build_parser() -> _Parser:
         " messages_after, tokens_before, tokens_after, dropped, fits",
     )
     return parser.done()
+
+
+def _add_output_options(parser: _Parser, indent_note: str, output_help: str) -> None:
+    """``--indent`` and ``-o``, as compaction and repair write conversations."""
+    parser.add_argument(
+        "--indent",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="indent the JSON output by N spaces (default: 2); 0 writes a single compact line;"
+        f" not allowed with --jsonl{indent_note}",
+    )
+    parser.add_argument("-o", "--output", metavar="FILE", help=output_help)
 
 
 def _add_dataset_options(parser: _Parser) -> _Group:
@@ -367,19 +371,10 @@ def _build_repair_parser() -> _Parser:
         help="with --answer-unanswered, the placeholder result's text"
         f" (default: {REPAIR_PLACEHOLDER!r})",
     )
-    parser.add_argument(
-        "--indent",
-        type=_count,
-        default=None,
-        metavar="N",
-        help="indent the JSON output by N spaces (default: 2); 0 writes a single compact line;"
-        " not allowed with --jsonl",
-    )
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE",
-        help="write to FILE instead of standard output, as compaction does (a regular file is"
+    _add_output_options(
+        parser,
+        "",
+        "write to FILE instead of standard output, as compaction does (a regular file is"
         " replaced only when the run succeeds, so it may be the input file)",
     )
     parser.add_argument(
