@@ -33,7 +33,7 @@ EXTRAS: Dict[str, List[str]] = {
     for extra, requirements in PROJECT["optional-dependencies"].items()
 }
 # Installed by a page beside this project, in no extra: instructor pins an older openai, so
-# docs/frameworks/instructor.md installs it in a venv of its own.
+# docs/sdks/instructor.md installs it in a venv of its own.
 OTHERS = {"instructor"}
 KNOWN: Set[str] = {
     canonicalize_name(Requirement(line).name)
