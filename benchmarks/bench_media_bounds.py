@@ -15,8 +15,8 @@ status is 0 whatever the figures.
 
 Run from the repository root::
 
-    python benchmarks/media_bounds.py
-    python benchmarks/media_bounds.py --repeat 5
+    python benchmarks/bench_media_bounds.py
+    python benchmarks/bench_media_bounds.py --repeat 5
 
 Standard library only: every payload is built here, byte by byte.
 """
