@@ -9,16 +9,13 @@ reasoning-sized replies, some non-ASCII text) into a temporary directory, times
 that floor with the standard library, then the command itself, each in a
 fresh process, and prints the ratios measured in the same run:
 
-- the command with the standard library over the floor (target: at most 1.2x;
-  1.1x with ``--small``);
-- the command with orjson over the same floor (target: at most 0.6x), when
-  orjson is installed;
-- ``--jobs 2`` over ``--jobs 1`` in throughput (target: at least 1.7x on two
-  idle cores; a shared, loaded machine depresses it), beside what two separate
-  one-process runs started at once give (about the most any two processes get
-  from these cores at that moment);
+- the command with the standard library over the floor;
+- the command with orjson over the same floor, when orjson is installed;
+- ``--jobs 2`` over ``--jobs 1`` in throughput (a shared, loaded machine
+  depresses it), beside what two separate one-process runs started at once give
+  (about the most any two processes get from these cores at that moment);
 - peak memory (maximum resident set size of the command's process) at N and 10N
-  conversations (target: about the same).
+  conversations.
 
 The floor and the command are compared in CPU seconds (user + system), which a
 machine shared with other work disturbs less than wall time; ``--jobs`` can only
@@ -36,7 +33,7 @@ Run from the repository root::
     python benchmarks/bench_cli.py --small     # 80,000 conversations of 3 to 36 messages
                                                # (bench_engines.py's); memory at 8,000 and 80,000
 
-The exit status is 0 whatever the figures: targets are printed, never asserted.
+The exit status is 0 whatever the figures: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -55,11 +52,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
-STDLIB_TARGET = 1.2
-# Small conversations leave less work per line to hide the command's own costs behind.
-SMALL_STDLIB_TARGET = 1.1
-ORJSON_TARGET = 0.6
-JOBS_TARGET = 1.7
 
 WORDS = (
     "the", "request", "returned", "a", "result", "from", "cache", "index", "while", "vector",
@@ -228,7 +220,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "100,1000" if args.quick else "8000,80000" if args.small else "10000,100000"
     )
     write = write_small_dataset if args.small else write_dataset
-    stdlib_target = SMALL_STDLIB_TARGET if args.small else STDLIB_TARGET
     small, large = (int(n) for n in memory.split(","))
     memory_counts = (small, large)
 
@@ -269,20 +260,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"  {cpu['floor']:8.2f}")  # fmt: skip
         print(
             f"{'ctx-compact, standard library':46}{wall['stdlib']:8.2f}  {cpu['stdlib']:8.2f}"
-            f"  {cpu['stdlib'] / cpu['floor']:5.2f}x floor (target <= {stdlib_target}x)"
+            f"  {cpu['stdlib'] / cpu['floor']:5.2f}x floor"
         )
         if fast:
             print(
                 f"{'ctx-compact, orjson':46}{wall['one']:8.2f}  {cpu['one']:8.2f}"
-                f"  {cpu['one'] / cpu['floor']:5.2f}x floor (target <= {ORJSON_TARGET}x)"
+                f"  {cpu['one'] / cpu['floor']:5.2f}x floor"
             )
         else:
             print("ctx-compact, orjson: not installed (pip install orjson)")
         one, two, both = wall["one"], wall["two"], wall["both"]
         print(
             f"{'ctx-compact --jobs 2':46}{two:8.2f}  {cpu['two']:8.2f}"
-            f"  throughput {one / two:4.2f}x --jobs 1 ({one:.2f} s; wall, best of each;"
-            f" target >= {JOBS_TARGET}x on 2 idle cores)"
+            f"  throughput {one / two:4.2f}x --jobs 1 ({one:.2f} s; wall, best of each)"
         )
         print(
             f"{'two separate --jobs 1 runs at once':46}{both:8.2f}  {'':8}"
@@ -297,7 +287,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ratio = peaks[1] / peaks[0]
         print(
             f"peak RSS: {peaks[0] / 1024:.1f} MiB at {memory_counts[0]} conversations, "
-            f"{peaks[1] / 1024:.1f} MiB at {memory_counts[1]} ({ratio:.2f}x; target ~1x)"
+            f"{peaks[1] / 1024:.1f} MiB at {memory_counts[1]} ({ratio:.2f}x)"
         )
     return 0
 

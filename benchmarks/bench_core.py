@@ -3,10 +3,9 @@
 The default estimator serialises every message once, so no implementation can
 beat one ``json.dumps(m, separators=(",", ":"), ensure_ascii=False)`` per
 message. This script builds long, tool-heavy conversations, times that floor
-and the two public functions on them, and prints the ratios. The targets (at
-100,000 messages, ``compact`` within 1.3x of the floor and
-``compact_with_summary`` within 1.5x, per-message time roughly constant across
-sizes) are printed as facts, never asserted: the exit status is 0 either way.
+and the two public functions on them, and prints the ratios and whether the
+time per message stays constant across sizes. Nothing is asserted: the exit
+status is 0 whatever the figures.
 
 Run from the repository root::
 
@@ -41,9 +40,6 @@ Message = Dict[str, Any]
 # The estimator's settings, as the specification states them.
 SEPARATORS = (",", ":")
 
-COMPACT_TARGET = 1.3
-SUMMARY_TARGET = 1.5
-TARGET_SIZE = 100_000
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 # Per-message time at the largest size over the smallest, beyond what the floor
 # itself shows (memory effects slow the floor down too), still counted as linear.
@@ -285,10 +281,6 @@ def run_size(
     return SizeResult(size, times, notes)
 
 
-def verdict(met: bool) -> str:
-    return "met" if met else "NOT met"
-
-
 def report(results: List[SizeResult]) -> None:
     header = (
         f"{'messages':>9}  {'floor s':>9}  {'compact s':>9}  {'x floor':>7}  "
@@ -330,18 +322,9 @@ def report(results: List[SizeResult]) -> None:
     else:
         print("linearity: needs at least two sizes")
 
-    compact_ratio = large.compact / large.floor
-    summary_ratio = large.summary / large.floor
-    where = f"at {large.size:,} messages"
-    if large.size != TARGET_SIZE:
-        where += f" (the targets are stated at {TARGET_SIZE:,})"
     print(
-        f"target compact <= {COMPACT_TARGET}x floor {where}: {compact_ratio:.2f}x -> "
-        f"{verdict(compact_ratio <= COMPACT_TARGET)}"
-    )
-    print(
-        f"target compact_with_summary <= {SUMMARY_TARGET}x floor {where}: {summary_ratio:.2f}x -> "
-        f"{verdict(summary_ratio <= SUMMARY_TARGET)}"
+        f"at {large.size:,} messages: compact {large.compact / large.floor:.2f}x the floor, "
+        f"compact_with_summary {large.summary / large.floor:.2f}x"
     )
 
 

@@ -8,7 +8,8 @@ call, outputs before their calls, parallel calls answered in reverse or out of p
 repair step at a time would take a pass each (reasoning items left without their follower, Gemini
 exchanges opening the contents, Bedrock assistant messages opening the conversation).
 
-Used by tests/test_repair_growth.py (work counted at two sizes) and benchmarks/repair_growth.py.
+Used by tests/test_repair_growth.py (work counted at two sizes) and
+benchmarks/bench_repair_growth.py.
 """
 
 from __future__ import annotations

@@ -33,8 +33,9 @@ EXTRAS: Dict[str, List[str]] = {
     for extra, requirements in PROJECT["optional-dependencies"].items()
 }
 # Installed by a page beside this project, in no extra: instructor pins an older openai, so
-# docs/frameworks/instructor.md installs it in a venv of its own.
-OTHERS = {"instructor"}
+# docs/sdks/instructor.md installs it in a venv of its own; radon is a maintainer's tool, which
+# benchmarks/code_size.py asks for.
+OTHERS = {"instructor", "radon"}
 KNOWN: Set[str] = {
     canonicalize_name(Requirement(line).name)
     for line in [*PROJECT["dependencies"], *(r for rs in EXTRAS.values() for r in rs)]

@@ -3,8 +3,9 @@ times the work, never a hundred (tests/broken_histories.py holds the shapes).
 
 Work is counted, not timed: the lines of Python run (``sys.settrace``) and the comparisons of
 call ids, whose ``==`` counts itself (a scan of a list of ids is one line of Python, but it
-compares every id in it; a set or dict lookup compares none, or one). benchmarks/repair_growth.py
-prints the same counts, and the time taken, up to 100,000 messages.
+compares every id in it; a set or dict lookup compares none, or one).
+benchmarks/bench_repair_growth.py prints the same counts, and the time taken, up to 100,000
+messages.
 """
 
 from __future__ import annotations

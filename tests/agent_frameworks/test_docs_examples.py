@@ -1,4 +1,4 @@
-"""The agent framework integration pages open as the issue asks: the pip line, then an agent.
+"""The agent framework integration pages open with their pip line, then an agent that runs.
 
 Their examples run in CI's venv of the agents extra, where ``tests/test_docs.py`` (under
 ``CTX_COMPACT_EXTRAS=agents``) fails rather than skips an example whose framework is missing.

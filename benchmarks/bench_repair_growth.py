@@ -1,6 +1,7 @@
 """How repair_pairing's work grows with the length of a broken history: linearly, in every shape.
 
-    python benchmarks/repair_growth.py [--sizes 1000,10000,100000] [--shape NAME ...] [--no-count]
+    python benchmarks/bench_repair_growth.py [--sizes 1000,10000,100000] [--shape NAME ...]
+    python benchmarks/bench_repair_growth.py --no-count
 
 The histories are tests/broken_histories.py's shapes: each puts many calls, results, turns or
 reasoning items where one repair step meets all the others. For each shape and size it prints the

@@ -2,7 +2,7 @@
 
 A payload is untrusted bytes: one line of a JSONL dataset the command line counts,
 a tool's output. This script counts, with ``media_aware_counter()``, a message
-holding each crafted payload of the kinds that stalled or flooded the readers
+holding each kind of crafted payload that can stall or flood a naive reader
 (a PDF that is a run of digits, ``/Type/Pages`` or ``/Count`` repeated, empty
 objects, an object stream inflating a thousandfold; a JPEG behind two million
 restart markers; a WAV of 500,000 empty chunks), and prints for each the figure
@@ -15,8 +15,8 @@ status is 0 whatever the figures.
 
 Run from the repository root::
 
-    python benchmarks/media_bounds.py
-    python benchmarks/media_bounds.py --repeat 5
+    python benchmarks/bench_media_bounds.py
+    python benchmarks/bench_media_bounds.py --repeat 5
 
 Standard library only: every payload is built here, byte by byte.
 """
@@ -150,7 +150,7 @@ def image(data: bytes) -> Dict[str, Any]:
     return anthropic("image", "image/jpeg", data)
 
 
-# name: (payload of ``size`` bytes, the message holding it, the size the issue reported)
+# name: (payload of ``size`` bytes, the message holding it, the size it is measured at)
 CRAFTED: Dict[str, Tuple[Callable[[int], bytes], Callable[[bytes], Any], int]] = {
     "PDF: a run of digits": (pdf_digits, document, 80_000),
     "PDF: /Type/Pages repeated": (pdf_pages_nodes, document, 8000 * 12),
@@ -206,7 +206,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"ctx-compact {ctx_compact.__version__}, CPython {platform.python_version()}")
 
-    print("\nOne crafted payload, at the size the issue reported (the figure is the tokens")
+    print("\nOne crafted payload of a few MB at most (the figure is the tokens")
     print("the message counts, the payload's and the rest's):\n")
     print(f"{'payload':30} {'bytes':>11} {'tokens':>9} {'seconds':>9} {'peak MB':>9}")
     for name, (make, wrap, size) in CRAFTED.items():
