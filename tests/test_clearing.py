@@ -613,7 +613,7 @@ def test_thinking_clearing_keeps_valid_pairing(messages: List[Message], keep_tur
     assert clear_thinking(result.messages, keep_turns=keep_turns).cleared == []
 
 
-# --- the figure --------------------------------------------------------
+# --- a tool-heavy history -------------------------------------------------------
 
 
 def test_figure_tool_heavy_anthropic_history_fits_by_clearing_alone() -> None:

@@ -679,7 +679,7 @@ def test_openai_chat_counter_uses_the_same_media_rules() -> None:
 
 
 def test_the_issue_s_table() -> None:
-    """The figures issue 22 reported, for a 306 KB 1024x768 JPEG and an 847 KB 3-page PDF."""
+    """The figures reported from the field, for a 306 KB 1024x768 JPEG and an 847 KB 3-page PDF."""
     photo = files.noisy_jpeg(1024, 768, quality=52)
     document = files.pdf(3, padding=847_000)
     assert 290_000 < len(photo) < 330_000

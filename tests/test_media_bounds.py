@@ -199,7 +199,7 @@ def test_numbers_too_long_for_a_pdf_are_not_converted() -> None:
 
 
 def test_a_zip_bomb_in_an_object_stream_is_inflated_within_its_budget() -> None:
-    # 64 MB of spaces in 62 KB (the was 1 GB in 972 KB, and took 2.1 GB).
+    # 64 MB of spaces in 62 KB (a reported one was 1 GB in 972 KB, and took 2.1 GB).
     bomb = object_stream(64 * MB)
     assert len(bomb) < 64 * KB
     tracemalloc.start()

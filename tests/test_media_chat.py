@@ -1,6 +1,6 @@
 """A photo chat against the testing kit: counted as the provider bills it, kept when it fits.
 
-Issue 22's scenario, for OpenAI Chat, Responses, Anthropic and Gemini: ten turns
+The scenario, for OpenAI Chat, Responses, Anthropic and Gemini: ten turns
 and three 1024x768 photos (306 KB each as JPEG) that the provider bills at a few
 thousand tokens, under ``@budgeted(max_tokens=8000)``. The kit bills media by
 the providers' published formulas (its own reading of them), so the figures

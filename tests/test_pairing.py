@@ -635,7 +635,7 @@ def test_the_fake_servers_accept_what_check_pairing_accepts(provider):
         assert send_claude(provider, messages)[0] == 200
 
 
-# --- issue 8: what grouping by adjacency got wrong ---------------------------------
+# --- what grouping by adjacency got wrong ---------------------------------------
 
 
 def test_a_responses_output_after_other_calls_stays_with_its_call():

@@ -1,4 +1,4 @@
-"""Issue 21's properties, per wire format, against the testing kit's own validators.
+"""Pairing properties, per wire format, against the testing kit's own validators.
 
 For OpenAI Chat, Ollama (calls without ids), Anthropic, Responses, Gemini and
 Bedrock Converse, histories are generated with parallel calls (with and without

@@ -1,4 +1,4 @@
-"""Proofs with the real agent frameworks (issue 9).
+"""Proofs with the real agent frameworks.
 
 A package, so that its conftest does not take the name ``conftest`` from tests/conftest.py.
 """

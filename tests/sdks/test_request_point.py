@@ -1,6 +1,6 @@
 """The SDK facts an SDK-wide interception relies on, pinned against the real clients.
 
-Issue 9 intercepts ``openai`` and ``anthropic`` at their base client's
+An SDK-wide session intercepts ``openai`` and ``anthropic`` at their base client's
 ``request`` method (``SyncAPIClient.request`` / ``AsyncAPIClient.request`` in
 ``openai._base_client`` and ``anthropic._base_client``), because every route
 ends there, including methods bound before the patch (LangChain caches
