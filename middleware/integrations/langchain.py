@@ -4,7 +4,8 @@ The middleware wraps each model call of the agent (``wrap_model_call`` and
 ``awrap_model_call``): it compacts ``request.messages`` so that they, the system
 message and the bound tools' schemas together fit ``max_tokens`` (LangChain
 keeps the system message out of ``request.messages``, but sends and bills it),
-then calls the model with the compacted messages. By default only what the
+all counted as the request's model sends them, then calls the model with the
+compacted messages. By default only what the
 model sees changes; with ``rewrite_state=True`` the agent's stored ``messages``
 become what the model saw, as LangChain's own ``SummarizationMiddleware`` does,
 so the checkpointed history stops growing past the budget.
@@ -15,9 +16,9 @@ in a checkout), or ``pip install 'langchain>=1'``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, Optional, Tuple, Union
 
-from ._common import Compactor, HookOptions, missing
+from ._common import Compactor, Counted, HookOptions, missing
 
 try:
     from langchain.agents.middleware import (
@@ -33,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - the message is tested without l
     raise missing("langchain", "pip install 'langchain>=1'", exc) from exc
 
 from ._langchain_messages import changed, native, replacing
+from ._langchain_wire import measured
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -81,7 +83,11 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
 
     Args:
         max_tokens: The budget of each model call: messages, system message and
-            tools' schemas (counted as ``ChatOpenAI`` sends them).
+            tools' schemas, counted as the request's model sends them (a
+            ``ChatAnthropic``, ``ChatGoogleGenerativeAI``, ``ChatBedrockConverse``
+            or ``ChatOllama`` in its provider's form, any other model as
+            ``ChatOpenAI`` sends them); never under what is sent, so it may be
+            the model's context window.
         rewrite_state: ``False`` (the default) changes only what the model is
             sent; ``True`` also makes the agent's ``messages`` state what the
             model was sent (the dropped messages removed, a summary or cleared
@@ -114,11 +120,12 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
             wraps_call=True,
         )
 
-    def _fixed(self, request: ModelRequest) -> int:
-        system = [request.system_message] if request.system_message is not None else []
+    def _measured(self, request: ModelRequest) -> Tuple[Optional[Counted], int]:
         # A dict is a provider's own tool ({"type": "web_search"}) or a schema already.
         tools = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools]
-        return self._compactor.fixed_tokens(system, tools)
+        return measured(
+            self._compactor, request.model, request.messages, request.system_message, tools
+        )
 
     def _result(self, request: ModelRequest, sent: List[BaseMessage], result: Any) -> Any:
         if not self.rewrite_state or not changed(sent, request.messages):
@@ -147,7 +154,8 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
             sent[:] = native(kept, request.messages)
             return _Answered(handler(request.override(messages=list(sent))))
 
-        answered = self._compactor.run(request.messages, self._fixed(request), send)
+        counted, fixed = self._measured(request)
+        answered = self._compactor.run(request.messages, fixed, send, counted=counted)
         return self._result(request, sent, answered.reply)
 
     async def awrap_model_call(
@@ -160,5 +168,6 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
             sent[:] = native(kept, request.messages)
             return _Answered(await handler(request.override(messages=list(sent))))
 
-        answered = await self._compactor.arun(request.messages, self._fixed(request), send)
+        counted, fixed = self._measured(request)
+        answered = await self._compactor.arun(request.messages, fixed, send, counted=counted)
         return self._result(request, sent, answered.reply)

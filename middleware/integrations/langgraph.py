@@ -33,6 +33,7 @@ except ImportError as exc:  # pragma: no cover - the message is tested without l
     raise missing("langgraph", "pip install 'langgraph'", exc) from exc
 
 from ._langchain_messages import changed, native, replacing
+from ._langchain_wire import measured
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -52,13 +53,13 @@ def _schemas(tools: Any) -> List[Any]:
     return [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in tools]
 
 
-def _system(prompt: Any) -> List[Any]:
+def _system(prompt: Any) -> Optional[SystemMessage]:
     if prompt is None:
-        return []
+        return None
     if isinstance(prompt, str):
-        return [SystemMessage(content=prompt)]
+        return SystemMessage(content=prompt)
     if isinstance(prompt, SystemMessage):
-        return [prompt]
+        return prompt
     raise TypeError(
         "'prompt' must be the agent's prompt as a string or a SystemMessage, so it can be "
         f"counted; a prompt function's output cannot be (got {prompt!r})"
@@ -76,6 +77,7 @@ def pre_model_hook(
     *,
     prompt: Optional[Union[str, Any]] = None,
     tools: Any = (),
+    model: Any = None,
     rewrite_state: bool = False,
     **options: Unpack[HookOptions],
 ) -> Any:
@@ -87,11 +89,16 @@ def pre_model_hook(
 
     Args:
         max_tokens: The budget of each model call: the messages, the prompt and
-            the tools' schemas (counted as ``ChatOpenAI`` sends them).
+            the tools' schemas (counted as ``model`` sends them).
         prompt: The ``prompt`` given to ``create_react_agent`` (a string or a
             ``SystemMessage``), counted against the budget.
         tools: The tools given to ``create_react_agent`` (or its ``ToolNode``),
             whose schemas are counted against the budget.
+        model: The chat model given to ``create_react_agent`` (or a binding of
+            it): a ``ChatAnthropic``, ``ChatGoogleGenerativeAI``,
+            ``ChatBedrockConverse`` or ``ChatOllama`` has the messages, the
+            prompt and the tools counted as it sends them. Without it, or for
+            another class, they are counted as ``ChatOpenAI`` sends them.
         rewrite_state: ``False`` (the default) returns ``llm_input_messages``,
             so only what the model sees changes; ``True`` returns ``messages``
             that replace the stored history with what the model is sent, when
@@ -112,7 +119,7 @@ def pre_model_hook(
     compactor = Compactor(
         "pre_model_hook", "langgraph pre_model_hook", max_tokens, options, wraps_call=False
     )
-    fixed = compactor.fixed_tokens(_system(prompt), _schemas(tools))
+    system, schemas = _system(prompt), _schemas(tools)
     key = "messages" if rewrite_state else "llm_input_messages"
 
     def update(given: Any, kept: List[Any]) -> Dict[str, Any]:
@@ -123,10 +130,12 @@ def pre_model_hook(
 
     def hook(state: Any) -> Dict[str, Any]:
         given = _messages(state)
-        return update(given, compactor.compacted(given, fixed))
+        counted, fixed = measured(compactor, model, given, system, schemas)
+        return update(given, compactor.compacted(given, fixed, counted=counted))
 
     async def ahook(state: Any) -> Dict[str, Any]:
         given = _messages(state)
-        return update(given, await compactor.acompacted(given, fixed))
+        counted, fixed = measured(compactor, model, given, system, schemas)
+        return update(given, await compactor.acompacted(given, fixed, counted=counted))
 
     return RunnableLambda(hook, afunc=ahook, name="pre_model_hook")

@@ -10,12 +10,16 @@ checks and ``_langchain_models.py`` for the chat models.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from importlib.metadata import version
 from typing import Any, List
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import ModelRequest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_google_genai import ChatGoogleGenerativeAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from ctx_compact import check_pairing
@@ -23,9 +27,9 @@ from ctx_compact.testing import FakeProvider
 from middleware import CompactionEvent
 from middleware.integrations.langchain import CompactionMiddleware
 
-from ._integrations import check_integration, first_system
+from ._integrations import check_integration, first_system, sent_tokens
 from ._langchain_models import INTEGRATIONS, Integration
-from ._scenario import LIMIT, TURNS, Run, get_report, prompts
+from ._scenario import LIMIT, TURNS, Run, get_report, is_api, prompts
 
 LANGCHAIN = f"langchain {version('langchain')}"
 SYSTEM = "Be terse. Answer with the figures of the report and nothing else."
@@ -39,12 +43,9 @@ def integration(request: pytest.FixtureRequest) -> Integration:
 
 
 def counted(integration: Integration) -> Any:
-    return {"label": integration.label, "under": integration.under, "over": integration.over}
-
-
-def budget(integration: Integration) -> int:
-    """The provider's limit, less what the count may be under what the client sends."""
-    return LIMIT - integration.under
+    """Each event's count at least what its request sent, tools included, and at most
+    ``hook_over`` more (the turns the client joins into one, counted each alone)."""
+    return {"label": integration.label, "over": integration.hook_over}
 
 
 def make_agent(model: Any, middleware: CompactionMiddleware) -> Any:
@@ -82,9 +83,7 @@ def test_a_sync_agent_stays_within_the_limit(
     provider: FakeProvider, integration: Integration, rewrite_state: bool
 ) -> None:
     seen: List[CompactionEvent] = []
-    middleware = CompactionMiddleware(
-        budget(integration), on_compact=seen.append, rewrite_state=rewrite_state
-    )
+    middleware = CompactionMiddleware(LIMIT, on_compact=seen.append, rewrite_state=rewrite_state)
     model = integration.make(provider)
     agent = make_agent(model, middleware)
     label = "rewrite_state" if rewrite_state else "model view"
@@ -119,9 +118,7 @@ def test_an_async_agent_stays_within_the_limit(
     async def hook(event: CompactionEvent) -> None:
         seen.append(event)
 
-    middleware = CompactionMiddleware(
-        budget(integration), on_compact=hook, rewrite_state=rewrite_state
-    )
+    middleware = CompactionMiddleware(LIMIT, on_compact=hook, rewrite_state=rewrite_state)
     label = "rewrite_state" if rewrite_state else "model view"
 
     async def main() -> Any:
@@ -182,9 +179,9 @@ def test_summaries_and_cleared_results_reach_the_model_and_the_state(
 
     seen: List[CompactionEvent] = []
     middleware = CompactionMiddleware(
-        budget(integration),
+        LIMIT,
         summarize=summarize,
-        clear_tool_results={"keep": 2, "clear_inputs": True},
+        clear_tool_results={"keep": 5, "clear_inputs": True},
         rewrite_state=True,
         on_compact=seen.append,
     )
@@ -217,6 +214,122 @@ def test_summaries_and_cleared_results_reach_the_model_and_the_state(
     cleared_calls = [c for m in history for c in getattr(m, "tool_calls", ()) if c["args"] == {}]
     assert cleared_calls
     assert all(c["name"] == "get_report" for c in cleared_calls)
+
+
+def history(call: AIMessage, reasoning: AIMessage) -> List[Any]:
+    """A conversation whose replies hold what only their provider's form sends."""
+    report = get_report("Paris")
+    return [
+        HumanMessage(prompts()[0]),
+        call,
+        ToolMessage(report, tool_call_id="c1", name="get_report"),
+        reasoning,
+        HumanMessage(prompts()[1]),
+        AIMessage("", tool_calls=[{"name": "get_report", "args": {"city": "Rome"}, "id": "c2"}]),
+        ToolMessage(report, tool_call_id="c2", name="get_report"),
+    ]
+
+
+SIGNED = bytes(range(256)) * 2
+SIGNATURE = base64.b64encode(SIGNED).decode()
+THOUGHTS = "The user wants the weather; the report has it hour by hour. " * 8
+CALL = {"name": "get_report", "args": {"city": "Paris"}, "id": "c1"}
+
+
+def gemini_3(provider: FakeProvider) -> Any:
+    # A Gemini 3 model: its calls carry thought signatures, and a call without one is sent
+    # with a placeholder signature.
+    return ChatGoogleGenerativeAI(
+        model="gemini-3-flash-preview",
+        google_api_key="t",
+        base_url=provider.gemini_url,
+        max_retries=1,
+    )
+
+
+# What each model sends of a reply that the Chat Completions form has no place for.
+SENT_APART = {
+    "ChatGoogleGenerativeAI": (
+        gemini_3,
+        AIMessage(
+            "",
+            tool_calls=[CALL],
+            additional_kwargs={"__gemini_function_call_thought_signatures__": {"c1": SIGNATURE}},
+        ),
+        AIMessage([{"type": "thinking", "thinking": THOUGHTS, "signature": SIGNATURE}]),
+    ),
+    "ChatOllama": (
+        INTEGRATIONS["ChatOllama"].make,
+        AIMessage("", tool_calls=[CALL], additional_kwargs={"reasoning_content": THOUGHTS}),
+        AIMessage("Paris: 12C.", additional_kwargs={"reasoning_content": THOUGHTS}),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SENT_APART))
+def test_what_only_the_providers_form_sends_is_counted(provider: FakeProvider, name: str) -> None:
+    # Thought signatures (Gemini's, kept in additional_kwargs or a block's signature) and
+    # Ollama's thinking are sent, so they are counted: the event is what the provider saw.
+    make, call, reasoning = SENT_APART[name]
+    model = make(provider)
+    seen: List[CompactionEvent] = []
+    middleware = CompactionMiddleware(10**6, on_compact=seen.append)
+    request = ModelRequest(
+        model=model,
+        messages=history(call, reasoning),
+        system_message=SystemMessage(SYSTEM),
+        tools=[get_report],
+    )
+
+    def handler(request: ModelRequest) -> Any:
+        bound = model.bind_tools(request.tools)
+        return bound.invoke([request.system_message, *request.messages])
+
+    try:
+        middleware.wrap_model_call(request, handler)
+    finally:
+        INTEGRATIONS[name].close(model)
+
+    (sent,) = [r for r in provider.requests if is_api(r.path)]
+    (event,) = seen
+    body = json.dumps(sent.body)
+    # google-genai sends a signature's bytes in URL-safe base64: as long, other characters.
+    sent_apart = base64.urlsafe_b64encode(SIGNED).decode() if name != "ChatOllama" else THOUGHTS
+    assert sent_apart in body
+    assert event.tokens_before == sent_tokens(sent)
+
+
+# The integrations whose plain text conversation is bigger than in Chat form (Gemini's
+# contents), or whose cut may join two user turns into one (Anthropic then sends both as
+# blocks, Bedrock as one message).
+@pytest.mark.parametrize("name", ["ChatAnthropic", "ChatGoogleGenerativeAI", "ChatBedrockConverse"])
+def test_every_cut_is_counted_at_least_as_sent(provider: FakeProvider, name: str) -> None:
+    # At every budget, which is also the provider's limit, the count of a text conversation
+    # cut after its first prompt is never under what is sent, and no request is refused.
+    integration = INTEGRATIONS[name]
+    model = integration.make(provider)
+    messages: List[Any] = []
+    for turn in range(6):
+        messages += [HumanMessage(f"Question {turn}: " + "word " * 20)]
+        messages += [AIMessage(f"Answer {turn}: " + "text " * 20)]
+    messages.append(HumanMessage("And the last question?"))
+    seen: List[CompactionEvent] = []
+    gaps = []
+    try:
+        for budget in range(200, 450, 10):
+            provider.context_limit = budget
+            request = ModelRequest(model=model, messages=messages)
+            start = len(provider.requests)
+            CompactionMiddleware(budget, on_compact=seen.append).wrap_model_call(
+                request, lambda r: model.invoke(r.messages)
+            )
+            (sent,) = [r for r in provider.requests[start:] if is_api(r.path)]
+            gaps.append(seen[-1].tokens_after - sent_tokens(sent))
+    finally:
+        integration.close(model)
+
+    assert all(event.dropped and event.fits for event in seen)
+    assert all(0 <= gap <= integration.hook_over for gap in gaps), gaps
 
 
 def test_an_async_summarizer_needs_the_async_agent(provider: FakeProvider) -> None:

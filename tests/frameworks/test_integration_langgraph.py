@@ -24,6 +24,7 @@ from middleware import CompactionEvent
 from middleware.integrations.langgraph import pre_model_hook
 
 from ._integrations import check_integration, first_system
+from ._langchain_models import INTEGRATIONS
 from ._scenario import LIMIT, OPENAI_MODEL, TURNS, Run, get_report, prompts
 
 # LangGraph 1.x points to langchain's create_agent, but create_react_agent still works.
@@ -137,6 +138,39 @@ def test_a_summary_reaches_the_model_as_a_human_message(provider: FakeProvider) 
     last = run.requests()[-1].body["messages"]
     assert [m["role"] for m in last[:3]] == ["system", "user", "user"]
     assert last[2]["content"].startswith("Earlier:")
+
+
+@pytest.mark.parametrize("name", list(INTEGRATIONS))
+def test_the_model_given_has_the_request_counted_as_it_sends_it(
+    provider: FakeProvider, name: str
+) -> None:
+    # Each provider integration's request, counted in its own form, fits a budget that is
+    # the provider's limit: none is refused, and each count is at least what was sent.
+    integration = INTEGRATIONS[name]
+    seen: List[CompactionEvent] = []
+    model = integration.make(provider)
+    hook = pre_model_hook(
+        LIMIT, prompt=SYSTEM, tools=[get_report], model=model, on_compact=seen.append
+    )
+    agent = create_react_agent(
+        model, [get_report], prompt=SYSTEM, pre_model_hook=hook, checkpointer=InMemorySaver()
+    )
+
+    try:
+        label = f"{LANGGRAPH} create_react_agent, {integration.label}"
+        with Run(label, integration.route, provider) as run:
+            converse(agent)
+    finally:
+        integration.close(model)
+
+    check_integration(
+        run,
+        seen,
+        expected_requests=2 * TURNS,
+        usage=False,
+        label=integration.label,
+        over=integration.hook_over,
+    )
 
 
 def test_what_cannot_be_counted_or_retried_is_refused() -> None:

@@ -314,7 +314,7 @@ def test_every_cut_of_each_integrations_conversation_is_one_it_sends(
         assert check_pairing(result.messages) == []
         assert all(any(m is own for own in messages) for m in result.messages)
         gap = result.tokens_after - wire_tokens(request)
-        assert -integration.under <= gap <= integration.over
+        assert -integration.read_under <= gap <= integration.read_over
     assert [m.model_dump() for m in messages] == before
 
 
@@ -328,7 +328,7 @@ def test_budgeted_takes_each_integrations_messages(provider: FakeProvider, name:
     try:
         messages = streamed_conversation(llm, 6)
         budget = compact(messages, max_tokens=10**9).tokens_before // 2
-        provider.context_limit = budget + integration.under
+        provider.context_limit = budget + integration.read_under
 
         @budgeted(max_tokens=budget, on_compact=seen.append)
         def ask(messages: List[BaseMessage]) -> Any:

@@ -1,0 +1,788 @@
+"""A LangChain request as its chat model sends it, for the LangChain and LangGraph integrations.
+
+The core reads a LangChain message in Chat Completions form, as ``ChatOpenAI``
+sends it (``ctx_compact.formats.frameworks``). The other provider integrations
+send the same message in their provider's form, a few tokens more or fewer:
+counted in Chat form, a request to Bedrock or Anthropic could pass the
+model's window, and one to Gemini or Ollama drop history that fits. So for a
+chat model recognised by its class (``ChatAnthropic``, ``ChatGoogleGenerativeAI``,
+``ChatBedrockConverse``, ``ChatOllama``, or a binding of one), ``measured``
+counts each message, the system message and the tools as that integration
+writes them (following langchain-anthropic 1.7, langchain-google-genai 4.4,
+langchain-aws 1.9 and langchain-ollama 1.1): Anthropic messages and blocks,
+Gemini contents, Converse messages and Ollama messages, whose media the core
+prices. Any other class (``ChatOpenAI`` among them) is counted as the core reads
+its messages.
+
+Each message is written alone, so that a count is never under what is sent,
+whatever compaction keeps beside it. Where an integration joins neighbours
+into one wire message (Anthropic's and Converse's runs of user turns, Gemini's
+results of one turn of calls) the count of each alone is the larger, but for
+one case: Anthropic sends a prompt of text alone as a string and, in a run, as
+a text block, so a prompt counts as a block when a user turn follows it, or
+may follow it after a cut (the messages kept first), and a summary always.
+Text that no message holds (Gemini 3's placeholder thought signature) is
+counted on every turn of calls that could get it.
+
+Imported by the two integration modules after their own framework imports.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    is_data_content_block,
+)
+from langchain_core.runnables import RunnableBinding
+
+from ctx_compact._contract import count_all, message_views
+
+from ._common import Compactor, Counted
+from ._langchain_messages import native
+
+Json = Dict[str, Any]
+Names = Mapping[Any, str]  # a call's id to its tool's name
+
+
+# --- what the integrations share ----------------------------------------------
+
+
+class _Data(NamedTuple):
+    """A media block or part, read: its kind, MIME type, and base64 data or URL."""
+
+    kind: str
+    mime: Optional[str]
+    data: Optional[str]
+    url: Optional[str]
+
+
+_DATA_URL = re.compile(r"^data:(?P<mime>[^;,]+);base64,(?P<data>.*)$", re.DOTALL)
+
+
+def _data(block: Mapping[str, Any]) -> Optional[_Data]:
+    """A LangChain data block (v1, or v0 with ``source_type``) or an ``image_url`` part."""
+    if block.get("type") == "image_url":
+        url = block.get("image_url")
+        url = url.get("url") if isinstance(url, Mapping) else url
+        if not isinstance(url, str):
+            return None
+        found = _DATA_URL.match(url)
+        if found is not None:
+            return _Data("image", found["mime"], found["data"], None)
+        return _Data("image", None, None, url)
+    if not is_data_content_block(dict(block)):
+        return None
+    data = block.get("base64")
+    if data is None and block.get("source_type") == "base64":
+        data = block.get("data")
+    url = block.get("url") if data is None else None
+    if isinstance(url, str):
+        found = _DATA_URL.match(url)
+        if found is not None:
+            return _Data(block["type"], found["mime"], found["data"], None)
+    return _Data(block["type"], block.get("mime_type"), data, url)
+
+
+def _parsed(arguments: Any) -> Any:
+    # An invalid call's arguments, as the integrations parse them: a JSON object, or {}.
+    try:
+        value = json.loads(arguments or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _function(schema: Any) -> Optional[Json]:
+    """The function of a tool in OpenAI's form (``convert_to_openai_tool``), else ``None``."""
+    if isinstance(schema, Mapping) and schema.get("type") == "function":
+        function = schema.get("function")
+        if isinstance(function, Mapping) and "name" in function:
+            return dict(function)
+    return None
+
+
+def _kept(value: Mapping[str, Any], keys: Sequence[str]) -> Json:
+    # The keys a client's model keeps, those that are set.
+    return {key: value[key] for key in keys if value.get(key) is not None}
+
+
+def _without_index(block: Mapping[str, Any]) -> Json:
+    # A streamed block's position, which no integration sends.
+    return {key: value for key, value in block.items() if key != "index"}
+
+
+# --- Anthropic ----------------------------------------------------------------
+
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+_ANTHROPIC_TEXT = ("type", "text", "cache_control", "citations")
+_ANTHROPIC_THINKING = ("type", "thinking", "cache_control", "signature")
+
+
+def _anthropic_id(call_id: Any) -> Any:
+    # Anthropic takes ids of [a-zA-Z0-9_-] only: another provider's is sent hashed.
+    if not isinstance(call_id, str) or not call_id or _ANTHROPIC_ID.match(call_id):
+        return call_id
+    return "toolu_" + hashlib.sha256(call_id.encode()).hexdigest()[:24]
+
+
+def _anthropic_media(found: _Data) -> Json:
+    kind = "image" if found.kind == "image" else "document"
+    if found.data is not None:
+        mime = found.mime or ("image/png" if kind == "image" else "application/pdf")
+        source: Json = {"type": "base64", "media_type": mime, "data": found.data}
+    elif found.url is not None:
+        source = {"type": "url", "url": found.url}
+    else:
+        source = {"type": "file", "file_id": None}
+    return {"type": kind, "source": source}
+
+
+class _Anthropic:
+    """``ChatAnthropic``: the system apart; a result is a ``tool_result`` in a user turn."""
+
+    def system(self, message: Optional[BaseMessage], joined: bool) -> Tuple[List[Any], List[Any]]:
+        if message is None:
+            return [], []
+        content = message.content
+        if joined and isinstance(content, str):
+            content = [content]  # another system message joins it: both are sent as blocks
+        return [], [self._system(content)]
+
+    def tools(self, schemas: Sequence[Any]) -> List[Any]:
+        out: List[Any] = []
+        for schema in schemas:
+            function = _function(schema)
+            if function is None:
+                out.append(schema)  # a provider's own tool, or a tool in its form already
+                continue
+            tool: Json = {"name": function["name"], "input_schema": function.get("parameters")}
+            if function.get("description"):
+                tool["description"] = function["description"]
+            out.append(tool)
+        return out
+
+    def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
+        if isinstance(message, SystemMessage):
+            content = message.content  # joins the request's system, which is then blocks
+            return [self._system([content] if isinstance(content, str) else content)]
+        if isinstance(message, ToolMessage):
+            result = {
+                "type": "tool_result",
+                "content": self._content(message.content, None),
+                "tool_use_id": _anthropic_id(message.tool_call_id),
+                "is_error": message.status == "error",
+            }
+            return [{"role": "user", "content": [result]}]
+        if isinstance(message, AIMessage):
+            return [{"role": "assistant", "content": self._assistant(message)}]
+        if isinstance(message, HumanMessage):
+            content = message.content
+            if joined and isinstance(content, str):
+                content = [content]  # a run of user turns is sent as one, of blocks
+            return [{"role": "user", "content": self._content(content, None)}]
+        return []  # a class ChatAnthropic does not send
+
+    def _system(self, content: Any) -> Any:
+        if not isinstance(content, list):
+            return content
+        return [
+            {"type": "text", "text": block}
+            if isinstance(block, str)
+            else {k: v for k, v in block.items() if k in _ANTHROPIC_TEXT}
+            for block in content
+            if isinstance(block, str) or block.get("type") == "text"
+        ]
+
+    def _content(self, content: Any, provider: Optional[str]) -> Any:
+        if not isinstance(content, list):
+            return content
+        blocks = [self._block(block, provider) for block in content]
+        return [block for block in blocks if block is not None]
+
+    def _block(self, block: Any, provider: Optional[str]) -> Optional[Any]:
+        if isinstance(block, str):
+            return {"type": "text", "text": block}
+        if not isinstance(block, Mapping):
+            return block
+        kind = block.get("type")
+        found = _data(block)
+        if found is not None:
+            return _anthropic_media(found)
+        if kind == "text":
+            text = block.get("text", "")
+            return (
+                {k: v for k, v in block.items() if k in _ANTHROPIC_TEXT} if text.strip() else None
+            )
+        if kind == "thinking":
+            thinking = {k: v for k, v in block.items() if k in _ANTHROPIC_THINKING}
+            if "signature" in thinking:
+                thinking.setdefault("thinking", "")
+            return thinking
+        if kind == "redacted_thinking":
+            return {k: v for k, v in block.items() if k in ("type", "cache_control", "data")}
+        if kind == "refusal" or (
+            kind in ("reasoning", "function_call") and provider != "anthropic"
+        ):
+            return None
+        if kind == "tool_result":
+            content = self._content(block.get("content"), None)
+            return {
+                **block,
+                "content": content,
+                "tool_use_id": _anthropic_id(block.get("tool_use_id")),
+            }
+        return _without_index(block)
+
+    def _assistant(self, message: AIMessage) -> Any:
+        provider = (message.response_metadata or {}).get("model_provider")
+        calls = {call["id"]: call for call in message.tool_calls}
+        content = message.content
+        blocks: List[Any] = []
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, Mapping) and block.get("type") == "tool_use":
+                blocks.append(self._use(block, calls))
+            else:
+                made = self._block(block, provider)
+                if made is not None:
+                    blocks.append(made)
+        if not (message.tool_calls or message.invalid_tool_calls):
+            return content if isinstance(content, str) else blocks
+        if isinstance(content, str):
+            blocks = [{"type": "text", "text": content}] if content else []
+        sent = {
+            block.get("id")
+            for block in blocks
+            if isinstance(block, Mapping) and block.get("type") == "tool_use"
+        }
+        for call in message.tool_calls:
+            if _anthropic_id(call["id"]) not in sent:
+                blocks.append(_anthropic_use(call["id"], call["name"], call["args"]))
+                sent.add(_anthropic_id(call["id"]))
+        for invalid in message.invalid_tool_calls:
+            call_id, name = invalid.get("id"), invalid.get("name")
+            if call_id and name and _anthropic_id(call_id) not in sent:
+                blocks.append(_anthropic_use(call_id, name, _parsed(invalid.get("args"))))
+                sent.add(_anthropic_id(call_id))
+        return blocks
+
+    def _use(self, block: Mapping[str, Any], calls: Mapping[Any, Any]) -> Json:
+        call = calls.get(block.get("id"))
+        if call is not None and not block.get("caller"):
+            made = _anthropic_use(call["id"], call["name"], call["args"])
+        else:
+            args = block.get("input") or _parsed(block.get("partial_json"))
+            made = _anthropic_use(block.get("id"), block.get("name"), args)
+            if block.get("caller"):
+                made["caller"] = block["caller"]
+        if block.get("toolset_name"):
+            made["toolset_name"] = block["toolset_name"]
+        return made
+
+
+def _anthropic_use(call_id: Any, name: Any, args: Any) -> Json:
+    return {"type": "tool_use", "name": name, "input": args, "id": _anthropic_id(call_id)}
+
+
+# --- Gemini -------------------------------------------------------------------
+
+# Where ChatGoogleGenerativeAI keeps each call's thought signature, by the call's id.
+_GEMINI_SIGNATURES = "__gemini_function_call_thought_signatures__"
+# What it sends on a call of a Gemini 3 model that has no thought signature.
+_GEMINI_NO_SIGNATURE = "skip_thought_signature_validator"
+_GEMINI_VERSION = re.compile(r"gemini-(\d+)")
+_GEMINI_CALL_BLOCKS = frozenset(
+    {
+        "tool_call",
+        "tool_call_chunk",
+        "invalid_tool_call",
+        "function_call_signature",
+        "function_call",
+        "tool_use",
+    }
+)
+
+
+def _signature(value: Any) -> Optional[str]:
+    # A thought signature as the SDK sends its bytes: base64.
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii") if value else None
+    return value if isinstance(value, str) and value else None
+
+
+def _block_signature(block: Mapping[str, Any]) -> Optional[str]:
+    extras = block.get("extras")
+    return _signature(
+        block.get("thought_signature")
+        or block.get("signature")
+        or (extras.get("signature") if isinstance(extras, Mapping) else None)
+    )
+
+
+def _gemini_media(found: _Data) -> Json:
+    if found.data is not None:
+        return {"inlineData": {"mimeType": found.mime, "data": found.data}}
+    # A URL's bytes are fetched and sent inline; as a file they are priced the same.
+    return {"fileData": {"fileUri": found.url, "mimeType": found.mime}}
+
+
+def _gemini_schema(value: Any) -> Any:
+    # A JSON schema with Gemini's upper-case type names.
+    if isinstance(value, Mapping):
+        return {
+            key: item.upper() if key == "type" and isinstance(item, str) else _gemini_schema(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_gemini_schema(item) for item in value]
+    return value
+
+
+class _Gemini:
+    """``ChatGoogleGenerativeAI``: contents of parts; calls without ids; results apart."""
+
+    def __init__(self, model: Any) -> None:
+        name = str(getattr(model, "model", "") or "").lower().rsplit("/", 1)[-1]
+        self.signs_calls = any(int(major) >= 3 for major in _GEMINI_VERSION.findall(name))
+
+    def system(self, message: Optional[BaseMessage], joined: bool) -> Tuple[List[Any], List[Any]]:
+        if message is None:
+            return [], []
+        return [], [{"parts": self._parts(message.content)}]
+
+    def tools(self, schemas: Sequence[Any]) -> List[Any]:
+        declarations: List[Any] = []
+        out: List[Any] = []
+        for schema in schemas:
+            function = _function(schema)
+            if function is None:
+                out.append(schema)
+                continue
+            declaration: Json = {"name": function["name"]}
+            if function.get("description"):
+                declaration["description"] = function["description"]
+            if function.get("parameters") is not None:
+                parameters = _gemini_schema(function["parameters"])
+                declaration["parameters"] = {"required": [], **parameters}
+            declarations.append(declaration)
+        return ([{"functionDeclarations": declarations}] if declarations else []) + out
+
+    def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
+        if isinstance(message, SystemMessage):
+            return [{"parts": self._parts(message.content)}]  # joins the system
+        if isinstance(message, ToolMessage):
+            return [{"role": "user", "parts": self._result(message, names)}]
+        if isinstance(message, AIMessage):
+            return [{"role": "model", "parts": self._model(message) or [{"text": ""}]}]
+        if isinstance(message, HumanMessage):
+            if not message.content:
+                return []  # ChatGoogleGenerativeAI leaves an empty one out
+            return [{"role": "user", "parts": self._parts(message.content)}]
+        return []
+
+    def _parts(self, content: Any, model: bool = False, trim: bool = False) -> List[Any]:
+        # model: an AIMessage's, whose call blocks are sent from its tool_calls; trim: one
+        # with tool calls, whose empty texts ChatGoogleGenerativeAI leaves out.
+        if isinstance(content, str):
+            return [] if trim and not content else [{"text": content}]
+        parts = [self._part(block, model, trim) for block in content]
+        return [part for part in parts if part is not None]
+
+    def _part(self, block: Any, model: bool, trim: bool) -> Optional[Any]:
+        if isinstance(block, str):
+            return None if trim and not block else {"text": block}
+        if not isinstance(block, Mapping):
+            return block
+        kind = block.get("type")
+        found = _data(block)
+        if found is not None:
+            return _gemini_media(found)
+        signature = _block_signature(block)
+        if kind in ("text", "thinking", "reasoning"):
+            text = block.get("text") if kind == "text" else block.get(kind)
+            if trim and not text and signature is None:
+                return None
+            part: Json = {"text": text or ""}
+            if kind != "text":
+                part["thought"] = True
+            if signature is not None:
+                part["thoughtSignature"] = signature
+            return part
+        if (model and kind in _GEMINI_CALL_BLOCKS) or kind == "refusal":
+            return None  # a call is sent from tool_calls
+        return _without_index(block)
+
+    def _model(self, message: AIMessage) -> List[Any]:
+        parts = self._parts(message.content, True, bool(message.tool_calls))
+        if not message.tool_calls:
+            raw = (message.additional_kwargs or {}).get("function_call")
+            if isinstance(raw, Mapping):
+                call = {"name": raw.get("name"), "args": _parsed(raw.get("arguments"))}
+                parts = [{"functionCall": call}]
+            return parts
+        signatures = (message.additional_kwargs or {}).get(_GEMINI_SIGNATURES) or {}
+        for index, call in enumerate(message.tool_calls):
+            part: Json = {"functionCall": {"name": call["name"], "args": call["args"]}}
+            signature = _signature(signatures.get(call.get("id")))
+            if signature is None and index == 0 and self.signs_calls:
+                signature = _GEMINI_NO_SIGNATURE
+            if signature is not None:
+                part["thoughtSignature"] = signature
+            parts.append(part)
+        return parts
+
+    def _result(self, message: ToolMessage, names: Names) -> List[Any]:
+        name = (
+            message.name
+            or names.get(message.tool_call_id)
+            or (message.additional_kwargs or {}).get("name")
+        )
+        content = message.content
+        parts: List[Any] = []
+        response: Any = content
+        if isinstance(content, list):
+            response = []
+            for block in content:
+                found = _data(block) if isinstance(block, Mapping) else None
+                if found is not None:
+                    parts.append(_gemini_media(found))
+                else:
+                    response.append(block)
+        elif isinstance(content, str):
+            try:
+                response = json.loads(content)
+            except ValueError:
+                response = content
+        function: Json = {
+            "response": response if isinstance(response, dict) else {"output": response}
+        }
+        if name is not None:
+            function["name"] = name
+        return [*parts, {"functionResponse": function}]
+
+
+# --- Bedrock Converse ---------------------------------------------------------
+
+_BEDROCK_EMPTY = "."  # what ChatBedrockConverse sends for empty content
+_BEDROCK_FORMATS = {"jpg": "jpeg", "plain": "txt", "markdown": "md", "msword": "doc"}
+
+
+def _bedrock_media(found: _Data) -> Json:
+    subtype = (found.mime or "/").split("/", 1)[1].split(";", 1)[0]
+    kind = found.kind if found.kind in ("image", "video") else "document"
+    body: Json = {"format": _BEDROCK_FORMATS.get(subtype, subtype), "source": {"bytes": found.data}}
+    return {kind: body}
+
+
+class _Bedrock:
+    """``ChatBedrockConverse``: every text in a block; a result a ``toolResult`` in a user turn."""
+
+    def system(self, message: Optional[BaseMessage], joined: bool) -> Tuple[List[Any], List[Any]]:
+        # The system list is sent with every request, empty without a system message.
+        return [], [self._blocks(message.content, False) if message is not None else []]
+
+    def tools(self, schemas: Sequence[Any]) -> List[Any]:
+        out: List[Any] = []
+        for schema in schemas:
+            function = _function(schema)
+            if function is None:
+                out.append(schema)
+                continue
+            spec: Json = {"name": function["name"]}
+            if function.get("description"):
+                spec["description"] = function["description"]
+            spec["inputSchema"] = {"json": function.get("parameters")}
+            out.append({"toolSpec": spec})
+        return out
+
+    def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
+        if isinstance(message, SystemMessage):
+            return [self._blocks(message.content, False)]  # joins the system
+        if isinstance(message, ToolMessage):
+            result = {
+                "content": self._blocks(message.content, False) or [{"text": _BEDROCK_EMPTY}],
+                "toolUseId": message.tool_call_id,
+                "status": message.status,
+            }
+            return [{"role": "user", "content": [{"toolResult": result}]}]
+        if isinstance(message, AIMessage):
+            blocks = self._calls(self._blocks(message.content, True), message)
+            return [{"role": "assistant", "content": blocks or [{"text": _BEDROCK_EMPTY}]}]
+        if isinstance(message, HumanMessage):
+            return [{"role": "user", "content": self._blocks(message.content, False)}]
+        return []
+
+    def _blocks(self, content: Any, model: bool) -> List[Any]:
+        if isinstance(content, str):
+            content = [content if content.strip() else _BEDROCK_EMPTY]
+        elif not content:
+            content = [_BEDROCK_EMPTY]
+        blocks = [self._block(block, model) for block in content]
+        # Empty texts are left out.
+        return [
+            b
+            for b in blocks
+            if b is not None and not (isinstance(b, Mapping) and b.get("text", True) == "")
+        ]
+
+    def _block(self, block: Any, model: bool) -> Optional[Any]:
+        if isinstance(block, str):
+            return {"text": block}
+        if not isinstance(block, Mapping) or "type" not in block:
+            return block  # a Converse block already
+        kind = block["type"]
+        found = _data(block)
+        if found is not None:
+            return _bedrock_media(found)
+        if kind == "text":
+            text = block.get("text")
+            return {"text": text if isinstance(text, str) and text.strip() else _BEDROCK_EMPTY}
+        if kind in ("tool_use", "server_tool_use"):
+            args = block.get("input")
+            args = _parsed(args) if isinstance(args, str) else args
+            return {
+                "toolUse": {"toolUseId": block.get("id"), "input": args, "name": block.get("name")}
+            }
+        if kind in ("tool_call", "invalid_tool_call"):
+            if kind == "invalid_tool_call" and not (block.get("id") and block.get("name")):
+                return None
+            args = block.get("args") if kind == "tool_call" else {}
+            use = {
+                "toolUseId": block.get("id") or "",
+                "input": args or {},
+                "name": block.get("name", ""),
+            }
+            return {"toolUse": use}
+        if kind in ("tool_result", "server_tool_result"):
+            result = {
+                "toolUseId": block.get("tool_use_id", block.get("toolUseId")),
+                "content": self._blocks(block.get("content"), model) or [{"text": _BEDROCK_EMPTY}],
+                "status": "error" if block.get("is_error", block.get("isError")) else "success",
+            }
+            return {"toolResult": result}
+        if kind == "thinking":
+            return _reasoning(block.get("thinking", ""), block.get("signature", ""))
+        if kind == "reasoning_content":
+            inner = block.get("reasoningContent") or block.get("reasoning_content") or {}
+            if inner.get("redactedContent"):
+                return {"reasoningContent": {"redactedContent": inner["redactedContent"]}}
+            return _reasoning(inner.get("text", ""), inner.get("signature", ""))
+        if kind == "json":
+            return {"json": block.get("json")}
+        if model:
+            return None  # dropped from an assistant turn
+        return _without_index(block)
+
+    def _calls(self, blocks: List[Any], message: AIMessage) -> List[Any]:
+        if message.tool_calls and blocks == [{"text": _BEDROCK_EMPTY}]:
+            blocks = []
+        uses = {
+            block["toolUse"].get("toolUseId"): block["toolUse"]
+            for block in blocks
+            if isinstance(block, Mapping) and isinstance(block.get("toolUse"), dict)
+        }
+        for call in message.tool_calls:
+            use = {"toolUseId": call["id"], "input": call["args"], "name": call["name"]}
+            if call["id"] in uses:
+                uses[call["id"]].update(use)
+            else:
+                blocks.append({"toolUse": use})
+        return blocks
+
+
+def _reasoning(text: Any, signature: Any) -> Optional[Json]:
+    # Reasoning as Converse takes it back; what has neither text nor signature is left out.
+    if not text and not signature:
+        return None
+    inner: Json = {"text": text}
+    if signature:
+        inner["signature"] = signature
+    return {"reasoningContent": {"reasoningText": inner}}
+
+
+# --- Ollama -------------------------------------------------------------------
+
+
+_OLLAMA_PROPERTY = ("type", "items", "description", "enum")
+_OLLAMA_ROLES = (
+    (HumanMessage, "user"),
+    (AIMessage, "assistant"),
+    (SystemMessage, "system"),
+    (ToolMessage, "tool"),
+)
+
+
+class _Ollama:
+    """``ChatOllama``: Chat-like messages, its text joined, calls without ids, images apart."""
+
+    def system(self, message: Optional[BaseMessage], joined: bool) -> Tuple[List[Any], List[Any]]:
+        return (self.message(message, {}, False) if message is not None else []), []
+
+    def tools(self, schemas: Sequence[Any]) -> List[Any]:
+        # The ollama client sends a tool through its Tool model, which keeps only the
+        # fields Ollama reads, each property's type, items, description and enum.
+        out: List[Any] = []
+        for schema in schemas:
+            function = _function(schema)
+            if function is None:
+                out.append(schema)
+                continue
+            sent = _kept(function, ("name", "description"))
+            parameters = function.get("parameters")
+            if isinstance(parameters, Mapping):
+                kept = _kept(parameters, ("type", "$defs", "items", "required"))
+                kept.setdefault("type", "object")
+                properties = parameters.get("properties")
+                if isinstance(properties, Mapping):
+                    kept["properties"] = {
+                        name: _kept(value, _OLLAMA_PROPERTY) if isinstance(value, Mapping) else {}
+                        for name, value in properties.items()
+                    }
+                sent["parameters"] = kept
+            out.append({"type": "function", "function": sent})
+        return out
+
+    def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
+        role = message.role if isinstance(message, ChatMessage) else None
+        for cls, name in _OLLAMA_ROLES:
+            if isinstance(message, cls):
+                role = name
+        if role is None:
+            return []  # a class ChatOllama does not send
+        text, images = self._content(message.content)
+        sent: Json = {"role": role}
+        if text:
+            sent["content"] = text
+        if images:
+            sent["images"] = images
+        if isinstance(message, AIMessage):
+            calls = [
+                {"function": {"name": c["name"], "arguments": c["args"]}}
+                for c in message.tool_calls
+            ]
+            if calls:
+                sent["tool_calls"] = calls
+            thinking = (message.additional_kwargs or {}).get("reasoning_content")
+            if thinking:
+                sent["thinking"] = thinking
+        return [sent]
+
+    def _content(self, content: Any) -> Tuple[str, List[Any]]:
+        if isinstance(content, str):
+            return content, []
+        text = ""
+        images: List[Any] = []
+        for block in content:
+            if isinstance(block, str):
+                text += f"\n{block}"
+            elif isinstance(block, Mapping) and block.get("type") == "text":
+                text += f"\n{block.get('text', '')}"
+            elif isinstance(block, Mapping):
+                found = _data(block)
+                if found is not None and found.kind == "image":
+                    images.append(found.data if found.data is not None else found.url)
+        return text, images
+
+
+# --- the request --------------------------------------------------------------
+
+_SENDERS: Dict[Tuple[str, str], Callable[[Any], Any]] = {
+    ("langchain_anthropic", "ChatAnthropic"): lambda model: _Anthropic(),
+    ("langchain_google_genai", "ChatGoogleGenerativeAI"): _Gemini,
+    ("langchain_aws", "ChatBedrockConverse"): lambda model: _Bedrock(),
+    ("langchain_ollama", "ChatOllama"): lambda model: _Ollama(),
+}
+
+
+def sender(model: Any) -> Any:
+    """How ``model`` writes a request (``_Anthropic``, ...), or ``None`` for the Chat form.
+
+    A binding (``model.bind_tools(...)``) is its model's. A class is known by
+    its name and package, so no integration is imported to recognise it.
+    """
+    while isinstance(model, RunnableBinding):
+        model = model.bound
+    for cls in type(model).__mro__:
+        made = _SENDERS.get((cls.__module__.split(".", 1)[0], cls.__name__))
+        if made is not None:
+            return made(model)
+    return None
+
+
+def _names(messages: Sequence[Any]) -> Dict[Any, str]:
+    names: Dict[Any, str] = {}
+    for message in messages:
+        for call in getattr(message, "tool_calls", None) or ():
+            names[call.get("id")] = call.get("name")
+    return names
+
+
+def _user_turn(message: Any) -> bool:
+    return isinstance(message, (HumanMessage, ToolMessage))
+
+
+def measured(
+    compactor: Compactor,
+    model: Any,
+    messages: Sequence[Any],
+    system: Optional[BaseMessage],
+    tools: Sequence[Any],
+) -> Tuple[Optional[Counted], int]:
+    """The messages and what is sent beside them, counted as ``model`` sends the request.
+
+    Args:
+        compactor: The hook's compactor, whose options say how to count.
+        model: The chat model the request goes to (or a binding of it).
+        messages: The request's messages (the ones to compact).
+        system: The system message sent before them, if any.
+        tools: The tools' schemas in OpenAI's form (``convert_to_openai_tool``),
+            or a provider's own tools.
+
+    Returns:
+        ``(counted, fixed)``: ``counted`` the messages' counts and how to count
+        what compaction makes of them (``None`` when they are counted as the
+        core reads them: a model of another class, or a ``count_tokens`` given),
+        ``fixed`` the system message's and the tools' tokens.
+    """
+    wire = sender(model) if compactor.options.count_tokens is None else None
+    if wire is None:
+        return None, compactor.fixed_tokens([system] if system is not None else [], tools)
+    options = compactor.options
+    counter = options.counter
+    names = _names(messages)
+
+    def count(message: Any, joined: bool) -> int:
+        if not isinstance(message, BaseMessage):  # not LangChain's: as the core reads it
+            return sum(count_all(message_views([message]), counter))
+        return sum(count_all(wire.message(message, names, joined), counter))
+
+    def recount(made: Any) -> int:
+        # A summary or a cleared copy (a Chat Completions mapping), as the message it
+        # becomes, wherever it lands.
+        (message,) = native([made], messages)
+        return count(message, True)
+
+    # Whether a user turn may follow a message when it is sent: the one after it now,
+    # or, after the messages kept first, whatever compaction keeps after them.
+    follows = [*map(_user_turn, messages[1:]), False]
+    counts = [
+        count(message, index < options.keep_head or follows[index])
+        for index, message in enumerate(messages)
+    ]
+    joined = options.summary_role == "system" or any(
+        isinstance(message, SystemMessage) for message in messages
+    )
+    sent, parts = wire.system(system, joined)
+    fixed = compactor.fixed_tokens(sent, [*parts, *wire.tools(tools)])
+    return Counted(counts, recount), fixed
