@@ -65,7 +65,6 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
-    TypedDict,
 )
 
 from ctx_compact._contract import (
@@ -81,8 +80,7 @@ from ctx_compact._contract import (
 from .._callables import Arguments, Kind, Located, is_async_callable
 from .._calls import Interceptor
 from .._events import Hooks, check_hooks
-from .._options import Clearing, CompactionOptions, OnOverflow, Summarize, Validate
-from .._store import SummaryStore
+from .._options import CompactionOptions, SharedOptions
 
 __all__ = ["Compactor", "Counted", "HookOptions", "Sent", "missing"]
 
@@ -91,30 +89,14 @@ __all__ = ["Compactor", "Counted", "HookOptions", "Sent", "missing"]
 Sent = Callable[[Any], Iterable[Any]]
 
 
-class HookOptions(TypedDict, total=False):
+class HookOptions(SharedOptions, total=False):
     """``budgeted``'s options as an integration takes them: ``**options: Unpack[HookOptions]``.
 
-    Every field of ``CompactionOptions`` (where the options are declared, with
-    their defaults and checks) but ``messages_arg``, since the framework hands
-    an integration its messages, and ``on_compact``; each means what it means
-    for ``budgeted``. Type checkers and editors read the names and types here;
-    the values are checked by ``CompactionOptions.build`` as ``budgeted``'s are.
-    tests/test_integrations.py keeps this list and ``budgeted``'s signature equal.
+    All but ``messages_arg``, since the framework hands an integration its messages.
     """
 
-    keep_head: int
-    keep_tail: int
-    count_tokens: Optional[CountTokens]
-    count_media: bool
-    summarize: Optional[Summarize]
-    summary_role: str
-    on_overflow: OnOverflow
-    validate: Validate
-    clear_tool_results: Clearing
-    clear_thinking: Clearing
-    target_tokens: Optional[float]
-    store: Optional[SummaryStore]
     on_compact: Hooks
+    """A hook or a list of hooks called with each event, as for ``budgeted``."""
 
 
 class Counted(NamedTuple):
