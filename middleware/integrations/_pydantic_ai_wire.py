@@ -1,29 +1,12 @@
 """What a pydantic-ai request puts on the wire, for the model it goes to: to be counted.
 
-The core reads a ``ModelRequest``/``ModelResponse`` in Anthropic form (one turn,
-its tool results in it), which is how it keeps a call with its return. What a
-request costs depends on the model class it is sent to, and differs from that
-form: ``OpenAIChatModel`` sends a tool's file after the tool message, in a user
-message of its own framed by tags that name the call, and the first time it
-frames one it adds a system message saying what such frames mean; the
-Anthropic model opens its ``system`` with a long statement of the same kind on
-every request; every model prices a photo by its own formula; and the tools
-go out as ``prepare_request`` resolves them (``strict`` included).
-
-``sent`` builds, for one request, the JSON each message becomes for its model
-(``OpenAIChatModel``, ``OpenAIResponsesModel``, ``AnthropicModel`` and their
-subclasses, behind any wrapper model), and what goes beside the messages (the
-instructions, that statement, the tools), so that the integration counts
-those with its counter: the media in them as their provider bills them. It
-reads pydantic-ai through its public API only: ``Model.prepare_request`` (the
-tool definitions and instructions as sent), ``Model.prepare_messages`` (the
-messages as the adapter maps them: retries rendered, notes and that statement
-added), ``ToolReturnPart.model_response_str_and_user_content`` (a tool's text
-and files as Chat Completions takes them), the parts' own fields. The
-adapters' step from parts to JSON is private to pydantic-ai, so it is followed
-here, as measured on pydantic-ai 2.78.0. A model of any other class (a
-``FallbackModel``, Gemini, Bedrock, a test model) gets ``None``: its messages
-are counted as the core reads them.
+``sent`` maps one request as ``OpenAIChatModel``, ``OpenAIResponsesModel`` or
+``AnthropicModel`` (behind any wrapper model) sends it: each message's wire
+JSON, and the instructions, the framework's statements and the tools beside
+them. It reads pydantic-ai's public API (``prepare_request``,
+``prepare_messages``, the parts' fields) and follows the adapters' private step
+from parts to JSON as measured on pydantic-ai 2.78.0. Any other model class
+gets ``None``: its messages are counted as the core reads them.
 """
 
 from __future__ import annotations
