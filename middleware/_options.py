@@ -123,8 +123,8 @@ class Options(SharedOptions, total=False):
     """The compaction options by keyword; one left out takes its default (``CompactionOptions``)."""
 
     messages_arg: str
-    """The argument carrying the messages (``"messages"``; ``"input"`` for the OpenAI
-    Responses API, ``"contents"`` elsewhere)."""
+    """The argument carrying the messages (``"messages"``; ``"input"`` for the Responses
+    API, ``"contents"`` elsewhere)."""
 
 
 class Inherit:
