@@ -1,20 +1,10 @@
 """Reporting a call's event once the provider's prompt size is known.
 
-A plain response carries its usage: the event is reported when the call
-returns. An SDK stream carries it in one of its events (OpenAI's final
-chunk with ``stream_options={"include_usage": True}``, the Responses API's
-``response.completed``, Anthropic's ``message_start``, each google-genai
-response of a stream, Bedrock's ``metadata`` event), and an SDK raw response
-(``with_raw_response``, ``with_streaming_response``) only once the caller
-parses it. A stream is known by its class, by the point that returns it
-(``sdks.Point.stream``: google-genai's generators), or by the key of the
-response mapping that holds it (``sdks.Sdk.stream_keys``: boto3's
-``{"stream": EventStream}``). Those results are handed back behind a transparent proxy
-(``wrapt.ObjectProxy``: ``isinstance`` still holds) that reads each event the
-caller iterates and never reads anything on the caller's behalf. The event is
-reported once: when the stream ends, fails or is closed, or when the proxy is
-collected, so that a stream the caller abandons is still counted in the
-session's figures (its async hooks are then skipped, as on a sync path).
+A plain response is reported when the call returns. A stream (known by its
+class, its point or its key in the response) and a raw response are handed back
+behind a ``wrapt.ObjectProxy`` that reads the usage from what the caller
+iterates or parses, and reports once: when the stream ends, fails or is closed,
+or when the proxy is collected (docs/sdk-interception.md).
 """
 
 from __future__ import annotations

@@ -1,19 +1,31 @@
-"""The compaction options of ``budgeted`` and ``CompactingSession``, defined and checked once.
+"""The compaction options, declared once: ``Options`` as given, ``CompactionOptions`` checked.
 
-``CompactionOptions`` is the one place where the options' names, defaults and
-checks are defined. ``budgeted``, ``CompactingSession`` and
-``CompactingSession.wrap`` spell them out as explicit, typed keyword parameters
-(what type checkers, editors and the API reference read) and hand them here;
-tests/test_options.py fails when a signature and the fields disagree, so a new
-option cannot be forgotten in one of them.
+``budgeted``, ``CompactingSession``, ``CompactingSession.wrap`` and the framework
+integrations take the options as ``**options: Unpack[Options]`` (type checkers
+refuse a misspelt or mistyped one, the API reference lists them from here) and
+hand them to ``CompactionOptions.build``, which checks them, naming the bad one,
+and fills in the defaults.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Literal, Optional, Protocol, Sequence, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Literal,
+    Optional,
+    Protocol,
+    Sequence,
+    TypedDict,
+    TypeVar,
+    Union,
+)
 
 from ctx_compact._contract import (
     KEEP_HEAD,
@@ -37,9 +49,7 @@ from ._store import SummaryStore, check_store
 OVERFLOW_CHOICES = ("call", "raise", "retry")
 VALIDATE_CHOICES = (None, "raise", "report", "repair")
 
-# The options' types as callers give them, for the explicit signatures of
-# budgeted, CompactingSession and CompactingSession.wrap (type checkers and
-# editors read those; tests/test_options.py checks they agree with the fields below).
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class RollingSummarize(Protocol):
@@ -54,6 +64,69 @@ Validate = Optional[Literal["raise", "report", "repair"]]
 Clearing = Union[bool, Mapping[str, Any], None]
 
 
+class SharedOptions(TypedDict, total=False):
+    """The options every entry point takes, the framework integrations too (``Options``)."""
+
+    keep_head: int
+    """Leading messages always kept (1)."""
+    keep_tail: int
+    """Trailing messages always kept (4)."""
+    count_tokens: Optional[CountTokens]
+    """``(message) -> int``, synchronous. By default the media-aware estimate
+    (``ctx_compact.media_aware_counter()``): the specification's estimate on a message
+    without media, an image, PDF or recording at the tokens its provider bills
+    (docs/media.md)."""
+    count_media: bool
+    """``False`` counts with the specification's estimator everywhere, a media part as
+    the length of its JSON; ignored when ``count_tokens`` is given."""
+    summarize: Optional[Summarize]
+    """``(dropped) -> str``, sync or async, called when something was dropped; its text
+    is inserted after the head. On async callables an async one is awaited and a sync one
+    runs on a worker thread; an async one is refused for sync callables. With a keyword
+    argument ``previous`` it rolls: it is given the previous summary and only the messages
+    dropped since. The summary of a cut is kept (in ``store``) and reused while the cut
+    stands; one that raises does not fail the call (the event's ``summary_error`` says
+    why). See docs/summaries.md."""
+    summary_role: str
+    """The role of the inserted summary message (``"user"``)."""
+    on_overflow: OnOverflow
+    """``"call"`` (the default) makes the call with the best compaction even when it does
+    not fit; ``"raise"`` raises ``BudgetExceededError`` instead (after reporting the event);
+    ``"retry"`` calls and, when the provider refuses the prompt for its length, compacts
+    again to the provider's own figures from the error and retries once (the event has
+    ``retried=True``)."""
+    validate: Validate
+    """``None`` (the default) skips the pairing check; ``"report"`` puts the problems
+    ``ctx_compact.check_pairing`` finds in the list about to be sent on the event;
+    ``"raise"`` also raises ``UnpairedMessagesError`` instead of making the call;
+    ``"repair"`` sends what ``ctx_compact.repair_pairing`` makes of it (the event's
+    ``repairs`` say what changed)."""
+    clear_tool_results: Clearing
+    """``True`` (or a dict of ``ctx_compact.clear_tool_results``' options): while the call
+    is over budget, the oldest tool results are replaced by a placeholder before anything
+    is dropped (docs/prompt-cache.md)."""
+    clear_thinking: Clearing
+    """``True`` (or ``{"keep_turns": n}``): old thinking blocks and reasoning items are
+    cleared first, likewise."""
+    target_tokens: Optional[float]
+    """Cut in steps of ``max_tokens - target_tokens``, as ``ctx_compact.compact`` does, so
+    the prompt's prefix (and the provider's prompt cache) stays the same between cuts."""
+    store: Optional[SummaryStore]
+    """Where summaries are kept, keyed by the dropped prefix and the summarizer: a
+    ``SQLiteStore``, a ``RedisStore`` or any ``SummaryStore``, so processes sharing it send
+    the same summary for the same cut. By default each callable keeps its recent summaries
+    in memory. A store can cost a call its summary, never the call (the event's
+    ``store_error`` says why)."""
+
+
+class Options(SharedOptions, total=False):
+    """The compaction options by keyword; one left out takes its default (``CompactionOptions``)."""
+
+    messages_arg: str
+    """The argument carrying the messages (``"messages"``; ``"input"`` for the Responses
+    API, ``"contents"`` elsewhere)."""
+
+
 class Inherit:
     """The default of ``CompactingSession.wrap``'s options: the session's own value."""
 
@@ -66,7 +139,7 @@ INHERIT: Any = Inherit()
 
 @dataclass(frozen=True)
 class CompactionOptions:
-    """How the messages of an intercepted call are compacted (see ``budgeted``).
+    """How the messages of an intercepted call are compacted: the ``Options`` given, checked.
 
     ``max_tokens`` is always set: a session without a budget holds no options.
     """
@@ -87,7 +160,9 @@ class CompactionOptions:
     store: Optional[SummaryStore] = None
 
     @classmethod
-    def build(cls, caller: str, max_tokens: object, options: Dict[str, Any]) -> CompactionOptions:
+    def build(
+        cls, caller: str, max_tokens: object, options: Mapping[str, Any]
+    ) -> CompactionOptions:
         """Check ``max_tokens`` and every other option, naming the bad one.
 
         Args:
@@ -107,28 +182,45 @@ class CompactionOptions:
     def counter(self) -> Optional[CountTokens]:
         """What every figure is counted with: ``count_tokens``, else the default counting.
 
-        The default is the media-aware estimate (``ctx_compact.media_aware_counter()``:
-        the specification's estimate on a message without media, a media part at
-        its billed tokens); with ``count_media=False``, the specification's
-        estimator everywhere (``None``).
+        The default is the media-aware estimate (``ctx_compact.media_aware_counter()``);
+        with ``count_media=False``, the specification's estimator everywhere (``None``).
         """
         if self.count_tokens is not None or not self.count_media:
             return self.count_tokens
         return MEDIA_AWARE
 
 
-OPTION_NAMES = tuple(
-    f.name for f in dataclasses.fields(CompactionOptions) if f.name != "max_tokens"
-)
+_FIELDS = [f for f in dataclasses.fields(CompactionOptions) if f.name != "max_tokens"]
+_DEFAULTS = {f.name: f.default for f in _FIELDS}
 
 
-def given_options(arguments: Dict[str, Any]) -> Dict[str, Any]:
-    """The options among a call's ``locals()``, by name (``max_tokens`` aside)."""
-    return {name: arguments[name] for name in OPTION_NAMES}
+def spelled_out(inherit: bool = False) -> Callable[[F], F]:
+    """Show the options in ``inspect.signature`` (``help``, editors) in place of ``**options``.
+
+    Each with its default, or with ``INHERIT`` (``inherit``: ``CompactingSession.wrap``).
+    """
+
+    def spell_out(function: F) -> F:
+        signature = inspect.signature(function)
+        *own, _ = signature.parameters.values()
+        annotations = Options.__annotations__
+        options = [
+            inspect.Parameter(
+                f.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=INHERIT if inherit else f.default,
+                annotation=getattr(annotations[f.name], "__forward_arg__", annotations[f.name]),
+            )
+            for f in _FIELDS
+        ]
+        function.__signature__ = signature.replace(parameters=[*own, *options])  # type: ignore[attr-defined]
+        return function
+
+    return spell_out
 
 
-def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
-    """Check the options other than ``max_tokens``; return them with unknown names refused.
+def check_options(caller: str, options: Mapping[str, Any]) -> Dict[str, Any]:
+    """Check the options other than ``max_tokens``; return them all, defaults filled in.
 
     Raises:
         TypeError: An unknown option, or one of the wrong type (an async
@@ -137,10 +229,9 @@ def check_options(caller: str, options: Dict[str, Any]) -> Dict[str, Any]:
             identifier, or an ``on_overflow``/``validate`` outside its choices.
     """
     for name in options:
-        if name not in OPTION_NAMES:
+        if name not in _DEFAULTS:
             raise TypeError(f"{caller}() got an unexpected keyword argument {name!r}")
-    defaults = {f.name: f.default for f in dataclasses.fields(CompactionOptions)}
-    merged = {name: options.get(name, defaults[name]) for name in OPTION_NAMES}
+    merged = {**_DEFAULTS, **options}
     check_keep(merged["keep_head"], "keep_head")
     check_keep(merged["keep_tail"], "keep_tail")
     check_callable(merged["count_tokens"], "count_tokens")

@@ -1,13 +1,8 @@
 """Recognising a provider's refusal of a prompt for its length, and reading its figures.
 
-For ``on_overflow="retry"``. The errors are recognised by their class's name
-and module, their HTTP status and their text, so no SDK is imported; what each
-SDK's errors look like is in its module (``sdks.Sdk.overflow_*``): OpenAI's
-``context_length_exceeded`` (Chat Completions names both figures, the Responses
-API neither), Anthropic's ``prompt is too long: N tokens > M maximum``,
-LiteLLM's ``ContextWindowExceededError``, whose text embeds the provider's,
-Gemini's ``The input token count (N) exceeds the maximum number of tokens
-allowed (M)`` and Bedrock's ``Input is too long for requested model``.
+For ``on_overflow="retry"``: by the error's class name and module, HTTP status
+and text, as each SDK's module describes them (``sdks.Sdk.overflow_*``); no SDK
+is imported.
 """
 
 from __future__ import annotations

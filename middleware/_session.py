@@ -9,28 +9,37 @@ from __future__ import annotations
 
 import dataclasses
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Optional, Sequence, Type, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    List,
+    Optional,
+    Sequence,
+    Type,
+    TypeVar,
+    Union,
+)
 
-from ctx_compact._contract import KEEP_HEAD, KEEP_TAIL, CountTokens, check_flag, check_keep, must
+from ctx_compact._contract import check_flag, check_keep, must
 
 from ._callables import kind_of, qualified_name
 from ._events import CompactionEvent, Hooks, check_hooks
 from ._options import (
     INHERIT,
-    Clearing,
     CompactionOptions,
-    OnOverflow,
-    Summarize,
-    Validate,
+    Options,
     check_awaitables,
     check_options,
-    given_options,
+    spelled_out,
 )
 from ._patching import Target, intercept, is_target, release
 from ._state import DEFAULT_MAX_EVENTS, SessionState, SessionStats
-from ._store import SummaryStore
 from ._wrapped import wrap_callable
 from .sdks import SDK_NAMES, SdkTarget, is_sdk_name, sdk_targets
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,28 +82,14 @@ class CompactingSession:
     it and worker threads started through anyio (they inherit the context);
     calls made elsewhere are not recorded. When sessions are nested, an event
     reaches every active session. A ``@budgeted`` function keeps its own options
-    inside a session; the session's options govern the calls it wraps or
-    intercepts. Inside a session, counts of messages seen before are reused,
-    so re-sending a growing history costs work for the new messages only.
+    inside a session; the session's compaction options (``Options``, as for
+    ``budgeted``) govern the calls it wraps or intercepts (without a ``store``,
+    each of them keeps its recent summaries in memory for this session).
 
     Args:
         max_tokens: The budget for wrapped and intercepted calls. May be left
             out when the session only observes ``@budgeted`` calls; it then
             holds no compaction options (``options`` is ``None``).
-        keep_head: As for ``budgeted``.
-        keep_tail: As for ``budgeted``.
-        count_tokens: As for ``budgeted``.
-        count_media: As for ``budgeted``.
-        summarize: As for ``budgeted``.
-        summary_role: As for ``budgeted``.
-        messages_arg: As for ``budgeted``.
-        on_overflow: As for ``budgeted``.
-        validate: As for ``budgeted``, for the calls the session wraps or intercepts.
-        clear_tool_results: As for ``budgeted``.
-        clear_thinking: As for ``budgeted``.
-        target_tokens: As for ``budgeted``.
-        store: As for ``budgeted``; without one, each wrapped or intercepted
-            callable keeps its recent summaries in memory for this session.
         on_compact: A hook or hooks called with every event the session records.
             Async hooks are awaited for async calls; for sync calls they are
             skipped and the skip is logged.
@@ -120,29 +115,17 @@ class CompactingSession:
             ``intercept`` entry that is not a target), at construction.
     """
 
+    @spelled_out()
     def __init__(
         self,
         *,
         max_tokens: Optional[float] = None,
-        keep_head: int = KEEP_HEAD,
-        keep_tail: int = KEEP_TAIL,
-        count_tokens: Optional[CountTokens] = None,
-        count_media: bool = True,
-        summarize: Optional[Summarize] = None,
-        summary_role: str = "user",
-        messages_arg: str = "messages",
-        on_overflow: OnOverflow = "call",
-        validate: Validate = None,
-        clear_tool_results: Clearing = None,
-        clear_thinking: Clearing = None,
-        target_tokens: Optional[float] = None,
-        store: Optional[SummaryStore] = None,
         on_compact: Hooks = None,
         intercept: Union[Target, Sequence[Target]] = (),
         calibrate: bool = False,
         max_events: Optional[int] = DEFAULT_MAX_EVENTS,
+        **options: Unpack[Options],
     ) -> None:
-        options = given_options(locals())
         hooks = check_hooks(on_compact)
         self._options: Optional[CompactionOptions] = None
         if max_tokens is None:
@@ -227,25 +210,8 @@ class CompactingSession:
 
     # -- what it applies -------------------------------------------------------------
 
-    def wrap(
-        self,
-        fn: F,
-        *,
-        max_tokens: float = INHERIT,
-        keep_head: int = INHERIT,
-        keep_tail: int = INHERIT,
-        count_tokens: Optional[CountTokens] = INHERIT,
-        count_media: bool = INHERIT,
-        summarize: Optional[Summarize] = INHERIT,
-        summary_role: str = INHERIT,
-        messages_arg: str = INHERIT,
-        on_overflow: OnOverflow = INHERIT,
-        validate: Validate = INHERIT,
-        clear_tool_results: Clearing = INHERIT,
-        clear_thinking: Clearing = INHERIT,
-        target_tokens: Optional[float] = INHERIT,
-        store: Optional[SummaryStore] = INHERIT,
-    ) -> F:
+    @spelled_out(inherit=True)
+    def wrap(self, fn: F, *, max_tokens: float = INHERIT, **options: Unpack[Options]) -> F:
         """Return ``fn`` with this session's options applied, for any kind of callable.
 
         The session's own hooks are called when it records the event, so the
@@ -254,19 +220,7 @@ class CompactingSession:
         Args:
             fn: The callable whose messages argument is compacted.
             max_tokens: This callable's budget; by default (``INHERIT``) the session's.
-            keep_head: As for ``budgeted``; by default the session's.
-            keep_tail: As for ``budgeted``; by default the session's.
-            count_tokens: As for ``budgeted``; by default the session's.
-            count_media: As for ``budgeted``; by default the session's.
-            summarize: As for ``budgeted``; by default the session's.
-            summary_role: As for ``budgeted``; by default the session's.
-            messages_arg: As for ``budgeted``; by default the session's.
-            on_overflow: As for ``budgeted``; by default the session's.
-            validate: As for ``budgeted``; by default the session's.
-            clear_tool_results: As for ``budgeted``; by default the session's.
-            clear_thinking: As for ``budgeted``; by default the session's.
-            target_tokens: As for ``budgeted``; by default the session's.
-            store: As for ``budgeted``; by default the session's.
+            **options: The compaction options (``Options``) that differ from the session's.
 
         Returns:
             The wrapped callable, of the same kind as ``fn``.
@@ -277,11 +231,7 @@ class CompactingSession:
                 a sync callable.
             ValueError: A bad option value.
         """
-        arguments = locals()
-        overrides = {
-            name: value for name, value in given_options(arguments).items() if value is not INHERIT
-        }
-        wrapped = wrap_callable(fn, self._wrap_options(fn, max_tokens, overrides), ())
+        wrapped = wrap_callable(fn, self._wrap_options(fn, max_tokens, options), ())
         # The session's hooks are not the wrapper's, so check them against fn here.
         kind = kind_of(fn)
         check_awaitables(kind.is_async, kind.value, qualified_name(fn), None, self._state.hooks)
@@ -299,9 +249,7 @@ class CompactingSession:
         for one in _targets(target):
             self._intercept(one)
 
-    def _wrap_options(
-        self, fn: Any, max_tokens: Any, overrides: Dict[str, Any]
-    ) -> CompactionOptions:
+    def _wrap_options(self, fn: Any, max_tokens: Any, overrides: Options) -> CompactionOptions:
         if max_tokens is INHERIT and not overrides:
             return self._required_options(fn)
         if self._options is None:

@@ -1,18 +1,9 @@
 """Where summaries outlive the process that wrote them: the store protocol and its stores.
 
-A summary is the one thing compaction cannot recompute: an LLM asked again writes
-other words, and other words change the prompt's prefix (and miss the provider's
-prompt cache). So summaries are kept in a store, under a key made from the
-content of the dropped prefix (see ``_summaries``), and every process that
-shares the store sends the same text for the same cut.
-
-``SummaryStore`` is the whole protocol: ``get`` and ``put`` of strings by
-string keys. ``put`` keeps the first value stored under a key and returns the
-value the key holds afterwards, so two workers that summarised the same cut at
-the same moment both send the one stored first. What a store answers is not
-trusted: ``_summaries`` treats anything but a string as a miss, so the stores
-here hand back what they hold as it is, and ``put`` replaces a value that is not
-text rather than keeping it first.
+``SummaryStore`` is ``get`` and ``put`` of strings by string keys, the first
+value stored winning. What a store answers is not trusted (``_summaries``
+checks it), so the stores here hand back what they hold as it is, and ``put``
+replaces a value that is not text. See docs/summaries.md.
 """
 
 from __future__ import annotations

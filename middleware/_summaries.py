@@ -1,36 +1,12 @@
 """Summaries that outlive the call: reused for the same cut, rolled on from the previous one.
 
-A summary is stored under a key made of the summarizer's identity (its module
-and qualified name), the summary role, where the kept head ends, and the digest
-of every message before the cut (``_prefix``'s digests: the messages as the
-estimator serialises them). The same cut of the same history is the same key in
-every process, so while a cut stands its summary is read back instead of
-written again, and every worker sharing a store sends the same text. A history
-holding a message that cannot be serialised gets a fresh summary every time,
-stored nowhere.
-
-A rolling summarizer (one taking a keyword argument ``previous``) is given the
-previous summary and only the messages dropped since it. The previous summary
-is the one stored for the longest earlier dropped prefix of this history: a
-history only grows at its end, so an earlier call that cut it at a group
-boundary ``b`` (between the head and today's cut) stored its summary under the
-digest of ``messages[:b]``, which today's messages still have. The digests of
-the prefixes ending at every group boundary up to the cut are computed in one
-pass, and looked up newest (longest) first, a batch at a time (one round trip
-per batch with a store's ``get_many``). Nothing else is stored: no pointer to
-go stale, and a forgotten entry only means an older previous summary, or none.
-
-The sequence is written once, as a generator of steps (look keys up, call the
-summarizer, store), that the interceptor's sync and async shells drive; they
-differ only in how they wait.
-
-A store can cost the summary, never the call. What it answers is checked here,
-for every store alike: a value that is not a string (or a reply of the wrong
-shape) is a miss, and a ``put`` that answers something other than a string
-leaves the summary just made to be sent. A call gives the store one deadline
-for all its work (``Visit``): once the store raised, or its work in the call
-took its ``timeout`` in all, it is not asked again in that call. Each such
-problem is logged and named in the event's ``store_error``.
+A summary is stored under a key of the summarizer, the summary role, the head's
+end and the digest of the messages before the cut (``_prefix``), so the same cut
+is the same key in every process; a rolling summarizer is given the summary of
+the longest earlier prefix stored. The sequence is a generator of steps (look
+up, summarise, keep) that the interceptor's shells drive. What a store answers
+is checked here, and a store that raised or spent its ``timeout`` is not asked
+again in the call (``Visit``). See docs/summaries.md.
 """
 
 from __future__ import annotations

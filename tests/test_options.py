@@ -1,10 +1,10 @@
-"""The options are declared once: the explicit signatures agree with ``CompactionOptions``.
+"""The options are declared once: ``Options`` as given, ``CompactionOptions`` checked.
 
-``budgeted``, ``CompactingSession`` and ``CompactingSession.wrap`` spell the
-options out as typed keyword parameters, for type checkers, editors and the API
-reference; ``CompactionOptions`` defines their names, defaults and checks. A new
-option added to one and not the others fails here. tests/typing/options.py is
-the static side: mypy (strict, in CI) fails when a misspelt option type-checks.
+``budgeted``, ``CompactingSession`` and ``CompactingSession.wrap`` take them as
+``**options: Unpack[Options]`` and show them, with their defaults, in their
+signatures; a new option added to one declaration and not the other fails here.
+tests/typing/options.py is the static side: mypy (strict, in CI) fails when a
+misspelt option type-checks.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 import pytest
 
 from middleware import CompactingSession, budgeted
-from middleware._options import INHERIT, CompactionOptions
+from middleware._options import INHERIT, CompactionOptions, Options
 
 FIELDS = {f.name: f.default for f in dataclasses.fields(CompactionOptions)}
 REQUIRED = inspect.Parameter.empty
@@ -28,6 +28,10 @@ def keyword_defaults(function: Any) -> Dict[str, Any]:
         for name, p in inspect.signature(function).parameters.items()
         if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and name not in ("self", "fn")
     }
+
+
+def test_the_given_and_the_checked_options_have_the_same_names() -> None:
+    assert set(Options.__annotations__) == set(FIELDS) - {"max_tokens"}
 
 
 def test_budgeted_takes_every_option_with_its_default() -> None:

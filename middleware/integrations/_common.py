@@ -1,58 +1,14 @@
-"""What every framework integration shares: ``budgeted``'s options, the call sequence, the events.
+"""What every framework integration shares: its options, the call sequence, the events.
 
-An integration module (one per framework, ``middleware/integrations/<name>.py``)
-turns its framework's hook into one call of a ``Compactor``, and nothing more:
-
-1. Import the framework at the top of the module, inside ``try``/``except
-   ImportError as exc: raise missing(name, install) from exc``, ``install``
-   being the command that installs the framework, so that importing the module
-   without the framework names that command, and nothing else (not the package)
-   ever imports it.
-2. Take ``(max_tokens, **options: Unpack[HookOptions])`` (``Unpack`` from
-   ``typing_extensions`` under ``TYPE_CHECKING``: nothing needs it at run
-   time) and build one
-   ``Compactor(caller, function, max_tokens, options, wraps_call=...)`` when the
-   hook is made: the options are checked there, as ``budgeted`` checks them,
-   naming the bad one; ``function`` is what the events' ``function`` says
-   (``"langchain wrap_model_call"``).
-3. Say how a message is sent when the framework sends it in another form
-   than the one the core reads it in (``sent=``: AutoGen's messages go out as
-   Chat Completions messages, strands' as its model provider writes them), so
-   that the default counting counts what the provider is sent. In the hook,
-   count what the framework sends beside the messages and cannot drop (a
-   system prompt, the tools' schemas) with ``fixed_tokens``, and hand the
-   messages to the compactor (with ``counted=Counted(counts, recount)`` when
-   the integration counts a whole request as the framework's model sends it,
-   which one message at a time cannot: pydantic-ai):
-
-   - a hook that makes the model call (LangChain's ``wrap_model_call``) passes
-     ``send``, which makes it with the compacted list: ``compactor.run(messages,
-     fixed, send)`` or ``await compactor.arun(messages, fixed, asend)``. The
-     event then carries the provider's prompt size when the response has
-     ``usage``, and ``on_overflow="retry"`` works (``wraps_call=True``);
-   - a hook that only prepares the model's input (LangGraph's
-     ``pre_model_hook``, pydantic-ai's history processors, openai-agents'
-     ``call_model_input_filter``) takes ``compactor.compacted(messages, fixed)``
-     or ``await compactor.acompacted(...)``: the compacted list
-     (``wraps_call=False`` refuses ``on_overflow="retry"``, which needs the call
-     made again; so does a hook that may make it only once).
-
-4. Turn what comes back into the framework's own message objects: the
-   compacted list holds the caller's objects, plus a summary as a
-   ``{"role": summary_role, "content": text}`` dict and, with clearing,
-   edited copies in the wire form the core reads the framework's messages in
-   (``ctx_compact.formats.frameworks``), which the module converts back.
-
-The compactor reports one ``CompactionEvent`` per model call, with the same
-fields as ``@budgeted``'s, to its ``on_compact`` hooks and to every active
-``CompactingSession`` (whose ``events`` and ``stats`` then include it), through
-the same ``Interceptor`` sequence as ``budgeted``: summaries (kept in ``store``),
-``validate``, ``on_overflow`` and ``calibrate`` behave exactly as there.
+An integration turns its framework's hook into one call of a ``Compactor``:
+``compacted``/``acompacted`` for a hook that prepares the model's input,
+``run``/``arun`` for one that makes the model call (docs/development.md, "A
+framework integration"). Each call reports one ``CompactionEvent``, through the
+same ``Interceptor`` sequence as ``budgeted``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import (
     Any,
     Awaitable,
@@ -65,7 +21,6 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
-    TypedDict,
 )
 
 from ctx_compact._contract import (
@@ -81,8 +36,7 @@ from ctx_compact._contract import (
 from .._callables import Arguments, Kind, Located, is_async_callable
 from .._calls import Interceptor
 from .._events import Hooks, check_hooks
-from .._options import Clearing, CompactionOptions, OnOverflow, Summarize, Validate
-from .._store import SummaryStore
+from .._options import CompactionOptions, SharedOptions
 
 __all__ = ["Compactor", "Counted", "HookOptions", "Sent", "missing"]
 
@@ -91,44 +45,31 @@ __all__ = ["Compactor", "Counted", "HookOptions", "Sent", "missing"]
 Sent = Callable[[Any], Iterable[Any]]
 
 
-class HookOptions(TypedDict, total=False):
+class HookOptions(SharedOptions, total=False):
     """``budgeted``'s options as an integration takes them: ``**options: Unpack[HookOptions]``.
 
-    Every field of ``CompactionOptions`` (where the options are declared, with
-    their defaults and checks) but ``messages_arg``, since the framework hands
-    an integration its messages, and ``on_compact``; each means what it means
-    for ``budgeted``. Type checkers and editors read the names and types here;
-    the values are checked by ``CompactionOptions.build`` as ``budgeted``'s are.
-    tests/test_integrations.py keeps this list and ``budgeted``'s signature equal.
+    All but ``messages_arg``, since the framework hands an integration its messages.
     """
 
-    keep_head: int
-    keep_tail: int
-    count_tokens: Optional[CountTokens]
-    count_media: bool
-    summarize: Optional[Summarize]
-    summary_role: str
-    on_overflow: OnOverflow
-    validate: Validate
-    clear_tool_results: Clearing
-    clear_thinking: Clearing
-    target_tokens: Optional[float]
-    store: Optional[SummaryStore]
     on_compact: Hooks
+    """A hook or a list of hooks called with each event, as for ``budgeted``."""
 
 
 class Counted(NamedTuple):
-    """Messages an integration counted itself, as its framework's model sends them.
+    """How an integration counts a call's messages, as its framework's model sends them.
 
     Attributes:
-        counts: Each message's tokens.
-        recount: Counts a message that compaction makes from them (a summary,
-            a cleared copy: a mapping in the form the core reads the
-            framework's messages in) as the model would be sent it.
+        counts: Each message's tokens; ``None``: each is counted by ``recount``.
+        recount: Counts a message compaction makes from them (a summary, a
+            cleared copy: a mapping in the form the core reads the framework's
+            messages in) as the model would be sent it; ``None``: the options' counter.
     """
 
-    counts: Sequence[int]
-    recount: CountTokens
+    counts: Optional[Sequence[int]]
+    recount: Optional[CountTokens]
+
+
+_AS_READ = Counted(None, None)  # counted by the options' counter, as the core reads them
 
 
 def missing(integration: str, install: str, error: Optional[BaseException] = None) -> ImportError:
@@ -161,8 +102,7 @@ class _HookSite:
     def locate(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Optional[Located]:
-        messages, fixed, counted = args
-        counts, recount = counted or (None, None)
+        messages, fixed, (counts, recount) = args
         return Located(messages, _rebuild, fixed, self.function, counts, recount)
 
 
@@ -205,8 +145,8 @@ class Compactor:
             and may make it again; without it ``on_overflow="retry"`` is refused.
         sent: How the framework sends a message (its view, as the core reads
             it), when not as that view: the default counting then counts the
-            wire messages ``sent`` gives. A caller's ``count_tokens`` is still
-            given the view.
+            wire messages ``sent`` gives, for every call that brings no
+            ``Counted`` of its own. A caller's ``count_tokens`` is still given the view.
 
     Raises:
         TypeError, ValueError: A bad or unknown option, as ``budgeted`` raises.
@@ -231,9 +171,9 @@ class Compactor:
         hooks = check_hooks(given.pop("on_compact", None))
         self.caller = caller
         self.options = CompactionOptions.build(caller, max_tokens, given)
+        self._counted = _AS_READ
         if sent is not None and self.options.count_tokens is None:
-            counter = _SentCounter(sent, self.options.count_media)
-            self.options = dataclasses.replace(self.options, count_tokens=counter)
+            self._counted = Counted(None, _SentCounter(sent, self.options.count_media))
         if not wraps_call and self.options.on_overflow == "retry":
             raise ValueError(
                 f"{caller} does not make the model call a second time, so it cannot retry a "
@@ -266,7 +206,7 @@ class Compactor:
                 estimator counts any value, or by a custom ``count_tokens`` as
                 the content of a system message.
         """
-        counter = self.options.counter
+        counter = self._counted.recount or self.options.counter
         total = measure(list(messages), counter)[0][-1] if messages else 0
         for part in parts:
             total += count_value(part, counter)
@@ -290,9 +230,9 @@ class Compactor:
     ) -> Any:
         """Compact ``messages`` and make the model call with ``send(compacted)``; report the event.
 
-        ``counted``, when given, is the messages counted by the integration, as
-        the framework's model sends them; otherwise the options' counter counts
-        them as the core reads them.
+        ``counted``, when given, is how the integration counts this call's
+        messages; otherwise they are counted as ``sent`` says, or as the core
+        reads them.
 
         Returns:
             What ``send`` returned.
@@ -303,7 +243,7 @@ class Compactor:
             InvalidMessageError: A message the core cannot read.
         """
         self._check_sync()
-        return self._interceptor.call(send, None, (messages, fixed, counted), {})
+        return self._interceptor.call(send, None, (messages, fixed, counted or self._counted), {})
 
     async def arun(
         self,
@@ -314,21 +254,19 @@ class Compactor:
         counted: Optional[Counted] = None,
     ) -> Any:
         """``run`` for an async model call: ``await send(compacted)``."""
-        return await self._interceptor.acall(send, None, (messages, fixed, counted), {})
+        args = (messages, fixed, counted or self._counted)
+        return await self._interceptor.acall(send, None, args, {})
 
     def compacted(
         self, messages: Sequence[Any], fixed: int, *, counted: Optional[Counted] = None
     ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (sync)."""
-        self._check_sync()
-        result: List[Any] = self._interceptor.call(_same, None, (messages, fixed, counted), {})
+        result: List[Any] = self.run(messages, fixed, _same, counted=counted)
         return result
 
     async def acompacted(
         self, messages: Sequence[Any], fixed: int, *, counted: Optional[Counted] = None
     ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (async)."""
-        result: List[Any] = await self._interceptor.acall(
-            _asame, None, (messages, fixed, counted), {}
-        )
+        result: List[Any] = await self.arun(messages, fixed, _asame, counted=counted)
         return result

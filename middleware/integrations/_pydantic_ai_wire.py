@@ -1,36 +1,19 @@
 """What a pydantic-ai request puts on the wire, for the model it goes to: to be counted.
 
-The core reads a ``ModelRequest``/``ModelResponse`` in Anthropic form (one turn,
-its tool results in it), which is how it keeps a call with its return. What a
-request costs depends on the model class it is sent to, and differs from that
-form: ``OpenAIChatModel`` sends a tool's file after the tool message, in a user
-message of its own framed by tags that name the call, and the first time it
-frames one it adds a system message saying what such frames mean; the
-Anthropic model opens its ``system`` with a long statement of the same kind on
-every request; every model prices a photo by its own formula; and the tools
-go out as ``prepare_request`` resolves them (``strict`` included).
-
-``sent`` builds, for one request, the JSON each message becomes for its model
-(``OpenAIChatModel``, ``OpenAIResponsesModel``, ``AnthropicModel`` and their
-subclasses, behind any wrapper model), and what goes beside the messages (the
-instructions, that statement, the tools), so that the integration counts
-those with its counter: the media in them as their provider bills them. It
-reads pydantic-ai through its public API only: ``Model.prepare_request`` (the
-tool definitions and instructions as sent), ``Model.prepare_messages`` (the
-messages as the adapter maps them: retries rendered, notes and that statement
-added), ``ToolReturnPart.model_response_str_and_user_content`` (a tool's text
-and files as Chat Completions takes them), the parts' own fields. The
-adapters' step from parts to JSON is private to pydantic-ai, so it is followed
-here, as measured on pydantic-ai 2.78.0. A model of any other class (a
-``FallbackModel``, Gemini, Bedrock, a test model) gets ``None``: its messages
-are counted as the core reads them.
+``sent`` maps one request as ``OpenAIChatModel``, ``OpenAIResponsesModel`` or
+``AnthropicModel`` (behind any wrapper model) sends it: each message's wire
+JSON, and the instructions, the framework's statements and the tools beside
+them. It reads pydantic-ai's public API (``prepare_request``,
+``prepare_messages``, the parts' fields) and follows the adapters' private step
+from parts to JSON as measured on pydantic-ai 2.78.0. Any other model class
+gets ``None``: its messages are counted as the core reads them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart
 from pydantic_ai.models.wrapper import WrapperModel
@@ -115,24 +98,7 @@ def sent(
         return None
     model = unwrapped(model)
     _, parameters = model.prepare_request(settings, parameters)
-    given = list(messages)
-    prepared = list(model.prepare_messages(list(given), parameters))
-    if len(prepared) != len(given) or any(
-        isinstance(p, ModelRequest) != isinstance(g, ModelRequest) for p, g in zip(prepared, given)
-    ):
-        prepared = list(given)  # reshaped (a native tool search split): each as it is
-    # The statement on frames goes in the first request holding one; when that one is
-    # dropped it moves to the next, so it is counted beside the messages, never dropped.
-    added: List[str] = []
-    for k, (message, original) in enumerate(zip(prepared, given)):
-        if isinstance(message, ModelRequest) and message is not original:
-            own = {id(part) for part in original.parts}
-            new = [p for p in message.parts if isinstance(p, SystemPromptPart) and id(p) not in own]
-            if new:
-                added = [p.content for p in new]
-                parts = [p for p in message.parts if not any(p is n for n in new)]
-                prepared[k] = dataclasses.replace(message, parts=parts)
-                break
+    prepared, added = _prepared(model, list(messages), parameters)
     instructions = [part.content for part in parameters.instruction_parts or ()]
     if instructions and not _standing(prepared):
         added = _opening_statement(model, parameters) + added
@@ -141,6 +107,36 @@ def sent(
     tools = [mapper.tool(tool) for tool in (*parameters.function_tools, *parameters.output_tools)]
     system, beside = mapper.beside(added, instructions)
     return Sent(form, wire, system, [*beside, *tools], prepared, mapper)
+
+
+def _prepared(model: Any, given: List[Any], parameters: Any) -> Tuple[List[Any], List[str]]:
+    """Each message as ``model`` maps it, and the statement on frames taken out of them.
+
+    The statement goes in the first request holding a frame; when that one is
+    dropped it moves to the next, so it is counted beside the messages, never dropped.
+    """
+    prepared = list(model.prepare_messages(list(given), parameters))
+    if len(prepared) != len(given) or any(map(_reshaped, prepared, given)):
+        return list(given), []  # reshaped (a native tool search split): each as it is
+    for k, (message, original) in enumerate(zip(prepared, given)):
+        new = _added_prompts(message, original)
+        if new:
+            parts = [p for p in message.parts if not any(p is n for n in new)]
+            prepared[k] = dataclasses.replace(message, parts=parts)
+            return prepared, [p.content for p in new]
+    return prepared, []
+
+
+def _reshaped(prepared: Any, given: Any) -> bool:
+    return isinstance(prepared, ModelRequest) != isinstance(given, ModelRequest)
+
+
+def _added_prompts(message: Any, original: Any) -> List[Any]:
+    # The system prompts preparing added to a request.
+    if not isinstance(message, ModelRequest) or message is original:
+        return []
+    own = {id(part) for part in original.parts}
+    return [p for p in message.parts if isinstance(p, SystemPromptPart) and id(p) not in own]
 
 
 def _standing(messages: Sequence[Any]) -> bool:
@@ -202,6 +198,76 @@ def _detail(item: Any) -> Optional[str]:
     return metadata.get("detail", "auto") if metadata else None
 
 
+def _each(item_of: Callable[[Any], Optional[Json]], items: Any) -> List[Json]:
+    # The items the API takes, in order; the others (a cache point) are not sent.
+    return [json for json in map(item_of, items) if json is not None]
+
+
+def _chat_result(call_id: Any, content: Any) -> Json:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def _responses_result(call_id: Any, output: Any) -> Json:
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+
+def _chat_image(url: str, item: Any) -> Json:
+    image: Json = {"url": url}
+    if _detail(item):
+        image["detail"] = _detail(item)
+    return {"image_url": image, "type": "image_url"}
+
+
+def _chat_binary(item: Any) -> Optional[Json]:
+    media_type = _media_type(item)
+    yaml = media_type.split(";", 1)[0].endswith("+yaml")
+    if _text_like(media_type) or (yaml and not item.is_image and not item.is_document):
+        return {"text": _inlined(item), "type": "text"}
+    if item.is_image:
+        return _chat_image(item.data_uri, item)
+    if item.is_audio:
+        audio = {"data": item.base64, "format": _extension(item)}
+        return {"input_audio": audio, "type": "input_audio"}
+    if item.is_video:
+        return None  # refused by Chat Completions: the request fails
+    file = {"file_data": item.data_uri, "filename": f"filename.{_extension(item)}"}
+    return {"file": file, "type": "file"}
+
+
+def _responses_document(item: Any) -> Optional[Json]:
+    if not item.is_document:
+        return None  # audio and video are refused: the request fails
+    name = f"filename.{_extension(item)}"
+    return {"type": "input_file", "file_data": item.data_uri, "filename": name}
+
+
+def _responses_uploaded(item: Any) -> Json:
+    if _media_type(item).startswith("image/"):
+        return {"type": "input_image", "file_id": item.file_id, "detail": "auto"}
+    return {"type": "input_file", "file_id": item.file_id}
+
+
+def _anthropic_binary(item: Any) -> Optional[Json]:
+    media_type = _media_type(item)
+    if media_type == "text/plain" and not item.is_image:
+        text = bytes(item.data).decode("utf-8", "replace")
+        source = {"data": text, "media_type": media_type, "type": "text"}
+        return {"source": source, "type": "document"}
+    if not (item.is_image or item.is_document):
+        return None  # audio and video are refused: the request fails
+    source = {"data": item.base64, "media_type": media_type, "type": "base64"}
+    return {"source": source, "type": "image" if item.is_image else "document"}
+
+
+def _anthropic_retry(part: Any) -> Json:
+    # A retry prompt: an error result of the call it answers, or the user's text.
+    text = part.model_response()
+    if part.tool_name is None:
+        return {"text": text, "type": "text"}
+    result = {"tool_use_id": part.tool_call_id, "type": "tool_result"}
+    return {**result, "content": [{"text": text, "type": "text"}], "is_error": True}
+
+
 class _Mapper:
     """The adapter's step from parts to JSON, for one form."""
 
@@ -234,25 +300,31 @@ class _Mapper:
 
     # Chat Completions (OpenAIChatModel)
 
+    def _openai_prompt(self, part: Any, result: Callable[[Any, Any], Json]) -> List[Json]:
+        """A system prompt, or a retry prompt (left as stored when the messages could not be
+        prepared): to the tool call it answers, as ``result(call_id, text)``, or the user's."""
+        kind = getattr(part, "part_kind", None)
+        if kind == "system-prompt":
+            return [{"role": self.role, "content": part.content}]
+        if kind != "retry-prompt":
+            return []
+        if part.tool_name is not None:
+            return [result(part.tool_call_id, part.model_response())]
+        return [{"role": "user", "content": part.model_response()}]
+
     def _chat_request(self, parts: List[Any]) -> List[Json]:
         out: List[Json] = []
         files: List[Any] = []
         for part in parts:
             kind = getattr(part, "part_kind", None)
-            if kind == "system-prompt":
-                out.append({"role": self.role, "content": part.content})
-            elif kind == "user-prompt":
+            if kind == "user-prompt":
                 out.append({"role": "user", "content": self._chat_content(part.content)})
             elif kind == "tool-return":
                 text, attached = part.model_response_str_and_user_content()
                 files += attached
-                out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": text})
-            elif kind == "retry-prompt":  # left as stored when the messages could not be prepared
-                if part.tool_name is not None:
-                    tool = {"role": "tool", "tool_call_id": part.tool_call_id}
-                    out.append({**tool, "content": part.model_response()})
-                else:
-                    out.append({"role": "user", "content": part.model_response()})
+                out.append(_chat_result(part.tool_call_id, text))
+            else:
+                out += self._openai_prompt(part, _chat_result)
         if files:
             # A tool's files, after the tool messages, in a user message of their own.
             out.append({"role": "user", "content": self._chat_content(files)})
@@ -261,34 +333,16 @@ class _Mapper:
     def _chat_content(self, content: Any) -> Any:
         if isinstance(content, str):
             return content
-        return [p for p in map(self._chat_item, content) if p is not None]
+        return _each(self._chat_item, content)
 
     def _chat_item(self, item: Any) -> Optional[Json]:
         kind = getattr(item, "kind", None)
         if isinstance(item, str) or kind in _TEXT_KINDS:
             return {"text": item if isinstance(item, str) else item.content, "type": "text"}
         if kind == "image-url":
-            image: Json = {"url": item.url}
-            if _detail(item):
-                image["detail"] = _detail(item)
-            return {"image_url": image, "type": "image_url"}
+            return _chat_image(item.url, item)
         if kind == "binary":
-            media_type = _media_type(item)
-            yaml = media_type.split(";", 1)[0].endswith("+yaml")
-            if _text_like(media_type) or (yaml and not item.is_image and not item.is_document):
-                return {"text": _inlined(item), "type": "text"}
-            if item.is_image:
-                image = {"url": item.data_uri}
-                if _detail(item):
-                    image["detail"] = _detail(item)
-                return {"image_url": image, "type": "image_url"}
-            if item.is_audio:
-                audio = {"data": item.base64, "format": _extension(item)}
-                return {"input_audio": audio, "type": "input_audio"}
-            if item.is_video:
-                return None  # refused by Chat Completions: the request fails
-            file = {"file_data": item.data_uri, "filename": f"filename.{_extension(item)}"}
-            return {"file": file, "type": "file"}
+            return _chat_binary(item)
         if kind == "audio-url":
             # Downloaded when sent: its length is not known here (a minute, by default).
             return {"input_audio": {"format": _extension(item)}, "type": "input_audio"}
@@ -324,26 +378,19 @@ class _Mapper:
         out: List[Json] = []
         for part in parts:
             kind = getattr(part, "part_kind", None)
-            if kind == "system-prompt":
-                out.append({"role": self.role, "content": part.content})
-            elif kind == "user-prompt":
+            if kind == "user-prompt":
                 content = part.content
                 if not isinstance(content, str):
-                    content = [p for p in map(self._responses_item, content) if p is not None]
+                    content = _each(self._responses_item, content)
                 out.append({"role": "user", "content": content})
             elif kind == "tool-return":
                 output: Any = part.model_response_str()
                 if part.files:
                     items = part.content_items(mode="str")
-                    output = [p for p in map(self._responses_item, items) if p is not None]
-                call = {"type": "function_call_output", "call_id": part.tool_call_id}
-                out.append({**call, "output": output})
-            elif kind == "retry-prompt":
-                if part.tool_name is not None:
-                    call = {"type": "function_call_output", "call_id": part.tool_call_id}
-                    out.append({**call, "output": part.model_response()})
-                else:
-                    out.append({"role": "user", "content": part.model_response()})
+                    output = _each(self._responses_item, items)
+                out.append(_responses_result(part.tool_call_id, output))
+            else:
+                out += self._openai_prompt(part, _responses_result)
         return out
 
     def _responses_item(self, item: Any) -> Optional[Json]:
@@ -354,16 +401,11 @@ class _Mapper:
             url = item.url if kind == "image-url" else item.data_uri
             return {"image_url": url, "type": "input_image", "detail": _detail(item) or "auto"}
         if kind == "binary":
-            if not item.is_document:
-                return None  # audio and video are refused: the request fails
-            name = f"filename.{_extension(item)}"
-            return {"type": "input_file", "file_data": item.data_uri, "filename": name}
+            return _responses_document(item)
         if kind in ("document-url", "audio-url"):
             return {"type": "input_file", "file_url": item.url}
         if kind == "uploaded-file":
-            if _media_type(item).startswith("image/"):
-                return {"type": "input_image", "file_id": item.file_id, "detail": "auto"}
-            return {"type": "input_file", "file_id": item.file_id}
+            return _responses_uploaded(item)
         return None
 
     def _responses_response(self, parts: List[Any]) -> List[Json]:
@@ -383,14 +425,17 @@ class _Mapper:
                     call["id"] = part.id
                 out.append(call)
             elif kind == "thinking":
-                summary = [{"type": "summary_text", "text": part.content}] if part.content else []
-                reasoning: Json = {"type": "reasoning", "summary": summary}
-                if part.signature:
-                    reasoning["encrypted_content"] = part.signature
-                if part.id and self.item_ids:
-                    reasoning["id"] = part.id
-                out.append(reasoning)
+                out.append(self._reasoning(part))
         return out
+
+    def _reasoning(self, part: Any) -> Json:
+        summary = [{"type": "summary_text", "text": part.content}] if part.content else []
+        reasoning: Json = {"type": "reasoning", "summary": summary}
+        if part.signature:
+            reasoning["encrypted_content"] = part.signature
+        if part.id and self.item_ids:
+            reasoning["id"] = part.id
+        return reasoning
 
     # Anthropic Messages (AnthropicModel)
 
@@ -404,22 +449,19 @@ class _Mapper:
             elif kind == "user-prompt":
                 content = part.content
                 items = [content] if isinstance(content, str) else content
-                blocks += [b for b in map(self._anthropic_item, items) if b is not None]
+                blocks += _each(self._anthropic_item, items)
             elif kind == "tool-return":
-                items = part.content_items(mode="str", wrap_if_error=False)
-                inner = [b for b in map(self._anthropic_result_item, items) if b is not None]
-                result = {"tool_use_id": part.tool_call_id, "type": "tool_result"}
-                error = getattr(part, "outcome", "success") in _ERRORS
-                blocks.append({**result, "content": inner or "", "is_error": error})
+                blocks.append(self._anthropic_result(part))
             elif kind == "retry-prompt":
-                text = part.model_response()
-                if part.tool_name is not None:
-                    result = {"tool_use_id": part.tool_call_id, "type": "tool_result"}
-                    content = [{"text": text, "type": "text"}]
-                    blocks.append({**result, "content": content, "is_error": True})
-                else:
-                    blocks.append({"text": text, "type": "text"})
+                blocks.append(_anthropic_retry(part))
         return [{"role": "user", "content": blocks}] if blocks else []
+
+    def _anthropic_result(self, part: Any) -> Json:
+        items = part.content_items(mode="str", wrap_if_error=False)
+        inner = _each(self._anthropic_result_item, items)
+        result = {"tool_use_id": part.tool_call_id, "type": "tool_result"}
+        error = getattr(part, "outcome", "success") in _ERRORS
+        return {**result, "content": inner or "", "is_error": error}
 
     def _anthropic_result_item(self, item: Any) -> Optional[Json]:
         if isinstance(item, str):
@@ -432,18 +474,7 @@ class _Mapper:
             text = item if isinstance(item, str) else item.content
             return {"text": text, "type": "text"} if text else None
         if kind == "binary":
-            media_type = _media_type(item)
-            if item.is_image:
-                source = {"data": item.base64, "media_type": media_type, "type": "base64"}
-                return {"source": source, "type": "image"}
-            if media_type == "text/plain":
-                text = bytes(item.data).decode("utf-8", "replace")
-                source = {"data": text, "media_type": media_type, "type": "text"}
-                return {"source": source, "type": "document"}
-            if item.is_document:
-                source = {"data": item.base64, "media_type": media_type, "type": "base64"}
-                return {"source": source, "type": "document"}
-            return None  # audio and video are refused: the request fails
+            return _anthropic_binary(item)
         if kind == "image-url":
             return {"source": {"type": "url", "url": item.url}, "type": "image"}
         if kind == "document-url":

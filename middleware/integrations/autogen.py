@@ -1,12 +1,8 @@
 """AutoGen: ``CompactingChatCompletionContext``, a model context that compacts what it gives.
 
-``AssistantAgent(..., model_context=CompactingChatCompletionContext(max_tokens=...,
-system_message=..., tool_schema=...))``: the context keeps every message it is
-given and hands the agent, at each model call (``get_messages``), the
-compacted list that fits ``max_tokens`` with the system message and the tools'
-schemas counted beside it, all counted as AutoGen's OpenAI client sends
-them. A ``FunctionCall`` is never kept without its
-``FunctionExecutionResult``; only what the model sees changes.
+The context keeps every message and hands the agent, at each model call, the
+compacted list, counted as AutoGen's OpenAI client sends it. See
+docs/integrations/autogen.md.
 
 Requires ``autogen-core`` (``autogen-agentchat`` brings it): the ``autogen`` extra
 (``python -m pip install ".[autogen]"`` in a checkout), or ``pip install autogen-core``.

@@ -1,12 +1,8 @@
 """Google ADK: ``before_model_callback(...)`` for an ``LlmAgent``.
 
-``LlmAgent(..., before_model_callback=before_model_callback(max_tokens=...))``:
-before every model call of the agent, the request's ``contents`` are compacted
-so that they, the system instruction and the tools' declarations together fit
-``max_tokens``. A model turn's function calls stay with the turn of their
-responses, and the contents still go on as Gemini takes them (a function-call
-turn after a user turn). ADK builds each request's contents from the session's
-events, so only what the model sees changes: the session keeps every event.
+Before every model call the request's ``contents`` are compacted, with the
+system instruction and the tools' declarations counted beside them; the
+session keeps every event. See docs/integrations/google-adk.md.
 
 Requires ``google-adk``: the ``google-adk`` extra (``python -m pip install ".[google-adk]"``
 in a checkout), or ``pip install google-adk``.

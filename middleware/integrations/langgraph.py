@@ -1,17 +1,8 @@
 """LangGraph's prebuilt agent: ``pre_model_hook(...)`` for ``create_react_agent``.
 
-``create_react_agent(model, tools, prompt=..., pre_model_hook=pre_model_hook(
-max_tokens=..., prompt=..., tools=...))`` runs the hook before every model call:
-it compacts the graph state's ``messages`` so that they, the prompt and the
-tools' schemas fit ``max_tokens``, and hands them to the model as
-``llm_input_messages``, leaving the stored history as it is; with
-``rewrite_state=True`` it replaces ``messages`` instead (``RemoveMessage``), so
-the stored history becomes what the model sees.
-
-The hook only prepares the model's input: the model call is LangGraph's, so
-the events carry no ``provider_tokens`` and ``on_overflow="retry"`` is refused
-(intercept the SDK in a ``CompactingSession`` for both, or use LangChain's
-``create_agent`` with ``middleware.integrations.langchain``).
+The hook compacts the state's ``messages`` before every model call, as
+``llm_input_messages`` or, with ``rewrite_state=True``, in the state itself.
+See docs/integrations/langgraph.md.
 
 Requires ``langgraph``: the ``langgraph`` extra (``python -m pip install ".[langgraph]"`` in
 a checkout), or ``pip install langgraph``.

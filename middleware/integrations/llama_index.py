@@ -1,12 +1,8 @@
 """LlamaIndex: ``CompactingMemory``, a chat memory that gives the history compacted.
 
-``agent.run(..., memory=CompactingMemory.from_defaults(max_tokens=...,
-system_prompt=..., tools=...))``: the memory keeps every message it is given
-(in its chat store, as LlamaIndex's ``ChatMemoryBuffer`` does) and returns,
-from ``get``/``aget``, the history compacted so that it, the agent's system
-prompt and its tools' schemas together fit ``max_tokens``. An assistant
-message's tool calls are never returned without the tool messages answering
-them; only what the agent reads changes, the store keeps everything.
+The memory keeps every message in its chat store and returns, from
+``get``/``aget``, the history compacted with the system prompt and the tools'
+schemas counted beside it. See docs/integrations/llama-index.md.
 
 Requires ``llama-index-core``: the ``llama-index`` extra (``python -m pip install
 ".[llama-index]"`` in a checkout), or ``pip install llama-index-core``.

@@ -1,20 +1,7 @@
 """openai-agents: ``input_filter(...)`` for ``RunConfig(call_model_input_filter=...)``.
 
-``Runner.run(agent, items, run_config=RunConfig(call_model_input_filter=input_filter(
-max_tokens=...)))`` runs the filter before every model call of the run: it
-compacts the input items (each function call kept with its output, reasoning
-items with what they reasoned about) so that they, the agent's instructions and
-its tools' schemas fit ``max_tokens``, and returns them as the call's
-``ModelInputData``. Only what the model is sent changes: the run's items, and
-``to_input_list()``, stay whole.
-
-The items are counted as the agent's model sends them: as the Chat Completions
-messages an ``OpenAIChatCompletionsModel`` converts each to, as themselves for
-any other model (the Responses API takes them as they are).
-
-The filter only prepares the model's input: the model call is the runner's, so
-the events carry no ``provider_tokens`` and ``on_overflow="retry"`` is refused
-(intercept the SDK in a ``CompactingSession`` for both).
+The filter compacts each model call's input items, counted as the agent's
+model sends them; the run's items stay whole. See docs/integrations/openai-agents.md.
 
 Requires ``openai-agents``: the ``openai-agents`` extra (``python -m pip install
 ".[openai-agents]"`` in a checkout), or ``pip install openai-agents``.

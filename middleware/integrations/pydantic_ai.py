@@ -1,31 +1,9 @@
 """pydantic-ai agents: ``history_processor(...)`` and the ``CompactionCapability``.
 
-Two forms, the same compaction:
-
-- ``Agent(model, capabilities=[ProcessHistory(history_processor(max_tokens=...,
-  instructions=..., tools=[...]))])``: a pydantic-ai history processor (which
-  this pydantic-ai takes through its ``ProcessHistory`` capability). It is
-  handed the run's context and the messages, so the instructions and tools
-  the agent sends are given to it to be counted. pydantic-ai makes the run's
-  history what its processors return, so the stored history is the compacted
-  one.
-- ``Agent(model, capabilities=[CompactionCapability(max_tokens=...)])``: a
-  capability that wraps each model request (``wrap_model_request``). It reads
-  the request's instructions and tool definitions itself, changes only what
-  that request sends (the run's history is left whole), and its events carry
-  the provider's prompt size from the response's usage.
-
-Both count a request as its model sends it (``_pydantic_ai_wire``):
-``OpenAIChatModel``, ``OpenAIResponsesModel`` and ``AnthropicModel`` each map
-the messages, files and tools their own way (a tool's photo is a user message
-of its own on Chat Completions, with a system message explaining its frame),
-and each provider prices a photo by its own formula. The messages of another
-model class are counted as the core reads them, its tools as Chat Completions
-takes them.
-
-Neither retries a request the provider refuses for length
-(``on_overflow="retry"``): pydantic-ai lets a capability make the request only
-once, and a history processor does not make it.
+The history processor compacts the run's history itself; the capability wraps
+each model request and changes only what it sends. Both count a request as its
+model sends it (``_pydantic_ai_wire``); neither retries (``on_overflow="retry"``).
+See docs/integrations/pydantic-ai.md.
 
 Requires ``pydantic-ai``: the ``pydantic-ai`` extra (``python -m pip install ".[pydantic-ai]"``
 in a checkout), or ``pip install pydantic-ai-slim``.

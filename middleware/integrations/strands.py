@@ -1,23 +1,9 @@
 """strands-agents: ``CompactingConversationManager``, a conversation manager that compacts.
 
-``Agent(..., conversation_manager=CompactingConversationManager(max_tokens=...))``:
-before every model call of the agent (strands' ``BeforeModelCallEvent``) the
-agent's ``messages`` are compacted in place, as strands' own conversation
-managers edit them, so that they, the system prompt and the tools' specs
-together fit ``max_tokens``. A tool use is never kept without its result, the
-history still starts with a user message and its roles alternate (Bedrock
-Converse's rules, which the messages are written in whatever the model
-provider), and a summary, when ``summarize`` is given, is a user message in
-the dropped messages' place.
-
-A message is counted as the agent's model is sent it: as the Chat Completions
-messages an OpenAI-compatible model (``OpenAIModel``, ``LiteLLMModel``) writes
-for it, and in Converse form (its role and content) for every other model. A
-session manager (``FileSessionManager``, ``S3SessionManager``,
-``SnapshotSessionManager``, ...) restores the very history the agent held: the
-manager's state holds the messages that are not the end of the session's own
-record (the kept first messages, a summary, cleared copies) and
-``removed_message_count`` where that end starts.
+Before every model call the agent's ``messages`` are compacted in place,
+counted as the agent's model sends them (Chat Completions messages for an
+OpenAI-compatible model, Converse form for any other); a session manager
+restores the very history the agent held. See docs/integrations/strands.md.
 
 Requires ``strands-agents``: the ``strands`` extra (``python -m pip install ".[strands]"`` in
 a checkout), or ``pip install strands-agents``.

@@ -1,19 +1,9 @@
 """boto3's Bedrock Runtime, ``intercept="bedrock"``: ``converse`` and ``converse_stream``.
 
-botocore builds each service's client class at run time, but every operation
-method of every client calls ``BaseClient._make_api_call(operation_name,
-api_params)``, looked up on the class at call time: that is the point, so
-clients made before the session and inside it are covered alike, and leaving
-the block puts the one attribute back. The site lets through every call that
-is not a ``bedrock-runtime`` client's ``Converse`` or ``ConverseStream``
-(S3, ``invoke_model``, ``count_tokens``, ...).
-
-``api_params["messages"]`` is compacted; ``system`` and ``toolConfig`` are
-counted against the budget, never dropped. ``converse_stream`` returns
-``{"stream": EventStream, ...}``: the caller gets a copy of that dict whose
-stream is observed, and its ``metadata`` event carries the usage.
-
-Nothing here imports boto3 or botocore.
+The point is ``BaseClient._make_api_call``, which every botocore client calls;
+the site lets through every operation but a ``bedrock-runtime`` client's
+``Converse`` and ``ConverseStream``. ``messages`` is compacted, ``system`` and
+``toolConfig`` counted. Nothing here imports boto3 or botocore.
 """
 
 from __future__ import annotations

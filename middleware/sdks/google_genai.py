@@ -1,23 +1,9 @@
 """google-genai (``google.genai``), ``intercept="gemini"``: the models API and the chats on it.
 
-The points are the models API's per-request methods ``Models._generate_content``
-and ``_generate_content_stream`` and their ``AsyncModels`` twins, looked up on
-the class at call time. Every request passes through them: ``generate_content``
-and ``generate_content_stream`` (sync and ``client.aio``), each request of their
-automatic function calling and continuation loops, and ``Chat.send_message`` /
-``send_message_stream`` (sync and async), which send the chat's history plus the
-new message through ``generate_content``, so a chat is compacted as what it
-sends: its own history object is never touched. Clients made before the
-session are covered, since nothing is bound to a client.
-
-``contents`` is compacted when it is a list of contents (``types.Content``,
-``UserContent``/``ModelContent``, or dicts with ``parts``); a string, one
-content, a part or a list of parts is one user turn and passes through. The
-config's ``system_instruction`` and ``tools`` are counted against the budget,
-never dropped. The sync stream is a generator that sends its request when
-first advanced, so it is primed inside the call (``Point.stream``): a refusal
-for length then reaches ``on_overflow="retry"`` as on the other routes.
-
+The points are ``Models._generate_content`` and ``_generate_content_stream``
+(and their ``AsyncModels`` twins), which every request passes through, chats
+and automatic function calling included. ``contents`` is compacted when it is a
+list of contents; the config's ``system_instruction`` and ``tools`` are counted.
 Nothing here imports google-genai: its objects are read by their attributes.
 """
 
