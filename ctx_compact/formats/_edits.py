@@ -15,7 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from .._problems import names
+from .._problems import PairingProblem, names
+from ._shapes import Views
+
+# The pairing problems a format reported on one pass's views (what its ``repair`` reads).
+Problems = Sequence[PairingProblem]
 
 # A part of a rebuilt message: the position of one of its own parts, or a new part.
 Part = Union[int, Dict[str, Any]]
@@ -53,7 +57,7 @@ class Edits:
         changes: Every step, in the order the formats made them.
     """
 
-    def __init__(self, views: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, views: Views) -> None:
         self.views = views
         self.dropped: Dict[int, None] = {}
         self.rebuilt: Dict[int, Rebuild] = {}

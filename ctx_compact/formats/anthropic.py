@@ -29,8 +29,8 @@ from typing import (
 
 from .._problems import PairingProblem, names
 from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, unrecognised
-from ._edits import Edits, Part
-from ._shapes import blocks, is_block, is_list, key, text_name
+from ._edits import Edits, Part, Problems
+from ._shapes import View, Views, blocks, is_block, is_list, key, text_name
 
 PROVIDER = "anthropic"
 # The content blocks that carry this format's tool structure, and the role each belongs to.
@@ -74,7 +74,7 @@ def result_ids(content: Sequence[Any], index: int) -> List[Any]:
     ]
 
 
-def leading_results(content: Sequence[Any]) -> List[Mapping[str, Any]]:
+def leading_results(content: Sequence[Any]) -> List[View]:
     """The ``tool_result`` blocks ``content`` starts with."""
     results = []
     for block in content:
@@ -118,7 +118,7 @@ class AnthropicFormat:
     where = "content"
     keys: Tuple[str, ...] = ()
 
-    def carries(self, view: Mapping[str, Any]) -> bool:
+    def carries(self, view: View) -> bool:
         """Whether ``view``'s content holds ``tool_use``, ``tool_result`` or ``compaction``
         blocks."""
         content = view.get("content")
@@ -126,12 +126,12 @@ class AnthropicFormat:
             return False
         return any(isinstance(b, Mapping) and b.get("type") in BLOCKS for b in blocks(view))
 
-    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+    def structure(self, view: View) -> Tuple[str, ...]:
         """The tool block types in ``view``'s content, as an error names them."""
         found = {b.get("type") for b in blocks(view) if isinstance(b, Mapping)}
         return tuple(f"{kind!r} blocks" for kind in BLOCKS if kind in found)
 
-    def check(self, view: Mapping[str, Any], index: int) -> None:
+    def check(self, view: View, index: int) -> None:
         """Refuse a ``tool_use`` block outside an assistant message."""
         if view.get("role") != "assistant" and any(
             is_block(b, "tool_use") for b in blocks(view, index)
@@ -140,7 +140,7 @@ class AnthropicFormat:
                 view, index, self.structure(view), "only an assistant message holds tool_use blocks"
             )
 
-    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+    def link(self, view: View, index: int, links: Links) -> int:
         """The earliest message ``view`` must stay with, or ``-1``; sets what it leaves open."""
         left = links.left
         content = blocks(view, index)
@@ -157,7 +157,7 @@ class AnthropicFormat:
                 return index - 1
         return -1
 
-    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    def problems(self, views: Views) -> Iterator[PairingProblem]:
         """What Anthropic rejects: a ``tool_use`` not answered at the start of the next message,
         a ``tool_result`` answering no ``tool_use`` of the previous one."""
 
@@ -211,8 +211,8 @@ class AnthropicFormat:
 
     def repair(
         self,
-        views: Sequence[Mapping[str, Any]],
-        problems: Sequence[PairingProblem],
+        views: Views,
+        problems: Problems,
         edits: Edits,
         answer: Optional[str],
     ) -> None:
@@ -250,7 +250,7 @@ class AnthropicFormat:
             gone = [k for k, b in enumerate(content) if _result_id(b, allowed) is not _KEPT]
             _rebuild_next(edits, i, content, gone, [], [], code)
 
-    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+    def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: a last assistant
         message with ``tool_use`` blocks; ``len(views)`` when there is none."""
         n = len(views)
@@ -259,7 +259,7 @@ class AnthropicFormat:
             return n - 1 if any(is_block(b, "tool_use") for b in blocks(last, n - 1)) else n
         return n
 
-    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+    def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's ``tool_use`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
             for k, block in enumerate(blocks(view)):
@@ -274,7 +274,7 @@ class AnthropicFormat:
                         no_arguments={},
                     )
 
-    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+    def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user message's ``tool_result`` blocks."""
         if view.get("role") == "user":
             for k, block in enumerate(blocks(view)):
@@ -283,7 +283,7 @@ class AnthropicFormat:
                         index, k, "content", block.get("tool_use_id"), block.get("content")
                     )
 
-    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+    def step(self, view: View) -> Optional[str]:
         """A user message carrying ``tool_result`` blocks is no user's own message, and an
         assistant message with ``tool_use`` blocks calls tools; ``None`` for any other."""
         role = view.get("role")
@@ -298,7 +298,7 @@ class AnthropicFormat:
                 return step
         return None
 
-    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+    def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """An assistant message's ``thinking`` and ``redacted_thinking`` blocks; none may go
         from a message of thinking alone (Anthropic rejects an empty content)."""
         view = views[index]
@@ -314,7 +314,7 @@ class AnthropicFormat:
             return None
         return Thinking(tuple(found) if len(found) < len(content) else ())
 
-    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+    def media(self, view: View) -> Iterator[Media]:
         """The ``image`` and ``document`` blocks of ``view``, in ``tool_result`` blocks too."""
         for k, block in enumerate(blocks(view)):
             found = media_block(block, ("content", k))
@@ -333,7 +333,7 @@ _STEPS = {"user": ("tool_result", ASIDE), "assistant": ("tool_use", CALLS)}
 _KEPT = object()  # what _result_id says of a block that is not a stray tool_result
 
 
-def _role(view: Mapping[str, Any]) -> Any:
+def _role(view: View) -> Any:
     return view.get("role")
 
 
@@ -349,7 +349,7 @@ def _placeholder(use_id: Any, answer: str) -> Dict[str, Any]:
 
 
 def _exchange(
-    views: Sequence[Mapping[str, Any]],
+    views: Views,
     at: int,
     code: str,
     edits: Edits,

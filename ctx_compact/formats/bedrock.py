@@ -35,8 +35,8 @@ from ._base import (
     ToolResult,
     unrecognised,
 )
-from ._edits import Edits, Part
-from ._shapes import is_list, key, text_name
+from ._edits import Edits, Part, Problems
+from ._shapes import View, Views, is_list, key, text_name
 
 PROVIDER = "bedrock"
 # The block keys holding media.
@@ -62,14 +62,14 @@ _ALTERNATE = (
 )
 
 
-def _blocks(view: Mapping[str, Any]) -> Sequence[Any]:
+def _blocks(view: View) -> Sequence[Any]:
     content: Sequence[Any] = view.get("content") or ()
     if type(content) is str or not is_list(content):
         return ()
     return content
 
 
-def is_message(view: Optional[Mapping[str, Any]]) -> bool:
+def is_message(view: Optional[View]) -> bool:
     """Whether ``view`` is a Converse message: a user or assistant role and a non-empty
     list of blocks that carry no ``type`` (every other format's blocks do)."""
     if view is None or view.get("role") not in ROLES:
@@ -78,14 +78,14 @@ def is_message(view: Optional[Mapping[str, Any]]) -> bool:
     return bool(content) and all(isinstance(b, Mapping) and "type" not in b for b in content)
 
 
-def _inner(block: Any, kind: str) -> Optional[Mapping[str, Any]]:
+def _inner(block: Any, kind: str) -> Optional[View]:
     if not isinstance(block, Mapping) or "type" in block:
         return None
     found = block.get(kind)
     return found if isinstance(found, Mapping) else None
 
 
-def uses(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+def uses(view: View) -> List[Tuple[int, View]]:
     """``(position, toolUse)`` of each ``toolUse`` block, in order."""
     found = []
     for k, block in enumerate(_blocks(view)):
@@ -95,7 +95,7 @@ def uses(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
     return found
 
 
-def results(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+def results(view: View) -> List[Tuple[int, View]]:
     """``(position, toolResult)`` of each ``toolResult`` block, in order."""
     found = []
     for k, block in enumerate(_blocks(view)):
@@ -105,7 +105,7 @@ def results(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
     return found
 
 
-def _ids(found: Sequence[Tuple[int, Mapping[str, Any]]], index: int) -> List[Any]:
+def _ids(found: Sequence[Tuple[int, View]], index: int) -> List[Any]:
     return [key(item.get("toolUseId"), index, "a toolUseId") for _, item in found]
 
 
@@ -149,7 +149,7 @@ class BedrockFormat:
     where = "content"
     keys: Tuple[str, ...] = ()
 
-    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+    def media(self, view: View) -> Iterator[Media]:
         """The ``image``, ``document`` and ``video`` blocks of a message, in ``toolResult`` too."""
         for k, block in enumerate(_blocks(view)):
             found = media_block(block, ("content", k))
@@ -164,16 +164,16 @@ class BedrockFormat:
                     if found is not None:
                         yield found
 
-    def carries(self, view: Mapping[str, Any]) -> bool:
+    def carries(self, view: View) -> bool:
         """Whether ``view``'s content holds ``toolUse`` or ``toolResult`` blocks."""
         return any(isinstance(b, Mapping) and _tool_block(b) for b in _blocks(view))
 
-    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+    def structure(self, view: View) -> Tuple[str, ...]:
         """The tool block kinds in ``view``'s content, as an error names them."""
         found = {k for b in _blocks(view) if isinstance(b, Mapping) for k in b if k in BLOCKS}
         return tuple(f"{kind!r} blocks" for kind in BLOCKS if kind in found)
 
-    def check(self, view: Mapping[str, Any], index: int) -> None:
+    def check(self, view: View, index: int) -> None:
         """Refuse a ``toolUse`` outside an assistant message, a ``toolResult`` outside a
         user message."""
         role = view.get("role")
@@ -185,7 +185,7 @@ class BedrockFormat:
         _ids(uses(view), index)
         _ids(results(view), index)
 
-    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+    def link(self, view: View, index: int, links: Links) -> int:
         """The earliest message ``view`` must stay with, or ``-1``; sets what it leaves open."""
         left = links.left
         links.left = None
@@ -198,7 +198,7 @@ class BedrockFormat:
             return index - 1
         return -1
 
-    def resumes(self, before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool:
+    def resumes(self, before: Optional[View], view: View) -> bool:
         """Whether a conversation may continue at ``view`` right after ``before``
         (``None``: at the start). See the module's docstring."""
         if not is_message(view):
@@ -214,7 +214,7 @@ class BedrockFormat:
             return all(result.get("toolUseId") in called for _, result in answered)
         return True
 
-    def shaped(self, view: Optional[Mapping[str, Any]]) -> bool:
+    def shaped(self, view: Optional[View]) -> bool:
         """Whether ``view`` is a Converse message (tool blocks or not)."""
         return is_message(view)
 
@@ -222,16 +222,16 @@ class BedrockFormat:
         """The summary of dropped messages as a Converse message of its own."""
         return {"role": summary_role, "content": [{"text": text}]}
 
-    def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]:
+    def joined(self, view: View, text: str) -> Dict[str, Any]:
         """A copy of ``view`` with the summary as one more text block at its end."""
         return {**view, "content": [*_blocks(view), {"text": text}]}
 
-    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    def problems(self, views: Views) -> Iterator[PairingProblem]:
         """What Bedrock rejects: ``toolUse`` ids the next message does not answer (or no
         message after them at all), more ``toolResult`` blocks than the previous turn's
         ``toolUse`` blocks, a conversation not starting with a user message, two messages
         of one role in a row."""
-        previous: Optional[Mapping[str, Any]] = None
+        previous: Optional[View] = None
         for i, view in enumerate(views):
             here = is_message(view)
             if here and i == 0 and view.get("role") != "user":
@@ -278,8 +278,8 @@ class BedrockFormat:
 
     def repair(
         self,
-        views: Sequence[Mapping[str, Any]],
-        problems: Sequence[PairingProblem],
+        views: Views,
+        problems: Problems,
         edits: Edits,
         answer: Optional[str],
     ) -> None:
@@ -313,7 +313,7 @@ class BedrockFormat:
             elif code == "missing_tool_results":
                 _answer(views, i, edits, answer, code)
 
-    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+    def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: a last assistant
         message with ``toolUse`` blocks; ``len(views)`` when there is none."""
         n = len(views)
@@ -322,7 +322,7 @@ class BedrockFormat:
             return n - 1 if uses(last) else n
         return n
 
-    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+    def step(self, view: View) -> Optional[str]:
         """A user message opens a turn unless it holds ``toolResult`` blocks; an assistant
         message calls tools when it holds ``toolUse`` blocks, else replies; ``None`` for
         no Converse message."""
@@ -332,7 +332,7 @@ class BedrockFormat:
             return CALLS if uses(view) else REPLIES
         return ASIDE if results(view) else OPENS_TURN
 
-    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+    def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """An assistant message's ``reasoningContent`` blocks; none may go from a message of
         reasoning alone (Bedrock rejects an empty content)."""
         view = views[index]
@@ -346,7 +346,7 @@ class BedrockFormat:
             return None
         return Thinking(found if len(found) < len(content) else ())
 
-    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+    def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's ``toolUse`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
             for k, use in uses(view):
@@ -361,7 +361,7 @@ class BedrockFormat:
                     no_arguments={},
                 )
 
-    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+    def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user message's ``toolResult`` blocks (their ``content`` list)."""
         if view.get("role") == "user":
             for k, result in results(view):
@@ -376,9 +376,7 @@ class BedrockFormat:
                 )
 
 
-def _reorder(
-    views: Sequence[Mapping[str, Any]], order: Sequence[PairingProblem], edits: Edits
-) -> None:
+def _reorder(views: Views, order: Sequence[PairingProblem], edits: Edits) -> None:
     """A leading assistant message dropped; each run of one role merged into its first."""
     into: Dict[int, List[Part]] = {}  # the message merged into -> its blocks, then the others'
     root: Dict[int, int] = {}  # a merged message -> the one it went into
@@ -408,7 +406,7 @@ def _reorder(
 
 
 def _rebuild(
-    views: Sequence[Mapping[str, Any]],
+    views: Views,
     i: int,
     gone: List[int],
     first: List[Part],
@@ -434,9 +432,7 @@ def _rebuild(
         edits.rebuild(i, "content", kept)
 
 
-def _answer(
-    views: Sequence[Mapping[str, Any]], i: int, edits: Edits, answer: Optional[str], code: str
-) -> None:
+def _answer(views: Views, i: int, edits: Edits, answer: Optional[str], code: str) -> None:
     """The ``toolUse`` ids of the message before ``i`` that ``i`` does not answer: answered
     at its start, or dropped from the message before it. Calls awaiting their results at
     the end (reported at the calls themselves) are answered in a new message after them."""
@@ -461,9 +457,7 @@ def _answer(
     _rebuild(views, i, [], added, edits, "answered_call", missing, code)
 
 
-def _answer_at_end(
-    views: Sequence[Mapping[str, Any]], i: int, edits: Edits, answer: Optional[str], code: str
-) -> None:
+def _answer_at_end(views: Views, i: int, edits: Edits, answer: Optional[str], code: str) -> None:
     missing = list(dict.fromkeys(_ids(uses(views[i]), i)))
     if answer is None:
         gone = [k for k, _ in uses(views[i])]
@@ -482,7 +476,7 @@ def _placeholder(use_id: Any, answer: str) -> Dict[str, Any]:
 _ORDER = ("first_message_not_user", "roles_not_alternating")
 
 
-def _tool_block(block: Mapping[str, Any]) -> bool:
+def _tool_block(block: View) -> bool:
     return "type" not in block and any(k in block for k in BLOCKS)
 
 

@@ -68,6 +68,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional
 
+from ._shapes import View
+
 Json = Dict[str, Any]
 
 # LangChain message classes and the Chat Completions role each is sent with.
@@ -102,7 +104,7 @@ _AUTOGEN_MESSAGES = frozenset(
 _SMOLAGENTS_ROLES = {"tool-call": "assistant", "tool-response": "user"}
 
 
-def framework_view(message: object) -> Optional[Mapping[str, Any]]:
+def framework_view(message: object) -> Optional[View]:
     """The wire-shaped view of a known framework message object, or ``None``.
 
     Args:
@@ -173,7 +175,7 @@ class _LangChainTurns:
     provider refuses the model's turn right after the system message (``_TURN_RULES``):
     a ``Resuming`` of ``ctx_compact.formats``, whose views are ``_ModelTurn`` objects."""
 
-    def resumes(self, before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool:
+    def resumes(self, before: Optional[View], view: View) -> bool:
         """Whether the conversation may go on at ``view`` right after ``before``."""
         if not isinstance(view, _ModelTurn) or (view.rule == "calls" and not _calls(view)):
             return True
@@ -182,7 +184,7 @@ class _LangChainTurns:
             return role in ("user", "tool")  # a user turn, or function responses
         return role in ("user", "tool", "assistant")  # LangChain merges two AI messages
 
-    def shaped(self, view: Optional[Mapping[str, Any]]) -> bool:
+    def shaped(self, view: Optional[View]) -> bool:
         """Never: a summary beside a LangChain message is a plain message."""
         return False
 
@@ -190,7 +192,7 @@ class _LangChainTurns:
         """The summary as the specification's message (``shaped`` is never true)."""
         return {"role": summary_role, "content": text}
 
-    def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]:
+    def joined(self, view: View, text: str) -> Dict[str, Any]:
         """A copy of ``view`` (``shaped`` is never true, so this is never asked)."""
         return dict(view)
 
@@ -198,7 +200,7 @@ class _LangChainTurns:
 LANGCHAIN_TURNS = _LangChainTurns()
 
 
-def _calls(view: Mapping[str, Any]) -> bool:
+def _calls(view: View) -> bool:
     return bool(view.get("tool_calls") or view.get("function_call"))
 
 
@@ -292,7 +294,7 @@ def _langchain_content(content: Any, assistant: bool) -> Any:
     return blocks
 
 
-def _media_part(block: Mapping[str, Any]) -> Any:
+def _media_part(block: View) -> Any:
     """A LangChain standard data block (v1, or v0 with ``source_type``) as the Chat
     Completions part the media-aware count reads; any other block as it is."""
     kind = block.get("type")

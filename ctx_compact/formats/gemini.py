@@ -49,8 +49,8 @@ from ._base import (
     ToolResult,
     unrecognised,
 )
-from ._edits import Edits, Part
-from ._shapes import dump_failed, is_list, key, sdk_dump, text_name
+from ._edits import Edits, Part, Problems
+from ._shapes import View, Views, dump_failed, is_list, key, sdk_dump, text_name
 
 PROVIDER = "gemini"
 ROLES = ("user", "model")
@@ -81,12 +81,12 @@ _PART_COUNT = (
 )
 
 
-def is_content(view: Mapping[str, Any]) -> bool:
+def is_content(view: View) -> bool:
     """Whether ``view`` is a Gemini content: a ``parts`` list and no ``content``."""
     return is_list(view.get("parts")) and "content" not in view
 
 
-def parts(view: Mapping[str, Any]) -> Sequence[Any]:
+def parts(view: View) -> Sequence[Any]:
     """A content's parts, or ``()``; google-genai ``Part`` objects (``{"role": "model",
     "parts": response.candidates[0].content.parts}``) are seen as the JSON they send.
 
@@ -110,7 +110,7 @@ def _part_view(part: Any) -> Any:
         raise InvalidMessageError(dump_failed(part, exc)) from exc
 
 
-def role(view: Mapping[str, Any]) -> Any:
+def role(view: View) -> Any:
     """A content's role: ``"user"`` when it has none (the API's default) or when it is a
     function response turn's ``"function"``/``"tool"``."""
     found = view.get("role")
@@ -128,7 +128,7 @@ def _field(part: Any, spellings: Tuple[str, str]) -> Tuple[Optional[str], Any]:
     return None, None
 
 
-def calls(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+def calls(view: View) -> List[Tuple[int, View]]:
     """``(position, function_call)`` of each call part, in order."""
     found = []
     for k, part in enumerate(parts(view)):
@@ -138,7 +138,7 @@ def calls(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
     return found
 
 
-def responses(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+def responses(view: View) -> List[Tuple[int, View]]:
     """``(position, function_response)`` of each response part, in order."""
     found = []
     for k, part in enumerate(parts(view)):
@@ -148,21 +148,21 @@ def responses(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
     return found
 
 
-def _has(view: Mapping[str, Any], spellings: Tuple[str, str]) -> bool:
+def _has(view: View, spellings: Tuple[str, str]) -> bool:
     return any(_field(p, spellings)[1] is not None for p in parts(view))
 
 
-def is_call_turn(view: Optional[Mapping[str, Any]]) -> bool:
+def is_call_turn(view: Optional[View]) -> bool:
     """Whether ``view`` is a Gemini model turn holding ``function_call`` parts."""
     return view is not None and is_content(view) and _has(view, CALL_KEYS)
 
 
-def is_response_turn(view: Optional[Mapping[str, Any]]) -> bool:
+def is_response_turn(view: Optional[View]) -> bool:
     """Whether ``view`` is a Gemini turn holding ``function_response`` parts."""
     return view is not None and is_content(view) and _has(view, RESPONSE_KEYS)
 
 
-def answers(call_list: Sequence[Mapping[str, Any]], response_list: Sequence[Any]) -> bool:
+def answers(call_list: Views, response_list: Sequence[Any]) -> bool:
     """Whether one of the responses answers one of the calls: by id when both carry
     one, else by position and name."""
     ids = {c.get("id") for c in call_list if c.get("id") is not None}  # checked hashable
@@ -186,7 +186,7 @@ def _among(found: Any, ids: Set[Any]) -> bool:
 class _Calls(NamedTuple):
     """What a model turn leaves open: its function calls."""
 
-    calls: List[Mapping[str, Any]]
+    calls: List[View]
 
 
 def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
@@ -216,7 +216,7 @@ class GeminiFormat:
     where = "keys"
     keys: Tuple[str, ...] = ("parts",)
 
-    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+    def media(self, view: View) -> Iterator[Media]:
         """The ``inline_data`` and ``file_data`` parts of a content (either spelling)."""
         found: Any = view.get("parts")
         if not is_list(found):
@@ -226,14 +226,14 @@ class GeminiFormat:
             if media is not None:
                 yield media
 
-    def carries(self, view: Mapping[str, Any]) -> bool:
+    def carries(self, view: View) -> bool:
         """Whether ``view``'s parts hold a function call or response."""
         return any(
             _field(p, CALL_KEYS)[1] is not None or _field(p, RESPONSE_KEYS)[1] is not None
             for p in parts(view)
         )
 
-    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+    def structure(self, view: View) -> Tuple[str, ...]:
         """The function part kinds in ``view``, as an error names them."""
         found = []
         for spellings in (CALL_KEYS, RESPONSE_KEYS):
@@ -244,7 +244,7 @@ class GeminiFormat:
                     break
         return tuple(found)
 
-    def check(self, view: Mapping[str, Any], index: int) -> None:
+    def check(self, view: View, index: int) -> None:
         """Refuse function parts the API would not take: with ``content`` beside ``parts``,
         on a role other than ``user``/``model``, a call on a user turn or a response on a
         model turn."""
@@ -279,7 +279,7 @@ class GeminiFormat:
         for _, part in calls(view) + responses(view):
             key(part.get("id"), index, "a function part's id")
 
-    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+    def link(self, view: View, index: int, links: Links) -> int:
         """The earliest content ``view`` must stay with, or ``-1``; sets what it leaves open."""
         left = links.left
         links.left = None
@@ -294,7 +294,7 @@ class GeminiFormat:
                 return index - 1
         return -1
 
-    def resumes(self, before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool:
+    def resumes(self, before: Optional[View], view: View) -> bool:
         """Whether a conversation may continue at ``view`` right after ``before``
         (``None``: at the start). See the module's docstring."""
         if not is_content(view):
@@ -305,7 +305,7 @@ class GeminiFormat:
             return not is_call_turn(view)
         return bool(_role_of(before) != role(view))
 
-    def shaped(self, view: Optional[Mapping[str, Any]]) -> bool:
+    def shaped(self, view: Optional[View]) -> bool:
         """Whether ``view`` is a Gemini content (tool parts or not)."""
         return view is not None and is_content(view)
 
@@ -313,15 +313,15 @@ class GeminiFormat:
         """The summary of dropped turns as a Gemini content of its own."""
         return {"role": summary_role, "parts": [{"text": text}]}
 
-    def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]:
+    def joined(self, view: View, text: str) -> Dict[str, Any]:
         """A copy of ``view`` with the summary as one more text part at its end."""
         return {**view, "parts": [*parts(view), {"text": text}]}
 
-    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    def problems(self, views: Views) -> Iterator[PairingProblem]:
         """What Gemini rejects: a function-response turn not right after a function-call
         turn, or with another number of parts; a function-call turn not right after a
         user or function-response turn."""
-        previous: Optional[Mapping[str, Any]] = None
+        previous: Optional[View] = None
         for i, view in enumerate(views):
             if is_call_turn(view) and not (previous is not None and _role_of(previous) == "user"):
                 ids = names([c.get("id") or c.get("name") for _, c in calls(view)])
@@ -341,8 +341,8 @@ class GeminiFormat:
 
     def repair(
         self,
-        views: Sequence[Mapping[str, Any]],
-        problems: Sequence[PairingProblem],
+        views: Views,
+        problems: Problems,
         edits: Edits,
         answer: Optional[str],
     ) -> None:
@@ -409,13 +409,13 @@ class GeminiFormat:
         for turn in turns:
             turn.finish(views, edits)
 
-    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+    def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: a last model turn of
         ``functionCall`` parts; ``len(views)`` when there is none."""
         n = len(views)
         return n - 1 if n and is_call_turn(views[-1]) else n
 
-    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+    def step(self, view: View) -> Optional[str]:
         """A user turn opens a turn unless it holds function responses; a model turn calls
         tools when it holds function calls, else replies; ``None`` for no Gemini content."""
         if not is_content(view):
@@ -424,7 +424,7 @@ class GeminiFormat:
             return CALLS if _has(view, CALL_KEYS) else REPLIES
         return ASIDE if _has(view, RESPONSE_KEYS) else OPENS_TURN
 
-    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+    def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """A model turn's thought parts (``{"text": ..., "thought": true}``).
 
         Never a part holding a ``thought_signature`` (Gemini wants it back with the
@@ -451,7 +451,7 @@ class GeminiFormat:
             clearable = ()
         return Thinking(clearable, items="parts")
 
-    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+    def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """A model turn's function calls; one without an id is answered through its name."""
         if role(view) == "model":
             for k, call in calls(view):
@@ -468,7 +468,7 @@ class GeminiFormat:
                     no_arguments={},
                 )
 
-    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+    def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user turn's function responses (their ``response`` object)."""
         if role(view) == "user":
             for k, response in responses(view):
@@ -498,10 +498,10 @@ class _Turn:
 
     def __init__(
         self,
-        views: Sequence[Mapping[str, Any]],
+        views: Views,
         at: int,
         after_user: bool,
-        found: List[Tuple[int, Mapping[str, Any]]],
+        found: List[Tuple[int, View]],
     ) -> None:
         self.at = at
         self.after_user = after_user
@@ -511,7 +511,7 @@ class _Turn:
         self.gone_ids: List[Any] = []
         self.changed = False
 
-    def merge(self, views: Sequence[Mapping[str, Any]], merged: List[int], edits: Edits) -> None:
+    def merge(self, views: Views, merged: List[int], edits: Edits) -> None:
         """The turns ``merged`` (model turns after this one, the last with calls) joined
         to it, their parts after its own."""
         code = "function_call_not_after_user"
@@ -536,7 +536,7 @@ class _Turn:
     def kept(self) -> List[Part]:
         return [part for k, part in enumerate(self.parts) if k not in self.gone]
 
-    def finish(self, views: Sequence[Mapping[str, Any]], edits: Edits) -> None:
+    def finish(self, views: Views, edits: Edits) -> None:
         """Record what became of the turn."""
         if not self.changed:
             return
@@ -548,13 +548,13 @@ class _Turn:
             edits.rebuild(self.at, "parts", kept)
 
 
-def _shown(found: Sequence[Tuple[int, Mapping[str, Any]]]) -> List[Any]:
+def _shown(found: Sequence[Tuple[int, View]]) -> List[Any]:
     """Calls or responses as a problem names them: by id, else by name."""
     return [part.get("id") or part.get("name") for _, part in found]
 
 
 def _rebuild(
-    views: Sequence[Mapping[str, Any]],
+    views: Views,
     i: int,
     gone: List[int],
     first: List[Part],
@@ -578,7 +578,7 @@ def _rebuild(
     return True
 
 
-def _name(part: Mapping[str, Any]) -> Any:
+def _name(part: View) -> Any:
     """A call's or response's name, to look up (one that cannot be matches nothing)."""
     found = part.get("name")
     try:
@@ -588,9 +588,7 @@ def _name(part: Mapping[str, Any]) -> Any:
     return found
 
 
-def _match(
-    asked: Sequence[Tuple[int, Mapping[str, Any]]], given: Sequence[Tuple[int, Mapping[str, Any]]]
-) -> Dict[int, int]:
+def _match(asked: Sequence[Tuple[int, View]], given: Sequence[Tuple[int, View]]) -> Dict[int, int]:
     """Which response answers which call (by their positions in ``asked`` and in the
     turn's parts): each response, in order, the first call not answered yet with its id
     when both carry one, else with its name. The calls are queued per id and name, and
@@ -625,7 +623,7 @@ def _match(
 
 
 def _recount(
-    views: Sequence[Mapping[str, Any]],
+    views: Views,
     i: int,
     turn: _Turn,
     edits: Edits,
@@ -673,13 +671,13 @@ def cleared_response(placeholder: str) -> Dict[str, Any]:
     return {"output": placeholder}
 
 
-def _call_key(part: Mapping[str, Any]) -> Any:
+def _call_key(part: View) -> Any:
     """What pairs a call with its response for clearing: the id, else the function's name."""
     found = part.get("id")
     return found if found is not None else part.get("name")
 
 
-def _role_of(view: Mapping[str, Any]) -> Any:
+def _role_of(view: View) -> Any:
     """The role of any message, a Gemini content's default included."""
     return role(view) if is_content(view) else view.get("role")
 
