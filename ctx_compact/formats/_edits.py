@@ -13,7 +13,7 @@ every format.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._problems import PairingProblem, names
 from ._shapes import Views
@@ -107,6 +107,31 @@ class Edits:
         objects are kept) and new parts. ``field`` ``None`` changes no list.
         """
         self.rebuilt[index] = Rebuild(field, tuple(parts), tuple(unset))
+
+    def arrange(
+        self,
+        index: int,
+        field: str,
+        count: int,
+        first: Sequence[Part] = (),
+        gone: Iterable[int] = (),
+        last: Sequence[Part] = (),
+        *,
+        why: Tuple[Sequence[Any], str, str],
+    ) -> bool:
+        """The message at ``index`` with its ``field`` list (``count`` long) made of ``first``,
+        then its own parts in order but those in ``first`` or ``gone``, then ``last``; when
+        that leaves nothing it goes (``dropped_empty``, for ``why``: ids, provider, problem)
+        and the answer is ``False``."""
+        taken = {*gone, *(k for k in first if isinstance(k, int))}
+        parts = [*first, *(k for k in range(count) if k not in taken), *last]
+        if not parts:
+            self.drop(index)
+            self.note(index, "dropped_empty", *why)
+            return False
+        if parts != list(range(count)):
+            self.rebuild(index, field, parts)
+        return True
 
     def message(self, index: int, own: Any) -> Any:
         """The message to send for the one at ``index`` (``own``, the caller's): itself

@@ -1,20 +1,7 @@
 """Amazon Bedrock Converse ``messages``: ``toolUse`` blocks answered by ``toolResult`` blocks.
 
-A message is ``{"role": "user" | "assistant", "content": [block, ...]}`` whose
-blocks carry no ``type``: each is keyed by what it holds (``{"text": ...}``,
-``{"toolUse": {"toolUseId", "name", "input"}}``, ``{"toolResult": {"toolUseId",
-"content", "status"}}``, ``{"reasoningContent": ...}``, ``{"image": ...}``, ...).
-
-Grouping: a user message holding ``toolResult`` blocks stays with the assistant
-message right before it when one of them answers one of its ``toolUse`` ids
-(``reasoningContent`` blocks live in the same message as the ``toolUse`` and
-never leave it).
-
-Where a conversation may resume after a cut (``resumes``): Bedrock wants the
-first message to be a user message and the roles to alternate, so the message
-at a cut has the other role than the one before it (a user message when nothing
-is before it); a message of ``toolResult`` blocks only ever follows the
-assistant message whose ``toolUse`` ids it answers.
+Blocks carry no ``type``: each is keyed by what it holds (``{"toolUse": {...}}``). Roles
+alternate, starting with a user message (``resumes``; see docs/formats/bedrock.md).
 """
 
 from __future__ import annotations
@@ -23,18 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import (
-    ASIDE,
-    CALLS,
-    OPENS_TURN,
-    REPLIES,
-    Links,
-    Media,
-    Thinking,
-    ToolCall,
-    ToolResult,
-    unrecognised,
-)
+from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, turn_step
 from ._edits import Edits, Part, Problems
 from ._shapes import View, Views, is_list, key, text_name
 
@@ -85,24 +61,20 @@ def _inner(block: Any, kind: str) -> Optional[View]:
     return found if isinstance(found, Mapping) else None
 
 
+def _held(view: View, kind: str) -> List[Tuple[int, View]]:
+    """``(position, inner mapping)`` of each block of ``kind``, in order."""
+    found = ((k, _inner(block, kind)) for k, block in enumerate(_blocks(view)))
+    return [(k, inner) for k, inner in found if inner is not None]
+
+
 def uses(view: View) -> List[Tuple[int, View]]:
     """``(position, toolUse)`` of each ``toolUse`` block, in order."""
-    found = []
-    for k, block in enumerate(_blocks(view)):
-        use = _inner(block, "toolUse")
-        if use is not None:
-            found.append((k, use))
-    return found
+    return _held(view, "toolUse")
 
 
 def results(view: View) -> List[Tuple[int, View]]:
     """``(position, toolResult)`` of each ``toolResult`` block, in order."""
-    found = []
-    for k, block in enumerate(_blocks(view)):
-        result = _inner(block, "toolResult")
-        if result is not None:
-            found.append((k, result))
-    return found
+    return _held(view, "toolResult")
 
 
 def _ids(found: Sequence[Tuple[int, View]], index: int) -> List[Any]:
@@ -142,12 +114,11 @@ def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     return None
 
 
-class BedrockFormat:
+class BedrockFormat(WireFormat):
     """Bedrock Converse messages (boto3's ``bedrock-runtime`` ``converse``)."""
 
     provider = PROVIDER
     where = "content"
-    keys: Tuple[str, ...] = ()
 
     def media(self, view: View) -> Iterator[Media]:
         """The ``image``, ``document`` and ``video`` blocks of a message, in ``toolResult`` too."""
@@ -179,9 +150,7 @@ class BedrockFormat:
         role = view.get("role")
         for kind, owner in BLOCKS.items():
             if role != owner and any(_inner(b, kind) is not None for b in _blocks(view)):
-                raise unrecognised(
-                    view, index, self.structure(view), f"only a {owner} message holds {kind} blocks"
-                )
+                raise self.refuse(view, index, f"only a {owner} message holds {kind} blocks")
         _ids(uses(view), index)
         _ids(results(view), index)
 
@@ -233,40 +202,9 @@ class BedrockFormat:
         of one role in a row."""
         previous: Optional[View] = None
         for i, view in enumerate(views):
-            here = is_message(view)
-            if here and i == 0 and view.get("role") != "user":
-                yield PairingProblem(i, "first_message_not_user", (), PROVIDER, _START)
-            if (
-                here
-                and previous is not None
-                and is_message(previous)
-                and previous.get("role") == view.get("role")
-            ):
-                yield PairingProblem(i, "roles_not_alternating", (), PROVIDER, _ALTERNATE)
-            called = (
-                _ids(uses(previous), i - 1)
-                if previous is not None and previous.get("role") == "assistant"
-                else []
-            )
-            answered = _ids(results(view), i) if view.get("role") == "user" else []
-            if len(answered) > len(called):
-                asked = set(called)
-                extra = [a for a in answered if a not in asked] or answered
-                yield PairingProblem(
-                    i, "too_many_tool_results", names(extra), PROVIDER, _EXCEEDS.format(index=i)
-                )
-            if called:
-                given = set(answered)
-                missing = [c for c in dict.fromkeys(called) if c not in given]
-                if missing:
-                    ids = names(missing)
-                    yield PairingProblem(
-                        i,
-                        "missing_tool_results",
-                        ids,
-                        PROVIDER,
-                        _EXPECTED.format(index=i, ids=", ".join(ids)),
-                    )
+            if is_message(view):
+                yield from _order_problems(previous, view, i)
+            yield from _pairing_problems(previous, view, i)
             previous = view
         # A call awaiting its result at the end: Bedrock wants the results in a message
         # that is not there (reported at the call, in Bedrock's numbering).
@@ -276,24 +214,9 @@ class BedrockFormat:
             text = _EXPECTED.format(index=n, ids=", ".join(ids))
             yield PairingProblem(n - 1, "missing_tool_results", ids, PROVIDER, text)
 
-    def repair(
-        self,
-        views: Views,
-        problems: Problems,
-        edits: Edits,
-        answer: Optional[str],
-    ) -> None:
-        """Repair this format's ``problems`` (see ``repair_pairing``).
-
-        The order first: an assistant message that opens the conversation goes,
-        and a message of the same role as the one before it is merged into it
-        (its blocks after that message's). Then, in a later pass, the pairing:
-        ``toolResult`` blocks answering no ``toolUse`` of the previous message
-        go (and repeated answers); a ``toolUse`` left unanswered is answered
-        with ``answer`` (a ``toolResult`` block with ``status: "error"`` and
-        the text, at the start of the next message) or, when ``answer`` is
-        ``None``, dropped. A message left without blocks goes.
-        """
+    def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
+        """Repair this format's ``problems`` (see docs/repair.md): the messages' order first
+        (merged, dropped), then in a later pass their results and calls."""
         order = [p for p in problems if p.code in _ORDER]
         if order:
             _reorder(views, order, edits)
@@ -328,9 +251,8 @@ class BedrockFormat:
         no Converse message."""
         if not is_message(view):
             return None
-        if view.get("role") == "assistant":
-            return CALLS if uses(view) else REPLIES
-        return ASIDE if results(view) else OPENS_TURN
+        model = view.get("role") == "assistant"
+        return turn_step(model, bool(uses(view) if model else results(view)))
 
     def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """An assistant message's ``reasoningContent`` blocks; none may go from a message of
@@ -374,6 +296,35 @@ class BedrockFormat:
                     inner="toolResult",
                     wrap=cleared_result,
                 )
+
+
+def _order_problems(previous: Optional[View], view: View, i: int) -> Iterator[PairingProblem]:
+    """A conversation not starting with a user message, two messages of one role in a row."""
+    if i == 0 and view.get("role") != "user":
+        yield PairingProblem(i, "first_message_not_user", (), PROVIDER, _START)
+    if previous is not None and is_message(previous) and previous.get("role") == view.get("role"):
+        yield PairingProblem(i, "roles_not_alternating", (), PROVIDER, _ALTERNATE)
+
+
+def _pairing_problems(previous: Optional[View], view: View, i: int) -> Iterator[PairingProblem]:
+    """More ``toolResult`` blocks in ``view`` than ``toolUse`` blocks in ``previous``, and
+    ``toolUse`` ids of ``previous`` that ``view`` does not answer."""
+    called = (
+        _ids(uses(previous), i - 1)
+        if previous is not None and previous.get("role") == "assistant"
+        else []
+    )
+    answered = _ids(results(view), i) if view.get("role") == "user" else []
+    if len(answered) > len(called):
+        asked = set(called)
+        extra = [a for a in answered if a not in asked] or answered
+        text = _EXCEEDS.format(index=i)
+        yield PairingProblem(i, "too_many_tool_results", names(extra), PROVIDER, text)
+    given = set(answered)
+    missing = names([c for c in dict.fromkeys(called) if c not in given])
+    if missing:
+        text = _EXPECTED.format(index=i, ids=", ".join(missing))
+        yield PairingProblem(i, "missing_tool_results", missing, PROVIDER, text)
 
 
 def _reorder(views: Views, order: Sequence[PairingProblem], edits: Edits) -> None:
@@ -421,15 +372,9 @@ def _rebuild(
     content = views[i].get("content")
     if isinstance(content, str) and not first:
         return  # a text message: nothing in it to drop
-    dropped = set(gone)
-    kept: List[Part] = [*first, *(k for k in range(len(_blocks(views[i]))) if k not in dropped)]
-    if isinstance(content, str) and content:
-        kept.append({"text": content})
-    if not kept:
-        edits.drop(i)
-        edits.note(i, "dropped_empty", ids, PROVIDER, code)
-    elif kept != list(range(len(_blocks(views[i])))):
-        edits.rebuild(i, "content", kept)
+    last = [{"text": content}] if isinstance(content, str) and content else []
+    count = len(_blocks(views[i]))
+    edits.arrange(i, "content", count, first, gone, last, why=(ids, PROVIDER, code))
 
 
 def _answer(views: Views, i: int, edits: Edits, answer: Optional[str], code: str) -> None:

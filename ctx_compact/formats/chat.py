@@ -19,7 +19,6 @@ from typing import (
     NamedTuple,
     Optional,
     Sequence,
-    Set,
     Tuple,
 )
 
@@ -348,11 +347,13 @@ def _settle(
         edits.note(at, action, ids, PROVIDER, problem)
     if idless:
         edits.note(at, action, shown, OLLAMA, problem)
-    if answer is None and not _drop_calls(views[at], at, set(idless), set(ids), edits):
+    if answer is None and not _drop_calls(views[at], at, frozenset(idless), frozenset(ids), edits):
         edits.note(at, "dropped_empty", ids or shown, PROVIDER if ids else OLLAMA, problem)
 
 
-def _drop_calls(view: View, at: int, gone: Set[int], gone_ids: Set[Any], edits: Edits) -> bool:
+def _drop_calls(
+    view: View, at: int, gone: FrozenSet[int], gone_ids: FrozenSet[Any], edits: Edits
+) -> bool:
     """The assistant message at ``at`` without the calls at the positions ``gone`` and with
     the ids ``gone_ids``; ``False`` when nothing is left and it goes."""
     calls = view.get("tool_calls") or ()
@@ -479,21 +480,8 @@ class ChatFormat(WireFormat):
             yield from _missing(open_calls)
 
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
-        """Repair this format's ``problems`` (see ``repair_pairing``).
-
-        A ``tool`` message answering no call of its run goes to the end of the
-        run of an assistant message whose call with its id is unanswered (the
-        nearest before it, else after it), else it is dropped; a stray
-        ``function`` message goes right after an unanswered ``function_call``
-        before it, else it is dropped. Calls still unanswered are answered
-        after their run with ``answer`` (a ``tool`` message), or, when
-        ``answer`` is ``None``, dropped from ``tool_calls``: the key goes when
-        none is left, and the message when it then says nothing. Ollama's
-        id-less calls likewise: a ``tool`` message without an id answering none
-        is dropped, and an id-less call its run does not answer (by order) is
-        answered with a ``{"role": "tool", "content": answer, "tool_name": ...}``
-        message or dropped.
-        """
+        """Repair this format's ``problems`` (see docs/repair.md): stray results moved into the
+        run owing them or dropped, calls answered with ``answer`` or dropped."""
         ends = _run_ends(views)
         unanswered: Dict[int, Dict[Any, None]] = {}
         idless: Dict[int, List[int]] = {}  # Ollama's calls: positions in tool_calls

@@ -1,64 +1,11 @@
 """How a framework's message object is seen: the wire-shaped view the core groups and counts.
 
-LangChain messages, pydantic-ai ``ModelRequest``/``ModelResponse`` and
-openai-agents run items are not wire messages: their dumps carry neither a
-``role`` nor a wire ``type``, so without a view each would be a group of its
-own and a tool call could be kept without its result. ``framework_view``
-returns the mapping the framework sends for the object, close enough that the
-core pairs and counts it as sent:
-
-- a LangChain message is seen in Chat Completions form, as ``ChatOpenAI`` sends
-  it: an ``AIMessage`` with ``tool_calls`` pairs with the ``ToolMessage`` objects
-  whose ``tool_call_id`` answers it. Its content is what every provider
-  integration sends of it: the tool-call blocks some keep beside ``tool_calls``
-  (``ChatAnthropic``'s and ``ChatBedrockConverse``'s ``tool_use``, the v1
-  standard ``tool_call``, a Responses ``function_call``) are its calls, once, in
-  ``tool_calls``; a standard data block (``image``, ``file``, ``audio`` with
-  ``base64`` or ``url``) is the Chat Completions media part it stands for. Where
-  ``ChatGoogleGenerativeAI`` and ``ChatBedrockConverse`` made the message, its
-  provider's rule on where the model's turn may come is kept too
-  (``LANGCHAIN_TURNS``);
-- a pydantic-ai message is seen in Anthropic Messages form, because one
-  ``ModelRequest`` can answer several calls at once and holds a turn, not a
-  message: a ``ModelResponse`` is an assistant turn with ``tool_use`` blocks, a
-  ``ModelRequest`` a user turn with ``tool_result`` blocks, so a response
-  holding ``ToolCallPart`` objects stays with the request holding their
-  ``ToolReturnPart`` objects. Its files, in a prompt or a tool's return, are
-  the media blocks the core prices: an image (``BinaryContent`` as base64,
-  ``ImageUrl`` as a URL) an ``image`` block, a PDF or ``DocumentUrl`` a
-  ``document``, a text file a text ``document``, audio Chat Completions'
-  ``input_audio`` and video a Bedrock ``video`` block (Anthropic's API has
-  neither, and a ``tool_result`` cannot hold them: they follow the results);
-- an openai-agents run item (``ToolCallItem``, ``ToolCallOutputItem``, ...) is
-  seen as the Responses input item it wraps (``raw_item``). The items that
-  ``RunResult.to_input_list()`` returns are plain dicts and need no view;
-- a Mistral SDK message (``UserMessage``, ``AssistantMessage``,
-  ``SystemMessage``, ``ToolMessage``) is seen as the JSON the SDK sends for it,
-  its defaults included (``UserMessage(content=...)`` is sent with its role);
-- a LlamaIndex ``ChatMessage`` is seen in Chat Completions form, as
-  ``llama-index-llms-openai`` sends it: its role, its text, and its
-  ``additional_kwargs`` (where LlamaIndex keeps ``tool_calls`` and a tool
-  message's ``tool_call_id``), with its ``ToolCallBlock`` blocks as
-  ``tool_calls``;
-- an AutoGen ``LLMMessage`` is seen in Anthropic Messages form, because one
-  ``FunctionExecutionResultMessage`` answers several calls at once (AutoGen's
-  OpenAI client sends it as one ``tool`` message per result): an
-  ``AssistantMessage`` holding ``FunctionCall`` objects is an assistant turn
-  with ``tool_use`` blocks (each ``input`` the arguments' text, as sent), the
-  results message a user turn with ``tool_result`` blocks; a ``UserMessage``
-  carries its ``source`` as ``name``, as the client sends it;
-- a smolagents ``ChatMessage`` (a dataclass) is seen as smolagents sends it:
-  its role and content only, a ``tool-call`` message as an assistant message
-  and a ``tool-response`` as a user message (its tool calls are text by then).
-  A smolagents agent's memory steps are not messages:
-  ``agent.write_memory_to_messages()`` gives the list to compact.
-
-Cohere v2 messages and google-genai's ``UserContent``/``ModelContent`` need no
-view here: their dumps carry their role (see ``sdk_dump``), and they are read
-as the wire formats they are.
-
-No framework is imported: an object is recognised by the module and name of a
-class in its MRO, and read through attributes the frameworks document.
+Their dumps carry neither a ``role`` nor a wire ``type``, so each framework's object is
+seen as the wire message the framework sends for it (docs/formats/message-objects.md):
+LangChain, Mistral, LlamaIndex and smolagents messages in Chat Completions form,
+pydantic-ai and AutoGen messages in Anthropic Messages form (one of their requests answers
+several calls), openai-agents run items as the Responses item they wrap. No framework is
+imported: an object is recognised by the module and name of a class in its MRO.
 """
 
 from __future__ import annotations

@@ -1,32 +1,8 @@
-"""Google Gemini ``contents``: a model turn's ``function_call`` parts answered by the next turn's
-``function_response`` parts.
+"""Google Gemini ``contents``: a model turn's ``function_call`` parts answered by the next
+turn's ``function_response`` parts (by id, else by position and name).
 
-A content is ``{"role": "user" | "model", "parts": [...]}`` (a missing role is
-the API's default, ``"user"``). Parts are read in both spellings the API takes:
-``function_call``/``functionCall``, ``function_response``/``functionResponse``,
-``thought_signature``/``thoughtSignature``, ``inline_data``/``inlineData``. A
-google-genai ``types.Content`` is seen as the JSON it sends (snake_case).
-
-Grouping: a turn holding ``function_response`` parts stays with the model turn
-right before it when one of its responses answers one of that turn's calls: by
-``id`` when both carry one, else by position and ``name``. A ``thought_signature``
-is a field of the part it signs (or a part of the same model turn), so it never
-leaves its call.
-
-Where a conversation may resume after a cut (``resumes``): Gemini refuses a
-function-call turn that does not come right after a user turn or a
-function-response turn ("Please ensure that function call turn comes
-immediately after a user turn or after a function response turn."), so one never
-opens the conversation or follows a model turn; a function-response turn only
-ever follows its call turn. And because older models refuse two turns of the
-same role in a row ("Please ensure that multiturn requests alternate between
-user and model."), a cut never makes two user turns or two model turns meet:
-whatever the model, the turns on either side of a cut alternate.
-
-Roles: the API takes ``"user"`` and ``"model"``, and for a function response
-turn also ``"function"`` or ``"tool"`` (older docs send it so; it is a user
-turn for the alternation); a content holding function parts with any other role
-is refused.
+Parts are read in both spellings the API takes (``function_call``/``functionCall``, ...);
+where a conversation may resume after a cut is ``resumes`` (see docs/formats/gemini.md).
 """
 
 from __future__ import annotations
@@ -37,18 +13,7 @@ from typing import Any, Deque, Dict, Iterator, List, NamedTuple, Optional, Seque
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
-from ._base import (
-    ASIDE,
-    CALLS,
-    OPENS_TURN,
-    REPLIES,
-    Links,
-    Media,
-    Thinking,
-    ToolCall,
-    ToolResult,
-    unrecognised,
-)
+from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, turn_step
 from ._edits import Edits, Part, Problems
 from ._shapes import View, Views, dump_failed, is_list, key, sdk_dump, text_name
 
@@ -128,24 +93,20 @@ def _field(part: Any, spellings: Tuple[str, str]) -> Tuple[Optional[str], Any]:
     return None, None
 
 
+def _held(view: View, spellings: Tuple[str, str]) -> List[Tuple[int, View]]:
+    """``(position, value)`` of each part whose field in ``spellings`` is a mapping, in order."""
+    found = ((k, _field(part, spellings)[1]) for k, part in enumerate(parts(view)))
+    return [(k, value) for k, value in found if isinstance(value, Mapping)]
+
+
 def calls(view: View) -> List[Tuple[int, View]]:
     """``(position, function_call)`` of each call part, in order."""
-    found = []
-    for k, part in enumerate(parts(view)):
-        _, call = _field(part, CALL_KEYS)
-        if isinstance(call, Mapping):
-            found.append((k, call))
-    return found
+    return _held(view, CALL_KEYS)
 
 
 def responses(view: View) -> List[Tuple[int, View]]:
     """``(position, function_response)`` of each response part, in order."""
-    found = []
-    for k, part in enumerate(parts(view)):
-        _, response = _field(part, RESPONSE_KEYS)
-        if isinstance(response, Mapping):
-            found.append((k, response))
-    return found
+    return _held(view, RESPONSE_KEYS)
 
 
 def _has(view: View, spellings: Tuple[str, str]) -> bool:
@@ -209,7 +170,7 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     return None
 
 
-class GeminiFormat:
+class GeminiFormat(WireFormat):
     """Gemini ``contents``, dicts in either spelling or google-genai objects' JSON."""
 
     provider = PROVIDER
@@ -250,32 +211,17 @@ class GeminiFormat:
         model turn."""
         found = view.get("role")
         if "content" in view:
-            raise unrecognised(
-                view,
-                index,
-                (*self.structure(view), "'content'"),
-                "a Gemini content has 'parts' and no 'content'",
-            )
+            why = "a Gemini content has 'parts' and no 'content'"
+            raise self.refuse(view, index, why, "'content'")
         if found is not None and found not in ROLES and found not in RESPONSE_ROLES:
-            raise unrecognised(
-                view,
-                index,
-                self.structure(view),
-                "Gemini takes role 'user' or 'model' (a function response turn also "
-                "'function' or 'tool')",
-            )
+            why = "Gemini takes role 'user' or 'model' (a function response turn also "
+            raise self.refuse(view, index, why + "'function' or 'tool')")
         current = role(view)
         if current != "model" and _has(view, CALL_KEYS):
-            raise unrecognised(
-                view, index, self.structure(view), "only a model turn holds function_call parts"
-            )
+            raise self.refuse(view, index, "only a model turn holds function_call parts")
         if current == "model" and _has(view, RESPONSE_KEYS):
-            raise unrecognised(
-                view,
-                index,
-                self.structure(view),
-                "a function_response part belongs to a user turn, not a model turn",
-            )
+            why = "a function_response part belongs to a user turn, not a model turn"
+            raise self.refuse(view, index, why)
         for _, part in calls(view) + responses(view):
             key(part.get("id"), index, "a function part's id")
 
@@ -339,74 +285,21 @@ class GeminiFormat:
                     yield PairingProblem(i, "function_response_count", ids, PROVIDER, _PART_COUNT)
             previous = view
 
-    def repair(
-        self,
-        views: Views,
-        problems: Problems,
-        edits: Edits,
-        answer: Optional[str],
-    ) -> None:
-        """Repair this format's ``problems`` (see ``repair_pairing``).
-
-        The turns are read once, in order, each against the turn kept before it
-        (so a repair's consequences are repaired in the same pass). A
-        function-call turn right after a model turn is merged into the first
-        model turn of that run when a user turn comes before it (the parts after
-        that turn's: one model turn, as Gemini writes text and calls); with no
-        user turn before it (opening the conversation, or after another
-        format's message) it loses its calls. A function-response turn not
-        right after a call turn loses its responses; a response turn whose
-        responses are not as many as its call turn's calls keeps the responses
-        that answer a call (by id, else by name, in order), in the calls' order,
-        and the calls left unanswered are answered with ``answer`` (a
-        ``function_response`` part whose ``response`` is ``{"output":
-        answer}``) or, when ``answer`` is ``None``, dropped. A turn left without
-        parts goes.
-        """
+    def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
+        """Repair this format's ``problems`` (see docs/repair.md), reading the turns once, in
+        order, each against the turn kept before it."""
         if not problems:
             return
-        state: Any = _START  # the message kept before this one: _START, _USER, _OTHER, a _Turn
-        members: List[int] = []  # model turns kept after the _Turn's, not merged into it
-        turns: List[_Turn] = []
+        repair = _Pass(views, edits, answer)
         for i, view in enumerate(views):
             if not is_content(view):
-                state, members = (_USER if view.get("role") == "user" else _OTHER), []
-                continue
-            if role(view) == "model":
-                found = calls(view)
-                if isinstance(state, _Turn) and found and state.after_user:
-                    state.merge(views, [*members, i], edits)
-                    members = []
-                elif found and (isinstance(state, _Turn) or state is not _USER):
-                    code = "function_call_not_after_user"
-                    gone = [k for k, _ in found]
-                    if _rebuild(views, i, gone, [], edits, "dropped_call", _shown(found), code):
-                        if isinstance(state, _Turn):
-                            members.append(i)  # a model turn after a model turn, as it was
-                        else:
-                            state = _Turn(views, i, False, [])
-                            turns.append(state)
-                elif isinstance(state, _Turn):
-                    members.append(i)
-                else:
-                    state = _Turn(views, i, state is _USER, found)
-                    turns.append(state)
-                continue
-            given = responses(view)
-            if not given:
-                state, members = _USER, []
-                continue
-            if not (isinstance(state, _Turn) and not members and state.calls):
-                code = "orphan_function_response"
-                gone = [k for k, _ in given]
-                if _rebuild(views, i, gone, [], edits, "dropped_result", _shown(given), code):
-                    state, members = _USER, []
-                continue
-            if len(state.calls) == len(given) or _recount(views, i, state, edits, answer):
-                state = _USER
-            elif not state.kept():
-                state = _USER  # the call turn went too: a user turn was before it
-        for turn in turns:
+                repair.state = _USER if view.get("role") == "user" else _OTHER
+                repair.members = []
+            elif role(view) == "model":
+                repair.model_turn(i, view)
+            else:
+                repair.response_turn(i, view)
+        for turn in repair.turns:
             turn.finish(views, edits)
 
     def awaiting(self, views: Views) -> int:
@@ -420,9 +313,8 @@ class GeminiFormat:
         tools when it holds function calls, else replies; ``None`` for no Gemini content."""
         if not is_content(view):
             return None
-        if role(view) == "model":
-            return CALLS if _has(view, CALL_KEYS) else REPLIES
-        return ASIDE if _has(view, RESPONSE_KEYS) else OPENS_TURN
+        model = role(view) == "model"
+        return turn_step(model, _has(view, CALL_KEYS if model else RESPONSE_KEYS))
 
     def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """A model turn's thought parts (``{"text": ..., "thought": true}``).
@@ -548,6 +440,50 @@ class _Turn:
             edits.rebuild(self.at, "parts", kept)
 
 
+class _Pass:
+    """A repair pass over the turns, in order, each against the message kept before it."""
+
+    def __init__(self, views: Views, edits: Edits, answer: Optional[str]) -> None:
+        self.views, self.edits, self.answer = views, edits, answer
+        self.state: Any = _START  # the message kept before this one: _START, _USER, _OTHER, a _Turn
+        self.members: List[int] = []  # model turns kept after the _Turn's, not merged into it
+        self.turns: List[_Turn] = []
+
+    def model_turn(self, i: int, view: View) -> None:
+        state, found = self.state, calls(view)
+        if isinstance(state, _Turn) and found and state.after_user:
+            state.merge(self.views, [*self.members, i], self.edits)
+            self.members = []
+            return
+        if found and (isinstance(state, _Turn) or state is not _USER):
+            code, gone = "function_call_not_after_user", [k for k, _ in found]
+            if not _rebuild(
+                self.views, i, gone, [], self.edits, "dropped_call", _shown(found), code
+            ):
+                return
+            found = []
+        if isinstance(state, _Turn):
+            self.members.append(i)  # a model turn after a model turn, as it was
+        else:
+            self.state = _Turn(self.views, i, state is _USER, found)
+            self.turns.append(self.state)
+
+    def response_turn(self, i: int, view: View) -> None:
+        state, given = self.state, responses(view)
+        if not given:
+            self.state, self.members = _USER, []
+        elif not (isinstance(state, _Turn) and not self.members and state.calls):
+            code, gone = "orphan_function_response", [k for k, _ in given]
+            if _rebuild(self.views, i, gone, [], self.edits, "dropped_result", _shown(given), code):
+                self.state, self.members = _USER, []
+        elif (
+            len(state.calls) == len(given)
+            or _recount(self.views, i, state, self.edits, self.answer)
+            or not state.kept()  # the call turn went too: a user turn was before it
+        ):
+            self.state = _USER
+
+
 def _shown(found: Sequence[Tuple[int, View]]) -> List[Any]:
     """Calls or responses as a problem names them: by id, else by name."""
     return [part.get("id") or part.get("name") for _, part in found]
@@ -567,15 +503,8 @@ def _rebuild(
     empty (then ``False``)."""
     if gone:
         edits.note(i, action, ids, PROVIDER, code)
-    taken = set(gone) | {k for k in first if isinstance(k, int)}
-    kept: List[Part] = [*first, *(k for k in range(len(parts(views[i]))) if k not in taken)]
-    if not kept:
-        edits.drop(i)
-        edits.note(i, "dropped_empty", ids, PROVIDER, code)
-        return False
-    if kept != list(range(len(parts(views[i])))):
-        edits.rebuild(i, "parts", kept)
-    return True
+    count = len(parts(views[i]))
+    return edits.arrange(i, "parts", count, first, gone, why=(ids, PROVIDER, code))
 
 
 def _name(part: View) -> Any:
@@ -622,13 +551,7 @@ def _match(asked: Sequence[Tuple[int, View]], given: Sequence[Tuple[int, View]])
     return matched
 
 
-def _recount(
-    views: Views,
-    i: int,
-    turn: _Turn,
-    edits: Edits,
-    answer: Optional[str],
-) -> bool:
+def _recount(views: Views, i: int, turn: _Turn, edits: Edits, answer: Optional[str]) -> bool:
     """The response turn at ``i`` answering the call turn ``turn`` one for one, in the
     calls' order; ``False`` when it is left empty and goes."""
     code = "function_response_count"
@@ -638,24 +561,14 @@ def _recount(
     answering = set(matched.values())
     extra_ids = [_call_key(r) for k, r in given if k not in answering]
     extra = [k for k, _ in given if k not in answering]
-    first: List[Part] = []
     unanswered = [c for c in range(len(asked)) if c not in matched]
     ids = [_call_key(asked[c][1]) for c in unanswered]
+    first: List[Part]
     if unanswered and answer is None:
         turn.drop_calls(unanswered, ids, edits, code)
         first = [matched[c] for c in sorted(matched)]
     else:
-        own = parts(views[i])
-        camel = any(_field(own[k], RESPONSE_KEYS)[0] == RESPONSE_KEYS[1] for k, _ in given)
-        spelling = RESPONSE_KEYS[1] if camel else RESPONSE_KEYS[0]
-        for c, (_, call) in enumerate(asked):
-            if c in matched:
-                first.append(matched[c])
-                continue
-            made: Dict[str, Any] = {"name": call.get("name"), "response": {"output": answer}}
-            if call.get("id") is not None:
-                made["id"] = call.get("id")
-            first.append({spelling: made})
+        first = _in_order(views[i], given, asked, matched, answer)
         if unanswered:
             edits.note(turn.at, "answered_call", ids, PROVIDER, code, i)
     order = [k for k in first if isinstance(k, int)]
@@ -664,6 +577,30 @@ def _recount(
         ids = [_call_key(r) for k, r in given if k in placed]
         edits.note(i, "moved_result", ids, PROVIDER, code)
     return _rebuild(views, i, extra, first, edits, "dropped_result", extra_ids, code)
+
+
+def _in_order(
+    view: View,
+    given: Sequence[Tuple[int, View]],
+    asked: Sequence[Tuple[int, View]],
+    matched: Dict[int, int],
+    answer: Optional[str],
+) -> List[Part]:
+    """A response for each call of ``asked``, in order: the turn's own that ``matched``
+    says answers it, else a new one answering ``answer``, spelled as the turn's are."""
+    own = parts(view)
+    camel = any(_field(own[k], RESPONSE_KEYS)[0] == RESPONSE_KEYS[1] for k, _ in given)
+    spelling = RESPONSE_KEYS[1] if camel else RESPONSE_KEYS[0]
+    found: List[Part] = []
+    for c, (_, call) in enumerate(asked):
+        if c in matched:
+            found.append(matched[c])
+            continue
+        made: Dict[str, Any] = {"name": call.get("name"), "response": {"output": answer}}
+        if call.get("id") is not None:
+            made["id"] = call.get("id")
+        found.append({spelling: made})
+    return found
 
 
 def cleared_response(placeholder: str) -> Dict[str, Any]:

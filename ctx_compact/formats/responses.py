@@ -308,15 +308,8 @@ class ResponsesFormat(WireFormat):
             )
 
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
-        """Repair this format's ``problems`` (see ``repair_pairing``).
-
-        An output answering no call before it goes after the first unanswered
-        call after it that it answers (after that call's run of call items),
-        else it is dropped; a reasoning item without its following item is
-        dropped; a call still unanswered is answered after its run of call
-        items with a placeholder output holding ``answer`` (``answer_output``)
-        or, when ``answer`` is ``None`` or its output cannot be text, dropped.
-        """
+        """Repair this format's ``problems`` (see docs/repair.md): outputs moved after their
+        call or dropped, calls answered with ``answer`` or dropped, lone reasoning dropped."""
         ends = _calls_ends(views)
         unanswered = dict.fromkeys(p.index for p in problems if p.code == "missing_call_output")
         waiting = _Waiting(views, unanswered)
