@@ -9,18 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from typing import (
-    Any,
-    Deque,
-    Dict,
-    FrozenSet,
-    Iterator,
-    List,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Tuple,
-)
+from typing import Any, Deque, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Tuple
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
@@ -116,7 +105,7 @@ class _IdlessCalls:
 
     __slots__ = ("_answered", "_by_name", "_first", "_left", "names")
 
-    def __init__(self, names: Sequence[Optional[str]]) -> None:
+    def __init__(self, names: Tuple[Optional[str], ...]) -> None:
         self.names = tuple(names)  # the tool each call names (None: none)
         self._answered = [False] * len(self.names)
         self._first = 0  # no call before it is unanswered
