@@ -22,7 +22,7 @@ from ctx_compact._media_rates import (
     openai_image_tokens,
 )
 from ctx_compact.formats import FORMATS
-from ctx_compact.formats._base import data_url
+from ctx_compact.formats._shapes import data_url
 from ctx_compact.testing import _billing as kit
 from ctx_compact.testing import count_tokens as kit_count
 

@@ -1,13 +1,26 @@
-"""What the formats share with the generic rules: grouping's state, what clearing reads."""
+"""The interface every format implements (``Format``), and what the formats share with the
+generic rules: grouping's state, what clearing and counting read."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+)
 
 from .._errors import InvalidMessageError
+from .._problems import PairingProblem
+from ._edits import Edits, Problems
+from ._shapes import View, Views
 
 
 class Links:
@@ -102,9 +115,7 @@ class Thinking:
     item: Optional[str] = None  # the kind of a message that is thinking itself, removed whole
 
 
-def unrecognised(
-    view: Mapping[str, Any], index: int, structure: Sequence[str], why: str
-) -> InvalidMessageError:
+def unrecognised(view: View, index: int, structure: Sequence[str], why: str) -> InvalidMessageError:
     """The error for a message whose tool structure no format reads as it stands."""
     role = view.get("role")
     where = "an item without a role" if role is None else f"a {role!r} message"
@@ -120,9 +131,7 @@ class Media(NamedTuple):
 
     ``data`` is the payload when the message carries it: base64 text (from
     ``start`` on, past a data URL's header) or raw bytes; ``None`` for a URL or
-    a file id, whose size cannot be known offline. A named tuple, not a frozen
-    dataclass: one is built for every media part counted, and a tuple is built
-    in half the time.
+    a file id, whose size cannot be known offline.
     """
 
     path: Tuple[Any, ...]  # the keys and positions leading from the message to the part
@@ -134,25 +143,97 @@ class Media(NamedTuple):
     detail: Optional[str] = None  # OpenAI's image detail
 
 
-# A base64 data URL's header: "data:", the media type (up to the first ";"), any
-# parameters, ";base64" and the first comma. Neither part can pass a comma, so the
-# ";base64," matched is the one before the first comma; each is bounded, so a long
-# URL without one is not scanned to its end.
-_DATA_URL = re.compile(r"data:([^;,]{0,250})[^,]{0,250}?;base64,").match
+def turn_step(model: bool, tools: bool) -> str:
+    """The step of a message of a format whose roles alternate (Gemini, Bedrock): a model's
+    message calls tools when it holds ``tools`` (calls), else replies; a user's is no step
+    when it holds them (results), else it opens a turn."""
+    if model:
+        return CALLS if tools else REPLIES
+    return ASIDE if tools else OPENS_TURN
 
 
-def data_url(value: Any) -> Tuple[Optional[str], Optional[str], int]:
-    """``(media type, text, start)`` of a base64 ``data:`` URL, the base64 being ``text[start:]``.
+class Format(Protocol):
+    """What the generic rules (grouping, the pairing check, repair, clearing, the media
+    count) need to know of one wire format; they name no format."""
 
-    The header (up to the first comma, within the first 256 characters) must
-    end with ``;base64``; the media type is what comes before its first ``;``.
-    ``(None, None, 0)`` for anything else (an ``https:`` URL, a percent-encoded
-    data URL). Only the header is searched: the payload is not copied.
-    """
-    found = _DATA_URL(value) if type(value) is str else None
-    if found is None:
-        return None, None, 0
-    start = found.end()
-    if start > 256:  # the comma must be among the first 256 characters
-        return None, None, 0
-    return found[1] or None, value, start
+    provider: str
+    where: str  # where its tool structure lives: "keys", "content" (blocks) or "items"
+    keys: Tuple[str, ...]  # for "keys": the top-level keys holding it
+
+    # Whether ``view`` carries this format's tool structure (keys, roles, block or item
+    # types), and that structure as an error names it.
+    def carries(self, view: View) -> bool: ...
+
+    def structure(self, view: View) -> Tuple[str, ...]: ...
+
+    # Refuse the structure where the provider does not take it (``InvalidMessageError``).
+    def check(self, view: View, index: int) -> None: ...
+
+    # The earliest message ``view`` must stay with (what it answers), ``-1`` for none;
+    # what it opens for the next message goes in ``links``.
+    def link(self, view: View, index: int, links: Links) -> int: ...
+
+    # Its pairing problems, in the provider's own words.
+    def problems(self, views: Views) -> Iterator[PairingProblem]: ...
+
+    # Its tool calls and results, for clearing.
+    def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]: ...
+
+    def tool_results(self, view: View, index: int) -> Iterator[ToolResult]: ...
+
+    # What its message is among a conversation's turns (``OPENS_TURN`` ... ``ASIDE``),
+    # ``None`` for a message not its own; and the thinking a message holds.
+    def step(self, view: View) -> Optional[str]: ...
+
+    def thinking(self, views: Views, index: int) -> Optional[Thinking]: ...
+
+    # How its ``problems`` on ``views`` are repaired, recorded in ``edits``; ``answer``
+    # is the text answering an unanswered call, ``None`` to drop the call.
+    def repair(
+        self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]
+    ) -> None: ...
+
+    # Its media parts (images, documents, audio), with where each is, for the count.
+    def media(self, view: View) -> Iterator[Media]: ...
+
+
+class Resuming(Protocol):
+    """A format with rules on where a conversation may resume after a cut."""
+
+    # Whether ``view`` may come right after ``before`` (``None``: at the start).
+    def resumes(self, before: Optional[View], view: View) -> bool: ...
+
+    # Whether ``view`` is this format's message, and the summary shaped as one: a
+    # message of its own, or one more text part of ``view``.
+    def shaped(self, view: Optional[View]) -> bool: ...
+
+    def note(self, text: str, summary_role: str) -> Dict[str, Any]: ...
+
+    def joined(self, view: View, text: str) -> Dict[str, Any]: ...
+
+
+class Waiting(Protocol):
+    """A format whose calls may be left awaiting their results at the end of a list."""
+
+    # Where those calls start, reading the last messages only; ``len(views)`` for none.
+    def awaiting(self, views: Views) -> int: ...
+
+
+class WireFormat:
+    """What the formats' classes share."""
+
+    provider: str
+    where: str
+    keys: Tuple[str, ...] = ()
+
+    def structure(self, view: View) -> Tuple[str, ...]:
+        raise NotImplementedError
+
+    def refuse(self, view: View, index: int, why: str, *more: str) -> InvalidMessageError:
+        """The error for this format's tool structure in ``view`` (and ``more``) where the
+        provider does not take it."""
+        return unrecognised(view, index, (*self.structure(view), *more), why)
+
+    def thinking(self, views: Views, index: int) -> Optional[Thinking]:
+        """None: unless the format says otherwise, its messages carry no thinking."""
+        return None

@@ -13,9 +13,13 @@ every format.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from .._problems import names
+from .._problems import PairingProblem, names
+from ._shapes import Views
+
+# The pairing problems a format reported on one pass's views (what its ``repair`` reads).
+Problems = Sequence[PairingProblem]
 
 # A part of a rebuilt message: the position of one of its own parts, or a new part.
 Part = Union[int, Dict[str, Any]]
@@ -53,7 +57,7 @@ class Edits:
         changes: Every step, in the order the formats made them.
     """
 
-    def __init__(self, views: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, views: Views) -> None:
         self.views = views
         self.dropped: Dict[int, None] = {}
         self.rebuilt: Dict[int, Rebuild] = {}
@@ -103,6 +107,31 @@ class Edits:
         objects are kept) and new parts. ``field`` ``None`` changes no list.
         """
         self.rebuilt[index] = Rebuild(field, tuple(parts), tuple(unset))
+
+    def arrange(
+        self,
+        index: int,
+        field: str,
+        count: int,
+        first: Sequence[Part] = (),
+        gone: Iterable[int] = (),
+        last: Sequence[Part] = (),
+        *,
+        why: Tuple[Sequence[Any], str, str],
+    ) -> bool:
+        """The message at ``index`` with its ``field`` list (``count`` long) made of ``first``,
+        then its own parts in order but those in ``first`` or ``gone``, then ``last``; when
+        that leaves nothing it goes (``dropped_empty``, for ``why``: ids, provider, problem)
+        and the answer is ``False``."""
+        taken = {*gone, *(k for k in first if isinstance(k, int))}
+        parts = [*first, *(k for k in range(count) if k not in taken), *last]
+        if not parts:
+            self.drop(index)
+            self.note(index, "dropped_empty", *why)
+            return False
+        if parts != list(range(count)):
+            self.rebuild(index, field, parts)
+        return True
 
     def message(self, index: int, own: Any) -> Any:
         """The message to send for the one at ``index`` (``own``, the caller's): itself

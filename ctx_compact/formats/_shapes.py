@@ -5,10 +5,15 @@ Below the formats and the views both: nothing here knows a provider.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any, FrozenSet, Iterable, Optional
+from typing import Any, FrozenSet, Iterable, Optional, Tuple
 
 from .._errors import InvalidMessageError
+
+# A message as the formats read it (its view: see ``_views``), and a list of them.
+View = Mapping[str, Any]
+Views = Sequence[View]
 
 # Fields an SDK sends even when the object was built without them: what the
 # message or block is. A message class that gives its role a default (a user
@@ -123,3 +128,27 @@ def item_type(item: Mapping[str, Any], index: int) -> Any:
 def text_name(value: object) -> Optional[str]:
     """``value`` if it is a string (a tool's name as read from a call), else ``None``."""
     return value if isinstance(value, str) else None
+
+
+# A base64 data URL's header: "data:", the media type (up to the first ";"), any
+# parameters, ";base64" and the first comma. Neither part can pass a comma, so the
+# ";base64," matched is the one before the first comma; each is bounded, so a long
+# URL without one is not scanned to its end.
+_DATA_URL = re.compile(r"data:([^;,]{0,250})[^,]{0,250}?;base64,").match
+
+
+def data_url(value: Any) -> Tuple[Optional[str], Optional[str], int]:
+    """``(media type, text, start)`` of a base64 ``data:`` URL, the base64 being ``text[start:]``.
+
+    The header (up to the first comma, within the first 256 characters) must
+    end with ``;base64``; the media type is what comes before its first ``;``.
+    ``(None, None, 0)`` for anything else (an ``https:`` URL, a percent-encoded
+    data URL). Only the header is searched: the payload is not copied.
+    """
+    found = _DATA_URL(value) if type(value) is str else None
+    if found is None:
+        return None, None, 0
+    start = found.end()
+    if start > 256:  # the comma must be among the first 256 characters
+        return None, None, 0
+    return found[1] or None, value, start

@@ -1,36 +1,15 @@
-"""Anthropic Messages: ``tool_use`` blocks answered by ``tool_result`` blocks.
-
-Grouping: a user message starting with ``tool_result`` blocks stays with the
-assistant message right before it, when one of those blocks answers one of its
-``tool_use`` ids (``thinking`` blocks live in the same message as the
-``tool_use``).
-
-A ``compaction`` block in an assistant message is the API's own summary of
-everything before it (server-side compaction, 2026): the API ignores every
-block before the latest one, so the conversation restarts at that message
-(``Links.restarts``; see ``Compaction``).
-"""
+"""Anthropic Messages: ``tool_use`` blocks answered by ``tool_result`` blocks at the start of
+the next message. A ``compaction`` block restarts the conversation (``Links.restarts``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import (
-    AbstractSet,
-    Any,
-    Dict,
-    FrozenSet,
-    Iterator,
-    List,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Tuple,
-)
+from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, unrecognised
-from ._edits import Edits, Part
-from ._shapes import blocks, is_block, is_list, key, text_name
+from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, WireFormat
+from ._edits import Edits, Problems
+from ._shapes import View, Views, blocks, is_block, is_list, key, text_name
 
 PROVIDER = "anthropic"
 # The content blocks that carry this format's tool structure, and the role each belongs to.
@@ -74,7 +53,7 @@ def result_ids(content: Sequence[Any], index: int) -> List[Any]:
     ]
 
 
-def leading_results(content: Sequence[Any]) -> List[Mapping[str, Any]]:
+def leading_results(content: Sequence[Any]) -> List[View]:
     """The ``tool_result`` blocks ``content`` starts with."""
     results = []
     for block in content:
@@ -111,14 +90,13 @@ def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     return Media(path, PROVIDER, "image" if block["type"] == "image" else "document", data, 0, mime)
 
 
-class AnthropicFormat:
+class AnthropicFormat(WireFormat):
     """Anthropic Messages content blocks."""
 
     provider = PROVIDER
     where = "content"
-    keys: Tuple[str, ...] = ()
 
-    def carries(self, view: Mapping[str, Any]) -> bool:
+    def carries(self, view: View) -> bool:
         """Whether ``view``'s content holds ``tool_use``, ``tool_result`` or ``compaction``
         blocks."""
         content = view.get("content")
@@ -126,21 +104,19 @@ class AnthropicFormat:
             return False
         return any(isinstance(b, Mapping) and b.get("type") in BLOCKS for b in blocks(view))
 
-    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+    def structure(self, view: View) -> Tuple[str, ...]:
         """The tool block types in ``view``'s content, as an error names them."""
         found = {b.get("type") for b in blocks(view) if isinstance(b, Mapping)}
         return tuple(f"{kind!r} blocks" for kind in BLOCKS if kind in found)
 
-    def check(self, view: Mapping[str, Any], index: int) -> None:
+    def check(self, view: View, index: int) -> None:
         """Refuse a ``tool_use`` block outside an assistant message."""
         if view.get("role") != "assistant" and any(
             is_block(b, "tool_use") for b in blocks(view, index)
         ):
-            raise unrecognised(
-                view, index, self.structure(view), "only an assistant message holds tool_use blocks"
-            )
+            raise self.refuse(view, index, "only an assistant message holds tool_use blocks")
 
-    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+    def link(self, view: View, index: int, links: Links) -> int:
         """The earliest message ``view`` must stay with, or ``-1``; sets what it leaves open."""
         left = links.left
         content = blocks(view, index)
@@ -157,77 +133,41 @@ class AnthropicFormat:
                 return index - 1
         return -1
 
-    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    def problems(self, views: Views) -> Iterator[PairingProblem]:
         """What Anthropic rejects: a ``tool_use`` not answered at the start of the next message,
         a ``tool_result`` answering no ``tool_use`` of the previous one."""
 
-        def missing(at: int, ids: Tuple[str, ...], index: int, code: str) -> PairingProblem:
-            text = _MISSING.format(index=at, ids=", ".join(ids))
-            return PairingProblem(index, code, ids, PROVIDER, text)
-
-        pending: List[Any] = []  # tool_use ids of the previous message, an assistant's
-        called: FrozenSet[Any] = frozenset()  # the same, to look up
+        pending: List[Any] = []  # tool_use ids of the previous message, not yet reported
+        called: FrozenSet[Any] = frozenset()  # every tool_use id of the previous message
         pending_at = -1
-        reported = False  # the pending ids were already reported as unanswerable
         for i, message in enumerate(views):
-            role = message.get("role")
             content = blocks(message, i)
-            leading = leading_results(content) if role == "user" else []
-            if pending and not reported:
-                answered = {r.get("tool_use_id") for r in leading}
-                unanswered = [u for u in pending if u not in answered]
-                if unanswered:
-                    late = set(result_ids(content[len(leading) :], i))
-                    if any(u in late for u in unanswered):
-                        yield missing(pending_at, names(unanswered), i, "tool_result_not_at_start")
-                    else:
-                        yield missing(
-                            pending_at, names(unanswered), pending_at, "missing_tool_result_blocks"
-                        )
+            if pending:
+                problem = _unanswered(pending, pending_at, message, content, i)
+                if problem is not None:
+                    yield problem
             for k, block in enumerate(content):
                 if is_block(block, "tool_result"):
                     use_id = key(block.get("tool_use_id"), i, "a tool_result block's tool_use_id")
                     if use_id not in called:
-                        yield PairingProblem(
-                            i,
-                            "unexpected_tool_result",
-                            names([use_id]),
-                            PROVIDER,
-                            _UNEXPECTED.format(index=i, block=k, ids=use_id),
-                        )
-            pending, called, pending_at, reported = [], frozenset(), -1, False
-            if role == "assistant":
-                uses = [k for k, b in enumerate(content) if is_block(b, "tool_use")]
-                if uses:
-                    pending = tool_use_ids(content, i)
-                    called = frozenset(pending)
-                    pending_at = i
-                    # Text after the last tool_use: the results can no longer follow immediately.
-                    if any(is_block(b, "text") for b in content[uses[-1] + 1 :]):
-                        yield missing(i, names(pending), i, "missing_tool_result_blocks")
-                        reported = True
-        if pending and not reported:
-            yield missing(pending_at, names(pending), pending_at, "missing_tool_result_blocks")
+                        text = _UNEXPECTED.format(index=i, block=k, ids=use_id)
+                        found = names([use_id])
+                        yield PairingProblem(i, "unexpected_tool_result", found, PROVIDER, text)
+            pending, called, pending_at = [], frozenset(), -1
+            uses = [k for k, b in enumerate(content) if is_block(b, "tool_use")]
+            if message.get("role") == "assistant" and uses:
+                pending, pending_at = tool_use_ids(content, i), i
+                called = frozenset(pending)
+                # Text after the last tool_use: the results can no longer follow immediately.
+                if any(is_block(b, "text") for b in content[uses[-1] + 1 :]):
+                    yield _missing(i, pending, i, "missing_tool_result_blocks")
+                    pending = []
+        if pending:
+            yield _missing(pending_at, pending, pending_at, "missing_tool_result_blocks")
 
-    def repair(
-        self,
-        views: Sequence[Mapping[str, Any]],
-        problems: Sequence[PairingProblem],
-        edits: Edits,
-        answer: Optional[str],
-    ) -> None:
-        """Repair this format's ``problems`` (see ``repair_pairing``).
-
-        Per assistant message whose ``tool_use`` blocks are not all answered at
-        the start of the next message: the next user message's ``tool_result``
-        blocks answering them move to its start; those answering nothing there
-        go; a ``tool_use`` still unanswered is answered with ``answer`` (a
-        ``tool_result`` block with ``is_error``, at the start of the next user
-        message or in a new one) or, when ``answer`` is ``None``, dropped; text
-        after the last ``tool_use`` left moves before the first. Elsewhere a
-        ``tool_result`` block answering no ``tool_use`` of the previous message
-        goes. A message left with nothing (or thinking alone) goes.
-        """
+    def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
+        """Repair this format's ``problems`` (see docs/repair.md): results moved to the start of
+        the next message or dropped, calls answered with ``answer`` or dropped."""
         exchanges: Dict[int, str] = {}  # assistant message -> the problem found
         strays: Dict[int, str] = {}  # user message -> its unexpected results
         for problem in problems:
@@ -243,14 +183,14 @@ class AnthropicFormat:
             _exchange(views, at, code, edits, answer)
         for i, code in strays.items():
             previous = views[i - 1] if i else {}
-            allowed: AbstractSet[Any] = frozenset()
-            if _role(previous) == "assistant":
+            allowed: FrozenSet[Any] = frozenset()
+            if previous.get("role") == "assistant":
                 allowed = frozenset(tool_use_ids(blocks(previous), i - 1))
             content = blocks(views[i], i)
-            gone = [k for k, b in enumerate(content) if _result_id(b, allowed) is not _KEPT]
+            gone = [k for k, b in enumerate(content) if _stray(b, allowed)]
             _rebuild_next(edits, i, content, gone, [], [], code)
 
-    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+    def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: a last assistant
         message with ``tool_use`` blocks; ``len(views)`` when there is none."""
         n = len(views)
@@ -259,7 +199,7 @@ class AnthropicFormat:
             return n - 1 if any(is_block(b, "tool_use") for b in blocks(last, n - 1)) else n
         return n
 
-    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+    def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's ``tool_use`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
             for k, block in enumerate(blocks(view)):
@@ -274,7 +214,7 @@ class AnthropicFormat:
                         no_arguments={},
                     )
 
-    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+    def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user message's ``tool_result`` blocks."""
         if view.get("role") == "user":
             for k, block in enumerate(blocks(view)):
@@ -283,7 +223,7 @@ class AnthropicFormat:
                         index, k, "content", block.get("tool_use_id"), block.get("content")
                     )
 
-    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+    def step(self, view: View) -> Optional[str]:
         """A user message carrying ``tool_result`` blocks is no user's own message, and an
         assistant message with ``tool_use`` blocks calls tools; ``None`` for any other."""
         role = view.get("role")
@@ -298,7 +238,7 @@ class AnthropicFormat:
                 return step
         return None
 
-    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+    def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """An assistant message's ``thinking`` and ``redacted_thinking`` blocks; none may go
         from a message of thinking alone (Anthropic rejects an empty content)."""
         view = views[index]
@@ -314,7 +254,7 @@ class AnthropicFormat:
             return None
         return Thinking(tuple(found) if len(found) < len(content) else ())
 
-    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+    def media(self, view: View) -> Iterator[Media]:
         """The ``image`` and ``document`` blocks of ``view``, in ``tool_result`` blocks too."""
         for k, block in enumerate(blocks(view)):
             found = media_block(block, ("content", k))
@@ -330,81 +270,53 @@ class AnthropicFormat:
 # What a message of each role is among a turn's steps when it holds a block of this type.
 _STEPS = {"user": ("tool_result", ASIDE), "assistant": ("tool_use", CALLS)}
 
-_KEPT = object()  # what _result_id says of a block that is not a stray tool_result
+
+def _missing(at: int, ids: List[Any], index: int, code: str) -> PairingProblem:
+    shown = names(ids)
+    text = _MISSING.format(index=at, ids=", ".join(shown))
+    return PairingProblem(index, code, shown, PROVIDER, text)
 
 
-def _role(view: Mapping[str, Any]) -> Any:
-    return view.get("role")
+def _unanswered(
+    pending: List[Any], at: int, message: View, content: Sequence[Any], index: int
+) -> Optional[PairingProblem]:
+    """The problem of the message at ``index`` not answering the ``tool_use`` ids ``pending``
+    of the assistant message at ``at`` at its start, if it does not."""
+    leading = leading_results(content) if message.get("role") == "user" else []
+    answered = {r.get("tool_use_id") for r in leading}
+    unanswered = [u for u in pending if u not in answered]
+    if not unanswered:
+        return None
+    late = set(result_ids(content[len(leading) :], index))
+    if any(u in late for u in unanswered):
+        return _missing(at, unanswered, index, "tool_result_not_at_start")
+    return _missing(at, unanswered, at, "missing_tool_result_blocks")
 
 
-def _result_id(block: Any, allowed: AbstractSet[Any]) -> Any:
-    """A ``tool_result`` block's id when it answers none of ``allowed``, else ``_KEPT``."""
-    if is_block(block, "tool_result") and block.get("tool_use_id") not in allowed:
-        return block.get("tool_use_id")
-    return _KEPT
+def _stray(block: Any, allowed: FrozenSet[Any]) -> bool:
+    """Whether ``block`` is a ``tool_result`` answering none of ``allowed``."""
+    return is_block(block, "tool_result") and block.get("tool_use_id") not in allowed
 
 
 def _placeholder(use_id: Any, answer: str) -> Dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": use_id, "content": answer, "is_error": True}
 
 
-def _exchange(
-    views: Sequence[Mapping[str, Any]],
-    at: int,
-    code: str,
-    edits: Edits,
-    answer: Optional[str],
-) -> None:
+def _exchange(views: Views, at: int, code: str, edits: Edits, answer: Optional[str]) -> None:
     """Repair the assistant message at ``at`` and the message after it, together."""
     content = blocks(views[at], at)
     uses = tool_use_ids(content, at)
     nxt = at + 1
-    following = views[nxt] if nxt < len(views) and _role(views[nxt]) == "user" else None
+    following = views[nxt] if nxt < len(views) and views[nxt].get("role") == "user" else None
     given = blocks(following, nxt) if following is not None else ()
     found = {b.get("tool_use_id") for b in given if is_block(b, "tool_result")}
     unanswered = list(dict.fromkeys(u for u in uses if u not in found))
-    missing = set(unanswered)
-    # The calls: answered with placeholders, or dropped.
-    added: List[Dict[str, Any]] = []
-    parts: List[int] = list(range(len(content)))
-    if unanswered and answer is not None:
-        added = [_placeholder(u, answer) for u in unanswered]
-        into = None if following is None else nxt
-        edits.note(at, "answered_call", unanswered, PROVIDER, code, into)
-        if following is None:
-            edits.insert(at, {"role": "user", "content": added})
-            added = []
-    elif unanswered:
-        parts = [
-            k
-            for k in parts
-            if not (is_block(content[k], "tool_use") and content[k].get("id") in missing)
-        ]
-        edits.note(at, "dropped_call", unanswered, PROVIDER, code)
-    kept_uses = [k for k in parts if is_block(content[k], "tool_use")]
-    if kept_uses:
-        first, last = kept_uses[0], kept_uses[-1]
-        late_text = [k for k in parts if k > last and is_block(content[k], "text")]
-        if late_text:
-            moved = [k for k in parts if k > first and is_block(content[k], "text")]
-            taken = set(moved)
-            parts = (
-                [k for k in parts if k < first]
-                + moved
-                + [k for k in parts if k >= first and k not in taken]
-            )
-            ids = [content[k].get("id") for k in kept_uses]
-            edits.note(at, "moved_text", ids, PROVIDER, code)
-    if not any(content[k].get("type") not in THINKING_BLOCKS for k in parts):
-        edits.drop(at)
-        edits.note(at, "dropped_empty", unanswered, PROVIDER, code)
-    elif parts != list(range(len(content))):
-        edits.rebuild(at, "content", parts)
-    # The next message: its answers first, then the placeholders, then the rest.
+    added = _settle(content, at, unanswered, following is not None, code, edits, answer)
     if following is None:
         return
-    kept = {u for u in uses if u not in missing} if answer is None else set(uses)
-    gone = [k for k, b in enumerate(given) if _result_id(b, kept) is not _KEPT]
+    # The next message: its answers first, then the placeholders, then the rest.
+    kept = frozenset(uses) - frozenset(unanswered) if answer is None else frozenset(uses)
+    gone = [k for k, b in enumerate(given) if _stray(b, kept)]
     dropped = set(gone)
     answering = [k for k, b in enumerate(given) if is_block(b, "tool_result") and k not in dropped]
     lead = len(leading_results(given))
@@ -413,6 +325,58 @@ def _exchange(
         late_ids = [given[k].get("tool_use_id") for k in late]
         edits.note(nxt, "moved_result", late_ids, PROVIDER, code)
     _rebuild_next(edits, nxt, given, gone, answering, added, code)
+
+
+def _settle(
+    content: Sequence[Any],
+    at: int,
+    unanswered: List[Any],
+    followed: bool,
+    code: str,
+    edits: Edits,
+    answer: Optional[str],
+) -> List[Dict[str, Any]]:
+    """The assistant message at ``at`` with its ``unanswered`` calls answered (the
+    placeholders, returned for the user message after it when ``followed``, else in a new
+    one) or dropped, and text after its last call moved before its first."""
+    added: List[Dict[str, Any]] = []
+    parts = list(range(len(content)))
+    if unanswered and answer is not None:
+        added = [_placeholder(u, answer) for u in unanswered]
+        edits.note(at, "answered_call", unanswered, PROVIDER, code, at + 1 if followed else None)
+        if not followed:
+            edits.insert(at, {"role": "user", "content": added})
+            added = []
+    elif unanswered:
+        missing = frozenset(unanswered)
+        parts = [k for k in parts if not _use_of(content[k], missing)]
+        edits.note(at, "dropped_call", unanswered, PROVIDER, code)
+    parts = _text_first(content, parts, at, code, edits)
+    if not any(content[k].get("type") not in THINKING_BLOCKS for k in parts):
+        edits.drop(at)
+        edits.note(at, "dropped_empty", unanswered, PROVIDER, code)
+    elif parts != list(range(len(content))):
+        edits.rebuild(at, "content", parts)
+    return added
+
+
+def _text_first(
+    content: Sequence[Any], parts: List[int], at: int, code: str, edits: Edits
+) -> List[int]:
+    """``parts`` with the text after the first ``tool_use`` moved before it, when some
+    follows the last one (the results could not follow the calls immediately)."""
+    uses = [k for k in parts if is_block(content[k], "tool_use")]
+    if not (uses and any(k > uses[-1] and is_block(content[k], "text") for k in parts)):
+        return parts
+    moved = [k for k in parts if k > uses[0] and is_block(content[k], "text")]
+    taken = set(moved)
+    rest = [k for k in parts if k >= uses[0] and k not in taken]
+    edits.note(at, "moved_text", [content[k].get("id") for k in uses], PROVIDER, code)
+    return [k for k in parts if k < uses[0]] + moved + rest
+
+
+def _use_of(block: Any, ids: FrozenSet[Any]) -> bool:
+    return is_block(block, "tool_use") and block.get("id") in ids
 
 
 def _rebuild_next(
@@ -426,23 +390,15 @@ def _rebuild_next(
 ) -> None:
     """The user message at ``i`` without the blocks ``gone``, starting with its blocks
     ``first`` and then ``added``; string content becomes a text block after them."""
-    message = edits.views[i]
     for k in gone:
         ids = [content[k].get("tool_use_id")]
         edits.note(i, "dropped_result", ids, PROVIDER, "unexpected_tool_result")
-    text = message.get("content")
+    text = edits.views[i].get("content")
     if isinstance(text, str) and not added:
         return  # a text message: nothing in it to move or drop
-    placed = {*gone, *first}
-    rest = [k for k in range(len(content)) if k not in placed]
-    parts: List[Part] = [*first, *added, *rest]
-    if isinstance(text, str) and text:
-        parts.append({"type": "text", "text": text})
-    if not parts:
-        edits.drop(i)
-        edits.note(i, "dropped_empty", [], PROVIDER, code)
-    elif parts != list(range(len(content))):
-        edits.rebuild(i, "content", parts)
+    last = [{"type": "text", "text": text}] if isinstance(text, str) and text else []
+    why = ((), PROVIDER, code)
+    edits.arrange(i, "content", len(content), [*first, *added], gone, last, why=why)
 
 
 ANTHROPIC = AnthropicFormat()

@@ -1,20 +1,7 @@
 """Amazon Bedrock Converse ``messages``: ``toolUse`` blocks answered by ``toolResult`` blocks.
 
-A message is ``{"role": "user" | "assistant", "content": [block, ...]}`` whose
-blocks carry no ``type``: each is keyed by what it holds (``{"text": ...}``,
-``{"toolUse": {"toolUseId", "name", "input"}}``, ``{"toolResult": {"toolUseId",
-"content", "status"}}``, ``{"reasoningContent": ...}``, ``{"image": ...}``, ...).
-
-Grouping: a user message holding ``toolResult`` blocks stays with the assistant
-message right before it when one of them answers one of its ``toolUse`` ids
-(``reasoningContent`` blocks live in the same message as the ``toolUse`` and
-never leave it).
-
-Where a conversation may resume after a cut (``resumes``): Bedrock wants the
-first message to be a user message and the roles to alternate, so the message
-at a cut has the other role than the one before it (a user message when nothing
-is before it); a message of ``toolResult`` blocks only ever follows the
-assistant message whose ``toolUse`` ids it answers.
+Blocks carry no ``type``: each is keyed by what it holds (``{"toolUse": {...}}``). Roles
+alternate, starting with a user message (``resumes``; see docs/formats/bedrock.md).
 """
 
 from __future__ import annotations
@@ -23,20 +10,9 @@ from collections.abc import Mapping
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import (
-    ASIDE,
-    CALLS,
-    OPENS_TURN,
-    REPLIES,
-    Links,
-    Media,
-    Thinking,
-    ToolCall,
-    ToolResult,
-    unrecognised,
-)
-from ._edits import Edits, Part
-from ._shapes import is_list, key, text_name
+from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, turn_step
+from ._edits import Edits, Part, Problems
+from ._shapes import View, Views, is_list, key, text_name
 
 PROVIDER = "bedrock"
 # The block keys holding media.
@@ -62,14 +38,14 @@ _ALTERNATE = (
 )
 
 
-def _blocks(view: Mapping[str, Any]) -> Sequence[Any]:
+def _blocks(view: View) -> Sequence[Any]:
     content: Sequence[Any] = view.get("content") or ()
     if type(content) is str or not is_list(content):
         return ()
     return content
 
 
-def is_message(view: Optional[Mapping[str, Any]]) -> bool:
+def is_message(view: Optional[View]) -> bool:
     """Whether ``view`` is a Converse message: a user or assistant role and a non-empty
     list of blocks that carry no ``type`` (every other format's blocks do)."""
     if view is None or view.get("role") not in ROLES:
@@ -78,34 +54,30 @@ def is_message(view: Optional[Mapping[str, Any]]) -> bool:
     return bool(content) and all(isinstance(b, Mapping) and "type" not in b for b in content)
 
 
-def _inner(block: Any, kind: str) -> Optional[Mapping[str, Any]]:
+def _inner(block: Any, kind: str) -> Optional[View]:
     if not isinstance(block, Mapping) or "type" in block:
         return None
     found = block.get(kind)
     return found if isinstance(found, Mapping) else None
 
 
-def uses(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+def _held(view: View, kind: str) -> List[Tuple[int, View]]:
+    """``(position, inner mapping)`` of each block of ``kind``, in order."""
+    found = ((k, _inner(block, kind)) for k, block in enumerate(_blocks(view)))
+    return [(k, inner) for k, inner in found if inner is not None]
+
+
+def uses(view: View) -> List[Tuple[int, View]]:
     """``(position, toolUse)`` of each ``toolUse`` block, in order."""
-    found = []
-    for k, block in enumerate(_blocks(view)):
-        use = _inner(block, "toolUse")
-        if use is not None:
-            found.append((k, use))
-    return found
+    return _held(view, "toolUse")
 
 
-def results(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+def results(view: View) -> List[Tuple[int, View]]:
     """``(position, toolResult)`` of each ``toolResult`` block, in order."""
-    found = []
-    for k, block in enumerate(_blocks(view)):
-        result = _inner(block, "toolResult")
-        if result is not None:
-            found.append((k, result))
-    return found
+    return _held(view, "toolResult")
 
 
-def _ids(found: Sequence[Tuple[int, Mapping[str, Any]]], index: int) -> List[Any]:
+def _ids(found: Sequence[Tuple[int, View]], index: int) -> List[Any]:
     return [key(item.get("toolUseId"), index, "a toolUseId") for _, item in found]
 
 
@@ -142,14 +114,13 @@ def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     return None
 
 
-class BedrockFormat:
+class BedrockFormat(WireFormat):
     """Bedrock Converse messages (boto3's ``bedrock-runtime`` ``converse``)."""
 
     provider = PROVIDER
     where = "content"
-    keys: Tuple[str, ...] = ()
 
-    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+    def media(self, view: View) -> Iterator[Media]:
         """The ``image``, ``document`` and ``video`` blocks of a message, in ``toolResult`` too."""
         for k, block in enumerate(_blocks(view)):
             found = media_block(block, ("content", k))
@@ -164,28 +135,26 @@ class BedrockFormat:
                     if found is not None:
                         yield found
 
-    def carries(self, view: Mapping[str, Any]) -> bool:
+    def carries(self, view: View) -> bool:
         """Whether ``view``'s content holds ``toolUse`` or ``toolResult`` blocks."""
         return any(isinstance(b, Mapping) and _tool_block(b) for b in _blocks(view))
 
-    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+    def structure(self, view: View) -> Tuple[str, ...]:
         """The tool block kinds in ``view``'s content, as an error names them."""
         found = {k for b in _blocks(view) if isinstance(b, Mapping) for k in b if k in BLOCKS}
         return tuple(f"{kind!r} blocks" for kind in BLOCKS if kind in found)
 
-    def check(self, view: Mapping[str, Any], index: int) -> None:
+    def check(self, view: View, index: int) -> None:
         """Refuse a ``toolUse`` outside an assistant message, a ``toolResult`` outside a
         user message."""
         role = view.get("role")
         for kind, owner in BLOCKS.items():
             if role != owner and any(_inner(b, kind) is not None for b in _blocks(view)):
-                raise unrecognised(
-                    view, index, self.structure(view), f"only a {owner} message holds {kind} blocks"
-                )
+                raise self.refuse(view, index, f"only a {owner} message holds {kind} blocks")
         _ids(uses(view), index)
         _ids(results(view), index)
 
-    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+    def link(self, view: View, index: int, links: Links) -> int:
         """The earliest message ``view`` must stay with, or ``-1``; sets what it leaves open."""
         left = links.left
         links.left = None
@@ -198,7 +167,7 @@ class BedrockFormat:
             return index - 1
         return -1
 
-    def resumes(self, before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool:
+    def resumes(self, before: Optional[View], view: View) -> bool:
         """Whether a conversation may continue at ``view`` right after ``before``
         (``None``: at the start). See the module's docstring."""
         if not is_message(view):
@@ -214,7 +183,7 @@ class BedrockFormat:
             return all(result.get("toolUseId") in called for _, result in answered)
         return True
 
-    def shaped(self, view: Optional[Mapping[str, Any]]) -> bool:
+    def shaped(self, view: Optional[View]) -> bool:
         """Whether ``view`` is a Converse message (tool blocks or not)."""
         return is_message(view)
 
@@ -222,51 +191,20 @@ class BedrockFormat:
         """The summary of dropped messages as a Converse message of its own."""
         return {"role": summary_role, "content": [{"text": text}]}
 
-    def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]:
+    def joined(self, view: View, text: str) -> Dict[str, Any]:
         """A copy of ``view`` with the summary as one more text block at its end."""
         return {**view, "content": [*_blocks(view), {"text": text}]}
 
-    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    def problems(self, views: Views) -> Iterator[PairingProblem]:
         """What Bedrock rejects: ``toolUse`` ids the next message does not answer (or no
         message after them at all), more ``toolResult`` blocks than the previous turn's
         ``toolUse`` blocks, a conversation not starting with a user message, two messages
         of one role in a row."""
-        previous: Optional[Mapping[str, Any]] = None
+        previous: Optional[View] = None
         for i, view in enumerate(views):
-            here = is_message(view)
-            if here and i == 0 and view.get("role") != "user":
-                yield PairingProblem(i, "first_message_not_user", (), PROVIDER, _START)
-            if (
-                here
-                and previous is not None
-                and is_message(previous)
-                and previous.get("role") == view.get("role")
-            ):
-                yield PairingProblem(i, "roles_not_alternating", (), PROVIDER, _ALTERNATE)
-            called = (
-                _ids(uses(previous), i - 1)
-                if previous is not None and previous.get("role") == "assistant"
-                else []
-            )
-            answered = _ids(results(view), i) if view.get("role") == "user" else []
-            if len(answered) > len(called):
-                asked = set(called)
-                extra = [a for a in answered if a not in asked] or answered
-                yield PairingProblem(
-                    i, "too_many_tool_results", names(extra), PROVIDER, _EXCEEDS.format(index=i)
-                )
-            if called:
-                given = set(answered)
-                missing = [c for c in dict.fromkeys(called) if c not in given]
-                if missing:
-                    ids = names(missing)
-                    yield PairingProblem(
-                        i,
-                        "missing_tool_results",
-                        ids,
-                        PROVIDER,
-                        _EXPECTED.format(index=i, ids=", ".join(ids)),
-                    )
+            if is_message(view):
+                yield from _order_problems(previous, view, i)
+            yield from _pairing_problems(previous, view, i)
             previous = view
         # A call awaiting its result at the end: Bedrock wants the results in a message
         # that is not there (reported at the call, in Bedrock's numbering).
@@ -276,24 +214,9 @@ class BedrockFormat:
             text = _EXPECTED.format(index=n, ids=", ".join(ids))
             yield PairingProblem(n - 1, "missing_tool_results", ids, PROVIDER, text)
 
-    def repair(
-        self,
-        views: Sequence[Mapping[str, Any]],
-        problems: Sequence[PairingProblem],
-        edits: Edits,
-        answer: Optional[str],
-    ) -> None:
-        """Repair this format's ``problems`` (see ``repair_pairing``).
-
-        The order first: an assistant message that opens the conversation goes,
-        and a message of the same role as the one before it is merged into it
-        (its blocks after that message's). Then, in a later pass, the pairing:
-        ``toolResult`` blocks answering no ``toolUse`` of the previous message
-        go (and repeated answers); a ``toolUse`` left unanswered is answered
-        with ``answer`` (a ``toolResult`` block with ``status: "error"`` and
-        the text, at the start of the next message) or, when ``answer`` is
-        ``None``, dropped. A message left without blocks goes.
-        """
+    def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
+        """Repair this format's ``problems`` (see docs/repair.md): the messages' order first
+        (merged, dropped), then in a later pass their results and calls."""
         order = [p for p in problems if p.code in _ORDER]
         if order:
             _reorder(views, order, edits)
@@ -313,7 +236,7 @@ class BedrockFormat:
             elif code == "missing_tool_results":
                 _answer(views, i, edits, answer, code)
 
-    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+    def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: a last assistant
         message with ``toolUse`` blocks; ``len(views)`` when there is none."""
         n = len(views)
@@ -322,17 +245,16 @@ class BedrockFormat:
             return n - 1 if uses(last) else n
         return n
 
-    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+    def step(self, view: View) -> Optional[str]:
         """A user message opens a turn unless it holds ``toolResult`` blocks; an assistant
         message calls tools when it holds ``toolUse`` blocks, else replies; ``None`` for
         no Converse message."""
         if not is_message(view):
             return None
-        if view.get("role") == "assistant":
-            return CALLS if uses(view) else REPLIES
-        return ASIDE if results(view) else OPENS_TURN
+        model = view.get("role") == "assistant"
+        return turn_step(model, bool(uses(view) if model else results(view)))
 
-    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+    def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """An assistant message's ``reasoningContent`` blocks; none may go from a message of
         reasoning alone (Bedrock rejects an empty content)."""
         view = views[index]
@@ -346,7 +268,7 @@ class BedrockFormat:
             return None
         return Thinking(found if len(found) < len(content) else ())
 
-    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+    def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's ``toolUse`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
             for k, use in uses(view):
@@ -361,7 +283,7 @@ class BedrockFormat:
                     no_arguments={},
                 )
 
-    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+    def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user message's ``toolResult`` blocks (their ``content`` list)."""
         if view.get("role") == "user":
             for k, result in results(view):
@@ -376,9 +298,36 @@ class BedrockFormat:
                 )
 
 
-def _reorder(
-    views: Sequence[Mapping[str, Any]], order: Sequence[PairingProblem], edits: Edits
-) -> None:
+def _order_problems(previous: Optional[View], view: View, i: int) -> Iterator[PairingProblem]:
+    """A conversation not starting with a user message, two messages of one role in a row."""
+    if i == 0 and view.get("role") != "user":
+        yield PairingProblem(i, "first_message_not_user", (), PROVIDER, _START)
+    if previous is not None and is_message(previous) and previous.get("role") == view.get("role"):
+        yield PairingProblem(i, "roles_not_alternating", (), PROVIDER, _ALTERNATE)
+
+
+def _pairing_problems(previous: Optional[View], view: View, i: int) -> Iterator[PairingProblem]:
+    """More ``toolResult`` blocks in ``view`` than ``toolUse`` blocks in ``previous``, and
+    ``toolUse`` ids of ``previous`` that ``view`` does not answer."""
+    called = (
+        _ids(uses(previous), i - 1)
+        if previous is not None and previous.get("role") == "assistant"
+        else []
+    )
+    answered = _ids(results(view), i) if view.get("role") == "user" else []
+    if len(answered) > len(called):
+        asked = set(called)
+        extra = [a for a in answered if a not in asked] or answered
+        text = _EXCEEDS.format(index=i)
+        yield PairingProblem(i, "too_many_tool_results", names(extra), PROVIDER, text)
+    given = set(answered)
+    missing = names([c for c in dict.fromkeys(called) if c not in given])
+    if missing:
+        text = _EXPECTED.format(index=i, ids=", ".join(missing))
+        yield PairingProblem(i, "missing_tool_results", missing, PROVIDER, text)
+
+
+def _reorder(views: Views, order: Sequence[PairingProblem], edits: Edits) -> None:
     """A leading assistant message dropped; each run of one role merged into its first."""
     into: Dict[int, List[Part]] = {}  # the message merged into -> its blocks, then the others'
     root: Dict[int, int] = {}  # a merged message -> the one it went into
@@ -408,7 +357,7 @@ def _reorder(
 
 
 def _rebuild(
-    views: Sequence[Mapping[str, Any]],
+    views: Views,
     i: int,
     gone: List[int],
     first: List[Part],
@@ -423,20 +372,12 @@ def _rebuild(
     content = views[i].get("content")
     if isinstance(content, str) and not first:
         return  # a text message: nothing in it to drop
-    dropped = set(gone)
-    kept: List[Part] = [*first, *(k for k in range(len(_blocks(views[i]))) if k not in dropped)]
-    if isinstance(content, str) and content:
-        kept.append({"text": content})
-    if not kept:
-        edits.drop(i)
-        edits.note(i, "dropped_empty", ids, PROVIDER, code)
-    elif kept != list(range(len(_blocks(views[i])))):
-        edits.rebuild(i, "content", kept)
+    last = [{"text": content}] if isinstance(content, str) and content else []
+    count = len(_blocks(views[i]))
+    edits.arrange(i, "content", count, first, gone, last, why=(ids, PROVIDER, code))
 
 
-def _answer(
-    views: Sequence[Mapping[str, Any]], i: int, edits: Edits, answer: Optional[str], code: str
-) -> None:
+def _answer(views: Views, i: int, edits: Edits, answer: Optional[str], code: str) -> None:
     """The ``toolUse`` ids of the message before ``i`` that ``i`` does not answer: answered
     at its start, or dropped from the message before it. Calls awaiting their results at
     the end (reported at the calls themselves) are answered in a new message after them."""
@@ -461,9 +402,7 @@ def _answer(
     _rebuild(views, i, [], added, edits, "answered_call", missing, code)
 
 
-def _answer_at_end(
-    views: Sequence[Mapping[str, Any]], i: int, edits: Edits, answer: Optional[str], code: str
-) -> None:
+def _answer_at_end(views: Views, i: int, edits: Edits, answer: Optional[str], code: str) -> None:
     missing = list(dict.fromkeys(_ids(uses(views[i]), i)))
     if answer is None:
         gone = [k for k, _ in uses(views[i])]
@@ -482,7 +421,7 @@ def _placeholder(use_id: Any, answer: str) -> Dict[str, Any]:
 _ORDER = ("first_message_not_user", "roles_not_alternating")
 
 
-def _tool_block(block: Mapping[str, Any]) -> bool:
+def _tool_block(block: View) -> bool:
     return "type" not in block and any(k in block for k in BLOCKS)
 
 

@@ -1,61 +1,21 @@
 """OpenAI Chat Completions: an assistant's ``tool_calls`` answered by ``tool`` messages.
 
-Also the legacy API: an assistant's ``function_call`` answered by the
-``function`` message right after it (no id: matched by position).
-
-Also Ollama's native ``/api/chat``: its ``tool_calls`` carry no ``id``
-(``{"function": {"name": ..., "arguments": {...}}}``, the arguments an object)
-and its ``tool`` messages no ``tool_call_id``: the ``tool`` messages after the
-calling message answer its calls in order, or, when a ``tool`` message names
-its tool (``"tool_name"``), the first unanswered call of that tool. In one
-assistant message a call with an ``id`` is answered only by a ``tool`` message
-naming that id, and a call without one only by a ``tool`` message without
-one; so a message mixing both pairs each call as its own kind is paired.
-
-Grouping: a ``tool`` message stays with the assistant message whose run of
-``tool`` messages it is in, when it answers one of its calls (the provider wants
-the answers right after the call). A ``tool`` message answering none of them
-joins nothing, but does not end the run, as it does not for the provider.
-
-Ollama accepts any order of messages (it renders them into the model's
-prompt), so its pairing problems are worded by this library, not by Ollama:
-what they name is a result the model reads with no call before it, or a call
-it reads with no result.
+Also the legacy ``function_call`` answered by the ``function`` message right after it, and
+Ollama's native ``/api/chat``, whose calls carry no ids and are answered in order (or by
+``tool_name``; see docs/formats/ollama.md).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from typing import (
-    Any,
-    Deque,
-    Dict,
-    FrozenSet,
-    Iterator,
-    List,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Tuple,
-)
+from typing import Any, Deque, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Tuple
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
-from ._base import (
-    ASIDE,
-    CALLS,
-    EMPTY_ARGUMENTS,
-    Links,
-    Media,
-    Thinking,
-    ToolCall,
-    ToolResult,
-    data_url,
-    unrecognised,
-)
-from ._edits import Edits
-from ._shapes import blocks, hashable, id_set, is_list, key, text_name
+from ._base import ASIDE, CALLS, EMPTY_ARGUMENTS, Links, Media, ToolCall, ToolResult, WireFormat
+from ._edits import Edits, Problems
+from ._shapes import View, Views, blocks, data_url, hashable, id_set, is_list, key, text_name
 
 PROVIDER = "openai"
 # Tool calls without ids, answered in order: Ollama's native API.
@@ -91,11 +51,10 @@ _OLLAMA_MISSING = (
     "'tool' messages right after it; Ollama would show the model calls without results: {names}"
 )
 _NO_IDS: FrozenSet[Any] = frozenset()
-_STRINGS = frozenset({str})
 _NO_CALLS: Tuple[Any, ...] = ()
 
 
-def call_ids(message: Mapping[str, Any], index: int) -> Optional[FrozenSet[Any]]:
+def call_ids(message: View, index: int) -> Optional[FrozenSet[Any]]:
     """The ids of an assistant message's tool calls, or ``None`` if none.
 
     Calls without an ``id`` cannot be answered, so they contribute nothing.
@@ -103,17 +62,12 @@ def call_ids(message: Mapping[str, Any], index: int) -> Optional[FrozenSet[Any]]
     tool_calls = message.get("tool_calls")
     if not tool_calls:
         return None
-    if type(tool_calls) is list:
-        # Dicts with string ids: most calling messages, without the general checks.
-        ids = [call.get("id") for call in tool_calls if type(call) is dict]
-        if len(ids) == len(tool_calls) and _STRINGS.issuperset(map(type, ids)):
-            return frozenset(ids)
     if not is_list(tool_calls):
         raise InvalidMessageError(
             f"tool_calls must be a list of mappings, not {type(tool_calls).__name__}", index
         )
     for j, call in enumerate(tool_calls):
-        if type(call) is not dict and not isinstance(call, Mapping):
+        if not isinstance(call, Mapping):
             raise InvalidMessageError(
                 f"tool_calls[{j}] must be a mapping with an 'id', not {type(call).__name__}",
                 index,
@@ -121,20 +75,15 @@ def call_ids(message: Mapping[str, Any], index: int) -> Optional[FrozenSet[Any]]
     return id_set((call.get("id") for call in tool_calls), index, "a tool call's id")
 
 
-def idless_calls(message: Mapping[str, Any]) -> Tuple[Optional[str], ...]:
+def idless_calls(message: View) -> Tuple[Optional[str], ...]:
     """The tool names of an assistant message's calls without an ``id`` (Ollama's), in order.
 
     ``tool_calls`` must have been checked by ``call_ids`` first.
     """
-    names: List[Optional[str]] = []
-    for call in message.get("tool_calls") or ():
-        if call.get("id") is None:
-            function = call.get("function")
-            names.append(text_name(function.get("name")) if isinstance(function, Mapping) else None)
-    return tuple(names)
+    return tuple(_function_name(c) for c in message.get("tool_calls") or () if c.get("id") is None)
 
 
-def _calls_of(message: Mapping[str, Any], index: int) -> Tuple[FrozenSet[Any], Tuple[Any, ...]]:
+def _calls_of(message: View, index: int) -> Tuple[FrozenSet[Any], Tuple[Any, ...]]:
     """An assistant message's call ids and the names of its id-less calls."""
     ids = call_ids(message, index) if message.get("tool_calls") else None
     if not ids:
@@ -156,7 +105,7 @@ class _IdlessCalls:
 
     __slots__ = ("_answered", "_by_name", "_first", "_left", "names")
 
-    def __init__(self, names: Sequence[Optional[str]]) -> None:
+    def __init__(self, names: Tuple[Optional[str], ...]) -> None:
         self.names = tuple(names)  # the tool each call names (None: none)
         self._answered = [False] * len(self.names)
         self._first = 0  # no call before it is unanswered
@@ -197,7 +146,7 @@ class _IdlessCalls:
         return [k for k, done in enumerate(self._answered) if not done]
 
 
-def opens_function_call(message: Mapping[str, Any]) -> bool:
+def opens_function_call(message: View) -> bool:
     """Whether a message is a legacy ``function_call`` awaiting its answer."""
     return message.get("role") == "assistant" and bool(message.get("function_call"))
 
@@ -246,7 +195,39 @@ def _idless_orphan(index: int, tool_name: Any, open_calls: Optional[_OpenCalls])
     )
 
 
-def _unanswered(views: Sequence[Mapping[str, Any]], at: int, end: int) -> Dict[Any, None]:
+def _open_calls(message: View, index: int) -> Optional[_OpenCalls]:
+    """What an assistant message's calls leave open for the ``tool`` messages after it."""
+    ids, idless = _calls_of(message, index)
+    if not (ids or idless):
+        return None
+    calls = (c.get("id") for c in message.get("tool_calls") or ())
+    order = dict.fromkeys(c for c in calls if c is not None)
+    return _OpenCalls(index, order, ids, _IdlessCalls(idless))
+
+
+def _answer_problem(
+    message: View, index: int, open_calls: Optional[_OpenCalls]
+) -> Optional[PairingProblem]:
+    """What is wrong with the ``tool`` message at ``index`` answering ``open_calls``, if
+    anything; the call it answers is answered."""
+    call_id = key(message.get("tool_call_id"), index, "tool_call_id")
+    if call_id is None:  # Ollama's, answered by order (OpenAI refuses it)
+        tool_name = message.get("tool_name")
+        if open_calls is None or open_calls.idless.answer(tool_name) < 0:
+            return _idless_orphan(index, tool_name, open_calls)
+        return None
+    found = names([call_id])
+    if open_calls is None:
+        return PairingProblem(index, "orphan_tool_result", found, PROVIDER, _ORPHAN)
+    if call_id in open_calls.unanswered:
+        del open_calls.unanswered[call_id]
+    elif call_id not in open_calls.called:
+        text = _UNKNOWN_ID.format(id=call_id)
+        return PairingProblem(index, "unknown_tool_call_id", found, PROVIDER, text)
+    return None
+
+
+def _unanswered(views: Views, at: int, end: int) -> Dict[Any, None]:
     """The ids of the calls of the assistant message at ``at`` that its run of ``tool``
     messages (to ``end``) does not answer, in call order."""
     calls = views[at].get("tool_calls") or ()
@@ -256,12 +237,12 @@ def _unanswered(views: Sequence[Mapping[str, Any]], at: int, end: int) -> Dict[A
     return order
 
 
-def _function_name(call: Mapping[str, Any]) -> Optional[str]:
+def _function_name(call: View) -> Optional[str]:
     function = call.get("function")
     return text_name(function.get("name")) if isinstance(function, Mapping) else None
 
 
-def _idless_unanswered(views: Sequence[Mapping[str, Any]], at: int, end: int) -> List[int]:
+def _idless_unanswered(views: Views, at: int, end: int) -> List[int]:
     """The positions in ``tool_calls`` of the assistant message at ``at`` of its id-less
     calls that its run of ``tool`` messages (to ``end``) does not answer (by order, as
     ``_IdlessCalls`` pairs them)."""
@@ -276,7 +257,7 @@ def _idless_unanswered(views: Sequence[Mapping[str, Any]], at: int, end: int) ->
     return [pending[k] for k in waiting.unanswered()]
 
 
-def _run_ends(views: Sequence[Mapping[str, Any]]) -> List[int]:
+def _run_ends(views: Views) -> List[int]:
     """For each message, the last message of the run of ``tool`` messages after it (itself
     if none)."""
     ends = list(range(len(views)))
@@ -316,7 +297,7 @@ class _Owed:
         return later.popleft() if later else None
 
 
-def _open_function_calls(views: Sequence[Mapping[str, Any]]) -> List[int]:
+def _open_function_calls(views: Views) -> List[int]:
     """The assistant ``function_call`` messages with no ``function`` message right after,
     in order."""
     n = len(views)
@@ -329,7 +310,7 @@ def _open_function_calls(views: Sequence[Mapping[str, Any]]) -> List[int]:
 
 
 def _settle(
-    views: Sequence[Mapping[str, Any]],
+    views: Views,
     at: int,
     end: int,
     ids: List[Any],
@@ -341,36 +322,39 @@ def _settle(
     the ids ``ids``, and the id-less ones at the positions ``idless`` of its ``tool_calls``
     (answered after ``end``, the last of its run of ``tool`` messages)."""
     problem = "missing_tool_results"
-    view = views[at]
-    calls = view.get("tool_calls") or ()
+    calls = views[at].get("tool_calls") or ()
     function_names = [_function_name(calls[k]) for k in idless]
     shown = ["?" if name is None else name for name in function_names]
     if answer is not None:
         for call_id in ids:
             edits.insert(end, {"role": "tool", "tool_call_id": call_id, "content": answer})
         for name in function_names:
-            made: Dict[str, Any] = {"role": "tool", "content": answer}
-            if name is not None:
-                made["tool_name"] = name
-            edits.insert(end, made)
-        if ids:
-            edits.note(at, "answered_call", ids, PROVIDER, problem)
-        if idless:
-            edits.note(at, "answered_call", shown, OLLAMA, problem)
-        return
-    gone, gone_ids = set(idless), set(ids)
-    kept = [k for k, call in enumerate(calls) if k not in gone and call.get("id") not in gone_ids]
+            named = {} if name is None else {"tool_name": name}
+            edits.insert(end, {"role": "tool", "content": answer, **named})
+    action = "dropped_call" if answer is None else "answered_call"
     if ids:
-        edits.note(at, "dropped_call", ids, PROVIDER, problem)
+        edits.note(at, action, ids, PROVIDER, problem)
     if idless:
-        edits.note(at, "dropped_call", shown, OLLAMA, problem)
+        edits.note(at, action, shown, OLLAMA, problem)
+    if answer is None and not _drop_calls(views[at], at, frozenset(idless), frozenset(ids), edits):
+        edits.note(at, "dropped_empty", ids or shown, PROVIDER if ids else OLLAMA, problem)
+
+
+def _drop_calls(
+    view: View, at: int, gone: FrozenSet[int], gone_ids: FrozenSet[Any], edits: Edits
+) -> bool:
+    """The assistant message at ``at`` without the calls at the positions ``gone`` and with
+    the ids ``gone_ids``; ``False`` when nothing is left and it goes."""
+    calls = view.get("tool_calls") or ()
+    kept = [k for k, call in enumerate(calls) if k not in gone and call.get("id") not in gone_ids]
     if kept:
         edits.rebuild(at, "tool_calls", kept)
     elif view.get("content") or view.get("function_call"):
         edits.rebuild(at, None, unset=("tool_calls",))
     else:
         edits.drop(at)
-        edits.note(at, "dropped_empty", ids or shown, PROVIDER if ids else OLLAMA, problem)
+        return False
+    return True
 
 
 def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
@@ -402,39 +386,36 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     return None
 
 
-class ChatFormat:
+class ChatFormat(WireFormat):
     """OpenAI Chat Completions, legacy ``function_call`` included."""
 
     provider = PROVIDER
     where = "keys"
-    keys: Tuple[str, ...] = KEYS
+    keys = KEYS
     roles = ROLES
 
-    def carries(self, view: Mapping[str, Any]) -> bool:
+    def carries(self, view: View) -> bool:
         """Whether ``view`` holds ``tool_calls`` or ``function_call``, or has this format's role."""
         return bool(view.get("tool_calls") or view.get("function_call")) or (
             view.get("role") in ROLES
         )
 
-    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+    def structure(self, view: View) -> Tuple[str, ...]:
         """The tool structure of this format in ``view``, as an error names it."""
         found = tuple(f"{k!r}" for k in KEYS if view.get(k))
         role = view.get("role")
         return (*found, f"role {role!r}") if role in ROLES else found
 
-    def check(self, view: Mapping[str, Any], index: int) -> None:
+    def check(self, view: View, index: int) -> None:
         """Refuse calls anywhere but on an assistant message."""
         if view.get("role") != "assistant" and (
             view.get("tool_calls") or view.get("function_call")
         ):
-            raise unrecognised(
-                view,
-                index,
-                self.structure(view),
-                "only an assistant message calls tools in Chat Completions",
+            raise self.refuse(
+                view, index, "only an assistant message calls tools in Chat Completions"
             )
 
-    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+    def link(self, view: View, index: int, links: Links) -> int:
         """The earliest message ``view`` must stay with, or ``-1``; sets what it leaves open."""
         role = view.get("role")
         left = links.left
@@ -465,46 +446,21 @@ class ChatFormat:
         links.left = _Run(index, ids, function_call, waiting) if opens else None
         return -1
 
-    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    def problems(self, views: Views) -> Iterator[PairingProblem]:
         """What OpenAI rejects: unanswered calls, answers to no call, stray function messages."""
         open_calls: Optional[_OpenCalls] = None
         for i, message in enumerate(views):
             role = message.get("role")
             if role == "tool":
-                call_id = key(message.get("tool_call_id"), i, "tool_call_id")
-                if call_id is None:
-                    # Ollama's, answered by order (OpenAI refuses a tool message without an id).
-                    tool_name = message.get("tool_name")
-                    if open_calls is None:
-                        yield _idless_orphan(i, tool_name, open_calls)
-                        continue
-                    if open_calls.idless.answer(tool_name) < 0:
-                        yield _idless_orphan(i, tool_name, open_calls)
-                    continue
-                if open_calls is None:
-                    yield PairingProblem(
-                        i, "orphan_tool_result", names([call_id]), PROVIDER, _ORPHAN
-                    )
-                elif call_id in open_calls.unanswered:
-                    del open_calls.unanswered[call_id]
-                elif call_id not in open_calls.called:
-                    yield PairingProblem(
-                        i,
-                        "unknown_tool_call_id",
-                        names([call_id]),
-                        PROVIDER,
-                        _UNKNOWN_ID.format(id=call_id),
-                    )
+                problem = _answer_problem(message, i, open_calls)
+                if problem is not None:
+                    yield problem
                 continue
             if open_calls is not None:
                 yield from _missing(open_calls)
                 open_calls = None
             if role == "assistant":
-                ids, idless = _calls_of(message, i)
-                if ids or idless:
-                    calls = (c.get("id") for c in message.get("tool_calls") or ())
-                    order = dict.fromkeys(c for c in calls if c is not None)
-                    open_calls = _OpenCalls(i, order, ids, _IdlessCalls(idless))
+                open_calls = _open_calls(message, i)
             elif role == "function" and not (i and opens_function_call(views[i - 1])):
                 name = message.get("name")
                 found = () if name is None else names([name])
@@ -512,28 +468,9 @@ class ChatFormat:
         if open_calls is not None:
             yield from _missing(open_calls)
 
-    def repair(
-        self,
-        views: Sequence[Mapping[str, Any]],
-        problems: Sequence[PairingProblem],
-        edits: Edits,
-        answer: Optional[str],
-    ) -> None:
-        """Repair this format's ``problems`` (see ``repair_pairing``).
-
-        A ``tool`` message answering no call of its run goes to the end of the
-        run of an assistant message whose call with its id is unanswered (the
-        nearest before it, else after it), else it is dropped; a stray
-        ``function`` message goes right after an unanswered ``function_call``
-        before it, else it is dropped. Calls still unanswered are answered
-        after their run with ``answer`` (a ``tool`` message), or, when
-        ``answer`` is ``None``, dropped from ``tool_calls``: the key goes when
-        none is left, and the message when it then says nothing. Ollama's
-        id-less calls likewise: a ``tool`` message without an id answering none
-        is dropped, and an id-less call its run does not answer (by order) is
-        answered with a ``{"role": "tool", "content": answer, "tool_name": ...}``
-        message or dropped.
-        """
+    def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
+        """Repair this format's ``problems`` (see docs/repair.md): stray results moved into the
+        run owing them or dropped, calls answered with ``answer`` or dropped."""
         ends = _run_ends(views)
         unanswered: Dict[int, Dict[Any, None]] = {}
         idless: Dict[int, List[int]] = {}  # Ollama's calls: positions in tool_calls
@@ -574,7 +511,7 @@ class ChatFormat:
             if ids or idless[at]:
                 _settle(views, at, ends[at], list(ids), idless[at], edits, answer)
 
-    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+    def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: the assistant message
         whose run of ``tool`` messages reaches the end without answering every call (a
         legacy ``function_call`` with nothing after it); ``len(views)`` when none."""
@@ -598,7 +535,7 @@ class ChatFormat:
                 owed.discard(call_id)
         return at if owed or idless else n
 
-    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+    def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's calls, with the tool each names."""
         if view.get("role") == "assistant" and call_ids(view, index):  # validates tool_calls
             for j, call in enumerate(view["tool_calls"]):
@@ -618,23 +555,19 @@ class ChatFormat:
                     no_arguments=EMPTY_ARGUMENTS,
                 )
 
-    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+    def step(self, view: View) -> Optional[str]:
         """A message with ``tool_calls`` or ``function_call`` calls tools, a ``tool`` or
         ``function`` message is none of a turn's steps; ``None`` for any other."""
         if view.get("tool_calls") or view.get("function_call"):
             return CALLS
         return ASIDE if view.get("role") in ROLES else None
 
-    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
-        """Nothing: Chat Completions messages carry no thinking a provider takes back."""
-        return None
-
-    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+    def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A ``tool`` message's content."""
         if view.get("role") == "tool":
             yield ToolResult(index, None, "content", view.get("tool_call_id"), view.get("content"))
 
-    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+    def media(self, view: View) -> Iterator[Media]:
         """The ``image_url``, ``input_audio`` and ``file`` parts of ``view``'s content."""
         for k, part in enumerate(blocks(view)):
             found = media_part(part, ("content", k))

@@ -1,64 +1,11 @@
 """How a framework's message object is seen: the wire-shaped view the core groups and counts.
 
-LangChain messages, pydantic-ai ``ModelRequest``/``ModelResponse`` and
-openai-agents run items are not wire messages: their dumps carry neither a
-``role`` nor a wire ``type``, so without a view each would be a group of its
-own and a tool call could be kept without its result. ``framework_view``
-returns the mapping the framework sends for the object, close enough that the
-core pairs and counts it as sent:
-
-- a LangChain message is seen in Chat Completions form, as ``ChatOpenAI`` sends
-  it: an ``AIMessage`` with ``tool_calls`` pairs with the ``ToolMessage`` objects
-  whose ``tool_call_id`` answers it. Its content is what every provider
-  integration sends of it: the tool-call blocks some keep beside ``tool_calls``
-  (``ChatAnthropic``'s and ``ChatBedrockConverse``'s ``tool_use``, the v1
-  standard ``tool_call``, a Responses ``function_call``) are its calls, once, in
-  ``tool_calls``; a standard data block (``image``, ``file``, ``audio`` with
-  ``base64`` or ``url``) is the Chat Completions media part it stands for. Where
-  ``ChatGoogleGenerativeAI`` and ``ChatBedrockConverse`` made the message, its
-  provider's rule on where the model's turn may come is kept too
-  (``LANGCHAIN_TURNS``);
-- a pydantic-ai message is seen in Anthropic Messages form, because one
-  ``ModelRequest`` can answer several calls at once and holds a turn, not a
-  message: a ``ModelResponse`` is an assistant turn with ``tool_use`` blocks, a
-  ``ModelRequest`` a user turn with ``tool_result`` blocks, so a response
-  holding ``ToolCallPart`` objects stays with the request holding their
-  ``ToolReturnPart`` objects. Its files, in a prompt or a tool's return, are
-  the media blocks the core prices: an image (``BinaryContent`` as base64,
-  ``ImageUrl`` as a URL) an ``image`` block, a PDF or ``DocumentUrl`` a
-  ``document``, a text file a text ``document``, audio Chat Completions'
-  ``input_audio`` and video a Bedrock ``video`` block (Anthropic's API has
-  neither, and a ``tool_result`` cannot hold them: they follow the results);
-- an openai-agents run item (``ToolCallItem``, ``ToolCallOutputItem``, ...) is
-  seen as the Responses input item it wraps (``raw_item``). The items that
-  ``RunResult.to_input_list()`` returns are plain dicts and need no view;
-- a Mistral SDK message (``UserMessage``, ``AssistantMessage``,
-  ``SystemMessage``, ``ToolMessage``) is seen as the JSON the SDK sends for it,
-  its defaults included (``UserMessage(content=...)`` is sent with its role);
-- a LlamaIndex ``ChatMessage`` is seen in Chat Completions form, as
-  ``llama-index-llms-openai`` sends it: its role, its text, and its
-  ``additional_kwargs`` (where LlamaIndex keeps ``tool_calls`` and a tool
-  message's ``tool_call_id``), with its ``ToolCallBlock`` blocks as
-  ``tool_calls``;
-- an AutoGen ``LLMMessage`` is seen in Anthropic Messages form, because one
-  ``FunctionExecutionResultMessage`` answers several calls at once (AutoGen's
-  OpenAI client sends it as one ``tool`` message per result): an
-  ``AssistantMessage`` holding ``FunctionCall`` objects is an assistant turn
-  with ``tool_use`` blocks (each ``input`` the arguments' text, as sent), the
-  results message a user turn with ``tool_result`` blocks; a ``UserMessage``
-  carries its ``source`` as ``name``, as the client sends it;
-- a smolagents ``ChatMessage`` (a dataclass) is seen as smolagents sends it:
-  its role and content only, a ``tool-call`` message as an assistant message
-  and a ``tool-response`` as a user message (its tool calls are text by then).
-  A smolagents agent's memory steps are not messages:
-  ``agent.write_memory_to_messages()`` gives the list to compact.
-
-Cohere v2 messages and google-genai's ``UserContent``/``ModelContent`` need no
-view here: their dumps carry their role (see ``sdk_dump``), and they are read
-as the wire formats they are.
-
-No framework is imported: an object is recognised by the module and name of a
-class in its MRO, and read through attributes the frameworks document.
+Their dumps carry neither a ``role`` nor a wire ``type``, so each framework's object is
+seen as the wire message the framework sends for it (docs/formats/message-objects.md):
+LangChain, Mistral, LlamaIndex and smolagents messages in Chat Completions form,
+pydantic-ai and AutoGen messages in Anthropic Messages form (one of their requests answers
+several calls), openai-agents run items as the Responses item they wrap. No framework is
+imported: an object is recognised by the module and name of a class in its MRO.
 """
 
 from __future__ import annotations
@@ -67,6 +14,8 @@ import base64
 import json
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional
+
+from ._shapes import View
 
 Json = Dict[str, Any]
 
@@ -102,7 +51,7 @@ _AUTOGEN_MESSAGES = frozenset(
 _SMOLAGENTS_ROLES = {"tool-call": "assistant", "tool-response": "user"}
 
 
-def framework_view(message: object) -> Optional[Mapping[str, Any]]:
+def framework_view(message: object) -> Optional[View]:
     """The wire-shaped view of a known framework message object, or ``None``.
 
     Args:
@@ -173,7 +122,7 @@ class _LangChainTurns:
     provider refuses the model's turn right after the system message (``_TURN_RULES``):
     a ``Resuming`` of ``ctx_compact.formats``, whose views are ``_ModelTurn`` objects."""
 
-    def resumes(self, before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool:
+    def resumes(self, before: Optional[View], view: View) -> bool:
         """Whether the conversation may go on at ``view`` right after ``before``."""
         if not isinstance(view, _ModelTurn) or (view.rule == "calls" and not _calls(view)):
             return True
@@ -182,7 +131,7 @@ class _LangChainTurns:
             return role in ("user", "tool")  # a user turn, or function responses
         return role in ("user", "tool", "assistant")  # LangChain merges two AI messages
 
-    def shaped(self, view: Optional[Mapping[str, Any]]) -> bool:
+    def shaped(self, view: Optional[View]) -> bool:
         """Never: a summary beside a LangChain message is a plain message."""
         return False
 
@@ -190,7 +139,7 @@ class _LangChainTurns:
         """The summary as the specification's message (``shaped`` is never true)."""
         return {"role": summary_role, "content": text}
 
-    def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]:
+    def joined(self, view: View, text: str) -> Dict[str, Any]:
         """A copy of ``view`` (``shaped`` is never true, so this is never asked)."""
         return dict(view)
 
@@ -198,7 +147,7 @@ class _LangChainTurns:
 LANGCHAIN_TURNS = _LangChainTurns()
 
 
-def _calls(view: Mapping[str, Any]) -> bool:
+def _calls(view: View) -> bool:
     return bool(view.get("tool_calls") or view.get("function_call"))
 
 
@@ -292,7 +241,7 @@ def _langchain_content(content: Any, assistant: bool) -> Any:
     return blocks
 
 
-def _media_part(block: Mapping[str, Any]) -> Any:
+def _media_part(block: View) -> Any:
     """A LangChain standard data block (v1, or v0 with ``source_type``) as the Chat
     Completions part the media-aware count reads; any other block as it is."""
     kind = block.get("type")

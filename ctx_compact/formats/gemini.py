@@ -1,32 +1,8 @@
-"""Google Gemini ``contents``: a model turn's ``function_call`` parts answered by the next turn's
-``function_response`` parts.
+"""Google Gemini ``contents``: a model turn's ``function_call`` parts answered by the next
+turn's ``function_response`` parts (by id, else by position and name).
 
-A content is ``{"role": "user" | "model", "parts": [...]}`` (a missing role is
-the API's default, ``"user"``). Parts are read in both spellings the API takes:
-``function_call``/``functionCall``, ``function_response``/``functionResponse``,
-``thought_signature``/``thoughtSignature``, ``inline_data``/``inlineData``. A
-google-genai ``types.Content`` is seen as the JSON it sends (snake_case).
-
-Grouping: a turn holding ``function_response`` parts stays with the model turn
-right before it when one of its responses answers one of that turn's calls: by
-``id`` when both carry one, else by position and ``name``. A ``thought_signature``
-is a field of the part it signs (or a part of the same model turn), so it never
-leaves its call.
-
-Where a conversation may resume after a cut (``resumes``): Gemini refuses a
-function-call turn that does not come right after a user turn or a
-function-response turn ("Please ensure that function call turn comes
-immediately after a user turn or after a function response turn."), so one never
-opens the conversation or follows a model turn; a function-response turn only
-ever follows its call turn. And because older models refuse two turns of the
-same role in a row ("Please ensure that multiturn requests alternate between
-user and model."), a cut never makes two user turns or two model turns meet:
-whatever the model, the turns on either side of a cut alternate.
-
-Roles: the API takes ``"user"`` and ``"model"``, and for a function response
-turn also ``"function"`` or ``"tool"`` (older docs send it so; it is a user
-turn for the alternation); a content holding function parts with any other role
-is refused.
+Parts are read in both spellings the API takes (``function_call``/``functionCall``, ...);
+where a conversation may resume after a cut is ``resumes`` (see docs/formats/gemini.md).
 """
 
 from __future__ import annotations
@@ -37,20 +13,9 @@ from typing import Any, Deque, Dict, Iterator, List, NamedTuple, Optional, Seque
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
-from ._base import (
-    ASIDE,
-    CALLS,
-    OPENS_TURN,
-    REPLIES,
-    Links,
-    Media,
-    Thinking,
-    ToolCall,
-    ToolResult,
-    unrecognised,
-)
-from ._edits import Edits, Part
-from ._shapes import dump_failed, is_list, key, sdk_dump, text_name
+from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, turn_step
+from ._edits import Edits, Part, Problems
+from ._shapes import View, Views, dump_failed, is_list, key, sdk_dump, text_name
 
 PROVIDER = "gemini"
 ROLES = ("user", "model")
@@ -81,12 +46,12 @@ _PART_COUNT = (
 )
 
 
-def is_content(view: Mapping[str, Any]) -> bool:
+def is_content(view: View) -> bool:
     """Whether ``view`` is a Gemini content: a ``parts`` list and no ``content``."""
     return is_list(view.get("parts")) and "content" not in view
 
 
-def parts(view: Mapping[str, Any]) -> Sequence[Any]:
+def parts(view: View) -> Sequence[Any]:
     """A content's parts, or ``()``; google-genai ``Part`` objects (``{"role": "model",
     "parts": response.candidates[0].content.parts}``) are seen as the JSON they send.
 
@@ -110,7 +75,7 @@ def _part_view(part: Any) -> Any:
         raise InvalidMessageError(dump_failed(part, exc)) from exc
 
 
-def role(view: Mapping[str, Any]) -> Any:
+def role(view: View) -> Any:
     """A content's role: ``"user"`` when it has none (the API's default) or when it is a
     function response turn's ``"function"``/``"tool"``."""
     found = view.get("role")
@@ -128,41 +93,37 @@ def _field(part: Any, spellings: Tuple[str, str]) -> Tuple[Optional[str], Any]:
     return None, None
 
 
-def calls(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+def _held(view: View, spellings: Tuple[str, str]) -> List[Tuple[int, View]]:
+    """``(position, value)`` of each part whose field in ``spellings`` is a mapping, in order."""
+    found = ((k, _field(part, spellings)[1]) for k, part in enumerate(parts(view)))
+    return [(k, value) for k, value in found if isinstance(value, Mapping)]
+
+
+def calls(view: View) -> List[Tuple[int, View]]:
     """``(position, function_call)`` of each call part, in order."""
-    found = []
-    for k, part in enumerate(parts(view)):
-        _, call = _field(part, CALL_KEYS)
-        if isinstance(call, Mapping):
-            found.append((k, call))
-    return found
+    return _held(view, CALL_KEYS)
 
 
-def responses(view: Mapping[str, Any]) -> List[Tuple[int, Mapping[str, Any]]]:
+def responses(view: View) -> List[Tuple[int, View]]:
     """``(position, function_response)`` of each response part, in order."""
-    found = []
-    for k, part in enumerate(parts(view)):
-        _, response = _field(part, RESPONSE_KEYS)
-        if isinstance(response, Mapping):
-            found.append((k, response))
-    return found
+    return _held(view, RESPONSE_KEYS)
 
 
-def _has(view: Mapping[str, Any], spellings: Tuple[str, str]) -> bool:
+def _has(view: View, spellings: Tuple[str, str]) -> bool:
     return any(_field(p, spellings)[1] is not None for p in parts(view))
 
 
-def is_call_turn(view: Optional[Mapping[str, Any]]) -> bool:
+def is_call_turn(view: Optional[View]) -> bool:
     """Whether ``view`` is a Gemini model turn holding ``function_call`` parts."""
     return view is not None and is_content(view) and _has(view, CALL_KEYS)
 
 
-def is_response_turn(view: Optional[Mapping[str, Any]]) -> bool:
+def is_response_turn(view: Optional[View]) -> bool:
     """Whether ``view`` is a Gemini turn holding ``function_response`` parts."""
     return view is not None and is_content(view) and _has(view, RESPONSE_KEYS)
 
 
-def answers(call_list: Sequence[Mapping[str, Any]], response_list: Sequence[Any]) -> bool:
+def answers(call_list: Views, response_list: Sequence[Any]) -> bool:
     """Whether one of the responses answers one of the calls: by id when both carry
     one, else by position and name."""
     ids = {c.get("id") for c in call_list if c.get("id") is not None}  # checked hashable
@@ -186,7 +147,7 @@ def _among(found: Any, ids: Set[Any]) -> bool:
 class _Calls(NamedTuple):
     """What a model turn leaves open: its function calls."""
 
-    calls: List[Mapping[str, Any]]
+    calls: List[View]
 
 
 def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
@@ -209,14 +170,14 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     return None
 
 
-class GeminiFormat:
+class GeminiFormat(WireFormat):
     """Gemini ``contents``, dicts in either spelling or google-genai objects' JSON."""
 
     provider = PROVIDER
     where = "keys"
     keys: Tuple[str, ...] = ("parts",)
 
-    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+    def media(self, view: View) -> Iterator[Media]:
         """The ``inline_data`` and ``file_data`` parts of a content (either spelling)."""
         found: Any = view.get("parts")
         if not is_list(found):
@@ -226,14 +187,14 @@ class GeminiFormat:
             if media is not None:
                 yield media
 
-    def carries(self, view: Mapping[str, Any]) -> bool:
+    def carries(self, view: View) -> bool:
         """Whether ``view``'s parts hold a function call or response."""
         return any(
             _field(p, CALL_KEYS)[1] is not None or _field(p, RESPONSE_KEYS)[1] is not None
             for p in parts(view)
         )
 
-    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+    def structure(self, view: View) -> Tuple[str, ...]:
         """The function part kinds in ``view``, as an error names them."""
         found = []
         for spellings in (CALL_KEYS, RESPONSE_KEYS):
@@ -244,42 +205,27 @@ class GeminiFormat:
                     break
         return tuple(found)
 
-    def check(self, view: Mapping[str, Any], index: int) -> None:
+    def check(self, view: View, index: int) -> None:
         """Refuse function parts the API would not take: with ``content`` beside ``parts``,
         on a role other than ``user``/``model``, a call on a user turn or a response on a
         model turn."""
         found = view.get("role")
         if "content" in view:
-            raise unrecognised(
-                view,
-                index,
-                (*self.structure(view), "'content'"),
-                "a Gemini content has 'parts' and no 'content'",
-            )
+            why = "a Gemini content has 'parts' and no 'content'"
+            raise self.refuse(view, index, why, "'content'")
         if found is not None and found not in ROLES and found not in RESPONSE_ROLES:
-            raise unrecognised(
-                view,
-                index,
-                self.structure(view),
-                "Gemini takes role 'user' or 'model' (a function response turn also "
-                "'function' or 'tool')",
-            )
+            why = "Gemini takes role 'user' or 'model' (a function response turn also "
+            raise self.refuse(view, index, why + "'function' or 'tool')")
         current = role(view)
         if current != "model" and _has(view, CALL_KEYS):
-            raise unrecognised(
-                view, index, self.structure(view), "only a model turn holds function_call parts"
-            )
+            raise self.refuse(view, index, "only a model turn holds function_call parts")
         if current == "model" and _has(view, RESPONSE_KEYS):
-            raise unrecognised(
-                view,
-                index,
-                self.structure(view),
-                "a function_response part belongs to a user turn, not a model turn",
-            )
+            why = "a function_response part belongs to a user turn, not a model turn"
+            raise self.refuse(view, index, why)
         for _, part in calls(view) + responses(view):
             key(part.get("id"), index, "a function part's id")
 
-    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+    def link(self, view: View, index: int, links: Links) -> int:
         """The earliest content ``view`` must stay with, or ``-1``; sets what it leaves open."""
         left = links.left
         links.left = None
@@ -294,7 +240,7 @@ class GeminiFormat:
                 return index - 1
         return -1
 
-    def resumes(self, before: Optional[Mapping[str, Any]], view: Mapping[str, Any]) -> bool:
+    def resumes(self, before: Optional[View], view: View) -> bool:
         """Whether a conversation may continue at ``view`` right after ``before``
         (``None``: at the start). See the module's docstring."""
         if not is_content(view):
@@ -305,7 +251,7 @@ class GeminiFormat:
             return not is_call_turn(view)
         return bool(_role_of(before) != role(view))
 
-    def shaped(self, view: Optional[Mapping[str, Any]]) -> bool:
+    def shaped(self, view: Optional[View]) -> bool:
         """Whether ``view`` is a Gemini content (tool parts or not)."""
         return view is not None and is_content(view)
 
@@ -313,15 +259,15 @@ class GeminiFormat:
         """The summary of dropped turns as a Gemini content of its own."""
         return {"role": summary_role, "parts": [{"text": text}]}
 
-    def joined(self, view: Mapping[str, Any], text: str) -> Dict[str, Any]:
+    def joined(self, view: View, text: str) -> Dict[str, Any]:
         """A copy of ``view`` with the summary as one more text part at its end."""
         return {**view, "parts": [*parts(view), {"text": text}]}
 
-    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    def problems(self, views: Views) -> Iterator[PairingProblem]:
         """What Gemini rejects: a function-response turn not right after a function-call
         turn, or with another number of parts; a function-call turn not right after a
         user or function-response turn."""
-        previous: Optional[Mapping[str, Any]] = None
+        previous: Optional[View] = None
         for i, view in enumerate(views):
             if is_call_turn(view) and not (previous is not None and _role_of(previous) == "user"):
                 ids = names([c.get("id") or c.get("name") for _, c in calls(view)])
@@ -339,92 +285,38 @@ class GeminiFormat:
                     yield PairingProblem(i, "function_response_count", ids, PROVIDER, _PART_COUNT)
             previous = view
 
-    def repair(
-        self,
-        views: Sequence[Mapping[str, Any]],
-        problems: Sequence[PairingProblem],
-        edits: Edits,
-        answer: Optional[str],
-    ) -> None:
-        """Repair this format's ``problems`` (see ``repair_pairing``).
-
-        The turns are read once, in order, each against the turn kept before it
-        (so a repair's consequences are repaired in the same pass). A
-        function-call turn right after a model turn is merged into the first
-        model turn of that run when a user turn comes before it (the parts after
-        that turn's: one model turn, as Gemini writes text and calls); with no
-        user turn before it (opening the conversation, or after another
-        format's message) it loses its calls. A function-response turn not
-        right after a call turn loses its responses; a response turn whose
-        responses are not as many as its call turn's calls keeps the responses
-        that answer a call (by id, else by name, in order), in the calls' order,
-        and the calls left unanswered are answered with ``answer`` (a
-        ``function_response`` part whose ``response`` is ``{"output":
-        answer}``) or, when ``answer`` is ``None``, dropped. A turn left without
-        parts goes.
-        """
+    def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
+        """Repair this format's ``problems`` (see docs/repair.md), reading the turns once, in
+        order, each against the turn kept before it."""
         if not problems:
             return
-        state: Any = _START  # the message kept before this one: _START, _USER, _OTHER, a _Turn
-        members: List[int] = []  # model turns kept after the _Turn's, not merged into it
-        turns: List[_Turn] = []
+        repair = _Pass(views, edits, answer)
         for i, view in enumerate(views):
             if not is_content(view):
-                state, members = (_USER if view.get("role") == "user" else _OTHER), []
-                continue
-            if role(view) == "model":
-                found = calls(view)
-                if isinstance(state, _Turn) and found and state.after_user:
-                    state.merge(views, [*members, i], edits)
-                    members = []
-                elif found and (isinstance(state, _Turn) or state is not _USER):
-                    code = "function_call_not_after_user"
-                    gone = [k for k, _ in found]
-                    if _rebuild(views, i, gone, [], edits, "dropped_call", _shown(found), code):
-                        if isinstance(state, _Turn):
-                            members.append(i)  # a model turn after a model turn, as it was
-                        else:
-                            state = _Turn(views, i, False, [])
-                            turns.append(state)
-                elif isinstance(state, _Turn):
-                    members.append(i)
-                else:
-                    state = _Turn(views, i, state is _USER, found)
-                    turns.append(state)
-                continue
-            given = responses(view)
-            if not given:
-                state, members = _USER, []
-                continue
-            if not (isinstance(state, _Turn) and not members and state.calls):
-                code = "orphan_function_response"
-                gone = [k for k, _ in given]
-                if _rebuild(views, i, gone, [], edits, "dropped_result", _shown(given), code):
-                    state, members = _USER, []
-                continue
-            if len(state.calls) == len(given) or _recount(views, i, state, edits, answer):
-                state = _USER
-            elif not state.kept():
-                state = _USER  # the call turn went too: a user turn was before it
-        for turn in turns:
+                repair.state = _USER if view.get("role") == "user" else _OTHER
+                repair.members = []
+            elif role(view) == "model":
+                repair.model_turn(i, view)
+            else:
+                repair.response_turn(i, view)
+        for turn in repair.turns:
             turn.finish(views, edits)
 
-    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+    def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: a last model turn of
         ``functionCall`` parts; ``len(views)`` when there is none."""
         n = len(views)
         return n - 1 if n and is_call_turn(views[-1]) else n
 
-    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+    def step(self, view: View) -> Optional[str]:
         """A user turn opens a turn unless it holds function responses; a model turn calls
         tools when it holds function calls, else replies; ``None`` for no Gemini content."""
         if not is_content(view):
             return None
-        if role(view) == "model":
-            return CALLS if _has(view, CALL_KEYS) else REPLIES
-        return ASIDE if _has(view, RESPONSE_KEYS) else OPENS_TURN
+        model = role(view) == "model"
+        return turn_step(model, _has(view, CALL_KEYS if model else RESPONSE_KEYS))
 
-    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+    def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """A model turn's thought parts (``{"text": ..., "thought": true}``).
 
         Never a part holding a ``thought_signature`` (Gemini wants it back with the
@@ -451,7 +343,7 @@ class GeminiFormat:
             clearable = ()
         return Thinking(clearable, items="parts")
 
-    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+    def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """A model turn's function calls; one without an id is answered through its name."""
         if role(view) == "model":
             for k, call in calls(view):
@@ -468,7 +360,7 @@ class GeminiFormat:
                     no_arguments={},
                 )
 
-    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+    def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user turn's function responses (their ``response`` object)."""
         if role(view) == "user":
             for k, response in responses(view):
@@ -498,10 +390,10 @@ class _Turn:
 
     def __init__(
         self,
-        views: Sequence[Mapping[str, Any]],
+        views: Views,
         at: int,
         after_user: bool,
-        found: List[Tuple[int, Mapping[str, Any]]],
+        found: List[Tuple[int, View]],
     ) -> None:
         self.at = at
         self.after_user = after_user
@@ -511,7 +403,7 @@ class _Turn:
         self.gone_ids: List[Any] = []
         self.changed = False
 
-    def merge(self, views: Sequence[Mapping[str, Any]], merged: List[int], edits: Edits) -> None:
+    def merge(self, views: Views, merged: List[int], edits: Edits) -> None:
         """The turns ``merged`` (model turns after this one, the last with calls) joined
         to it, their parts after its own."""
         code = "function_call_not_after_user"
@@ -536,7 +428,7 @@ class _Turn:
     def kept(self) -> List[Part]:
         return [part for k, part in enumerate(self.parts) if k not in self.gone]
 
-    def finish(self, views: Sequence[Mapping[str, Any]], edits: Edits) -> None:
+    def finish(self, views: Views, edits: Edits) -> None:
         """Record what became of the turn."""
         if not self.changed:
             return
@@ -548,13 +440,57 @@ class _Turn:
             edits.rebuild(self.at, "parts", kept)
 
 
-def _shown(found: Sequence[Tuple[int, Mapping[str, Any]]]) -> List[Any]:
+class _Pass:
+    """A repair pass over the turns, in order, each against the message kept before it."""
+
+    def __init__(self, views: Views, edits: Edits, answer: Optional[str]) -> None:
+        self.views, self.edits, self.answer = views, edits, answer
+        self.state: Any = _START  # the message kept before this one: _START, _USER, _OTHER, a _Turn
+        self.members: List[int] = []  # model turns kept after the _Turn's, not merged into it
+        self.turns: List[_Turn] = []
+
+    def model_turn(self, i: int, view: View) -> None:
+        state, found = self.state, calls(view)
+        if isinstance(state, _Turn) and found and state.after_user:
+            state.merge(self.views, [*self.members, i], self.edits)
+            self.members = []
+            return
+        if found and (isinstance(state, _Turn) or state is not _USER):
+            code, gone = "function_call_not_after_user", [k for k, _ in found]
+            if not _rebuild(
+                self.views, i, gone, [], self.edits, "dropped_call", _shown(found), code
+            ):
+                return
+            found = []
+        if isinstance(state, _Turn):
+            self.members.append(i)  # a model turn after a model turn, as it was
+        else:
+            self.state = _Turn(self.views, i, state is _USER, found)
+            self.turns.append(self.state)
+
+    def response_turn(self, i: int, view: View) -> None:
+        state, given = self.state, responses(view)
+        if not given:
+            self.state, self.members = _USER, []
+        elif not (isinstance(state, _Turn) and not self.members and state.calls):
+            code, gone = "orphan_function_response", [k for k, _ in given]
+            if _rebuild(self.views, i, gone, [], self.edits, "dropped_result", _shown(given), code):
+                self.state, self.members = _USER, []
+        elif (
+            len(state.calls) == len(given)
+            or _recount(self.views, i, state, self.edits, self.answer)
+            or not state.kept()  # the call turn went too: a user turn was before it
+        ):
+            self.state = _USER
+
+
+def _shown(found: Sequence[Tuple[int, View]]) -> List[Any]:
     """Calls or responses as a problem names them: by id, else by name."""
     return [part.get("id") or part.get("name") for _, part in found]
 
 
 def _rebuild(
-    views: Sequence[Mapping[str, Any]],
+    views: Views,
     i: int,
     gone: List[int],
     first: List[Part],
@@ -567,18 +503,11 @@ def _rebuild(
     empty (then ``False``)."""
     if gone:
         edits.note(i, action, ids, PROVIDER, code)
-    taken = set(gone) | {k for k in first if isinstance(k, int)}
-    kept: List[Part] = [*first, *(k for k in range(len(parts(views[i]))) if k not in taken)]
-    if not kept:
-        edits.drop(i)
-        edits.note(i, "dropped_empty", ids, PROVIDER, code)
-        return False
-    if kept != list(range(len(parts(views[i])))):
-        edits.rebuild(i, "parts", kept)
-    return True
+    count = len(parts(views[i]))
+    return edits.arrange(i, "parts", count, first, gone, why=(ids, PROVIDER, code))
 
 
-def _name(part: Mapping[str, Any]) -> Any:
+def _name(part: View) -> Any:
     """A call's or response's name, to look up (one that cannot be matches nothing)."""
     found = part.get("name")
     try:
@@ -588,9 +517,7 @@ def _name(part: Mapping[str, Any]) -> Any:
     return found
 
 
-def _match(
-    asked: Sequence[Tuple[int, Mapping[str, Any]]], given: Sequence[Tuple[int, Mapping[str, Any]]]
-) -> Dict[int, int]:
+def _match(asked: Sequence[Tuple[int, View]], given: Sequence[Tuple[int, View]]) -> Dict[int, int]:
     """Which response answers which call (by their positions in ``asked`` and in the
     turn's parts): each response, in order, the first call not answered yet with its id
     when both carry one, else with its name. The calls are queued per id and name, and
@@ -624,13 +551,7 @@ def _match(
     return matched
 
 
-def _recount(
-    views: Sequence[Mapping[str, Any]],
-    i: int,
-    turn: _Turn,
-    edits: Edits,
-    answer: Optional[str],
-) -> bool:
+def _recount(views: Views, i: int, turn: _Turn, edits: Edits, answer: Optional[str]) -> bool:
     """The response turn at ``i`` answering the call turn ``turn`` one for one, in the
     calls' order; ``False`` when it is left empty and goes."""
     code = "function_response_count"
@@ -640,24 +561,14 @@ def _recount(
     answering = set(matched.values())
     extra_ids = [_call_key(r) for k, r in given if k not in answering]
     extra = [k for k, _ in given if k not in answering]
-    first: List[Part] = []
     unanswered = [c for c in range(len(asked)) if c not in matched]
     ids = [_call_key(asked[c][1]) for c in unanswered]
+    first: List[Part]
     if unanswered and answer is None:
         turn.drop_calls(unanswered, ids, edits, code)
         first = [matched[c] for c in sorted(matched)]
     else:
-        own = parts(views[i])
-        camel = any(_field(own[k], RESPONSE_KEYS)[0] == RESPONSE_KEYS[1] for k, _ in given)
-        spelling = RESPONSE_KEYS[1] if camel else RESPONSE_KEYS[0]
-        for c, (_, call) in enumerate(asked):
-            if c in matched:
-                first.append(matched[c])
-                continue
-            made: Dict[str, Any] = {"name": call.get("name"), "response": {"output": answer}}
-            if call.get("id") is not None:
-                made["id"] = call.get("id")
-            first.append({spelling: made})
+        first = _in_order(views[i], given, asked, matched, answer)
         if unanswered:
             edits.note(turn.at, "answered_call", ids, PROVIDER, code, i)
     order = [k for k in first if isinstance(k, int)]
@@ -668,18 +579,42 @@ def _recount(
     return _rebuild(views, i, extra, first, edits, "dropped_result", extra_ids, code)
 
 
+def _in_order(
+    view: View,
+    given: Sequence[Tuple[int, View]],
+    asked: Sequence[Tuple[int, View]],
+    matched: Dict[int, int],
+    answer: Optional[str],
+) -> List[Part]:
+    """A response for each call of ``asked``, in order: the turn's own that ``matched``
+    says answers it, else a new one answering ``answer``, spelled as the turn's are."""
+    own = parts(view)
+    camel = any(_field(own[k], RESPONSE_KEYS)[0] == RESPONSE_KEYS[1] for k, _ in given)
+    spelling = RESPONSE_KEYS[1] if camel else RESPONSE_KEYS[0]
+    found: List[Part] = []
+    for c, (_, call) in enumerate(asked):
+        if c in matched:
+            found.append(matched[c])
+            continue
+        made: Dict[str, Any] = {"name": call.get("name"), "response": {"output": answer}}
+        if call.get("id") is not None:
+            made["id"] = call.get("id")
+        found.append({spelling: made})
+    return found
+
+
 def cleared_response(placeholder: str) -> Dict[str, Any]:
     """What a cleared function response holds: Gemini's ``output`` key, the placeholder."""
     return {"output": placeholder}
 
 
-def _call_key(part: Mapping[str, Any]) -> Any:
+def _call_key(part: View) -> Any:
     """What pairs a call with its response for clearing: the id, else the function's name."""
     found = part.get("id")
     return found if found is not None else part.get("name")
 
 
-def _role_of(view: Mapping[str, Any]) -> Any:
+def _role_of(view: View) -> Any:
     """The role of any message, a Gemini content's default included."""
     return role(view) if is_content(view) else view.get("role")
 

@@ -1,16 +1,7 @@
 """OpenAI Responses input items: ``*_call`` items answered by their outputs, by ``call_id``.
 
-Items carry a ``type`` and no ``role``. Grouping: a call item (``function_call``,
-``custom_tool_call``, ``computer_call``, ...) stays with its output however far
-apart, matched by ``call_id`` (see ``Matcher``); an ``mcp_approval_request``
-with its ``mcp_approval_response``; a ``reasoning`` item with the message right
-after it, whatever that message is.
-
-A ``compaction`` item (``{"type": "compaction", "encrypted_content": ...}``,
-from ``/responses/compact`` or server-side compaction) carries the provider's
-summary of everything before it: the items before the latest one may be
-dropped, so the conversation restarts there (``Links.restarts``; see
-``Compaction``).
+Items carry a ``type`` and no ``role``; a call and its output may be any number of items
+apart (``Matcher``). A ``compaction`` item restarts the conversation (``Links.restarts``).
 """
 
 from __future__ import annotations
@@ -31,11 +22,10 @@ from ._base import (
     Thinking,
     ToolCall,
     ToolResult,
-    data_url,
-    unrecognised,
+    WireFormat,
 )
-from ._edits import Edits
-from ._shapes import blocks, hashable, is_list, item_type, key, text_name
+from ._edits import Edits, Problems
+from ._shapes import View, Views, blocks, data_url, hashable, is_list, item_type, key, text_name
 
 PROVIDER = "openai-responses"
 
@@ -88,7 +78,7 @@ def is_unknown_call(kind: Any) -> bool:
     return kind not in CALL_OUTPUTS and kind not in OUTPUT_TYPES and kind not in SERVER_CALLS
 
 
-def item_call_id(item: Mapping[str, Any]) -> Any:
+def item_call_id(item: View) -> Any:
     """The id an output item pairs by (unchecked: see ``key``).
 
     ``local_shell_call_output`` carries the call's id in its ``id`` field.
@@ -99,12 +89,12 @@ def item_call_id(item: Mapping[str, Any]) -> Any:
     return call_id
 
 
-def output_key(item: Mapping[str, Any], index: int) -> Any:
+def output_key(item: View, index: int) -> Any:
     """``item_call_id``, checked to be usable as an id."""
     return key(item_call_id(item), index, "an output item's call_id")
 
 
-def call_keys(item: Mapping[str, Any], index: int) -> List[Any]:
+def call_keys(item: View, index: int) -> List[Any]:
     """The ids an output may name to answer a call item.
 
     A ``local_shell_call`` may be answered through its ``call_id`` or its ``id``
@@ -160,7 +150,7 @@ class Matcher:
                 yield index, call_id
 
 
-def _answerable(item: Mapping[str, Any]) -> Tuple[Any, ...]:
+def _answerable(item: View) -> Tuple[Any, ...]:
     """The ids an output may name to answer a call item (unchecked: see ``call_keys``)."""
     if item.get("type") == "local_shell_call":
         return (item.get("call_id"), item.get("id"))
@@ -216,14 +206,13 @@ def _shell_output(output: Any) -> Callable[[str], Any]:
     return wrap
 
 
-class ResponsesFormat:
+class ResponsesFormat(WireFormat):
     """OpenAI Responses input items (role-less, typed)."""
 
     provider = PROVIDER
     where = "items"
-    keys: Tuple[str, ...] = ()
 
-    def carries(self, view: Mapping[str, Any]) -> bool:
+    def carries(self, view: View) -> bool:
         """Whether ``view`` is a role-less tool call, output, reasoning or approval item."""
         if view.get("role") is not None:
             return False
@@ -236,21 +225,17 @@ class ResponsesFormat:
             or is_unknown_call(kind)
         )
 
-    def structure(self, view: Mapping[str, Any]) -> Tuple[str, ...]:
+    def structure(self, view: View) -> Tuple[str, ...]:
         """The item's type, as an error names it."""
         return (f"type {view.get('type')!r}",)
 
-    def check(self, view: Mapping[str, Any], index: int) -> None:
+    def check(self, view: View, index: int) -> None:
         """Refuse a call or output item of a type this format does not know."""
         if is_unknown_call(view.get("type")):
-            raise unrecognised(
-                view,
-                index,
-                self.structure(view),
-                "not a Responses call or output item type this library knows",
-            )
+            why = "not a Responses call or output item type this library knows"
+            raise self.refuse(view, index, why)
 
-    def link(self, view: Mapping[str, Any], index: int, links: Links) -> int:
+    def link(self, view: View, index: int, links: Links) -> int:
         """The earliest item ``view`` must stay with, or ``-1``; sets what it leaves open."""
         links.left = None
         kind = view.get("type")
@@ -276,7 +261,7 @@ class ResponsesFormat:
                 return found
         return -1
 
-    def problems(self, views: Sequence[Mapping[str, Any]]) -> Iterator[PairingProblem]:
+    def problems(self, views: Views) -> Iterator[PairingProblem]:
         """What OpenAI rejects: a call without its output, an output without its call,
         a reasoning item without its following item."""
         calls = Matcher()  # the grouping matches outputs to calls through the same class
@@ -322,22 +307,9 @@ class ResponsesFormat:
                 _NO_OUTPUT.format(what=_what(views[index]["type"]), id=call_id),
             )
 
-    def repair(
-        self,
-        views: Sequence[Mapping[str, Any]],
-        problems: Sequence[PairingProblem],
-        edits: Edits,
-        answer: Optional[str],
-    ) -> None:
-        """Repair this format's ``problems`` (see ``repair_pairing``).
-
-        An output answering no call before it goes after the first unanswered
-        call after it that it answers (after that call's run of call items),
-        else it is dropped; a reasoning item without its following item is
-        dropped; a call still unanswered is answered after its run of call
-        items with a placeholder output holding ``answer`` (``answer_output``)
-        or, when ``answer`` is ``None`` or its output cannot be text, dropped.
-        """
+    def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
+        """Repair this format's ``problems`` (see docs/repair.md): outputs moved after their
+        call or dropped, calls answered with ``answer`` or dropped, lone reasoning dropped."""
         ends = _calls_ends(views)
         unanswered = dict.fromkeys(p.index for p in problems if p.code == "missing_call_output")
         waiting = _Waiting(views, unanswered)
@@ -375,7 +347,7 @@ class ResponsesFormat:
                 edits.insert(ends[j], output)
                 edits.note(j, "answered_call", ids, PROVIDER, code)
 
-    def awaiting(self, views: Sequence[Mapping[str, Any]]) -> int:
+    def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: in the items after the
         last message, the earliest call item or ``mcp_approval_request`` that nothing
         answers and that no answer to anything earlier follows (parallel calls awaiting
@@ -415,7 +387,7 @@ class ResponsesFormat:
                 found = i
         return found
 
-    def tool_calls(self, view: Mapping[str, Any], index: int) -> Iterator[ToolCall]:
+    def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """A call item, answerable by its ``call_id`` (a ``local_shell_call`` also by its id)."""
         kind = view.get("type")
         if view.get("role") is None and kind in CALL_OUTPUTS:
@@ -426,7 +398,7 @@ class ResponsesFormat:
             name = text_name(view.get("name")) or kind
             yield ToolCall(index, "item", 0, name, ids, arguments=arguments, no_arguments=empty)
 
-    def tool_results(self, view: Mapping[str, Any], index: int) -> Iterator[ToolResult]:
+    def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """An output item whose content may be cleared."""
         kind = view.get("type")
         field = OUTPUT_FIELDS.get(kind) if isinstance(kind, str) else None
@@ -435,7 +407,7 @@ class ResponsesFormat:
             wrap = _shell_output(value) if kind == "shell_call_output" else None
             yield ToolResult(index, None, field, item_call_id(view), value, wrap=wrap)
 
-    def step(self, view: Mapping[str, Any]) -> Optional[str]:
+    def step(self, view: View) -> Optional[str]:
         """A typed item without a role: a ``reasoning`` item is thinking, a call item (or an
         output the model has yet to read) calls tools, any other item replies; ``None``
         for a message with a role or an item without a type."""
@@ -448,7 +420,7 @@ class ResponsesFormat:
             return CALLS
         return REPLIES
 
-    def thinking(self, views: Sequence[Mapping[str, Any]], index: int) -> Optional[Thinking]:
+    def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """A ``reasoning`` item, which may go unless the item it leads to is passed with its
         id (``fc_...``, ``msg_...``): OpenAI rejects that item without the reasoning item it
         was produced with."""
@@ -457,7 +429,7 @@ class ResponsesFormat:
             return None
         return Thinking() if _reasoning_required(views, index) else Thinking(item="reasoning")
 
-    def media(self, view: Mapping[str, Any]) -> Iterator[Media]:
+    def media(self, view: View) -> Iterator[Media]:
         """The ``input_image`` and ``input_file`` parts of a message's content or an output's."""
         parts: Sequence[Any] = ()
         if view.get("role") is not None:
@@ -475,7 +447,7 @@ class ResponsesFormat:
                 yield found
 
 
-def _reasoning_required(views: Sequence[Mapping[str, Any]], at: int) -> bool:
+def _reasoning_required(views: Views, at: int) -> bool:
     """Whether the item the reasoning item at ``at`` leads to carries its id."""
     for j in range(at + 1, len(views)):
         view = views[j]
@@ -485,11 +457,11 @@ def _reasoning_required(views: Sequence[Mapping[str, Any]], at: int) -> bool:
     return False
 
 
-def _is_reasoning(view: Mapping[str, Any]) -> bool:
+def _is_reasoning(view: View) -> bool:
     return view.get("role") is None and view.get("type") == "reasoning"
 
 
-def _calls_ends(views: Sequence[Mapping[str, Any]]) -> List[int]:
+def _calls_ends(views: Views) -> List[int]:
     """For each item, the last item of the run of call items after it (itself if none):
     for a call, the last call of its run."""
     ends = list(range(len(views)))
@@ -505,7 +477,7 @@ class _Waiting:
     that it answers. Asked in item order (``take``), each answer costs the same however
     many calls wait: the calls are queued per id, and those passed or taken skipped once."""
 
-    def __init__(self, views: Sequence[Mapping[str, Any]], unanswered: Dict[int, None]) -> None:
+    def __init__(self, views: Views, unanswered: Dict[int, None]) -> None:
         self._unanswered = unanswered  # the caller's: a call answered otherwise leaves it
         self._by_id: Dict[Any, Deque[int]] = {}
         for j in unanswered:
@@ -521,7 +493,7 @@ class _Waiting:
         return queue.popleft() if queue else None
 
 
-def answer_output(call: Mapping[str, Any], answer: str) -> Optional[Dict[str, Any]]:
+def answer_output(call: View, answer: str) -> Optional[Dict[str, Any]]:
     """The output item answering ``call`` with the text ``answer``, or ``None`` when its
     output cannot be text (a ``computer_call``'s is a screenshot, a ``tool_search_call``'s
     a tool list)."""
