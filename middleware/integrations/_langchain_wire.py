@@ -76,12 +76,7 @@ def _data(block: Mapping[str, Any]) -> Optional[_Data]:
     if block.get("type") == "image_url":
         url = block.get("image_url")
         url = url.get("url") if isinstance(url, Mapping) else url
-        if not isinstance(url, str):
-            return None
-        found = _DATA_URL.match(url)
-        if found is not None:
-            return _Data("image", found["mime"], found["data"], None)
-        return _Data("image", None, None, url)
+        return _at_url("image", None, url) if isinstance(url, str) else None
     if not is_data_content_block(dict(block)):
         return None
     data = block.get("base64")
@@ -89,10 +84,16 @@ def _data(block: Mapping[str, Any]) -> Optional[_Data]:
         data = block.get("data")
     url = block.get("url") if data is None else None
     if isinstance(url, str):
-        found = _DATA_URL.match(url)
-        if found is not None:
-            return _Data(block["type"], found["mime"], found["data"], None)
+        return _at_url(block["type"], block.get("mime_type"), url)
     return _Data(block["type"], block.get("mime_type"), data, url)
+
+
+def _at_url(kind: str, mime: Optional[str], url: str) -> _Data:
+    # A data URL is read as the base64 data it holds.
+    found = _DATA_URL.match(url)
+    if found is not None:
+        return _Data(kind, found["mime"], found["data"], None)
+    return _Data(kind, mime, None, url)
 
 
 def _parsed(arguments: Any) -> Any:
@@ -113,14 +114,35 @@ def _function(schema: Any) -> Optional[Json]:
     return None
 
 
+def _tools(schemas: Sequence[Any], write: Callable[[Json], Json]) -> List[Any]:
+    # Each tool in OpenAI's form as ``write`` sends it; a provider's own tool, or a
+    # tool in its form already, as it is.
+    functions = [_function(schema) for schema in schemas]
+    return [schema if f is None else write(f) for schema, f in zip(schemas, functions)]
+
+
 def _kept(value: Mapping[str, Any], keys: Sequence[str]) -> Json:
     # The keys a client's model keeps, those that are set.
     return {key: value[key] for key in keys if value.get(key) is not None}
 
 
+def _only(block: Mapping[str, Any], keys: Sequence[str]) -> Json:
+    # The keys an integration copies from a block, in the block's order.
+    return {key: value for key, value in block.items() if key in keys}
+
+
 def _without_index(block: Mapping[str, Any]) -> Json:
     # A streamed block's position, which no integration sends.
     return {key: value for key, value in block.items() if key != "index"}
+
+
+Writer = Callable[..., Optional[Any]]
+
+
+def _writer(table: Mapping[str, Writer], block: Mapping[str, Any]) -> Optional[Writer]:
+    # How an integration writes a block of this type, if it names it.
+    kind = block.get("type")
+    return table.get(kind) if isinstance(kind, str) else None
 
 
 # --- Anthropic ----------------------------------------------------------------
@@ -149,6 +171,66 @@ def _anthropic_media(found: _Data) -> Json:
     return {"type": kind, "source": source}
 
 
+def _anthropic_tool(function: Json) -> Json:
+    tool: Json = {"name": function["name"], "input_schema": function.get("parameters")}
+    if function.get("description"):
+        tool["description"] = function["description"]
+    return tool
+
+
+def _anthropic_use(call_id: Any, name: Any, args: Any) -> Json:
+    return {"type": "tool_use", "name": name, "input": args, "id": _anthropic_id(call_id)}
+
+
+def _anthropic_content(content: Any, provider: Optional[str]) -> Any:
+    if not isinstance(content, list):
+        return content
+    blocks = [_anthropic_block(block, provider) for block in content]
+    return [block for block in blocks if block is not None]
+
+
+def _anthropic_block(block: Any, provider: Optional[str]) -> Optional[Any]:
+    if isinstance(block, str):
+        return {"type": "text", "text": block}
+    if not isinstance(block, Mapping):
+        return block
+    found = _data(block)
+    if found is not None:
+        return _anthropic_media(found)
+    kind = block.get("type")
+    if kind == "refusal" or (kind in ("reasoning", "function_call") and provider != "anthropic"):
+        return None  # left out: another provider's reasoning and calls are not sent
+    write = _writer(_ANTHROPIC_BLOCKS, block)
+    return write(block) if write is not None else _without_index(block)
+
+
+def _anthropic_text(block: Mapping[str, Any]) -> Optional[Json]:
+    return _only(block, _ANTHROPIC_TEXT) if block.get("text", "").strip() else None
+
+
+def _anthropic_thinking(block: Mapping[str, Any]) -> Json:
+    thinking = _only(block, _ANTHROPIC_THINKING)
+    if "signature" in thinking:
+        thinking.setdefault("thinking", "")
+    return thinking
+
+
+def _anthropic_result(block: Mapping[str, Any]) -> Json:
+    return {
+        **block,
+        "content": _anthropic_content(block.get("content"), None),
+        "tool_use_id": _anthropic_id(block.get("tool_use_id")),
+    }
+
+
+_ANTHROPIC_BLOCKS: Dict[str, Writer] = {
+    "text": _anthropic_text,
+    "thinking": _anthropic_thinking,
+    "redacted_thinking": lambda block: _only(block, ("type", "cache_control", "data")),
+    "tool_result": _anthropic_result,
+}
+
+
 class _Anthropic:
     """``ChatAnthropic``: the system apart; a result is a ``tool_result`` in a user turn."""
 
@@ -161,17 +243,7 @@ class _Anthropic:
         return [], [self._system(content)]
 
     def tools(self, schemas: Sequence[Any]) -> List[Any]:
-        out: List[Any] = []
-        for schema in schemas:
-            function = _function(schema)
-            if function is None:
-                out.append(schema)  # a provider's own tool, or a tool in its form already
-                continue
-            tool: Json = {"name": function["name"], "input_schema": function.get("parameters")}
-            if function.get("description"):
-                tool["description"] = function["description"]
-            out.append(tool)
-        return out
+        return _tools(schemas, _anthropic_tool)
 
     def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
         if isinstance(message, SystemMessage):
@@ -180,7 +252,7 @@ class _Anthropic:
         if isinstance(message, ToolMessage):
             result = {
                 "type": "tool_result",
-                "content": self._content(message.content, None),
+                "content": _anthropic_content(message.content, None),
                 "tool_use_id": _anthropic_id(message.tool_call_id),
                 "is_error": message.status == "error",
             }
@@ -191,7 +263,7 @@ class _Anthropic:
             content = message.content
             if joined and isinstance(content, str):
                 content = [content]  # a run of user turns is sent as one, of blocks
-            return [{"role": "user", "content": self._content(content, None)}]
+            return [{"role": "user", "content": _anthropic_content(content, None)}]
         return []  # a class ChatAnthropic does not send
 
     def _system(self, content: Any) -> Any:
@@ -200,80 +272,50 @@ class _Anthropic:
         return [
             {"type": "text", "text": block}
             if isinstance(block, str)
-            else {k: v for k, v in block.items() if k in _ANTHROPIC_TEXT}
+            else _only(block, _ANTHROPIC_TEXT)
             for block in content
             if isinstance(block, str) or block.get("type") == "text"
         ]
 
-    def _content(self, content: Any, provider: Optional[str]) -> Any:
-        if not isinstance(content, list):
-            return content
-        blocks = [self._block(block, provider) for block in content]
-        return [block for block in blocks if block is not None]
-
-    def _block(self, block: Any, provider: Optional[str]) -> Optional[Any]:
-        if isinstance(block, str):
-            return {"type": "text", "text": block}
-        if not isinstance(block, Mapping):
-            return block
-        kind = block.get("type")
-        found = _data(block)
-        if found is not None:
-            return _anthropic_media(found)
-        if kind == "text":
-            text = block.get("text", "")
-            return (
-                {k: v for k, v in block.items() if k in _ANTHROPIC_TEXT} if text.strip() else None
-            )
-        if kind == "thinking":
-            thinking = {k: v for k, v in block.items() if k in _ANTHROPIC_THINKING}
-            if "signature" in thinking:
-                thinking.setdefault("thinking", "")
-            return thinking
-        if kind == "redacted_thinking":
-            return {k: v for k, v in block.items() if k in ("type", "cache_control", "data")}
-        if kind == "refusal" or (
-            kind in ("reasoning", "function_call") and provider != "anthropic"
-        ):
-            return None
-        if kind == "tool_result":
-            content = self._content(block.get("content"), None)
-            return {
-                **block,
-                "content": content,
-                "tool_use_id": _anthropic_id(block.get("tool_use_id")),
-            }
-        return _without_index(block)
-
     def _assistant(self, message: AIMessage) -> Any:
+        content = message.content
+        if not isinstance(content, str):
+            blocks = self._blocks(message)
+        elif message.tool_calls or message.invalid_tool_calls:
+            blocks = [{"type": "text", "text": content}] if content else []
+        else:
+            return content
+        return self._with_calls(blocks, message)
+
+    def _blocks(self, message: AIMessage) -> List[Any]:
+        # An assistant turn's blocks; a tool_use block takes its call's parsed arguments.
         provider = (message.response_metadata or {}).get("model_provider")
         calls = {call["id"]: call for call in message.tool_calls}
-        content = message.content
-        blocks: List[Any] = []
-        for block in content if isinstance(content, list) else ():
-            if isinstance(block, Mapping) and block.get("type") == "tool_use":
-                blocks.append(self._use(block, calls))
-            else:
-                made = self._block(block, provider)
-                if made is not None:
-                    blocks.append(made)
-        if not (message.tool_calls or message.invalid_tool_calls):
-            return content if isinstance(content, str) else blocks
-        if isinstance(content, str):
-            blocks = [{"type": "text", "text": content}] if content else []
+        content = message.content if isinstance(message.content, list) else ()
+        blocks = [
+            self._use(block, calls)
+            if isinstance(block, Mapping) and block.get("type") == "tool_use"
+            else _anthropic_block(block, provider)
+            for block in content
+        ]
+        return [block for block in blocks if block is not None]
+
+    def _with_calls(self, blocks: List[Any], message: AIMessage) -> List[Any]:
+        # The calls no tool_use block sends yet, appended; an invalid one needs an id and a name.
+        calls = [(call["id"], call["name"], call["args"]) for call in message.tool_calls]
+        calls += [
+            (call.get("id"), call.get("name"), _parsed(call.get("args")))
+            for call in message.invalid_tool_calls
+            if call.get("id") and call.get("name")
+        ]
         sent = {
             block.get("id")
             for block in blocks
             if isinstance(block, Mapping) and block.get("type") == "tool_use"
         }
-        for call in message.tool_calls:
-            if _anthropic_id(call["id"]) not in sent:
-                blocks.append(_anthropic_use(call["id"], call["name"], call["args"]))
-                sent.add(_anthropic_id(call["id"]))
-        for invalid in message.invalid_tool_calls:
-            call_id, name = invalid.get("id"), invalid.get("name")
-            if call_id and name and _anthropic_id(call_id) not in sent:
-                blocks.append(_anthropic_use(call_id, name, _parsed(invalid.get("args"))))
+        for call_id, name, args in calls:
+            if _anthropic_id(call_id) not in sent:
+                blocks.append(_anthropic_use(call_id, name, args))
                 sent.add(_anthropic_id(call_id))
         return blocks
 
@@ -289,10 +331,6 @@ class _Anthropic:
         if block.get("toolset_name"):
             made["toolset_name"] = block["toolset_name"]
         return made
-
-
-def _anthropic_use(call_id: Any, name: Any, args: Any) -> Json:
-    return {"type": "tool_use", "name": name, "input": args, "id": _anthropic_id(call_id)}
 
 
 # --- Gemini -------------------------------------------------------------------
@@ -349,6 +387,50 @@ def _gemini_schema(value: Any) -> Any:
     return value
 
 
+def _gemini_declaration(function: Json) -> Json:
+    declaration: Json = {"name": function["name"]}
+    if function.get("description"):
+        declaration["description"] = function["description"]
+    if function.get("parameters") is not None:
+        parameters = _gemini_schema(function["parameters"])
+        declaration["parameters"] = {"required": [], **parameters}
+    return declaration
+
+
+def _gemini_text(block: Mapping[str, Any], kind: str, trim: bool) -> Optional[Json]:
+    # A text, or a thought (kind "thinking" or "reasoning"), with its signature.
+    text = block.get("text") if kind == "text" else block.get(kind)
+    signature = _block_signature(block)
+    if trim and not text and signature is None:
+        return None
+    part: Json = {"text": text or ""}
+    if kind != "text":
+        part["thought"] = True
+    if signature is not None:
+        part["thoughtSignature"] = signature
+    return part
+
+
+def _gemini_response(content: Any) -> Tuple[List[Any], Any]:
+    # A result's media, sent as parts before it, and the rest: its response.
+    if isinstance(content, str):
+        try:
+            return [], json.loads(content)
+        except ValueError:
+            return [], content
+    if not isinstance(content, list):
+        return [], content
+    parts: List[Any] = []
+    response: List[Any] = []
+    for block in content:
+        found = _data(block) if isinstance(block, Mapping) else None
+        if found is not None:
+            parts.append(_gemini_media(found))
+        else:
+            response.append(block)
+    return parts, response
+
+
 class _Gemini:
     """``ChatGoogleGenerativeAI``: contents of parts; calls without ids; results apart."""
 
@@ -362,21 +444,10 @@ class _Gemini:
         return [], [{"parts": self._parts(message.content)}]
 
     def tools(self, schemas: Sequence[Any]) -> List[Any]:
-        declarations: List[Any] = []
-        out: List[Any] = []
-        for schema in schemas:
-            function = _function(schema)
-            if function is None:
-                out.append(schema)
-                continue
-            declaration: Json = {"name": function["name"]}
-            if function.get("description"):
-                declaration["description"] = function["description"]
-            if function.get("parameters") is not None:
-                parameters = _gemini_schema(function["parameters"])
-                declaration["parameters"] = {"required": [], **parameters}
-            declarations.append(declaration)
-        return ([{"functionDeclarations": declarations}] if declarations else []) + out
+        functions = [_function(schema) for schema in schemas]
+        declarations = [_gemini_declaration(f) for f in functions if f is not None]
+        own = [schema for schema, f in zip(schemas, functions) if f is None]
+        return ([{"functionDeclarations": declarations}] if declarations else []) + own
 
     def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
         if isinstance(message, SystemMessage):
@@ -404,34 +475,30 @@ class _Gemini:
             return None if trim and not block else {"text": block}
         if not isinstance(block, Mapping):
             return block
-        kind = block.get("type")
         found = _data(block)
         if found is not None:
             return _gemini_media(found)
-        signature = _block_signature(block)
+        kind = block.get("type")
         if kind in ("text", "thinking", "reasoning"):
-            text = block.get("text") if kind == "text" else block.get(kind)
-            if trim and not text and signature is None:
-                return None
-            part: Json = {"text": text or ""}
-            if kind != "text":
-                part["thought"] = True
-            if signature is not None:
-                part["thoughtSignature"] = signature
-            return part
+            return _gemini_text(block, kind, trim)
         if (model and kind in _GEMINI_CALL_BLOCKS) or kind == "refusal":
             return None  # a call is sent from tool_calls
         return _without_index(block)
 
     def _model(self, message: AIMessage) -> List[Any]:
         parts = self._parts(message.content, True, bool(message.tool_calls))
-        if not message.tool_calls:
-            raw = (message.additional_kwargs or {}).get("function_call")
-            if isinstance(raw, Mapping):
-                call = {"name": raw.get("name"), "args": _parsed(raw.get("arguments"))}
-                parts = [{"functionCall": call}]
-            return parts
+        if message.tool_calls:
+            return parts + self._calls(message)
+        raw = (message.additional_kwargs or {}).get("function_call")
+        if isinstance(raw, Mapping):
+            return [
+                {"functionCall": {"name": raw.get("name"), "args": _parsed(raw.get("arguments"))}}
+            ]
+        return parts
+
+    def _calls(self, message: AIMessage) -> List[Any]:
         signatures = (message.additional_kwargs or {}).get(_GEMINI_SIGNATURES) or {}
+        parts: List[Any] = []
         for index, call in enumerate(message.tool_calls):
             part: Json = {"functionCall": {"name": call["name"], "args": call["args"]}}
             signature = _signature(signatures.get(call.get("id")))
@@ -448,22 +515,7 @@ class _Gemini:
             or names.get(message.tool_call_id)
             or (message.additional_kwargs or {}).get("name")
         )
-        content = message.content
-        parts: List[Any] = []
-        response: Any = content
-        if isinstance(content, list):
-            response = []
-            for block in content:
-                found = _data(block) if isinstance(block, Mapping) else None
-                if found is not None:
-                    parts.append(_gemini_media(found))
-                else:
-                    response.append(block)
-        elif isinstance(content, str):
-            try:
-                response = json.loads(content)
-            except ValueError:
-                response = content
+        parts, response = _gemini_response(message.content)
         function: Json = {
             "response": response if isinstance(response, dict) else {"output": response}
         }
@@ -485,120 +537,82 @@ def _bedrock_media(found: _Data) -> Json:
     return {kind: body}
 
 
-class _Bedrock:
-    """``ChatBedrockConverse``: every text in a block; a result a ``toolResult`` in a user turn."""
+def _bedrock_tool(function: Json) -> Json:
+    spec: Json = {"name": function["name"]}
+    if function.get("description"):
+        spec["description"] = function["description"]
+    spec["inputSchema"] = {"json": function.get("parameters")}
+    return {"toolSpec": spec}
 
-    def system(self, message: Optional[BaseMessage], joined: bool) -> Tuple[List[Any], List[Any]]:
-        # The system list is sent with every request, empty without a system message.
-        return [], [self._blocks(message.content, False) if message is not None else []]
 
-    def tools(self, schemas: Sequence[Any]) -> List[Any]:
-        out: List[Any] = []
-        for schema in schemas:
-            function = _function(schema)
-            if function is None:
-                out.append(schema)
-                continue
-            spec: Json = {"name": function["name"]}
-            if function.get("description"):
-                spec["description"] = function["description"]
-            spec["inputSchema"] = {"json": function.get("parameters")}
-            out.append({"toolSpec": spec})
-        return out
+def _bedrock_use(call_id: Any, args: Any, name: Any) -> Json:
+    return {"toolUse": {"toolUseId": call_id, "input": args, "name": name}}
 
-    def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
-        if isinstance(message, SystemMessage):
-            return [self._blocks(message.content, False)]  # joins the system
-        if isinstance(message, ToolMessage):
-            result = {
-                "content": self._blocks(message.content, False) or [{"text": _BEDROCK_EMPTY}],
-                "toolUseId": message.tool_call_id,
-                "status": message.status,
-            }
-            return [{"role": "user", "content": [{"toolResult": result}]}]
-        if isinstance(message, AIMessage):
-            blocks = self._calls(self._blocks(message.content, True), message)
-            return [{"role": "assistant", "content": blocks or [{"text": _BEDROCK_EMPTY}]}]
-        if isinstance(message, HumanMessage):
-            return [{"role": "user", "content": self._blocks(message.content, False)}]
-        return []
 
-    def _blocks(self, content: Any, model: bool) -> List[Any]:
-        if isinstance(content, str):
-            content = [content if content.strip() else _BEDROCK_EMPTY]
-        elif not content:
-            content = [_BEDROCK_EMPTY]
-        blocks = [self._block(block, model) for block in content]
-        # Empty texts are left out.
-        return [
-            b
-            for b in blocks
-            if b is not None and not (isinstance(b, Mapping) and b.get("text", True) == "")
-        ]
+def _bedrock_blocks(content: Any, model: bool) -> List[Any]:
+    # model: an AIMessage's, from which blocks Converse does not know are left out.
+    if isinstance(content, str):
+        content = [content if content.strip() else _BEDROCK_EMPTY]
+    elif not content:
+        content = [_BEDROCK_EMPTY]
+    blocks = [_bedrock_block(block, model) for block in content]
+    # Empty texts are left out.
+    return [
+        b
+        for b in blocks
+        if b is not None and not (isinstance(b, Mapping) and b.get("text", True) == "")
+    ]
 
-    def _block(self, block: Any, model: bool) -> Optional[Any]:
-        if isinstance(block, str):
-            return {"text": block}
-        if not isinstance(block, Mapping) or "type" not in block:
-            return block  # a Converse block already
-        kind = block["type"]
-        found = _data(block)
-        if found is not None:
-            return _bedrock_media(found)
-        if kind == "text":
-            text = block.get("text")
-            return {"text": text if isinstance(text, str) and text.strip() else _BEDROCK_EMPTY}
-        if kind in ("tool_use", "server_tool_use"):
-            args = block.get("input")
-            args = _parsed(args) if isinstance(args, str) else args
-            return {
-                "toolUse": {"toolUseId": block.get("id"), "input": args, "name": block.get("name")}
-            }
-        if kind in ("tool_call", "invalid_tool_call"):
-            if kind == "invalid_tool_call" and not (block.get("id") and block.get("name")):
-                return None
-            args = block.get("args") if kind == "tool_call" else {}
-            use = {
-                "toolUseId": block.get("id") or "",
-                "input": args or {},
-                "name": block.get("name", ""),
-            }
-            return {"toolUse": use}
-        if kind in ("tool_result", "server_tool_result"):
-            result = {
-                "toolUseId": block.get("tool_use_id", block.get("toolUseId")),
-                "content": self._blocks(block.get("content"), model) or [{"text": _BEDROCK_EMPTY}],
-                "status": "error" if block.get("is_error", block.get("isError")) else "success",
-            }
-            return {"toolResult": result}
-        if kind == "thinking":
-            return _reasoning(block.get("thinking", ""), block.get("signature", ""))
-        if kind == "reasoning_content":
-            inner = block.get("reasoningContent") or block.get("reasoning_content") or {}
-            if inner.get("redactedContent"):
-                return {"reasoningContent": {"redactedContent": inner["redactedContent"]}}
-            return _reasoning(inner.get("text", ""), inner.get("signature", ""))
-        if kind == "json":
-            return {"json": block.get("json")}
-        if model:
-            return None  # dropped from an assistant turn
-        return _without_index(block)
 
-    def _calls(self, blocks: List[Any], message: AIMessage) -> List[Any]:
-        if message.tool_calls and blocks == [{"text": _BEDROCK_EMPTY}]:
-            blocks = []
-        uses = {
-            block["toolUse"].get("toolUseId"): block["toolUse"]
-            for block in blocks
-            if isinstance(block, Mapping) and isinstance(block.get("toolUse"), dict)
-        }
-        for call in message.tool_calls:
-            use = {"toolUseId": call["id"], "input": call["args"], "name": call["name"]}
-            if call["id"] in uses:
-                uses[call["id"]].update(use)
-            else:
-                blocks.append({"toolUse": use})
-        return blocks
+def _bedrock_block(block: Any, model: bool) -> Optional[Any]:
+    if isinstance(block, str):
+        return {"text": block}
+    if not isinstance(block, Mapping) or "type" not in block:
+        return block  # a Converse block already
+    found = _data(block)
+    if found is not None:
+        return _bedrock_media(found)
+    write = _writer(_BEDROCK_BLOCKS, block)
+    if write is not None:
+        return write(block, model)
+    return None if model else _without_index(block)
+
+
+def _bedrock_text(block: Mapping[str, Any], model: bool) -> Json:
+    text = block.get("text")
+    return {"text": text if isinstance(text, str) and text.strip() else _BEDROCK_EMPTY}
+
+
+def _bedrock_tool_use(block: Mapping[str, Any], model: bool) -> Json:
+    args = block.get("input")
+    return _bedrock_use(
+        block.get("id"), _parsed(args) if isinstance(args, str) else args, block.get("name")
+    )
+
+
+def _bedrock_call(block: Mapping[str, Any], model: bool) -> Optional[Json]:
+    # An invalid call is sent without its arguments, if it has an id and a name.
+    valid = block["type"] == "tool_call"
+    if not (valid or (block.get("id") and block.get("name"))):
+        return None
+    args = block.get("args") if valid else {}
+    return _bedrock_use(block.get("id") or "", args or {}, block.get("name", ""))
+
+
+def _bedrock_result(block: Mapping[str, Any], model: bool) -> Json:
+    result = {
+        "toolUseId": block.get("tool_use_id", block.get("toolUseId")),
+        "content": _bedrock_blocks(block.get("content"), model) or [{"text": _BEDROCK_EMPTY}],
+        "status": "error" if block.get("is_error", block.get("isError")) else "success",
+    }
+    return {"toolResult": result}
+
+
+def _bedrock_reasoning(block: Mapping[str, Any], model: bool) -> Optional[Json]:
+    inner = block.get("reasoningContent") or block.get("reasoning_content") or {}
+    if inner.get("redactedContent"):
+        return {"reasoningContent": {"redactedContent": inner["redactedContent"]}}
+    return _reasoning(inner.get("text", ""), inner.get("signature", ""))
 
 
 def _reasoning(text: Any, signature: Any) -> Optional[Json]:
@@ -611,16 +625,102 @@ def _reasoning(text: Any, signature: Any) -> Optional[Json]:
     return {"reasoningContent": {"reasoningText": inner}}
 
 
+_BEDROCK_BLOCKS: Dict[str, Writer] = {
+    "text": _bedrock_text,
+    "tool_use": _bedrock_tool_use,
+    "server_tool_use": _bedrock_tool_use,
+    "tool_call": _bedrock_call,
+    "invalid_tool_call": _bedrock_call,
+    "tool_result": _bedrock_result,
+    "server_tool_result": _bedrock_result,
+    "thinking": lambda block, model: _reasoning(
+        block.get("thinking", ""), block.get("signature", "")
+    ),
+    "reasoning_content": _bedrock_reasoning,
+    "json": lambda block, model: {"json": block.get("json")},
+}
+
+
+class _Bedrock:
+    """``ChatBedrockConverse``: every text in a block; a result a ``toolResult`` in a user turn."""
+
+    def system(self, message: Optional[BaseMessage], joined: bool) -> Tuple[List[Any], List[Any]]:
+        # The system list is sent with every request, empty without a system message.
+        return [], [_bedrock_blocks(message.content, False) if message is not None else []]
+
+    def tools(self, schemas: Sequence[Any]) -> List[Any]:
+        return _tools(schemas, _bedrock_tool)
+
+    def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
+        if isinstance(message, SystemMessage):
+            return [_bedrock_blocks(message.content, False)]  # joins the system
+        if isinstance(message, ToolMessage):
+            result = {
+                "content": _bedrock_blocks(message.content, False) or [{"text": _BEDROCK_EMPTY}],
+                "toolUseId": message.tool_call_id,
+                "status": message.status,
+            }
+            return [{"role": "user", "content": [{"toolResult": result}]}]
+        if isinstance(message, AIMessage):
+            blocks = self._calls(_bedrock_blocks(message.content, True), message)
+            return [{"role": "assistant", "content": blocks or [{"text": _BEDROCK_EMPTY}]}]
+        if isinstance(message, HumanMessage):
+            return [{"role": "user", "content": _bedrock_blocks(message.content, False)}]
+        return []
+
+    def _calls(self, blocks: List[Any], message: AIMessage) -> List[Any]:
+        # Each call of tool_calls updates its toolUse block, or is appended as one.
+        if message.tool_calls and blocks == [{"text": _BEDROCK_EMPTY}]:
+            blocks = []
+        uses = {
+            block["toolUse"].get("toolUseId"): block["toolUse"]
+            for block in blocks
+            if isinstance(block, Mapping) and isinstance(block.get("toolUse"), dict)
+        }
+        for call in message.tool_calls:
+            use = _bedrock_use(call["id"], call["args"], call["name"])
+            if call["id"] in uses:
+                uses[call["id"]].update(use["toolUse"])
+            else:
+                blocks.append(use)
+        return blocks
+
+
 # --- Ollama -------------------------------------------------------------------
 
 
 _OLLAMA_PROPERTY = ("type", "items", "description", "enum")
 _OLLAMA_ROLES = (
-    (HumanMessage, "user"),
-    (AIMessage, "assistant"),
-    (SystemMessage, "system"),
     (ToolMessage, "tool"),
+    (SystemMessage, "system"),
+    (AIMessage, "assistant"),
+    (HumanMessage, "user"),
 )
+
+
+def _ollama_tool(function: Json) -> Json:
+    # The ollama client sends a tool through its Tool model, which keeps only the
+    # fields Ollama reads, each property's type, items, description and enum.
+    sent = _kept(function, ("name", "description"))
+    parameters = function.get("parameters")
+    if isinstance(parameters, Mapping):
+        kept = _kept(parameters, ("type", "$defs", "items", "required"))
+        kept.setdefault("type", "object")
+        properties = parameters.get("properties")
+        if isinstance(properties, Mapping):
+            kept["properties"] = {
+                name: _kept(value, _OLLAMA_PROPERTY) if isinstance(value, Mapping) else {}
+                for name, value in properties.items()
+            }
+        sent["parameters"] = kept
+    return {"type": "function", "function": sent}
+
+
+def _ollama_role(message: BaseMessage) -> Optional[str]:
+    for cls, name in _OLLAMA_ROLES:
+        if isinstance(message, cls):
+            return name
+    return message.role if isinstance(message, ChatMessage) else None
 
 
 class _Ollama:
@@ -630,34 +730,10 @@ class _Ollama:
         return (self.message(message, {}, False) if message is not None else []), []
 
     def tools(self, schemas: Sequence[Any]) -> List[Any]:
-        # The ollama client sends a tool through its Tool model, which keeps only the
-        # fields Ollama reads, each property's type, items, description and enum.
-        out: List[Any] = []
-        for schema in schemas:
-            function = _function(schema)
-            if function is None:
-                out.append(schema)
-                continue
-            sent = _kept(function, ("name", "description"))
-            parameters = function.get("parameters")
-            if isinstance(parameters, Mapping):
-                kept = _kept(parameters, ("type", "$defs", "items", "required"))
-                kept.setdefault("type", "object")
-                properties = parameters.get("properties")
-                if isinstance(properties, Mapping):
-                    kept["properties"] = {
-                        name: _kept(value, _OLLAMA_PROPERTY) if isinstance(value, Mapping) else {}
-                        for name, value in properties.items()
-                    }
-                sent["parameters"] = kept
-            out.append({"type": "function", "function": sent})
-        return out
+        return _tools(schemas, _ollama_tool)
 
     def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
-        role = message.role if isinstance(message, ChatMessage) else None
-        for cls, name in _OLLAMA_ROLES:
-            if isinstance(message, cls):
-                role = name
+        role = _ollama_role(message)
         if role is None:
             return []  # a class ChatOllama does not send
         text, images = self._content(message.content)
@@ -667,16 +743,20 @@ class _Ollama:
         if images:
             sent["images"] = images
         if isinstance(message, AIMessage):
-            calls = [
-                {"function": {"name": c["name"], "arguments": c["args"]}}
-                for c in message.tool_calls
-            ]
-            if calls:
-                sent["tool_calls"] = calls
-            thinking = (message.additional_kwargs or {}).get("reasoning_content")
-            if thinking:
-                sent["thinking"] = thinking
+            sent.update(self._assistant(message))
         return [sent]
+
+    def _assistant(self, message: AIMessage) -> Json:
+        sent: Json = {}
+        calls = [
+            {"function": {"name": c["name"], "arguments": c["args"]}} for c in message.tool_calls
+        ]
+        if calls:
+            sent["tool_calls"] = calls
+        thinking = (message.additional_kwargs or {}).get("reasoning_content")
+        if thinking:
+            sent["thinking"] = thinking
+        return sent
 
     def _content(self, content: Any) -> Tuple[str, List[Any]]:
         if isinstance(content, str):
