@@ -1,30 +1,11 @@
 """A LangChain request as its chat model sends it, for the LangChain and LangGraph integrations.
 
-The core reads a LangChain message in Chat Completions form, as ``ChatOpenAI``
-sends it (``ctx_compact.formats.frameworks``). The other provider integrations
-send the same message in their provider's form, a few tokens more or fewer:
-counted in Chat form, a request to Bedrock or Anthropic could pass the
-model's window, and one to Gemini or Ollama drop history that fits. So for a
-chat model recognised by its class (``ChatAnthropic``, ``ChatGoogleGenerativeAI``,
-``ChatBedrockConverse``, ``ChatOllama``, or a binding of one), ``measured``
-counts each message, the system message and the tools as that integration
-writes them (following langchain-anthropic 1.7, langchain-google-genai 4.4,
-langchain-aws 1.9 and langchain-ollama 1.1): Anthropic messages and blocks,
-Gemini contents, Converse messages and Ollama messages, whose media the core
-prices. Any other class (``ChatOpenAI`` among them) is counted as the core reads
-its messages.
-
-Each message is written alone, so that a count is never under what is sent,
-whatever compaction keeps beside it. Where an integration joins neighbours
-into one wire message (Anthropic's and Converse's runs of user turns, Gemini's
-results of one turn of calls) the count of each alone is the larger, but for
-one case: Anthropic sends a prompt of text alone as a string and, in a run, as
-a text block, so a prompt counts as a block when a user turn follows it, or
-may follow it after a cut (the messages kept first), and a summary always.
-Text that no message holds (Gemini 3's placeholder thought signature) is
-counted on every turn of calls that could get it.
-
-Imported by the two integration modules after their own framework imports.
+For a chat model recognised by its class (``ChatAnthropic``, ``ChatGoogleGenerativeAI``,
+``ChatBedrockConverse``, ``ChatOllama``, or a binding of one), ``measured`` counts each message,
+the system message and the tools as that integration writes them (following langchain-anthropic
+1.7, langchain-google-genai 4.4, langchain-aws 1.9 and langchain-ollama 1.1); any other class is
+counted as the core reads its messages. Each message is written alone, so that its count is never
+under what is sent whatever compaction keeps beside it (docs/integrations/langchain.md).
 """
 
 from __future__ import annotations
@@ -121,6 +102,11 @@ def _tools(schemas: Sequence[Any], write: Callable[[Json], Json]) -> List[Any]:
     return [schema if f is None else write(f) for schema, f in zip(schemas, functions)]
 
 
+def _described(function: Json) -> Json:
+    # A tool's description, which the integrations leave out when it is empty.
+    return {"description": function["description"]} if function.get("description") else {}
+
+
 def _kept(value: Mapping[str, Any], keys: Sequence[str]) -> Json:
     # The keys a client's model keeps, those that are set.
     return {key: value[key] for key in keys if value.get(key) is not None}
@@ -172,10 +158,8 @@ def _anthropic_media(found: _Data) -> Json:
 
 
 def _anthropic_tool(function: Json) -> Json:
-    tool: Json = {"name": function["name"], "input_schema": function.get("parameters")}
-    if function.get("description"):
-        tool["description"] = function["description"]
-    return tool
+    schema = {"input_schema": function.get("parameters")}
+    return {"name": function["name"], **schema, **_described(function)}
 
 
 def _anthropic_use(call_id: Any, name: Any, args: Any) -> Json:
@@ -247,8 +231,7 @@ class _Anthropic:
 
     def message(self, message: BaseMessage, names: Names, joined: bool) -> List[Any]:
         if isinstance(message, SystemMessage):
-            content = message.content  # joins the request's system, which is then blocks
-            return [self._system([content] if isinstance(content, str) else content)]
+            return self.system(message, True)[1]  # joins the request's system, as blocks
         if isinstance(message, ToolMessage):
             result = {
                 "type": "tool_result",
@@ -337,7 +320,8 @@ class _Anthropic:
 
 # Where ChatGoogleGenerativeAI keeps each call's thought signature, by the call's id.
 _GEMINI_SIGNATURES = "__gemini_function_call_thought_signatures__"
-# What it sends on a call of a Gemini 3 model that has no thought signature.
+# What it sends on a call of a Gemini 3 model that has no thought signature: no message
+# holds it, so it is counted on every turn of calls that could get it.
 _GEMINI_NO_SIGNATURE = "skip_thought_signature_validator"
 _GEMINI_VERSION = re.compile(r"gemini-(\d+)")
 _GEMINI_CALL_BLOCKS = frozenset(
@@ -388,9 +372,7 @@ def _gemini_schema(value: Any) -> Any:
 
 
 def _gemini_declaration(function: Json) -> Json:
-    declaration: Json = {"name": function["name"]}
-    if function.get("description"):
-        declaration["description"] = function["description"]
+    declaration: Json = {"name": function["name"], **_described(function)}
     if function.get("parameters") is not None:
         parameters = _gemini_schema(function["parameters"])
         declaration["parameters"] = {"required": [], **parameters}
@@ -538,11 +520,8 @@ def _bedrock_media(found: _Data) -> Json:
 
 
 def _bedrock_tool(function: Json) -> Json:
-    spec: Json = {"name": function["name"]}
-    if function.get("description"):
-        spec["description"] = function["description"]
-    spec["inputSchema"] = {"json": function.get("parameters")}
-    return {"toolSpec": spec}
+    parameters = {"inputSchema": {"json": function.get("parameters")}}
+    return {"toolSpec": {"name": function["name"], **_described(function), **parameters}}
 
 
 def _bedrock_use(call_id: Any, args: Any, name: Any) -> Json:
@@ -743,20 +722,16 @@ class _Ollama:
         if images:
             sent["images"] = images
         if isinstance(message, AIMessage):
-            sent.update(self._assistant(message))
+            calls = [
+                {"function": {"name": c["name"], "arguments": c["args"]}}
+                for c in message.tool_calls
+            ]
+            if calls:
+                sent["tool_calls"] = calls
+            thinking = (message.additional_kwargs or {}).get("reasoning_content")
+            if thinking:
+                sent["thinking"] = thinking
         return [sent]
-
-    def _assistant(self, message: AIMessage) -> Json:
-        sent: Json = {}
-        calls = [
-            {"function": {"name": c["name"], "arguments": c["args"]}} for c in message.tool_calls
-        ]
-        if calls:
-            sent["tool_calls"] = calls
-        thinking = (message.additional_kwargs or {}).get("reasoning_content")
-        if thinking:
-            sent["thinking"] = thinking
-        return sent
 
     def _content(self, content: Any) -> Tuple[str, List[Any]]:
         if isinstance(content, str):
@@ -853,8 +828,9 @@ def measured(
         (message,) = native([made], messages)
         return count(message, True)
 
-    # Whether a user turn may follow a message when it is sent: the one after it now,
-    # or, after the messages kept first, whatever compaction keeps after them.
+    # Whether a user turn may follow a message when it is sent (ChatAnthropic then sends
+    # a prompt of text as a text block): the one after it now, or, after the messages kept
+    # first, whatever compaction keeps after them. A summary may land anywhere.
     follows = [*map(_user_turn, messages[1:]), False]
     counts = [
         count(message, index < options.keep_head or follows[index])
