@@ -15,7 +15,7 @@ import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from numbers import Real
-from typing import Any, FrozenSet, Optional
+from typing import Any, Dict, FrozenSet, Optional
 
 from ._errors import InvalidMessageError
 
@@ -208,3 +208,17 @@ def check_target_tokens(target_tokens: object, max_tokens: float) -> Optional[fl
             ValueError,
         )
     return target_tokens  # type: ignore[return-value]
+
+
+def check_options(arguments: Mapping[str, Any]) -> Dict[str, Any]:
+    """``compact``'s options among a call's ``locals()``, checked; errors name the option."""
+    budget = check_max_tokens(arguments["max_tokens"])
+    target = check_target_tokens(arguments["target_tokens"], budget)
+    check_callable(arguments["count_tokens"], "count_tokens")
+    return {
+        "max_tokens": budget,
+        "count_tokens": arguments["count_tokens"],
+        "keep_head": check_keep(arguments["keep_head"], "keep_head"),
+        "keep_tail": check_keep(arguments["keep_tail"], "keep_tail"),
+        "target_tokens": target,
+    }
