@@ -1,11 +1,5 @@
-"""Argument checks at the core's boundary: each raises naming the argument and the value.
-
-Every check, in the core and in the middleware, words its error one way,
-``'name' must be <what it must be> (got <the value>)``, and raises ``TypeError``
-for a value of the wrong type and ``ValueError`` for a value of the right type
-that is wrong (``must`` builds both). ``BudgetValueError`` is the one value
-error that is also a ``TypeError``, as the specification has it for
-``max_tokens``.
+"""Argument checks at the core's boundary, in one message shape: ``'name' must be ... (got
+...)``, ``TypeError`` for a wrong type and ``ValueError`` for a wrong value (``must``).
 """
 
 from __future__ import annotations
