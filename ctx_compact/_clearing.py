@@ -35,6 +35,7 @@ from ._checks import (
     check_tool_names,
 )
 from ._defaults import KEEP_RESULTS, KEEP_TURNS, PLACEHOLDER
+from ._option_docs import with_option_docs
 from ._steps import step_size, steps
 from ._tokens import CountTokens, count_all, count_one, prefix_sums
 from ._views import message_views
@@ -45,6 +46,7 @@ from .formats import (
     REPLIES,
     Thinking,
     ToolCall,
+    ToolResult,
     recognise,
     step,
     thinking,
@@ -120,40 +122,35 @@ class ClearResult(Generic[E]):
 
 @dataclass(frozen=True)
 class _Result:
-    index: int
-    block: Optional[int]  # position in a user message's content (or a Gemini turn's parts)
-    field: str  # the key holding the result's content
-    call_id: Any
+    """A tool result with the call it answers, and what clearing it writes."""
+
+    found: ToolResult
     call: Optional[ToolCall]
     clearable: bool  # has content, other than the placeholder, that may be replaced
-    items: str = "content"  # the list holding the block
-    inner: Optional[str] = None  # the key of the result object inside the block
-    value: Any = None  # what the content becomes, when not the placeholder itself
+    written: Any  # what the content becomes: a format's own shape, or the placeholder text
 
 
-def _has_content(value: object, placeholder: str) -> bool:
-    """Whether replacing a result's content with the placeholder can save anything.
+def _written(result: ToolResult, placeholder: str) -> Tuple[Any, bool]:
+    """What clearing ``result`` writes, and whether that takes anything off.
 
-    Not when it is missing, empty, already the placeholder, or a string no longer
-    than the placeholder.
+    Nothing is taken off a missing, empty or placeholder result, a string no longer than
+    the placeholder, or one already in a format's own shape of it (a Gemini response
+    object, a Converse block list, a shell call's output chunks).
     """
-    if value is None:
-        return False
-    if isinstance(value, str):
-        return len(value) > len(placeholder)
-    return not (is_list(value) and not value)
-
-
-def _saves(value: object, written: object) -> bool:
-    """Whether writing ``written`` over a result's ``value`` (a format's own shape of the
-    placeholder: a Gemini response object, a Converse block list, a shell call's output
-    chunks) takes anything off."""
+    value = result.value
+    if result.wrap is None:
+        if value is None:
+            return placeholder, False
+        if isinstance(value, str):
+            return placeholder, len(value) > len(placeholder)
+        return placeholder, not (is_list(value) and not value)
+    written = result.wrap(placeholder)
     if value is None or value == written:
-        return False
+        return written, False
     try:
-        return len(json.dumps(value, default=str)) > len(json.dumps(written))
+        return written, len(json.dumps(value, default=str)) > len(json.dumps(written))
     except (TypeError, ValueError, RecursionError):
-        return True
+        return written, True
 
 
 def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[_Result]:
@@ -176,26 +173,9 @@ def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[
             for other in others:  # another id it may be answered by
                 calls.setdefault(hashable(other), call)
         for result in fmt.tool_results(view, i):
-            value = result.value
-            written = None
-            if result.wrap is not None:
-                written = result.wrap(placeholder)
-                clearable = _saves(value, written)
-            else:
-                clearable = _has_content(value, placeholder)
-            results.append(
-                _Result(
-                    i,
-                    result.block,
-                    result.field,
-                    result.call_id,
-                    calls.get(hashable(result.call_id)),
-                    clearable,
-                    result.items,
-                    result.inner,
-                    written,
-                )
-            )
+            written, clearable = _written(result, placeholder)
+            call = calls.get(hashable(result.call_id))
+            results.append(_Result(result, call, clearable, written))
     return results
 
 
@@ -259,16 +239,15 @@ class _Editor:
         return block[inner]  # type: ignore[no-any-return]
 
 
-def _clear_result(editor: _Editor, result: _Result, placeholder: str) -> None:
-    if result.inner is not None and result.block is not None:
-        held = editor.inner(result.index, result.items, result.block, result.inner)
-        held[result.field] = placeholder if result.value is None else result.value
-        return
-    if result.block is not None:
-        editor.block(result.index, result.block)["content"] = placeholder
-        return
-    message = editor.message(result.index)
-    message[result.field] = placeholder if result.value is None else result.value
+def _clear_result(editor: _Editor, result: _Result) -> None:
+    found = result.found
+    if found.inner is not None and found.block is not None:
+        held = editor.inner(found.index, found.items, found.block, found.inner)
+        held[found.field] = result.written
+    elif found.block is not None:
+        editor.block(found.index, found.block)["content"] = result.written
+    else:
+        editor.message(found.index)[found.field] = result.written
 
 
 def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
@@ -391,17 +370,17 @@ class ToolResultClearing:
         count_tokens: Optional[CountTokens],
     ) -> Tuple[ClearedToolResult, int]:
         """Clear one result (and its call's input, with ``clear_inputs``); the change in tokens."""
-        _clear_result(editor, result, self.placeholder)
+        _clear_result(editor, result)
         call = result.call
-        touched = [result.index]
+        touched = [result.found.index]
         input_cleared = False
         if self.clear_inputs and call is not None:
             input_cleared = _clear_input(editor, call, self.placeholder)
             if input_cleared:
                 touched.append(call.index)
         cleared = ClearedToolResult(
-            index=result.index,
-            call_id=result.call_id,
+            index=result.found.index,
+            call_id=result.found.call_id,
             tool=call.name if call is not None else None,
             call_index=call.index if call is not None else None,
             input_cleared=input_cleared,
@@ -423,7 +402,7 @@ class ToolResultClearing:
             # made it: the same ones on every call until the cut moves.
             taken, began = steps(prefix_sums(counts), max_tokens, step)
             goal = sum(counts) - taken
-            results = [r for r in results if r.index < began]
+            results = [r for r in results if r.found.index < began]
         older = results[: max(len(results) - self.keep, 0)]
         excluded = self.exclude_tools
         return [
@@ -443,6 +422,17 @@ def _recount(
     return change
 
 
+@with_option_docs(
+    keep="How many of the most recent tool results are never cleared.",
+    exclude_tools="Names of tools whose results are never cleared. A result's tool is named "
+    "by the latest call before it with its id (a built-in tool's by the call's item type, "
+    'such as ``"shell_call"``); a result with no such call is never excluded.',
+    placeholder="The text a cleared result's content is replaced with.",
+    clear_inputs="Also clear the arguments of the calls whose results are cleared (to "
+    '``"{}"``, ``{}`` or ``placeholder``, as each format takes them).',
+    target_tokens="``None`` (the default) to clear until the total fits; a number up to "
+    "``max_tokens`` to clear in steps.",
+)
 def clear_tool_results(
     messages: Sequence[Any],
     *,
@@ -465,22 +455,6 @@ def clear_tool_results(
     grouping is the input's. With ``target_tokens``, clearing goes in steps, as ``compact``'s
     cut does, so that the same results are cleared on every call until the history has grown
     by more than ``max_tokens - target_tokens`` (docs/prompt-cache.md).
-
-    Args:
-        messages: The message list. Never mutated.
-        max_tokens: The budget: a finite positive number.
-        keep: How many of the most recent tool results are never cleared.
-        exclude_tools: Names of tools whose results are never cleared. A result's
-            tool is named by the latest call before it with its id (a built-in
-            tool's by the call's item type, such as ``"shell_call"``); a result
-            with no such call is never excluded.
-        placeholder: The text a cleared result's content is replaced with.
-        clear_inputs: Also clear the arguments of the calls whose results are
-            cleared (to ``"{}"``, ``{}`` or ``placeholder``, as each format takes them).
-        count_tokens: ``(message) -> int``; the default is the specification's
-            estimator (see ``estimate_tokens``).
-        target_tokens: ``None`` (the default) to clear until the total fits; a
-            number up to ``max_tokens`` to clear in steps.
 
     Returns:
         A ``ClearResult`` whose ``cleared`` lists a ``ClearedToolResult`` per
@@ -624,6 +598,12 @@ class ThinkingClearing:
         return result, counts
 
 
+@with_option_docs(
+    keep_turns="How many of the most recent turns holding thinking keep it.",
+    max_tokens="When given, clear oldest first only until the total fits it (nothing when it "
+    "already fits: cleared thinking changes the prompt's prefix and so the provider's prompt "
+    "cache). ``None``, the default, clears everything that may be cleared.",
+)
 def clear_thinking(
     messages: Sequence[Any],
     *,
@@ -643,15 +623,6 @@ def clear_thinking(
     ``thought_signature`` or a call, and thinking that is all its message holds
     (docs/clearing.md). Blocks and parts go from a new copy of their message; a
     ``reasoning`` item goes from the list, so ``messages`` may be shorter than the input.
-
-    Args:
-        messages: The message list. Never mutated.
-        keep_turns: How many of the most recent turns holding thinking keep it.
-        max_tokens: When given, clear oldest first only until the total fits it
-            (nothing when it already fits: cleared thinking changes the prompt's
-            prefix and so the provider's prompt cache). ``None``, the default,
-            clears everything that may be cleared.
-        count_tokens: ``(message) -> int``; the default is the specification's estimator.
 
     Returns:
         A ``ClearResult`` whose ``cleared`` lists a ``ClearedThinking`` per

@@ -10,7 +10,7 @@ import inspect
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Union
 
 from ._checks import (
     check_callable,
@@ -22,6 +22,7 @@ from ._checks import (
 from ._defaults import KEEP_HEAD, KEEP_TAIL
 from ._errors import InvalidMessageError
 from ._grouping import group_bounds
+from ._option_docs import with_option_docs
 from ._steps import step_size, steps, whole_steps
 from ._tokens import CountTokens, check_sums, count_all, count_one, finite, prefix_sums
 from ._views import message_view, message_views, trailing_views
@@ -29,41 +30,6 @@ from .formats import awaiting, joined, resumes, summary_note
 
 Summarize = Callable[[List[Any]], str]
 AsyncSummarize = Callable[[List[Any]], Union[str, Awaitable[str]]]
-F = TypeVar("F", bound=Callable[..., Any])
-
-# What each option of compact and the functions sharing its options means: their
-# ``Args:`` are written from here (``with_option_docs``).
-OPTION_DOCS = {
-    "messages": "A list (or other sequence) of message mappings. Never mutated.",
-    "max_tokens": "The budget: a finite positive number.",
-    "count_tokens": "``(message) -> int``; the default is the specification's estimator "
-    "(see ``estimate_tokens``).",
-    "keep_head": "Leading messages always kept.",
-    "keep_tail": "Trailing messages always kept.",
-    "summary_role": 'The inserted message\'s role; ``"user"`` by default because some '
-    "providers reject a second ``system`` message.",
-    "target_tokens": "``None`` (the default) for the specification's cut; a number up to "
-    "``max_tokens`` for the cut that keeps the provider's prompt cache (docs/prompt-cache.md): "
-    "the cut one process would have made had it been called after every message of the "
-    "history, moving only after more than ``max_tokens - target_tokens`` tokens of growth. "
-    "Equal to ``max_tokens``, it is the specification's cut.",
-}
-
-
-def with_option_docs(**own: str) -> Callable[[F], F]:
-    """Write the ``Args:`` section of the decorated function's docstring, before ``Returns:``.
-
-    Each parameter, in signature order, is described by ``own`` or else by ``OPTION_DOCS``.
-    """
-
-    def document(function: F) -> F:
-        names = inspect.signature(function).parameters
-        args = "".join(f"    {name}: {own.get(name) or OPTION_DOCS[name]}\n" for name in names)
-        doc = inspect.cleandoc(function.__doc__ or "")
-        function.__doc__ = doc.replace("\nReturns:", f"\nArgs:\n{args}\nReturns:", 1)
-        return function
-
-    return document
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any, List, Sequence, Tuple
 
 from ._checks import check_messages
 from ._grouping import group_bounds
+from ._option_docs import with_option_docs
 from ._problems import PairingProblem
 from ._views import message_views
 from .formats import FORMATS, Format, recognise
@@ -30,6 +31,7 @@ class PairingError(ValueError):
         return type(self), (self.problems,)
 
 
+@with_option_docs()
 def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
     """Report every tool-pairing problem that would make a provider reject ``messages``.
 
@@ -38,9 +40,6 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
     and each provider's own rules on order (docs/grouping.md lists them). It reads
     exchanges exactly as the grouping does, so whatever it accepts, it accepts after
     any compaction.
-
-    Args:
-        messages: The message list (never mutated).
 
     Returns:
         The problems in message order (an empty list when the request is well formed).

@@ -15,6 +15,7 @@ from ._checks import check_flag, check_messages, check_placeholder
 from ._defaults import REPAIR_PLACEHOLDER
 from ._errors import InvalidMessageError
 from ._grouping import group_bounds
+from ._option_docs import with_option_docs
 from ._pairing import PairingError, pairing_problems
 from ._problems import PairingProblem
 from ._views import message_views
@@ -79,6 +80,11 @@ class RepairResult:
         return bool(self.changes)
 
 
+@with_option_docs(
+    answer_unanswered="Answer calls without a result with the placeholder result instead of "
+    "dropping them.",
+    placeholder="The text of a placeholder result.",
+)
 def repair_pairing(
     messages: Sequence[Any],
     *,
@@ -97,12 +103,6 @@ def repair_pairing(
     docs/repair.md says what each format does. The check runs again on the result
     until it finds nothing; a history without problems comes back as a new list of
     the same objects. The work is linear in the length of the history.
-
-    Args:
-        messages: The message list (never mutated).
-        answer_unanswered: Answer calls without a result with the placeholder
-            result instead of dropping them.
-        placeholder: The text of a placeholder result.
 
     Returns:
         A ``RepairResult``: the repaired messages, every change

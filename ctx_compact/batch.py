@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from ._checks import check_messages, check_options, must
-from ._compact import Compaction, decide, with_option_docs
+from ._compact import Compaction, decide
 from ._defaults import KEEP_HEAD, KEEP_TAIL
 from ._errors import InvalidMessageError
+from ._option_docs import with_option_docs
 from ._tokens import CountTokens
 
 T = TypeVar("T")
