@@ -131,26 +131,6 @@ class Compaction:
         InvalidMessageError: The counts add up to more than a float can hold.
     """
 
-    __slots__ = (
-        "awaits",
-        "began",
-        "bounds",
-        "count_tokens",
-        "cut",
-        "head_end",
-        "max_tokens",
-        "messages",
-        "pre",
-        "restart",
-        "saved",
-        "start",
-        "step",
-        "sums",
-        "tail_start",
-        "taken",
-        "tokens_before",
-    )
-
     def __init__(
         self,
         messages: List[Any],

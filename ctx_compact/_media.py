@@ -78,31 +78,12 @@ def _is_pdf(mime: Optional[str]) -> bool:
 
 def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
     """What the provider bills for one media part (see the module ``_media_rates``)."""
-    _, provider, kind, data, start, mime, detail = media
-    payload = None if data is None else Payload(data, start)
-    if kind == "image":
-        size = None if payload is None else image_size(payload)
-        if size is None:
-            if defaults.unsized_image_tokens is not None:
-                return defaults.unsized_image_tokens
-            return rates.unsized_image_tokens(provider, detail)
-        return rates.image_tokens(provider, size[0], size[1], detail)
-    if kind == "document":
-        if not _is_pdf(mime):
-            text = _text_document(payload, mime)
-            if text is not None:
-                return tokens_of_units(utf16_length(text))
-            pages = None
-        else:
-            pages = _pages(payload)
-        if pages is None:
-            if defaults.unsized_document_tokens is not None:
-                return defaults.unsized_document_tokens
-            pages = 1
-        # A document declaring more pages than its provider accepts costs no more than those.
-        pages = min(pages, rates.PDF_MOST_PAGES[provider])
-        per_page = defaults.pdf_page_tokens
-        return pages * (rates.PDF_PAGE_TOKENS[provider] if per_page is None else per_page)
+    payload = None if media.data is None else Payload(media.data, media.start)
+    if media.kind == "image":
+        return _image_tokens(media, payload, defaults)
+    if media.kind == "document":
+        return _document_tokens(media, payload, defaults)
+    kind, provider = media.kind, media.provider
     table = rates.VIDEO_TOKENS_PER_SECOND if kind == "video" else rates.AUDIO_TOKENS_PER_SECOND
     seconds = None if payload is None or kind == "video" else audio_seconds(payload)
     if seconds is None:
@@ -112,6 +93,33 @@ def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
     found = rates.seconds_tokens(table, provider, seconds)
     # A provider publishing no rate of its own: Gemini's, the one published.
     return found if found is not None else rates.seconds_tokens(table, rates.GEMINI, seconds) or 0
+
+
+def _image_tokens(media: Media, payload: Optional[Payload], defaults: _Defaults) -> int:
+    size = None if payload is None else image_size(payload)
+    if size is not None:
+        return rates.image_tokens(media.provider, size[0], size[1], media.detail)
+    if defaults.unsized_image_tokens is not None:
+        return defaults.unsized_image_tokens
+    return rates.unsized_image_tokens(media.provider, media.detail)
+
+
+def _document_tokens(media: Media, payload: Optional[Payload], defaults: _Defaults) -> int:
+    pages = None
+    if _is_pdf(media.mime):
+        pages = _pages(payload)
+    else:
+        text = _text_document(payload, media.mime)
+        if text is not None:
+            return tokens_of_units(utf16_length(text))
+    if pages is None:
+        if defaults.unsized_document_tokens is not None:
+            return defaults.unsized_document_tokens
+        pages = 1
+    # A document declaring more pages than its provider accepts costs no more than those.
+    pages = min(pages, rates.PDF_MOST_PAGES[media.provider])
+    per_page = defaults.pdf_page_tokens
+    return pages * (rates.PDF_PAGE_TOKENS[media.provider] if per_page is None else per_page)
 
 
 def _pages(payload: Optional[Payload]) -> Optional[int]:

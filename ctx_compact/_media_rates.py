@@ -12,7 +12,6 @@ OPENAI = "openai"
 ANTHROPIC = "anthropic"
 GEMINI = "gemini"
 BEDROCK = "bedrock"
-PROVIDERS = (OPENAI, ANTHROPIC, GEMINI, BEDROCK)
 
 OPENAI_LOW = 85
 OPENAI_BASE = 85

@@ -91,12 +91,11 @@ def plain(value: Any, index: Optional[int] = None) -> Any:
     Raises:
         InvalidMessageError: An SDK object's ``model_dump`` fails; the error names ``index``.
     """
-    kind = type(value)
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
+    if value is None or isinstance(value, (str, int, float)):
         return value
-    if kind is dict or isinstance(value, Mapping):
+    if isinstance(value, Mapping):
         return {k: plain(v, index) for k, v in value.items()}
-    if kind is list or kind is tuple:
+    if type(value) is list or type(value) is tuple:
         return [plain(v, index) for v in value]
     try:
         dumped = sdk_dump(value)
