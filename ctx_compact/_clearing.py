@@ -174,8 +174,8 @@ def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[
                 calls.setdefault(hashable(other), call)
         for result in fmt.tool_results(view, i):
             written, clearable = _written(result, placeholder)
-            call = calls.get(hashable(result.call_id))
-            results.append(_Result(result, call, clearable, written))
+            answered = calls.get(hashable(result.call_id))
+            results.append(_Result(result, answered, clearable, written))
     return results
 
 
