@@ -4,7 +4,7 @@ each format's own in its provider's words, in message order."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._checks import check_messages
 from ._grouping import group_bounds
@@ -59,20 +59,30 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
 def pairing_problems(views: Sequence[Mapping[str, Any]]) -> List[PairingProblem]:
     """``check_pairing`` of message views that grouping has already validated (the
     command line's compaction is the validation, so it is not done twice)."""
+    # A message's format, read once however many problems it has: reading a message of
+    # n blocks is O(n), and it may have n problems (tests/test_repair_growth.py).
+    owners: Dict[int, Optional[Format]] = {}
     problems = [
         problem
         for fmt in FORMATS
         for problem in fmt.problems(views)
-        if not _read_by_another(fmt, views, problem.index)
+        if not _read_by_another(fmt, views, problem.index, owners)
     ]
     problems.sort(key=lambda p: p.index)
     return problems
 
 
-def _read_by_another(fmt: Format, views: Sequence[Mapping[str, Any]], index: int) -> bool:
+def _read_by_another(
+    fmt: Format,
+    views: Sequence[Mapping[str, Any]],
+    index: int,
+    owners: Dict[int, Optional[Format]],
+) -> bool:
     """Whether the message a problem is reported at is another format's (a Gemini function
     response turn with role ``"function"`` is not a Chat ``function`` message)."""
     if not 0 <= index < len(views):
         return False
-    found = recognise(views[index], index)
+    if index not in owners:
+        owners[index] = recognise(views[index], index)
+    found = owners[index]
     return found is not None and found is not fmt
