@@ -1,11 +1,5 @@
-"""Argument checks at the core's boundary: each raises naming the argument and the value.
-
-Every check, in the core and in the middleware, words its error one way,
-``'name' must be <what it must be> (got <the value>)``, and raises ``TypeError``
-for a value of the wrong type and ``ValueError`` for a value of the right type
-that is wrong (``must`` builds both). ``BudgetValueError`` is the one value
-error that is also a ``TypeError``, as the specification has it for
-``max_tokens``.
+"""Argument checks at the core's boundary, in one message shape: ``'name' must be ... (got
+...)``, ``TypeError`` for a wrong type and ``ValueError`` for a wrong value (``must``).
 """
 
 from __future__ import annotations
@@ -15,7 +9,7 @@ import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from numbers import Real
-from typing import Any, FrozenSet, Optional
+from typing import Any, Dict, FrozenSet, Optional
 
 from ._errors import InvalidMessageError
 
@@ -208,3 +202,17 @@ def check_target_tokens(target_tokens: object, max_tokens: float) -> Optional[fl
             ValueError,
         )
     return target_tokens  # type: ignore[return-value]
+
+
+def check_options(arguments: Mapping[str, Any]) -> Dict[str, Any]:
+    """``compact``'s options among a call's ``locals()``, checked; errors name the option."""
+    budget = check_max_tokens(arguments["max_tokens"])
+    target = check_target_tokens(arguments["target_tokens"], budget)
+    check_callable(arguments["count_tokens"], "count_tokens")
+    return {
+        "max_tokens": budget,
+        "count_tokens": arguments["count_tokens"],
+        "keep_head": check_keep(arguments["keep_head"], "keep_head"),
+        "keep_tail": check_keep(arguments["keep_tail"], "keep_tail"),
+        "target_tokens": target,
+    }

@@ -1,23 +1,8 @@
 """Clearing instead of dropping: old tool results, and thinking the provider no longer needs.
 
-``clear_tool_results`` replaces the content of the oldest tool results with a
-placeholder, and ``clear_thinking`` removes the thinking of earlier turns. Both
-keep every call with its result: ids, roles and block or item types stay, so the
-group boundaries of the list and its pairing are what they were.
-
-Edits never touch the caller's objects. An edited message is a new object made
-of shallow copies along the edited path (the message, its content or
-``tool_calls`` list, the edited block or call); everything else, edited
-messages' untouched blocks included, is the caller's own. An SDK object that
-must be edited is replaced by its edited JSON view (``model_dump(mode="json",
-exclude_unset=True)``, the mapping the SDK sends), since a pydantic model cannot
-be copied with one field changed without knowing its type.
-
-The work is split as in ``_compact``: ``ToolResultClearing`` and ``ThinkingClearing``
-hold checked options and decide from the messages' views and per-message counts
-alone (``apply``), so a caller that already has counts (the middleware's session
-cache) does not count twice; ``clear_tool_results`` and ``clear_thinking`` check,
-count and apply.
+Both keep every call with its result (ids, roles and block or item types stay), so the list's
+groups and pairing are what they were. An edited message is a new object made of shallow copies
+along the edited path; everything else is the caller's own (docs/clearing.md).
 """
 
 from __future__ import annotations
@@ -50,6 +35,7 @@ from ._checks import (
     check_tool_names,
 )
 from ._defaults import KEEP_RESULTS, KEEP_TURNS, PLACEHOLDER
+from ._option_docs import with_option_docs
 from ._steps import step_size, steps
 from ._tokens import CountTokens, count_all, count_one, prefix_sums
 from ._views import message_views
@@ -60,6 +46,7 @@ from .formats import (
     REPLIES,
     Thinking,
     ToolCall,
+    ToolResult,
     recognise,
     step,
     thinking,
@@ -135,40 +122,35 @@ class ClearResult(Generic[E]):
 
 @dataclass(frozen=True)
 class _Result:
-    index: int
-    block: Optional[int]  # position in a user message's content (or a Gemini turn's parts)
-    field: str  # the key holding the result's content
-    call_id: Any
+    """A tool result with the call it answers, and what clearing it writes."""
+
+    found: ToolResult
     call: Optional[ToolCall]
     clearable: bool  # has content, other than the placeholder, that may be replaced
-    items: str = "content"  # the list holding the block
-    inner: Optional[str] = None  # the key of the result object inside the block
-    value: Any = None  # what the content becomes, when not the placeholder itself
+    written: Any  # what the content becomes: a format's own shape, or the placeholder text
 
 
-def _has_content(value: object, placeholder: str) -> bool:
-    """Whether replacing a result's content with the placeholder can save anything.
+def _written(result: ToolResult, placeholder: str) -> Tuple[Any, bool]:
+    """What clearing ``result`` writes, and whether that takes anything off.
 
-    Not when it is missing, empty, already the placeholder, or a string no longer
-    than the placeholder.
+    Nothing is taken off a missing, empty or placeholder result, a string no longer than
+    the placeholder, or one already in a format's own shape of it (a Gemini response
+    object, a Converse block list, a shell call's output chunks).
     """
-    if value is None:
-        return False
-    if isinstance(value, str):
-        return len(value) > len(placeholder)
-    return not (is_list(value) and not value)
-
-
-def _saves(value: object, written: object) -> bool:
-    """Whether writing ``written`` over a result's ``value`` (a format's own shape of the
-    placeholder: a Gemini response object, a Converse block list, a shell call's output
-    chunks) takes anything off."""
+    value = result.value
+    if result.wrap is None:
+        if value is None:
+            return placeholder, False
+        if isinstance(value, str):
+            return placeholder, len(value) > len(placeholder)
+        return placeholder, not (is_list(value) and not value)
+    written = result.wrap(placeholder)
     if value is None or value == written:
-        return False
+        return written, False
     try:
-        return len(json.dumps(value, default=str)) > len(json.dumps(written))
+        return written, len(json.dumps(value, default=str)) > len(json.dumps(written))
     except (TypeError, ValueError, RecursionError):
-        return True
+        return written, True
 
 
 def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[_Result]:
@@ -191,26 +173,9 @@ def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[
             for other in others:  # another id it may be answered by
                 calls.setdefault(hashable(other), call)
         for result in fmt.tool_results(view, i):
-            value = result.value
-            written = None
-            if result.wrap is not None:
-                written = result.wrap(placeholder)
-                clearable = _saves(value, written)
-            else:
-                clearable = _has_content(value, placeholder)
-            results.append(
-                _Result(
-                    i,
-                    result.block,
-                    result.field,
-                    result.call_id,
-                    calls.get(hashable(result.call_id)),
-                    clearable,
-                    result.items,
-                    result.inner,
-                    written,
-                )
-            )
+            written, clearable = _written(result, placeholder)
+            answered = calls.get(hashable(result.call_id))
+            results.append(_Result(result, answered, clearable, written))
     return results
 
 
@@ -274,16 +239,15 @@ class _Editor:
         return block[inner]  # type: ignore[no-any-return]
 
 
-def _clear_result(editor: _Editor, result: _Result, placeholder: str) -> None:
-    if result.inner is not None and result.block is not None:
-        held = editor.inner(result.index, result.items, result.block, result.inner)
-        held[result.field] = placeholder if result.value is None else result.value
-        return
-    if result.block is not None:
-        editor.block(result.index, result.block)["content"] = placeholder
-        return
-    message = editor.message(result.index)
-    message[result.field] = placeholder if result.value is None else result.value
+def _clear_result(editor: _Editor, result: _Result) -> None:
+    found = result.found
+    if found.inner is not None and found.block is not None:
+        held = editor.inner(found.index, found.items, found.block, found.inner)
+        held[found.field] = result.written
+    elif found.block is not None:
+        editor.block(found.index, found.block)["content"] = result.written
+    else:
+        editor.message(found.index)[found.field] = result.written
 
 
 def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
@@ -342,14 +306,7 @@ class ToolResultClearing:
         placeholder: object = PLACEHOLDER,
         clear_inputs: object = False,
     ) -> ToolResultClearing:
-        """Validate the options; errors name the option.
-
-        Raises:
-            TypeError: ``keep`` is not an int, ``exclude_tools`` is a string or not
-                a collection of strings, ``placeholder`` is not a string,
-                ``clear_inputs`` is not a bool.
-            ValueError: ``keep`` is negative or ``placeholder`` is empty.
-        """
+        """Validate the options (as ``clear_tool_results`` does); errors name the option."""
         return cls(
             keep=check_keep(keep, "keep"),
             exclude_tools=check_tool_names(exclude_tools),
@@ -388,44 +345,14 @@ class ToolResultClearing:
         cleared: List[ClearedToolResult] = []
         editor = _Editor(messages, views)
         results = _find_results(views, self.placeholder)  # validates, even when it fits
-        step = step_size(max_tokens, target_tokens)
         if total > max_tokens:
-            goal = max_tokens
-            if step:
-                # The step rule's reduction, from the results of the prefix that
-                # made it: the same ones on every call until the cut moves.
-                taken, began = steps(prefix_sums(counts), max_tokens, step)
-                goal = before - taken
-                results = [r for r in results if r.index < began]
-            older = results[: max(len(results) - self.keep, 0)]
-            for result in older:
+            clearable, goal = self._clearable(results, counts, max_tokens, target_tokens)
+            for result in clearable:
                 if total <= goal:
                     break
-                call = result.call
-                if not result.clearable or (
-                    self.exclude_tools and call is not None and call.name in self.exclude_tools
-                ):
-                    continue
-                _clear_result(editor, result, self.placeholder)
-                touched = [result.index]
-                input_cleared = False
-                if self.clear_inputs and call is not None:
-                    input_cleared = _clear_input(editor, call, self.placeholder)
-                    if input_cleared:
-                        touched.append(call.index)
-                for i in touched:
-                    new = count_one(editor.edited[i], count_tokens, i)
-                    total += new - counts[i]
-                    counts[i] = new
-                cleared.append(
-                    ClearedToolResult(
-                        index=result.index,
-                        call_id=result.call_id,
-                        tool=call.name if call is not None else None,
-                        call_index=call.index if call is not None else None,
-                        input_cleared=input_cleared,
-                    )
-                )
+                done, change = self._clear(editor, result, counts, count_tokens)
+                cleared.append(done)
+                total += change
         outcome = ClearResult(
             messages=_output(messages, editor.edited),
             cleared=cleared,
@@ -435,7 +362,77 @@ class ToolResultClearing:
         )
         return outcome, counts
 
+    def _clear(
+        self,
+        editor: _Editor,
+        result: _Result,
+        counts: List[int],
+        count_tokens: Optional[CountTokens],
+    ) -> Tuple[ClearedToolResult, int]:
+        """Clear one result (and its call's input, with ``clear_inputs``); the change in tokens."""
+        _clear_result(editor, result)
+        call = result.call
+        touched = [result.found.index]
+        input_cleared = False
+        if self.clear_inputs and call is not None:
+            input_cleared = _clear_input(editor, call, self.placeholder)
+            if input_cleared:
+                touched.append(call.index)
+        cleared = ClearedToolResult(
+            index=result.found.index,
+            call_id=result.found.call_id,
+            tool=call.name if call is not None else None,
+            call_index=call.index if call is not None else None,
+            input_cleared=input_cleared,
+        )
+        return cleared, sum(_recount(editor, i, counts, count_tokens) for i in touched)
 
+    def _clearable(
+        self,
+        results: List[_Result],
+        counts: List[int],
+        max_tokens: float,
+        target_tokens: Optional[float],
+    ) -> Tuple[List[_Result], float]:
+        """The results that may be cleared, oldest first, and the total to clear down to."""
+        goal = max_tokens
+        step = step_size(max_tokens, target_tokens)
+        if step:
+            # The step rule's reduction, from the results of the prefix that
+            # made it: the same ones on every call until the cut moves.
+            taken, began = steps(prefix_sums(counts), max_tokens, step)
+            goal = sum(counts) - taken
+            results = [r for r in results if r.found.index < began]
+        older = results[: max(len(results) - self.keep, 0)]
+        excluded = self.exclude_tools
+        return [
+            r
+            for r in older
+            if r.clearable and not (excluded and r.call is not None and r.call.name in excluded)
+        ], goal
+
+
+def _recount(
+    editor: _Editor, i: int, counts: List[int], count_tokens: Optional[CountTokens]
+) -> int:
+    """Count edited message ``i`` again, in ``counts``; the change in tokens."""
+    new = count_one(editor.edited[i], count_tokens, i)
+    change = new - counts[i]
+    counts[i] = new
+    return change
+
+
+@with_option_docs(
+    keep="How many of the most recent tool results are never cleared.",
+    exclude_tools="Names of tools whose results are never cleared. A result's tool is named "
+    "by the latest call before it with its id (a built-in tool's by the call's item type, "
+    'such as ``"shell_call"``); a result with no such call is never excluded.',
+    placeholder="The text a cleared result's content is replaced with.",
+    clear_inputs="Also clear the arguments of the calls whose results are cleared (to "
+    '``"{}"``, ``{}`` or ``placeholder``, as each format takes them).',
+    target_tokens="``None`` (the default) to clear until the total fits; a number up to "
+    "``max_tokens`` to clear in steps.",
+)
 def clear_tool_results(
     messages: Sequence[Any],
     *,
@@ -449,63 +446,20 @@ def clear_tool_results(
 ) -> ClearResult[ClearedToolResult]:
     """Replace the content of the oldest tool results with ``placeholder`` until it fits.
 
-    Tool results are Chat Completions ``tool`` messages, Anthropic ``tool_result``
-    blocks (in user messages) and Responses ``function_call_output``,
-    ``custom_tool_call_output``, ``local_shell_call_output``, ``shell_call_output``
-    (one ``{stdout: placeholder, stderr: "", outcome}`` chunk),
-    ``apply_patch_call_output`` and ``program_output`` (its ``result``) items.
-    ``computer_call_output`` and ``tool_search_output`` are never cleared: their
-    output must be a screenshot or a tool list.
-
-    Results are cleared oldest first while the total exceeds ``max_tokens``. The
-    ``keep`` most recent results (of any tool) are never cleared, nor results of
-    the tools named in ``exclude_tools``, nor results with nothing to save: an
-    empty one, or text no longer than the placeholder (so a result that already
-    holds it is not cleared again, and clearing twice changes nothing). Nothing is dropped:
-    if clearing alone cannot reach the budget, ``fits`` is ``False`` and the
-    caller may ``compact`` the result, whose grouping is the input's.
-
-    With ``clear_inputs``, the call of each cleared result loses its arguments
-    too: a Chat ``function.arguments`` and a Responses ``function_call``'s
-    ``arguments`` become ``"{}"``, an Anthropic ``tool_use`` ``input`` becomes
-    ``{}`` (the providers take arguments as a JSON object, so an empty one stays
-    valid), and a Responses ``custom_tool_call``'s free-text ``input`` becomes
-    ``placeholder``. Built-in tools' calls (shell actions, patches, computer
-    actions) are the call itself and stay.
-
-    With ``target_tokens``, clearing goes in steps, as ``compact``'s cut does, so
-    that it keeps the provider's prompt cache: a history over ``max_tokens`` is
-    cleared until it has lost the reduction of ``compact``'s step rule (down to
-    about the target, not one more result per call), and only results of the
-    prefix of the history that made that reduction are cleared (its ``keep``
-    most recent ones kept), so the same results are cleared on every call, in
-    every process, until the history has grown by more than ``max_tokens -
-    target_tokens`` since. What clearing could not take off is left to
-    ``compact`` (the command line passes it on, so that clearing and dropping
-    together take off the reduction once).
-
-    Args:
-        messages: The message list. Never mutated.
-        max_tokens: The budget: a finite positive number.
-        keep: How many of the most recent tool results are never cleared.
-        exclude_tools: Names of tools whose results are never cleared. A result's
-            tool is named by the latest call before it with its id: Chat
-            ``tool_calls[].function.name``, Anthropic ``tool_use.name``, the
-            Responses call's ``name``, or the call's item type for a built-in tool
-            (``"local_shell_call"``, ``"shell_call"``, ``"apply_patch_call"``). A
-            result with no such call has no name and is never excluded.
-        placeholder: The text a cleared result's content is replaced with.
-        clear_inputs: Also clear the arguments of the calls whose results are cleared.
-        count_tokens: ``(message) -> int``; the default is the specification's
-            estimator (see ``estimate_tokens``).
-        target_tokens: ``None`` (the default) to clear until the total fits; a
-            number up to ``max_tokens`` to clear in steps.
+    Results are cleared oldest first while the total exceeds ``max_tokens``, in every format
+    (docs/clearing.md lists what a result's content is in each, and the Responses outputs that
+    are never cleared). The ``keep`` most recent results are never cleared, nor results of the
+    tools in ``exclude_tools``, nor results with nothing to save (empty, or no longer than the
+    placeholder: clearing twice changes nothing). Nothing is dropped: if clearing alone cannot
+    reach the budget, ``fits`` is ``False`` and the caller may ``compact`` the result, whose
+    grouping is the input's. With ``target_tokens``, clearing goes in steps, as ``compact``'s
+    cut does, so that the same results are cleared on every call until the history has grown
+    by more than ``max_tokens - target_tokens`` (docs/prompt-cache.md).
 
     Returns:
         A ``ClearResult`` whose ``cleared`` lists a ``ClearedToolResult`` per
-        cleared result. Edited messages are new objects (shallow copies along the
-        edited path; an edited SDK object becomes its edited JSON mapping); every
-        other message is the caller's own object.
+        cleared result. Edited messages are new objects (an edited SDK object
+        becomes its edited JSON mapping); every other message is the caller's own.
 
     Raises:
         TypeError: ``max_tokens`` is not a finite positive number, ``keep`` is not
@@ -570,6 +524,20 @@ def _find_thinking(
     return [(i, held) for t, i, held in found if t not in protected]
 
 
+def _remove_blocks(
+    editor: _Editor,
+    i: int,
+    thought: Thinking,
+    counts: List[int],
+    count_tokens: Optional[CountTokens],
+) -> int:
+    """Remove a message's thinking blocks or parts, all at once; the change in tokens."""
+    positions = {k for k, _ in thought.blocks}
+    content = editor.items(i, thought.items)
+    editor.message(i)[thought.items] = [b for k, b in enumerate(content) if k not in positions]
+    return _recount(editor, i, counts, count_tokens)
+
+
 @dataclass(frozen=True)
 class ThinkingClearing:
     """The checked options of ``clear_thinking``, and the clearing itself."""
@@ -613,16 +581,9 @@ class ThinkingClearing:
                     removed.add(i)
                     total -= counts[i]
                     cleared.append(ClearedThinking(i, item.item, None))
-                    continue
-                positions = {k for k, _ in item.blocks}
-                content = editor.items(i, item.items)
-                editor.message(i)[item.items] = [
-                    b for k, b in enumerate(content) if k not in positions
-                ]
-                new = count_one(editor.edited[i], count_tokens, i)
-                total += new - counts[i]
-                counts[i] = new
-                cleared.extend(ClearedThinking(i, kind, k) for k, kind in item.blocks)
+                else:
+                    total += _remove_blocks(editor, i, item, counts, count_tokens)
+                    cleared.extend(ClearedThinking(i, kind, k) for k, kind in item.blocks)
         out = _output(messages, editor.edited)
         if removed:
             out = [m for i, m in enumerate(out) if i not in removed]
@@ -637,6 +598,12 @@ class ThinkingClearing:
         return result, counts
 
 
+@with_option_docs(
+    keep_turns="How many of the most recent turns holding thinking keep it.",
+    max_tokens="When given, clear oldest first only until the total fits it (nothing when it "
+    "already fits: cleared thinking changes the prompt's prefix and so the provider's prompt "
+    "cache). ``None``, the default, clears everything that may be cleared.",
+)
 def clear_thinking(
     messages: Sequence[Any],
     *,
@@ -647,51 +614,15 @@ def clear_thinking(
     """Remove the thinking of earlier turns, in every format that carries it.
 
     Thinking is Anthropic ``thinking`` and ``redacted_thinking`` blocks, Bedrock
-    ``reasoningContent`` blocks, Gemini thought parts (``{"text": ...,
-    "thought": true}``) and Responses ``reasoning`` items.
-
-    A *turn* starts at a user's own message (a user message, or a Gemini user
-    content, that carries no tool results: no ``tool_result`` or ``toolResult``
-    blocks, no ``function_response`` parts) and holds everything the model did
-    in answer to it: its assistant messages or model contents, the tool results
-    it was sent and its Responses items, up to the next user's own message.
-    Messages before the first one belong to turn 0. Each format says what its
-    messages are (``formats.step``) and what thinking they hold
-    (``formats.thinking``).
-
-    The thinking of the ``keep_turns`` most recent turns that hold any is kept.
-    Whatever ``keep_turns`` says, this never removes:
-
-    - the thinking of the last turn while it is a tool loop in progress (its
-      last model step calls tools: a ``tool_use`` or ``toolUse`` block, a
-      ``function_call`` part, a Responses call, or a call output waiting for
-      the model): Anthropic and Bedrock require the thinking blocks of the
-      assistant turn that made the calls they are answering, and OpenAI the
-      reasoning item before a ``function_call`` whose output it is sent;
-    - a Responses ``reasoning`` item followed by an item that carries its id
-      (``fc_...``, ``msg_...``, as passed back from a response's output): OpenAI
-      rejects that item without the reasoning item it was produced with, in
-      any turn. Reasoning can be cleared from items passed without ids;
-    - a Gemini part holding a ``thought_signature`` (Gemini wants it back where
-      it came, with the call it signs), or a ``function_call`` part;
-    - a message's thinking when the message holds nothing else (the providers
-      reject an empty content or parts list).
-
-    Blocks and parts are removed from a new copy of their message (the message
-    stays, with its other blocks or parts as the caller's objects), all of a
-    message's at once (Bedrock wants a message's reasoning first, or none); a
-    ``reasoning`` item is removed from the list, so ``messages`` may be shorter
-    than the input. Chat Completions messages carry no thinking a provider
-    takes back, and are left as they are.
-
-    Args:
-        messages: The message list. Never mutated.
-        keep_turns: How many of the most recent turns holding thinking keep it.
-        max_tokens: When given, clear oldest first only until the total fits it
-            (nothing when it already fits: cleared thinking changes the prompt's
-            prefix and so the provider's prompt cache). ``None``, the default,
-            clears everything that may be cleared.
-        count_tokens: ``(message) -> int``; the default is the specification's estimator.
+    ``reasoningContent`` blocks, Gemini thought parts and Responses ``reasoning``
+    items. A turn starts at a user's own message (one carrying no tool results) and
+    holds everything the model did in answer to it. The thinking of the ``keep_turns``
+    most recent turns that hold any is kept, and, whatever ``keep_turns`` says, what
+    a provider requires back: the thinking of a tool loop in progress, a reasoning
+    item followed by an item carrying its id, a Gemini part holding a
+    ``thought_signature`` or a call, and thinking that is all its message holds
+    (docs/clearing.md). Blocks and parts go from a new copy of their message; a
+    ``reasoning`` item goes from the list, so ``messages`` may be shorter than the input.
 
     Returns:
         A ``ClearResult`` whose ``cleared`` lists a ``ClearedThinking`` per

@@ -1,10 +1,7 @@
-"""compact / compact_with_summary / acompact_with_summary and their result types.
+"""compact / compact_with_summary / acompact_with_summary, their result types and ``Compaction``.
 
-The work is split so that one algorithm serves the sync and async forms (and the
-middleware): ``Compaction`` is built from the messages, their prefix token sums
-and their group boundaries; it decides what to drop without calling anything,
-and only the few lines that obtain a summary differ between
-``compact_with_summary`` and ``acompact_with_summary``.
+``Compaction`` decides what to drop from the messages' prefix token sums and group boundaries
+alone; the sync and async forms (and the middleware) differ only in how they obtain a summary.
 """
 
 from __future__ import annotations
@@ -17,16 +14,15 @@ from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Un
 
 from ._checks import (
     check_callable,
-    check_keep,
-    check_max_tokens,
     check_messages,
+    check_options,
     check_summary,
     check_summary_role,
-    check_target_tokens,
 )
 from ._defaults import KEEP_HEAD, KEEP_TAIL
 from ._errors import InvalidMessageError
 from ._grouping import group_bounds
+from ._option_docs import with_option_docs
 from ._steps import step_size, steps, whole_steps
 from ._tokens import CountTokens, check_sums, count_all, count_one, finite, prefix_sums
 from ._views import message_view, message_views, trailing_views
@@ -118,48 +114,22 @@ class Compaction:
         pre: Prefix sums of the messages' token counts (``len(messages) + 1`` items).
         bounds: Group boundaries (see ``group_bounds``).
         max_tokens, keep_head, keep_tail, count_tokens: The checked options.
-        target_tokens: The checked target, for the step rule (see ``_steps``):
-            the reduction is the history's own, made from its prefix sums
-            alone; ``None`` for the specification's rule.
-        uncleared: With ``target_tokens``, the prefix sums of these messages as
-            they were before clearing in steps edited some of them (the same
-            messages and groups; ``None``: ``pre``). The step rule reads the
+        target_tokens: The checked target, for the step rule (``_steps``).
+        uncleared: With ``target_tokens``, the prefix sums of the messages before
+            clearing edited some of them (``None``: ``pre``). The step rule reads the
             history as it was before clearing, and what clearing took off counts
-            towards its reduction, so that clearing and dropping together take
-            off the reduction once.
-        restart: The index of the latest message holding a provider's
-            compaction item (``group_bounds``' ``restarts``), ``-1`` for none.
-            The provider ignores what comes before it, so the conversation is
-            taken to start there: over budget, everything before its group goes
-            first (``start``), the head is counted from it, and its group is
-            always kept. Without one, the decision is the specification's.
+            towards its reduction.
+        restart: The index of the latest message holding a provider's compaction
+            item (``group_bounds``' ``restarts``), ``-1`` for none. Over budget, the
+            conversation is taken to start at its group (``start``): what is before
+            goes first and the head is counted from there.
 
-    Calls still awaiting their results at the end (``formats.awaiting``) are
-    kept whole with the tail, whatever ``keep_tail`` says.
+    Calls still awaiting their results at the end (``formats.awaiting``) are kept
+    whole with the tail, whatever ``keep_tail`` says.
 
     Raises:
         InvalidMessageError: The counts add up to more than a float can hold.
     """
-
-    __slots__ = (
-        "awaits",
-        "began",
-        "bounds",
-        "count_tokens",
-        "cut",
-        "head_end",
-        "max_tokens",
-        "messages",
-        "pre",
-        "restart",
-        "saved",
-        "start",
-        "step",
-        "sums",
-        "tail_start",
-        "taken",
-        "tokens_before",
-    )
 
     def __init__(
         self,
@@ -195,8 +165,18 @@ class Compaction:
         # Over budget, a compaction item starts the conversation: what is before it goes first.
         self.restart = restart if excess > 0 and 0 <= restart < n else -1
         self.start = bounds[bisect_right(bounds, self.restart) - 1] if self.restart >= 0 else 0
-        start = self.start
-        # Head and tail are counted in messages and snapped outward to whole groups.
+        self._snap(keep_head, keep_tail, excess > 0)
+        cut: Optional[int] = _cut_after(
+            pre, bounds, self.head_end, self.tail_start, excess - pre[self.start]
+        )
+        if cut != self.head_end:  # only a format with rules on resuming can move it
+            cut = self._resumed(cut or 0, self._head_last(), self.head_end + 1)
+        self.cut: int = self.head_end if cut is None else cut
+
+    def _snap(self, keep_head: int, keep_tail: int, over: bool) -> None:
+        """Set the head's end and the tail's start: counted in messages, snapped outward to
+        whole groups; the compaction item's group and calls awaiting results kept."""
+        bounds, start, n = self.bounds, self.start, len(self.messages)
         self.head_end = bounds[bisect_left(bounds, min(start + keep_head, n))]
         if self.restart >= 0:  # the item's group is never dropped
             self.head_end = max(self.head_end, bounds[bisect_right(bounds, start)])
@@ -204,17 +184,10 @@ class Compaction:
             bounds[bisect_right(bounds, max(n - keep_tail, 0)) - 1], self.head_end
         )
         self.awaits = n
-        if excess > 0:
-            waiting = awaiting(trailing_views(messages))
-            if waiting < n:  # kept whole with the tail, whatever keep_tail says
-                self.awaits = bounds[bisect_right(bounds, waiting) - 1]
-                self.tail_start = max(min(self.tail_start, self.awaits), self.head_end)
-        cut: Optional[int] = _cut_after(
-            pre, bounds, self.head_end, self.tail_start, excess - pre[start]
-        )
-        if cut != self.head_end:  # only a format with rules on resuming can move it
-            cut = self._resumed(cut or 0, self._head_last(), self.head_end + 1)
-        self.cut: int = self.head_end if cut is None else cut
+        waiting = awaiting(trailing_views(self.messages)) if over else n
+        if waiting < n:  # kept whole with the tail, whatever keep_tail says
+            self.awaits = bounds[bisect_right(bounds, waiting) - 1]
+            self.tail_start = max(min(self.tail_start, self.awaits), self.head_end)
 
     def _head_last(self) -> Optional[Mapping[str, Any]]:
         """The last message of the head (its view), what the kept tail resumes after."""
@@ -232,9 +205,7 @@ class Compaction:
 
         ``cut`` itself when it may; else the nearest group boundary after it up to
         the tail's start that may (dropping more never makes it fit less); else
-        the furthest one before it, down to ``lowest``, which does not fit (the
-        largest cut that keeps the tail whole and the request valid); ``None``
-        when there is none.
+        the furthest one before it, down to ``lowest``; ``None`` when there is none.
         """
         if self._may_resume(before, cut):
             return cut
@@ -266,8 +237,7 @@ class Compaction:
         taken = self.taken
         if extra:
             # What the summary puts over the budget goes in whole steps on top of the
-            # reduction: the same summary of the same history makes the same further
-            # cut in every process, and it changes about when the reduction does.
+            # reduction: the same summary of the same history makes the same further cut.
             taken += whole_steps(self.sums[-1] - taken + extra - self.max_tokens, self.step)
         return taken - self.saved
 
@@ -279,14 +249,14 @@ class Compaction:
 
     def kept(self) -> List[Any]:
         """The messages kept (head and tail), in original order, as a new list."""
-        return self._kept(self.cut)
+        if self.cut == self.head_end:
+            return self.messages[self.start :]
+        return self.messages[self.start : self.head_end] + self.messages[self.cut :]
 
     @property
     def dropped(self) -> List[Any]:
         """The messages dropped so far, in original order."""
-        if self.start:
-            return self.messages[: self.start] + self.messages[self.head_end : self.cut]
-        return self.messages[self.head_end : self.cut]
+        return self.messages[: self.start] + self.summarized
 
     @property
     def summarized(self) -> List[Any]:
@@ -300,12 +270,9 @@ class Compaction:
         return self.tokens_after_cut(self.cut)
 
     def kept_ranges(self) -> Tuple[Tuple[int, int], ...]:
-        """The kept messages as ``(start, stop)`` index ranges, without empty ones.
-
-        Two ranges (the head and the tail) when something is dropped, one when
-        nothing is, none for an empty list: the decision in a few integers,
-        whatever the length of the conversation.
-        """
+        """The kept messages as ``(start, stop)`` index ranges, without empty ones: two
+        (the head and the tail) when something is dropped, one when nothing is, none for
+        an empty list."""
         n = len(self.messages)
         if self.cut == self.head_end:
             return ((self.start, n),) if self.start < n else ()
@@ -316,12 +283,35 @@ class Compaction:
         """The ``compact`` result."""
         after = self.tokens_after
         return CompactResult(
-            messages=self._kept(self.cut),
+            messages=self.kept(),
             dropped=self.dropped,
             tokens_before=self.tokens_before,
             tokens_after=after,
             fits=after <= self.max_tokens,
         )
+
+    def _summary_message(self, summary: str, summary_role: str) -> Tuple[Any, Any, int]:
+        """The note carrying ``summary``, the copy of the head's last message it went into
+        instead (``None`` unless roles must alternate), and the tokens it adds."""
+        head_end, before = self.head_end, self._head_last()
+        # The note takes the shape of the messages around it: the head's last, or the
+        # first of those it stands for.
+        beside = before
+        if beside is None and head_end < len(self.messages):
+            beside = message_view(self.messages[head_end], head_end)
+        note = summary_note(summary, summary_role, beside)
+        # A format whose roles alternate (Bedrock, Gemini) cannot take the note as a
+        # message of its own after a head message of its role: it joins that message.
+        merged = (
+            joined(before, summary) if before is not None and not resumes(before, note) else None
+        )
+        try:
+            if merged is None:
+                return note, None, count_one(note, self.count_tokens, None)
+            last = self.pre[head_end] - self.pre[head_end - 1]
+            return note, merged, count_one(merged, self.count_tokens, None) - last
+        except InvalidMessageError as exc:
+            raise InvalidMessageError(f"the summary message: {exc.reason}") from exc
 
     def result_with_summary(
         self, summary: Optional[str], summary_role: str, at_least: int = 0
@@ -335,35 +325,10 @@ class Compaction:
         ``summary`` was made from, so it never describes a message still sent.
         """
         if summary is None:
-            after = self.tokens_after
-            return CompactResultWithSummary(
-                messages=self._kept(self.cut),
-                dropped=self.dropped,
-                tokens_before=self.tokens_before,
-                tokens_after=after,
-                fits=after <= self.max_tokens,
-                summary=None,
-            )
+            return CompactResultWithSummary(**vars(self.result()), summary=None)
         pre, head_end, start = self.pre, self.head_end, self.start
-        before = self._head_last()
-        # The note takes the shape of the messages around it: the head's last, or the
-        # first of those it stands for.
-        beside = before
-        if beside is None and head_end < len(self.messages):
-            beside = message_view(self.messages[head_end], head_end)
-        note = summary_note(summary, summary_role, beside)
-        # A format whose roles alternate (Bedrock, Gemini) cannot take the note as a
-        # message of its own right after a head message of its role: the summary
-        # then goes at the end of (a copy of) that message instead.
-        merged = None
-        if before is not None and not resumes(before, note):
-            merged = joined(before, summary)
-        if merged is not None:
-            last = pre[head_end] - pre[head_end - 1]
-            summary_tokens = _count_summary(merged, self.count_tokens) - last
-        else:
-            summary_tokens = _count_summary(note, self.count_tokens)
-        after = self.tokens_before - pre[start] - (pre[self.cut] - pre[head_end]) + summary_tokens
+        note, merged, summary_tokens = self._summary_message(summary, summary_role)
+        after = self.tokens_after + summary_tokens
         if not finite(after):
             raise InvalidMessageError(
                 "the summary message: its token count makes the total more than a float can hold"
@@ -376,78 +341,62 @@ class Compaction:
             more = self._to_drop(summary_tokens) - pre[start]
             cut = max(_cut_after(pre, self.bounds, head_end, self.tail_start, more), self.cut)
         cut = max(cut, at_least)
-        resumed = self._resumed(
-            cut, before if merged is not None else note, max(at_least, head_end + 1)
-        )
+        after_head = self._head_last() if merged is not None else note
+        resumed = self._resumed(cut, after_head, max(at_least, head_end + 1))
         if resumed is None or resumed <= head_end:
             # No cut lets the conversation resume after the summary: none is sent.
             return self.result_with_summary(None, summary_role)
-        cut = resumed
-        after -= pre[cut] - pre[self.cut]
+        after -= pre[resumed] - pre[self.cut]
         if merged is not None:
-            messages = self.messages[start : head_end - 1]
-            messages.append(merged)
+            messages = [*self.messages[start : head_end - 1], merged]
         else:
-            messages = self.messages[start:head_end]
-            messages.append(note)
-        messages.extend(self.messages[cut:])
+            messages = [*self.messages[start:head_end], note]
+        messages.extend(self.messages[resumed:])
         return CompactResultWithSummary(
             messages=messages,
-            dropped=self.messages[:start] + self.messages[head_end:cut],
+            dropped=self.messages[:start] + self.messages[head_end:resumed],
             tokens_before=self.tokens_before,
             tokens_after=after,
             fits=after <= self.max_tokens,
             summary=summary,
         )
 
-    def _kept(self, cut: int) -> List[Any]:
-        if cut == self.head_end:
-            return self.messages[self.start :]
-        return self.messages[self.start : self.head_end] + self.messages[cut:]
+    def _reason(self, i: int, keep_head: int, keep_tail: int) -> Tuple[str, str]:
+        """Whether message ``i`` is kept or dropped, and why."""
+        start, n = self.start, len(self.messages)
+        if i < start:
+            return "dropped", "before the latest compaction item"
+        if i < self.head_end:
+            item_end = self.bounds[bisect_right(self.bounds, start)] if self.restart >= 0 else start
+            if i < start + keep_head:
+                return "kept", "head"
+            if i < item_end:
+                return "kept", "latest compaction item (group kept whole)"
+            return "kept", "head (group kept whole)"
+        if i >= self.tail_start:
+            if i >= n - keep_tail:
+                return "kept", "tail"
+            if i >= self.awaits:
+                return "kept", "tail (calls awaiting their results)"
+            return "kept", "tail (group kept whole)"
+        if i < self.cut:
+            return "dropped", "oldest middle group while over budget"
+        return (
+            "kept",
+            "budget reached" if self.tokens_before > self.max_tokens else "input already fits",
+        )
 
     def rows(self, keep_head: int, keep_tail: int) -> List[MessageRow]:
-        """One row per message: its tokens, its group and why it is kept or dropped.
-
-        Args:
-            keep_head, keep_tail: The options this decision was made with; they
-                tell a message inside them from one kept because its group is.
-
-        Returns:
-            ``MessageRow`` objects, in message order, describing ``result()``.
-        """
-        n = len(self.messages)
+        """One row per message, in order: its tokens, its group and why ``result()`` keeps or
+        drops it (``keep_head`` and ``keep_tail``: the options this decision was made with)."""
         views = message_views(self.messages)
         bounds, pre = self.bounds, self.pre
-        over = self.tokens_before > self.max_tokens
-        start = self.start
-        item_end = bounds[bisect_right(bounds, start)] if self.restart >= 0 else start
         rows: List[MessageRow] = []
         group = 0
-        for i in range(n):
+        for i in range(len(self.messages)):
             while bounds[group + 1] <= i:
                 group += 1
-            if i < start:
-                status, reason = "dropped", "before the latest compaction item"
-            elif i < self.head_end:
-                status = "kept"
-                if i < start + keep_head:
-                    reason = "head"
-                elif i < item_end:
-                    reason = "latest compaction item (group kept whole)"
-                else:
-                    reason = "head (group kept whole)"
-            elif i >= self.tail_start:
-                status = "kept"
-                if i >= n - keep_tail:
-                    reason = "tail"
-                elif i >= self.awaits:
-                    reason = "tail (calls awaiting their results)"
-                else:
-                    reason = "tail (group kept whole)"
-            elif i < self.cut:
-                status, reason = "dropped", "oldest middle group while over budget"
-            else:
-                status, reason = "kept", "budget reached" if over else "input already fits"
+            status, reason = self._reason(i, keep_head, keep_tail)
             rows.append(
                 MessageRow(
                     index=i,
@@ -460,13 +409,6 @@ class Compaction:
                 )
             )
         return rows
-
-
-def _count_summary(note: Any, count_tokens: Optional[CountTokens]) -> int:
-    try:
-        return count_one(note, count_tokens, None)
-    except InvalidMessageError as exc:
-        raise InvalidMessageError(f"the summary message: {exc.reason}") from exc
 
 
 def measure(
@@ -489,6 +431,18 @@ def measure(
     return prefix_sums(count_all(views, count_tokens)), bounds
 
 
+def decide(
+    messages: object, options: Mapping[str, Any], uncleared: Optional[Sequence[int]] = None
+) -> Compaction:
+    """Group and count the messages once and decide what to drop, with checked ``options``
+    (``check_options``); ``uncleared`` as for ``Compaction``."""
+    msgs = list(check_messages(messages))
+    restarts: List[int] = []
+    pre, bounds = measure(msgs, options["count_tokens"], restarts)
+    restart = restarts[-1] if restarts else -1
+    return Compaction(msgs, pre, bounds, **options, uncleared=uncleared, restart=restart)
+
+
 def prepare(
     messages: object,
     *,
@@ -499,33 +453,11 @@ def prepare(
     target_tokens: object = None,
     uncleared: Optional[Sequence[int]] = None,
 ) -> Compaction:
-    """Check every argument, group and count the messages once, and decide what to drop.
-
-    ``uncleared`` is the prefix sums of ``messages`` before clearing in steps
-    edited them (see ``Compaction``).
-    """
-    budget = check_max_tokens(max_tokens)
-    target = check_target_tokens(target_tokens, budget)
-    check_callable(count_tokens, "count_tokens")
-    head = check_keep(keep_head, "keep_head")
-    tail = check_keep(keep_tail, "keep_tail")
-    msgs = list(check_messages(messages))
-    restarts: List[int] = []
-    pre, bounds = measure(msgs, count_tokens, restarts)
-    return Compaction(
-        msgs,
-        pre,
-        bounds,
-        max_tokens=budget,
-        keep_head=head,
-        keep_tail=tail,
-        count_tokens=count_tokens,
-        target_tokens=target,
-        uncleared=uncleared,
-        restart=restarts[-1] if restarts else -1,
-    )
+    """Check every argument, group and count the messages once, and decide what to drop."""
+    return decide(messages, check_options(locals()), uncleared)
 
 
+@with_option_docs()
 def compact(
     messages: Sequence[Any],
     *,
@@ -537,51 +469,14 @@ def compact(
 ) -> CompactResult:
     """Drop whole groups from the middle of ``messages`` until it fits ``max_tokens``.
 
-    The list is split into groups: each group is the smallest contiguous run of
-    messages that closes every tool call opened in it and every result given in
-    it, in any wire format (an assistant message with ``tool_calls`` and its
-    ``tool`` results; Anthropic ``tool_use`` with the ``tool_result`` blocks that
-    answer it; Responses ``*_call`` items with their outputs; a ``reasoning`` item
-    with what follows it; a Gemini ``functionCall`` turn with its
-    ``functionResponse`` turn; a Bedrock ``toolUse`` message with its
-    ``toolResult`` message); every other message is alone (see "How grouping
-    works" in docs/grouping.md). ``keep_head`` leading and ``keep_tail`` trailing
-    messages are kept, snapped outward to whole groups, and the middle groups
-    are dropped oldest first until the total fits or nothing droppable is left.
-    An input that already fits is returned unchanged with nothing dropped.
-
-    Where a provider has rules on how a conversation may go on (Bedrock: a user
-    message first and alternating roles; Gemini: alternating turns, a call turn
-    right after a user turn), the cut is only made at a group boundary where the
-    kept message may follow the head's last one: the next such boundary when the
-    cheapest cut is not one, else the furthest one before the tail (then
-    ``fits`` is ``False``). See docs/formats/.
-
-    With ``target_tokens``, the cut keeps the provider's prompt cache: it is the
-    cut one process would have made had it been called after every message of
-    the history, remembering its cut in between. The first prefix of the
-    history over ``max_tokens`` comes down to ``target_tokens``, and that
-    reduction stands until a longer prefix is over ``max_tokens`` with it, which
-    then comes down to ``target_tokens`` in its turn; the reduction is counted
-    from the end of the head along the messages' running token count and
-    widened to the next group boundary. The cut is a function of the history
-    alone (every process makes the same one, with no memory between calls), and
-    as a conversation grows it moves only after more than ``step = max_tokens -
-    target_tokens`` tokens of growth; in between, the prompt's prefix stays the
-    same. What is kept is at most ``max_tokens`` (when the tail allows) and more
-    than ``target_tokens`` less the group the cut widened into. See
-    docs/prompt-cache.md.
-
-    Args:
-        messages: A list (or other sequence) of message mappings. Never mutated.
-        max_tokens: The budget: a finite positive number.
-        count_tokens: ``(message) -> int``; the default is the specification's
-            estimator (see ``estimate_tokens``).
-        keep_head: Leading messages always kept.
-        keep_tail: Trailing messages always kept.
-        target_tokens: ``None`` (the default) for the specification's cut; a
-            number up to ``max_tokens`` for the cache-keeping cut above. Equal to
-            ``max_tokens``, it is the specification's cut.
+    A group is the smallest contiguous run of messages that closes every tool call
+    opened in it and every result given in it, in any wire format (docs/grouping.md).
+    ``keep_head`` leading and ``keep_tail`` trailing messages are kept, snapped
+    outward to whole groups, and the middle groups are dropped oldest first until
+    the total fits or nothing droppable is left. An input that already fits is
+    returned unchanged. Where a provider has rules on how a conversation may go on
+    (Bedrock, Gemini), the cut is only made where the kept messages may follow the
+    head (docs/formats/).
 
     Returns:
         A ``CompactResult`` whose ``messages`` and ``dropped`` hold the caller's
@@ -597,16 +492,20 @@ def compact(
         InvalidMessageError: A message is malformed or cannot be counted; the
             error names its index.
     """
-    return prepare(
-        messages,
-        max_tokens=max_tokens,
-        count_tokens=count_tokens,
-        keep_head=keep_head,
-        keep_tail=keep_tail,
-        target_tokens=target_tokens,
-    ).result()
+    return decide(messages, check_options(locals())).result()
 
 
+def _planned(arguments: Mapping[str, Any]) -> Tuple[Compaction, str]:
+    """The decision of a ``compact_with_summary`` call, and its checked summary role."""
+    check_callable(arguments["summarize"], "summarize")
+    role = check_summary_role(arguments["summary_role"])
+    return decide(arguments["messages"], check_options(arguments)), role
+
+
+@with_option_docs(
+    summarize="``(dropped: list) -> str``, called synchronously. Without it this behaves "
+    "exactly like ``compact`` with ``summary=None``."
+)
 def compact_with_summary(
     messages: Sequence[Any],
     *,
@@ -622,27 +521,11 @@ def compact_with_summary(
 
     If anything was dropped and ``summarize`` is given, ``summarize(dropped)`` is
     called once and its string inserted as ``{"role": summary_role, "content":
-    summary}`` right after the head-kept messages (among Gemini contents or
-    Bedrock messages, shaped as one of them; where its role would repeat the
-    head's last message's in a format whose roles alternate, it is added to a
-    copy of that message as one more text part). The summary counts against
-    the budget: if it no longer fits, further whole groups are dropped, oldest
-    first, and the summary is not regenerated. With ``target_tokens``, those
-    further groups take off whole steps of ``max_tokens - target_tokens`` on top
-    of the cut's reduction (the summary counted), so the same summary of the
-    same history gives the same prompt.
-
-    Args:
-        messages: As for ``compact``.
-        max_tokens: As for ``compact``.
-        count_tokens: As for ``compact``.
-        keep_head: As for ``compact``.
-        keep_tail: As for ``compact``.
-        summarize: ``(dropped: list) -> str``, called synchronously. Without it
-            this behaves exactly like ``compact`` with ``summary=None``.
-        summary_role: The inserted message's role; ``"user"`` by default because
-            some providers reject a second ``system`` message.
-        target_tokens: As for ``compact``.
+    summary}`` right after the head-kept messages (shaped as a Gemini content or a
+    Bedrock message among those; where roles must alternate, added to a copy of the
+    head's last message as one more text part). The summary counts against the
+    budget: if it no longer fits, further whole groups are dropped, oldest first,
+    and the summary is not regenerated (with ``target_tokens``, in whole steps).
 
     Returns:
         A ``CompactResultWithSummary``.
@@ -652,21 +535,13 @@ def compact_with_summary(
             ``summarize`` is not callable, ``summary_role`` is not a string, or
             ``summarize`` returns something other than a string.
     """
-    check_callable(summarize, "summarize")
-    role = check_summary_role(summary_role)
-    plan = prepare(
-        messages,
-        max_tokens=max_tokens,
-        count_tokens=count_tokens,
-        keep_head=keep_head,
-        keep_tail=keep_tail,
-        target_tokens=target_tokens,
-    )
+    plan, role = _planned(locals())
     if summarize is None or plan.cut == plan.head_end:
         return plan.result_with_summary(None, role)
     return plan.result_with_summary(check_summary(summarize(plan.summarized)), role)
 
 
+@with_option_docs(summarize="``(dropped: list) -> str | Awaitable[str]``.")
 async def acompact_with_summary(
     messages: Sequence[Any],
     *,
@@ -683,32 +558,13 @@ async def acompact_with_summary(
     An async ``summarize`` (or one returning an awaitable) is awaited; a plain
     one is called directly, on the event loop's thread.
 
-    Args:
-        messages: As for ``compact_with_summary``.
-        max_tokens: As for ``compact_with_summary``.
-        count_tokens: As for ``compact_with_summary``.
-        keep_head: As for ``compact_with_summary``.
-        keep_tail: As for ``compact_with_summary``.
-        summarize: ``(dropped: list) -> str | Awaitable[str]``.
-        summary_role: As for ``compact_with_summary``.
-        target_tokens: As for ``compact_with_summary``.
-
     Returns:
         A ``CompactResultWithSummary``, the same as ``compact_with_summary`` would give.
 
     Raises:
         TypeError, ValueError, InvalidMessageError: As for ``compact_with_summary``.
     """
-    check_callable(summarize, "summarize")
-    role = check_summary_role(summary_role)
-    plan = prepare(
-        messages,
-        max_tokens=max_tokens,
-        count_tokens=count_tokens,
-        keep_head=keep_head,
-        keep_tail=keep_tail,
-        target_tokens=target_tokens,
-    )
+    plan, role = _planned(locals())
     if summarize is None or plan.cut == plan.head_end:
         return plan.result_with_summary(None, role)
     summary: object = summarize(plan.summarized)

@@ -1,15 +1,7 @@
-"""Counting a message with media as the provider bills it: the media-aware estimate.
-
-A message without media counts exactly as the specification's estimator says
-(``estimate_tokens``). A media part (an image, a PDF, a recording) is not text
-to the provider: it costs the tokens its formula gives (``_media_rates``), from
-the size its own header declares (``_media_headers``), and the rest of the
-message counts as before, the part left out of the JSON it is measured by.
-The payload is never serialised to be measured, so counting a photo costs the
-same whatever its size.
-
-Which parts are media is each format's to say (``Format.media``); this module
-only asks them, prices and adds up.
+"""The media-aware estimate: a message counted as the specification says, except each media
+part (an image, a PDF, a recording), which costs what its provider bills for it
+(``_media_rates``) from the size its own header declares (``_media_headers``), the payload
+never serialised. Which parts are media is each format's to say (``Format.media``).
 """
 
 from __future__ import annotations
@@ -86,31 +78,12 @@ def _is_pdf(mime: Optional[str]) -> bool:
 
 def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
     """What the provider bills for one media part (see the module ``_media_rates``)."""
-    _, provider, kind, data, start, mime, detail = media
-    payload = None if data is None else Payload(data, start)
-    if kind == "image":
-        size = None if payload is None else image_size(payload)
-        if size is None:
-            if defaults.unsized_image_tokens is not None:
-                return defaults.unsized_image_tokens
-            return rates.unsized_image_tokens(provider, detail)
-        return rates.image_tokens(provider, size[0], size[1], detail)
-    if kind == "document":
-        if not _is_pdf(mime):
-            text = _text_document(payload, mime)
-            if text is not None:
-                return tokens_of_units(utf16_length(text))
-            pages = None
-        else:
-            pages = _pages(payload)
-        if pages is None:
-            if defaults.unsized_document_tokens is not None:
-                return defaults.unsized_document_tokens
-            pages = 1
-        # A document declaring more pages than its provider accepts costs no more than those.
-        pages = min(pages, rates.PDF_MOST_PAGES[provider])
-        per_page = defaults.pdf_page_tokens
-        return pages * (rates.PDF_PAGE_TOKENS[provider] if per_page is None else per_page)
+    payload = None if media.data is None else Payload(media.data, media.start)
+    if media.kind == "image":
+        return _image_tokens(media, payload, defaults)
+    if media.kind == "document":
+        return _document_tokens(media, payload, defaults)
+    kind, provider = media.kind, media.provider
     table = rates.VIDEO_TOKENS_PER_SECOND if kind == "video" else rates.AUDIO_TOKENS_PER_SECOND
     seconds = None if payload is None or kind == "video" else audio_seconds(payload)
     if seconds is None:
@@ -120,6 +93,33 @@ def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
     found = rates.seconds_tokens(table, provider, seconds)
     # A provider publishing no rate of its own: Gemini's, the one published.
     return found if found is not None else rates.seconds_tokens(table, rates.GEMINI, seconds) or 0
+
+
+def _image_tokens(media: Media, payload: Optional[Payload], defaults: _Defaults) -> int:
+    size = None if payload is None else image_size(payload)
+    if size is not None:
+        return rates.image_tokens(media.provider, size[0], size[1], media.detail)
+    if defaults.unsized_image_tokens is not None:
+        return defaults.unsized_image_tokens
+    return rates.unsized_image_tokens(media.provider, media.detail)
+
+
+def _document_tokens(media: Media, payload: Optional[Payload], defaults: _Defaults) -> int:
+    pages = None
+    if _is_pdf(media.mime):
+        pages = _pages(payload)
+    else:
+        text = _text_document(payload, media.mime)
+        if text is not None:
+            return tokens_of_units(utf16_length(text))
+    if pages is None:
+        if defaults.unsized_document_tokens is not None:
+            return defaults.unsized_document_tokens
+        pages = 1
+    # A document declaring more pages than its provider accepts costs no more than those.
+    pages = min(pages, rates.PDF_MOST_PAGES[media.provider])
+    per_page = defaults.pdf_page_tokens
+    return pages * (rates.PDF_PAGE_TOKENS[media.provider] if per_page is None else per_page)
 
 
 def _pages(payload: Optional[Payload]) -> Optional[int]:
@@ -187,29 +187,15 @@ def media_aware_counter(
 
     On a message without media the figure is the specification's estimate
     exactly (``estimate_tokens``). Each media part counts at the tokens its
-    provider bills for it, and the rest of the message as before, with the
-    part left out (its payload is never serialised):
-
-    - images (OpenAI Chat ``image_url``, Responses ``input_image``, Anthropic
-      ``image``, Gemini ``inline_data``/``file_data``, Bedrock ``image``): the
-      provider's formula on the size read from the image's own header (PNG,
-      JPEG, GIF, WebP), scaled as the provider scales a large image; OpenAI's
-      ``detail`` is honoured;
-    - PDFs (Chat ``file``, Responses ``input_file``, Anthropic and Bedrock
-      ``document``, Gemini PDF parts): the pages counted in the document, at
-      most those the provider accepts in a request (OpenAI 100, Anthropic and
-      Bedrock 600, Gemini 1,000), times the provider's per-page figure; a
-      plain-text document counts as its text;
-    - audio (Chat ``input_audio``, Gemini audio parts): the WAV or MP3 length
-      at the provider's tokens per second;
-    - a part whose size cannot be known offline (a URL, a file id, a header
-      that cannot be read, or not cheaply: a JPEG's frame header or a WAV's
-      data more than 1,000 segments in): the provider's maximum for an image
-      at that detail, one page for a document, one minute for audio or video,
-      unless told otherwise below.
-
-    The formulas, their sources and the per-provider figures are in the
-    documentation's "Media" page (``docs/media.md``).
+    provider bills for it, and the rest of the message as before, with the part
+    left out: an image by the provider's formula on the size read from its
+    header (PNG, JPEG, GIF, WebP; OpenAI's ``detail`` honoured), a PDF by its
+    pages (at most those the provider accepts) times the provider's per-page
+    figure, a plain-text document as its text, audio by its WAV or MP3 length.
+    A part whose size cannot be known offline counts the provider's maximum for
+    an image, one page for a document, one minute for audio or video, unless
+    told otherwise below. docs/media.md has the formulas, their sources and the
+    figures.
 
     Args:
         unsized_image_tokens: What an image of unknown size counts, for every

@@ -1,17 +1,8 @@
 """What a media payload says about itself: an image's size, a PDF's pages, a recording's length.
 
-Read from the payload's own header, standard library only, without decoding the
-image. A payload is base64 text (a data URL's tail, an SDK dump) or raw bytes
-(boto3's ``source.bytes``); ``Payload`` decodes only the bytes asked for: base64
-maps every 4 characters to 3 bytes, so byte ``n`` is found without decoding what
-comes before it, and a JPEG's frame header is reached by jumping from segment to
-segment whatever the size of its EXIF or ICC segments. Only a PDF is decoded
-whole: its pages are spread over the file.
-
-Every reader is linear in the payload and bounded: a JPEG's walk to its frame
-header and a WAV's to its data stop after ``_MOST_SEGMENTS`` steps (the payload
-then has no readable size), and a PDF is read for at most ``_MOST_OBJECTS``
-objects and ``_MOST_INFLATED`` bytes inflated from its object streams.
+Read from the payload's own header, standard library only. ``Payload`` decodes only the bytes
+asked for (base64 maps every 4 characters to 3 bytes); a PDF is decoded whole. Every reader
+is linear in the payload and bounded (``_MOST_SEGMENTS``, ``_MOST_OBJECTS``, ``_MOST_INFLATED``).
 """
 
 from __future__ import annotations

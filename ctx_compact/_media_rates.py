@@ -1,40 +1,6 @@
-"""What each provider bills for an image, a PDF page and a second of audio: the published formulas.
-
-Sources (as published in each provider's documentation, read December 2026):
-
-- OpenAI, "Images and vision", calculating costs: the tile-based models
-  (gpt-4o, gpt-4.1, gpt-4.5, gpt-5 and their dated snapshots): ``detail: "low"``
-  costs 85 tokens; ``"high"`` scales the image to fit 2048x2048, then so that
-  its shortest side is 768 pixels (only ever down), and costs 85 + 170 per
-  512-pixel tile. ``"auto"`` (the default) is priced as ``"high"``: the model
-  may choose less, never more. Those are the figures used here; the 32-pixel
-  patch models (gpt-4.1-mini/nano, o4-mini) and gpt-4o-mini bill on other
-  scales and are not modelled. PDF input: OpenAI puts each page's extracted
-  text and an image of the page into the context; no per-page figure is
-  published; at most 100 pages a request ("File inputs"). Audio input: one
-  token per 100 ms of audio (the Realtime documentation's figure for user
-  audio).
-- Anthropic, "Vision", evaluate image size: ``tokens = width * height / 750``
-  after scaling to a long edge of at most 1568 pixels and at most about 1.15
-  megapixels (the largest 1:1 image left unscaled is 1092x1092, about 1,600
-  tokens). "PDF support": each page costs its text, "typically 1,500-3,000
-  tokens per page", plus the page as an image; at most 600 pages a request
-  (100 for the models with a 200k-token context window).
-- Google, Gemini API "Understand and count tokens": an image with both sides
-  at most 384 pixels costs 258 tokens; a larger one is cropped and scaled into
-  768x768 tiles of 258 tokens each; a PDF page costs 258 tokens; audio 32
-  tokens per second; video 263 per second. "Document understanding": at most
-  1,000 pages. Vertex AI's requirements for input files: a larger image is
-  scaled down to fit 3072x3072, keeping its aspect ratio (so at most 4x4 tiles).
-- Amazon Bedrock (Converse): the underlying model's tokenizer bills the
-  content. The message does not name the model, so Claude's (Anthropic's)
-  formulas are used, Claude being what most Converse tool-using conversations
-  run on.
-
-The per-page figure for a PDF where the provider publishes none or a range:
-1,500 tokens of text (Anthropic's lower bound, the only published figure)
-plus the provider's cost of one page image (a US Letter page: 765 at OpenAI's
-high detail, 1,600 at Anthropic's size limit).
+"""What each provider bills for an image, a PDF page and a second of audio: the published
+formulas. Their sources, and the figures chosen where a provider publishes none, are on
+docs/media.md ("The formulas and their sources").
 """
 
 from __future__ import annotations
@@ -46,7 +12,6 @@ OPENAI = "openai"
 ANTHROPIC = "anthropic"
 GEMINI = "gemini"
 BEDROCK = "bedrock"
-PROVIDERS = (OPENAI, ANTHROPIC, GEMINI, BEDROCK)
 
 OPENAI_LOW = 85
 OPENAI_BASE = 85
@@ -133,29 +98,13 @@ def gemini_image_tokens(width: int, height: int) -> int:
     return GEMINI_TILE_TOKENS * math.ceil(width / GEMINI_TILE) * math.ceil(height / GEMINI_TILE)
 
 
-# image_tokens' figures by (provider, width, height, detail): a conversation's photos
-# come in a few sizes, and each is counted again on every call that sends it. A pure
-# function of four small values, so the table can only be right; it is emptied when full.
-_IMAGE_TOKENS: Dict[Tuple[str, int, int, Optional[str]], int] = {}
-_IMAGE_TOKENS_SIZE = 1024
-
-
 def image_tokens(provider: str, width: int, height: int, detail: Optional[str] = None) -> int:
     """What ``provider`` bills for a ``width`` x ``height`` image (``detail``: OpenAI's)."""
-    key = (provider, width, height, detail)
-    found = _IMAGE_TOKENS.get(key)
-    if found is not None:
-        return found
     if provider == OPENAI:
-        found = openai_image_tokens(width, height, detail)
-    elif provider == GEMINI:
-        found = gemini_image_tokens(width, height)
-    else:
-        found = anthropic_image_tokens(width, height)  # Anthropic, and Claude on Bedrock
-    if len(_IMAGE_TOKENS) >= _IMAGE_TOKENS_SIZE:
-        _IMAGE_TOKENS.clear()
-    _IMAGE_TOKENS[key] = found
-    return found
+        return openai_image_tokens(width, height, detail)
+    if provider == GEMINI:
+        return gemini_image_tokens(width, height)
+    return anthropic_image_tokens(width, height)  # Anthropic, and Claude on Bedrock
 
 
 def unsized_image_tokens(provider: str, detail: Optional[str] = None) -> int:

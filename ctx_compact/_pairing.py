@@ -1,10 +1,5 @@
-"""The pairing validator: every tool-pairing problem a provider would reject a request for.
-
-It reads the same shapes as the grouping (every format in ``formats``, and SDK
-message models) and reports each problem with the index, the ids and the
-provider's own wording: each format says its own problems; the check is theirs
-together, in message order.
-"""
+"""The pairing validator: every tool-pairing problem a provider would reject a request for,
+each format's own in its provider's words, in message order."""
 
 from __future__ import annotations
 
@@ -13,10 +8,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ._checks import check_messages
 from ._grouping import group_bounds
+from ._option_docs import with_option_docs
 from ._problems import PairingProblem
 from ._views import message_views
 from .formats import FORMATS, Format, recognise
-from .formats.chat import CHAT
 
 
 class PairingError(ValueError):
@@ -36,29 +31,15 @@ class PairingError(ValueError):
         return type(self), (self.problems,)
 
 
+@with_option_docs()
 def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
     """Report every tool-pairing problem that would make a provider reject ``messages``.
 
-    Reads OpenAI Chat Completions messages, Anthropic Messages, OpenAI Responses
-    input items, Gemini contents, Bedrock Converse messages and SDK message
-    models, mixed freely. It finds: a tool result
-    with no call before it; a call whose results are missing; a legacy
-    ``function`` message not right after an assistant's ``function_call``; an
-    Anthropic ``tool_result`` that is not at the start of the next message, or
-    answers no ``tool_use`` of the previous message; a Responses ``*_call``
-    without its output, an output without its call (an output answers the most
-    recent unanswered call with its ``call_id``, each call once), and a
-    ``reasoning`` item without its following item; a Gemini function response
-    turn not right after a function call turn or with another number of parts,
-    and a function call turn not right after a user turn; Bedrock ``toolUse``
-    ids the next message does not answer, surplus ``toolResult`` blocks, and a
-    conversation that does not start with a user message or alternate roles.
-
-    It reads exchanges exactly as the grouping does, so whatever it accepts,
-    it accepts after any compaction.
-
-    Args:
-        messages: The message list (never mutated).
+    Reads every wire format of ``compact`` and SDK message models, mixed freely:
+    results without their call, calls without their results, results out of place,
+    and each provider's own rules on order (docs/grouping.md lists them). It reads
+    exchanges exactly as the grouping does, so whatever it accepts, it accepts after
+    any compaction.
 
     Returns:
         The problems in message order (an empty list when the request is well formed).
@@ -76,38 +57,19 @@ def check_pairing(messages: Sequence[Any]) -> List[PairingProblem]:
 
 
 def pairing_problems(views: Sequence[Mapping[str, Any]]) -> List[PairingProblem]:
-    """``check_pairing`` of message views that grouping has already validated.
-
-    For a caller that compacts the same list anyway (the command line): the
-    compaction's grouping is the validation, so it is not done twice.
-    """
-    formats = (CHAT,) if _text_shaped(views) else FORMATS
-    owners: Dict[int, Optional[Format]] = {}  # a message's format, read once however many
+    """``check_pairing`` of message views that grouping has already validated (the
+    command line's compaction is the validation, so it is not done twice)."""
+    # A message's format, read once however many problems it has: reading a message of
+    # n blocks is O(n), and it may have n problems (tests/test_repair_growth.py).
+    owners: Dict[int, Optional[Format]] = {}
     problems = [
         problem
-        for fmt in formats
+        for fmt in FORMATS
         for problem in fmt.problems(views)
         if not _read_by_another(fmt, views, problem.index, owners)
     ]
     problems.sort(key=lambda p: p.index)
     return problems
-
-
-def _text_shaped(views: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether every message has a role, string or no content and no ``parts``.
-
-    Only Chat Completions' rules can find a problem in such a list: the other
-    formats' tool structure lives in content blocks (Anthropic, Bedrock), in
-    ``parts`` (Gemini) and in role-less items (Responses), so their ``problems``
-    report nothing on it (``tests/test_hot_path.py`` holds them to that). Most
-    conversations the command line compacts are such lists.
-    """
-    for view in views:
-        get = view.get
-        content = get("content")
-        if get("role") is None or not (content is None or type(content) is str) or get("parts"):
-            return False
-    return True
 
 
 def _read_by_another(

@@ -1,16 +1,13 @@
 """Repair: a history the provider accepts, made from one it would reject for its tool pairing.
 
-One generic rule over the formats' interface: the pairing check finds the
-problems; each format whose problems they are says how to repair them
-(``Format.repair``, recording ``formats._edits.Edits``); the new list is built
-from those edits; and the check runs again on it, until it finds nothing (a
-repair can leave a new problem behind: a reasoning item whose follower was an
-unanswered call that went). What a format does for each problem is written in
-its module and in docs/repair.md.
+The pairing check finds the problems, each format repairs its own (``Format.repair``, recording
+``formats._edits.Edits``), the new list is built from those edits, and the check runs again on
+it until it finds nothing (docs/repair.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -18,6 +15,7 @@ from ._checks import check_flag, check_messages, check_placeholder
 from ._defaults import REPAIR_PLACEHOLDER
 from ._errors import InvalidMessageError
 from ._grouping import group_bounds
+from ._option_docs import with_option_docs
 from ._pairing import PairingError, pairing_problems
 from ._problems import PairingProblem
 from ._views import message_views
@@ -33,46 +31,22 @@ class RepairChange:
         index: The position, in the input, of the message or item changed: the
             one dropped, moved or rebuilt; for an ``"answered_call"``, the
             message holding the call that was answered.
-        action: What was done:
-
-            - ``"dropped_result"``: a tool result answering no call the provider
-              would pair it with (a ``tool`` or ``function`` message, a
-              ``tool_result`` block, a Responses output) was removed;
-            - ``"dropped_call"``: a call without its result (a ``tool_calls``
-              entry, a ``tool_use`` block, a Responses call item) was removed;
-            - ``"answered_call"``: such a call was answered with the placeholder
-              result instead (``answer_unanswered=True``);
-            - ``"moved_result"``: a result the provider wants elsewhere was moved
-              there (a ``tool`` or ``function`` message to right after its call,
-              ``tool_result`` blocks to the start of their message, a Responses
-              output to after its call);
-            - ``"moved_text"``: Anthropic text blocks after an assistant's
-              ``tool_use`` blocks were moved before them, so the results can
-              follow the calls immediately;
-            - ``"dropped_reasoning"``: a Responses ``reasoning`` item without its
-              following item was removed;
-            - ``"dropped_empty"``: a message left with nothing to send (an
-              assistant message whose only calls went, a user message of
-              dropped results) was removed;
-            - ``"merged_message"``: a message was merged into the one before
-              it, its blocks or parts after that message's (Bedrock, whose
-              roles must alternate; a Gemini function-call turn after a model
-              turn);
-            - ``"dropped_message"``: a message the provider does not take
-              where it is was removed (Bedrock: an assistant message opening
-              the conversation).
+        action: What was done: ``"dropped_result"`` (a result answering no call),
+            ``"dropped_call"`` (a call without its result), ``"answered_call"`` (such
+            a call answered with the placeholder), ``"moved_result"`` (a result moved
+            where the provider wants it), ``"moved_text"`` (Anthropic text blocks
+            moved before the ``tool_use`` blocks), ``"dropped_reasoning"`` (a
+            ``reasoning`` item without its following item), ``"dropped_empty"`` (a
+            message left with nothing to send), ``"merged_message"`` (merged into the
+            message before it, where roles must alternate) or ``"dropped_message"`` (a
+            message the provider does not take where it is).
         ids: The call ids concerned, as ``PairingProblem.ids`` gives them (for a
             legacy ``function`` message, its function's name).
         provider: The format's provider, as in ``PairingProblem.provider``.
         problem: The ``PairingProblem.code`` the change repairs.
-        into: The position in the input of the message another one changed:
-            for a ``"moved_result"`` that moved a whole message, the message it
-            now follows; for a ``"merged_message"``, the message it went into;
-            for an ``"answered_call"`` whose answer went into the next message
-            (an Anthropic ``tool_result`` block, a Gemini ``function_response``
-            part, a Bedrock ``toolResult`` block), that message. ``None``
-            otherwise (a new message inserted, a block moved inside its own
-            message).
+        into: The position in the input of the other message the change went into:
+            the one a moved message now follows, the one a merged message went into,
+            the one that received a placeholder answer block; ``None`` otherwise.
     """
 
     index: int
@@ -106,6 +80,11 @@ class RepairResult:
         return bool(self.changes)
 
 
+@with_option_docs(
+    answer_unanswered="Answer calls without a result with the placeholder result instead of "
+    "dropping them.",
+    placeholder="The text of a placeholder result.",
+)
 def repair_pairing(
     messages: Sequence[Any],
     *,
@@ -114,62 +93,16 @@ def repair_pairing(
 ) -> RepairResult:
     """Return a history the provider accepts from one it would reject for its tool pairing.
 
-    Every problem ``check_pairing`` reports is repaired, in every format it
-    reads (mixed freely):
-
-    - a result answering no call is dropped, or moved where the provider
-      wants it when the call it answers is in the list without its result:
-      a Chat ``tool`` message after another message goes to the end of its
-      call's run of ``tool`` messages, a legacy ``function`` message right
-      after the ``function_call`` it answers, an Anthropic ``tool_result``
-      block that is not at the start of the next message to its start, a
-      Responses output before its call to after the call;
-    - a call without its result is dropped (from its message's ``tool_calls``
-      or content, or the whole Responses item), or, with
-      ``answer_unanswered``, answered with a placeholder result holding
-      ``placeholder``: a ``{"role": "tool", "tool_call_id": ..., "content":
-      placeholder}`` message after the call's run of ``tool`` messages; a
-      ``{"type": "tool_result", "tool_use_id": ..., "content": placeholder,
-      "is_error": true}`` block at the start of the next user message (a new
-      user message when the next one is not a user's); a Responses output
-      item after the call's run of call items (``function_call_output``,
-      ``custom_tool_call_output`` and ``local_shell_call_output`` with
-      ``output: placeholder``, ``apply_patch_call_output`` with ``status:
-      "failed"``, ``shell_call_output`` with one chunk whose ``stdout`` is the
-      placeholder and whose outcome is exit code 1, ``program_output`` with
-      ``result: placeholder``). A ``computer_call`` or ``tool_search_call`` is
-      dropped even then: its output must be a screenshot or a tool list;
-    - Anthropic text blocks after an assistant's ``tool_use`` blocks are moved
-      before them (the results must follow the calls immediately);
-    - Gemini: a function-call turn right after a model turn is merged into
-      the first model turn of that run when a user turn comes before it;
-      without one (opening the conversation, after another format's message)
-      it loses its calls; a function-response turn not right after a call
-      turn loses its responses, and a response turn answers its call turn
-      one for one (the responses that answer no call go; the placeholder
-      answer is a ``function_response`` part whose ``response`` is
-      ``{"output": placeholder}``);
-    - Bedrock: the assistant messages opening the conversation are dropped
-      and two messages of one role in a row are merged, then ``toolResult``
-      blocks answering no ``toolUse`` of the previous message go (the
-      placeholder answer is a ``toolResult`` block with ``status: "error"``
-      and the placeholder as its text, at the start of the next user message,
-      or in a new one when the next message is not a user's);
-    - a Responses ``reasoning`` item without its following item is dropped,
-      with the reasoning items right before it;
-    - a message left with nothing to send is dropped.
-
-    The check runs again on the result until it finds nothing, so a repair
-    that leaves a new problem (a reasoning item whose follower went) is
-    repaired too. A history without problems is returned as it is: a new
-    list of the same objects, and no changes. The work is linear in the
-    length of the history, however it is broken.
-
-    Args:
-        messages: The message list (never mutated).
-        answer_unanswered: Answer calls without a result with the placeholder
-            result instead of dropping them.
-        placeholder: The text of a placeholder result.
+    Every problem ``check_pairing`` reports is repaired, in every format it reads
+    (mixed freely): a result answering no call is moved where the provider wants
+    it when its call is in the list, else dropped; a call without its result is
+    dropped, or answered with a placeholder result (``answer_unanswered``); Anthropic
+    text after ``tool_use`` blocks moves before them; Gemini and Bedrock turns out of
+    their order are merged or lose their calls; a Responses ``reasoning`` item
+    without its following item goes; and a message left with nothing to send goes.
+    docs/repair.md says what each format does. The check runs again on the result
+    until it finds nothing; a history without problems comes back as a new list of
+    the same objects. The work is linear in the length of the history.
 
     Returns:
         A ``RepairResult``: the repaired messages, every change
@@ -204,14 +137,7 @@ def repair_pairing(
     for _ in range(3 * len(current) + 3):
         if not problems:
             return RepairResult(current, changes, first)
-        edits = Edits(views)
-        reported = set(problems)
-        for fmt in FORMATS:
-            # Each format repairs what it reported (under any provider's name: Chat's
-            # Ollama problems too), of what the check reports.
-            own = [p for p in fmt.problems(views) if p in reported]
-            if own:
-                fmt.repair(views, own, edits, answer)
+        edits = _one_pass(views, problems, answer)
         if not edits:
             break
         done = sorted(edits.changes, key=lambda c: c.at)  # stable: a message's in order
@@ -227,17 +153,38 @@ def repair_pairing(
             for c in done
         )
         current, origin = _applied(edits, current, origin)
-        try:
-            views = message_views(current)
-            group_bounds(views)
-            problems = pairing_problems(views)
-        except InvalidMessageError as error:
-            # A repair made a message no format reads (a bug): named by where it came from.
-            at = None if error.index is None else origin[error.index]
-            raise InvalidMessageError(f"after repair: {error.reason}", at) from error
+        views, problems = _checked_again(current, origin)
     if not problems:  # the last pass the bound allows repaired the last problem
         return RepairResult(current, changes, first)
     raise PairingError(problems)  # no format repairs these: a bug, said rather than hidden
+
+
+def _one_pass(
+    views: Sequence[Mapping[str, Any]], problems: List[PairingProblem], answer: Optional[str]
+) -> Edits:
+    """Each format's repairs of what it reported (under any provider's name: Chat's Ollama
+    problems too), of ``problems``."""
+    edits = Edits(views)
+    reported = set(problems)
+    for fmt in FORMATS:
+        own = [p for p in fmt.problems(views) if p in reported]
+        if own:
+            fmt.repair(views, own, edits, answer)
+    return edits
+
+
+def _checked_again(
+    current: List[Any], origin: List[int]
+) -> Tuple[Sequence[Mapping[str, Any]], List[PairingProblem]]:
+    """The views and the pairing problems of a repaired list."""
+    try:
+        views = message_views(current)
+        group_bounds(views)
+        return views, pairing_problems(views)
+    except InvalidMessageError as error:
+        # A repair made a message no format reads (a bug): named by where it came from.
+        at = None if error.index is None else origin[error.index]
+        raise InvalidMessageError(f"after repair: {error.reason}", at) from error
 
 
 def _applied(edits: Edits, messages: List[Any], origin: List[int]) -> Tuple[List[Any], List[int]]:

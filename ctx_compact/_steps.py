@@ -1,23 +1,9 @@
 """The step rule of ``target_tokens``: a reduction that is a function of the history alone.
 
-Compacting to ``max_tokens`` afresh on every call takes a little more off the
-front of a growing history each time, so the prompt's prefix changes on almost
-every call and the provider's prompt cache misses. With ``target_tokens`` the
-reduction is what one process would have made had it been called after every
-message of the history, remembering its cut in between: nothing is taken off
-while the history fits; the first prefix of the history that is over
-``max_tokens`` loses enough to come down to ``target_tokens``; that reduction
-stands until a longer prefix is over ``max_tokens`` again with it, which then
-comes down to ``target_tokens`` in its turn; and so on to the whole history.
-
-The walk reads the prefix sums of the messages' counts alone, so every process
-given the same history makes the same reduction, with no memory between calls;
-and each reduction stands until the history has grown by more than one *step*,
-``max_tokens - target_tokens``, since it was made (more by the part of the
-message that crossed the budget). A history's reduction *began* at the prefix that
-made it: the history as it was when the current cut (or clearing) was first
-made. What is cleared for a reduction is chosen from that prefix alone, so that
-it does not change while the reduction stands.
+The reduction is what one process would have made had it been called after every message of
+the history, remembering its cut in between (docs/prompt-cache.md). It is read from the prefix
+sums alone, so every process makes the same one, and it stands until the history has grown by
+more than one step, ``max_tokens - target_tokens``. It *began* at the prefix that made it.
 """
 
 from __future__ import annotations

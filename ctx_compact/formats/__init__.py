@@ -22,6 +22,7 @@ from ._base import (
     Resuming,
     Thinking,
     ToolCall,
+    ToolResult,
     Waiting,
     unrecognised,
 )
@@ -171,6 +172,7 @@ __all__ = [
     "Resuming",
     "Thinking",
     "ToolCall",
+    "ToolResult",
     "Waiting",
     "awaiting",
     "joined",
