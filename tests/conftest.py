@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 from typing import Any, Iterator, List
 
 import pytest
@@ -25,6 +26,11 @@ from helpers import Message, weather_messages
 from hypothesis import settings
 
 from ctx_compact.testing import FakeProvider
+
+# A shell that starts jobs in the background hands them SIGINT ignored; the ctrl-c tests of the
+# command line need Python's own handler, whoever started the suite.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 settings.register_profile("quick", max_examples=10)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
