@@ -27,6 +27,7 @@ from ._pairing import PairingError, check_pairing
 from ._problems import PairingProblem
 from ._repair import RepairChange, RepairResult, repair_pairing
 from ._tokens import estimate_tokens
+from ._truncating import TruncatedToolResult, truncate_tool_results
 from .batch import (
     CompactedConversation,
     InvalidConversationError,
@@ -52,6 +53,7 @@ __all__ = [
     "PairingProblem",
     "RepairChange",
     "RepairResult",
+    "TruncatedToolResult",
     "acompact_with_summary",
     "check_pairing",
     "clear_thinking",
@@ -64,4 +66,5 @@ __all__ = [
     "media_aware_counter",
     "openai_chat_counter",
     "repair_pairing",
+    "truncate_tool_results",
 ]
