@@ -16,7 +16,13 @@ from typing import Any, List, Mapping
 import pytest
 from media_files import png
 
-from ctx_compact import InvalidMessageError, check_pairing, compact, media_aware_counter
+from ctx_compact import (
+    InvalidMessageError,
+    check_pairing,
+    compact,
+    media_aware_counter,
+    truncate_tool_results,
+)
 from ctx_compact._contract import group_bounds
 from ctx_compact.formats.frameworks import framework_view
 from ctx_compact.testing import FakeProvider
@@ -510,3 +516,58 @@ def test_openai_agents_run_items_are_seen_as_their_input_items(provider: FakePro
     assert seen[0]["call_id"] == seen[1]["call_id"]
     # The list the SDK hands back for the next turn holds plain dicts: no view needed.
     assert all(framework_view(item) is None for item in result.to_input_list())
+
+
+# --- cutting an oversized result held in a framework's object ----------------------------
+
+LOG = "".join(f"line {n} of the log\n" for n in range(5000))
+
+
+@needs_langchain
+def test_an_oversized_langchain_tool_message_is_cut_as_its_view() -> None:
+    from langchain_core.messages import ToolMessage
+
+    messages = langchain_conversation()
+    messages[3] = ToolMessage(content=LOG, tool_call_id="call_2")
+
+    result = truncate_tool_results(messages, max_result_tokens=300)
+
+    [cut] = result.cleared
+    assert (cut.index, cut.call_id, cut.tool, cut.tokens_after <= 300) == (
+        3,
+        "call_2",
+        "get_weather",
+        True,
+    )
+    new = result.messages[3]
+    assert new["role"] == "tool"
+    assert new["tool_call_id"] == "call_2"
+    assert new["content"].startswith("line 0 of the log")
+    assert "characters (about" in new["content"]
+    assert messages[3].content == LOG  # the caller's object is untouched
+    assert all(result.messages[i] is messages[i] for i in (0, 1, 2, 4, 5, 6))
+    assert check_pairing(result.messages) == []
+
+
+@needs_pydantic_ai
+def test_an_oversized_pydantic_ai_tool_return_is_cut_as_its_view() -> None:
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+    history = pydantic_ai_history()
+    history[2] = ModelRequest(
+        parts=[
+            ToolReturnPart("get_weather", LOG, "call_1"),
+            ToolReturnPart("get_weather", {"tempC": 20}, "call_2"),
+        ]
+    )
+
+    result = truncate_tool_results(history, max_result_tokens=300)
+
+    [cut] = result.cleared
+    assert (cut.index, cut.call_id, cut.tool) == (2, "call_1", "get_weather")
+    blocks = result.messages[2]["content"]
+    assert [b["tool_use_id"] for b in blocks] == ["call_1", "call_2"]
+    assert "characters (about" in blocks[0]["content"]
+    assert json.loads(blocks[1]["content"]) == {"tempC": 20}
+    assert history[2].parts[0].content == LOG
+    assert check_pairing(result.messages) == []
