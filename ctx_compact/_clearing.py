@@ -153,11 +153,12 @@ def _written(result: ToolResult, placeholder: str) -> Tuple[Any, bool]:
         return written, True
 
 
-def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[_Result]:
+def _find_results(views: Sequence[Mapping[str, Any]], placeholder: Optional[str]) -> List[_Result]:
     """Every tool result in order, each with the call it answers (the latest one with its id).
 
     Each message is read by the format that recognises it (``formats.recognise``,
-    which refuses what none does, as grouping does).
+    which refuses what none does, as grouping does). Without a ``placeholder``, what
+    clearing would write is not worked out (``written`` is ``None``).
     """
     calls: Dict[Any, ToolCall] = {}
     results: List[_Result] = []
@@ -173,7 +174,9 @@ def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[
             for other in others:  # another id it may be answered by
                 calls.setdefault(hashable(other), call)
         for result in fmt.tool_results(view, i):
-            written, clearable = _written(result, placeholder)
+            written, clearable = (
+                (None, False) if placeholder is None else _written(result, placeholder)
+            )
             answered = calls.get(hashable(result.call_id))
             results.append(_Result(result, answered, clearable, written))
     return results

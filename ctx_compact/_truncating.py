@@ -274,7 +274,7 @@ class ToolResultTruncation:
         editor = _Editor(messages, views)
         done: List[TruncatedToolResult] = []
         fits = True
-        for result in _find_results(views, self.marker):
+        for result in _find_results(views, None):
             tool = result.call.name if result.call is not None else None
             cap = None if tool in self.exclude_tools else self.cap(tool)
             if cap is None or not result.found.value:
