@@ -209,10 +209,12 @@ def check_options(arguments: Mapping[str, Any]) -> Dict[str, Any]:
     budget = check_max_tokens(arguments["max_tokens"])
     target = check_target_tokens(arguments["target_tokens"], budget)
     check_callable(arguments["count_tokens"], "count_tokens")
+    check_callable(arguments.get("pin"), "pin")
     return {
         "max_tokens": budget,
         "count_tokens": arguments["count_tokens"],
         "keep_head": check_keep(arguments["keep_head"], "keep_head"),
         "keep_tail": check_keep(arguments["keep_tail"], "keep_tail"),
         "target_tokens": target,
+        "pin": arguments.get("pin"),
     }

@@ -29,6 +29,7 @@ from ._views import message_view, message_views, trailing_views
 from .formats import awaiting, joined, resumes, summary_note
 
 Summarize = Callable[[List[Any]], str]
+Pin = Callable[[Any], Any]
 AsyncSummarize = Callable[[List[Any]], Union[str, Awaitable[str]]]
 
 
@@ -80,8 +81,8 @@ class MessageRow:
         reason: Why: ``"head"``, ``"tail"``, ``"head (group kept whole)"``,
             ``"tail (group kept whole)"``, ``"tail (calls awaiting their results)"``,
             ``"latest compaction item (group kept whole)"``, ``"before the latest
-            compaction item"``, ``"oldest middle group while over budget"``,
-            ``"budget reached"`` or ``"input already fits"``.
+            compaction item"``, ``"pinned (group kept whole)"``, ``"oldest middle
+            group while over budget"``, ``"budget reached"`` or ``"input already fits"``.
     """
 
     index: int
@@ -106,6 +107,20 @@ def _cut_after(pre: Sequence[int], bounds: Sequence[int], lo: int, hi: int, exce
     return bounds[bisect_left(bounds, j)]
 
 
+def _held(bounds: Sequence[int], pinned: Sequence[int], n: int) -> List[bool]:
+    """For each message, whether its group holds a pinned message."""
+    held = [False] * n
+    for group in {bisect_right(bounds, i) - 1 for i in pinned}:
+        held[bounds[group] : bounds[group + 1]] = [True] * (bounds[group + 1] - bounds[group])
+    return held
+
+
+def _free(pre: Sequence[int], held: Sequence[bool]) -> List[int]:
+    """The prefix sums of the counts of the messages not ``held``."""
+    counts = [0 if kept else pre[i + 1] - pre[i] for i, kept in enumerate(held)]
+    return prefix_sums(counts)
+
+
 class Compaction:
     """The decision for one call, made from counts and boundaries alone.
 
@@ -123,6 +138,8 @@ class Compaction:
             item (``group_bounds``' ``restarts``), ``-1`` for none. Over budget, the
             conversation is taken to start at its group (``start``): what is before
             goes first and the head is counted from there.
+        pinned: The indices of the pinned messages: their groups between the head
+            and the tail are never dropped, and stay in place.
 
     Calls still awaiting their results at the end (``formats.awaiting``) are kept
     whole with the tail, whatever ``keep_tail`` says.
@@ -144,12 +161,16 @@ class Compaction:
         target_tokens: Optional[float] = None,
         uncleared: Optional[Sequence[int]] = None,
         restart: int = -1,
+        pinned: Sequence[int] = (),
     ) -> None:
         n = len(messages)
         check_sums(pre)
         self.messages = messages
         self.pre = pre
         self.bounds = bounds
+        self.held: Optional[List[bool]] = None
+        self.free = pre  # the prefix sums of what dropping from the middle may take off
+        self.pinned: List[int] = []
         self.max_tokens = max_tokens
         self.count_tokens = count_tokens
         self.step = step_size(max_tokens, target_tokens)
@@ -166,8 +187,12 @@ class Compaction:
         self.restart = restart if excess > 0 and 0 <= restart < n else -1
         self.start = bounds[bisect_right(bounds, self.restart) - 1] if self.restart >= 0 else 0
         self._snap(keep_head, keep_tail, excess > 0)
+        if pinned:
+            self.held = self._hold(pinned)
+            self.free = _free(pre, self.held)
+            self.pinned = [i for i, held in enumerate(self.held) if held]
         cut: Optional[int] = _cut_after(
-            pre, bounds, self.head_end, self.tail_start, excess - pre[self.start]
+            self.free, bounds, self.head_end, self.tail_start, excess - pre[self.start]
         )
         if cut != self.head_end:  # only a format with rules on resuming can move it
             cut = self._resumed(cut or 0, self._head_last(), self.head_end + 1)
@@ -189,15 +214,55 @@ class Compaction:
             self.awaits = bounds[bisect_right(bounds, waiting) - 1]
             self.tail_start = max(min(self.tail_start, self.awaits), self.head_end)
 
+    def _hold(self, pinned: Sequence[int]) -> List[bool]:
+        """For each message, whether it is kept as pinned: a pinned message's group and,
+        where a format has rules on how a conversation goes on (Bedrock's alternating
+        roles), the groups before it that let it follow what is kept before it."""
+        bounds, messages = self.bounds, self.messages
+        held = _held(bounds, pinned, len(messages))
+        before, i = self._head_last(), self.head_end
+        while i < self.tail_start:
+            if not held[i]:
+                i += 1
+                continue
+            start = i
+            while start > self.head_end and not held[start - 1]:
+                if resumes(before, message_view(messages[start], start)):
+                    break
+                group = bisect_right(bounds, start - 1) - 1
+                held[bounds[group] : start] = [True] * (start - bounds[group])
+                start = bounds[group]
+            while i < len(messages) and held[i]:
+                i += 1
+            before = message_view(messages[i - 1], i - 1)
+        return held
+
     def _head_last(self) -> Optional[Mapping[str, Any]]:
         """The last message of the head (its view), what the kept tail resumes after."""
         end = self.head_end
         return message_view(self.messages[end - 1], end - 1) if end else None
 
     def _may_resume(self, before: Optional[Mapping[str, Any]], cut: int) -> bool:
-        """Whether the conversation may go on at ``cut`` right after ``before``."""
+        """Whether the conversation may go on at ``cut`` right after ``before`` (or after
+        the last pinned message kept before ``cut``)."""
         n = len(self.messages)
-        return cut >= n or resumes(before, message_view(self.messages[cut], cut))
+        if cut >= n:
+            return True
+        pinned = self.pinned_between(self.head_end, cut)
+        if pinned:
+            before = message_view(self.messages[pinned[-1]], pinned[-1])
+        return resumes(before, message_view(self.messages[cut], cut))
+
+    def pinned_between(self, start: int, stop: int) -> List[int]:
+        """The indices in ``[start, stop)`` of the messages in pinned groups."""
+        pinned = self.pinned
+        return pinned[bisect_left(pinned, start) : bisect_left(pinned, stop)]
+
+    def _dropped_between(self, start: int, stop: int) -> List[Any]:
+        held, messages = self.held, self.messages
+        if held is None:
+            return messages[start:stop]
+        return [messages[i] for i in range(start, stop) if not held[i]]
 
     def _resumed(self, cut: int, before: Optional[Mapping[str, Any]], lowest: int) -> Optional[int]:
         """The cut to make instead of ``cut`` so that the conversation may resume after
@@ -244,14 +309,15 @@ class Compaction:
     def tokens_after_cut(self, cut: int) -> int:
         """The estimated tokens left when the groups in ``[head_end, cut)`` are dropped
         (and those before ``start``)."""
-        pre = self.pre
-        return self.tokens_before - pre[self.start] - (pre[cut] - pre[self.head_end])
+        free = self.free
+        return self.tokens_before - self.pre[self.start] - (free[cut] - free[self.head_end])
 
     def kept(self) -> List[Any]:
-        """The messages kept (head and tail), in original order, as a new list."""
+        """The messages kept (head, pinned and tail), in original order, as a new list."""
         if self.cut == self.head_end:
             return self.messages[self.start :]
-        return self.messages[self.start : self.head_end] + self.messages[self.cut :]
+        pinned = [self.messages[i] for i in self.pinned_between(self.head_end, self.cut)]
+        return self.messages[self.start : self.head_end] + pinned + self.messages[self.cut :]
 
     @property
     def dropped(self) -> List[Any]:
@@ -262,7 +328,7 @@ class Compaction:
     def summarized(self) -> List[Any]:
         """What a summary stands for: the dropped messages after ``start`` (those before
         it are in the provider's own compaction item already)."""
-        return self.messages[self.head_end : self.cut]
+        return self._dropped_between(self.head_end, self.cut)
 
     @property
     def tokens_after(self) -> int:
@@ -270,13 +336,20 @@ class Compaction:
         return self.tokens_after_cut(self.cut)
 
     def kept_ranges(self) -> Tuple[Tuple[int, int], ...]:
-        """The kept messages as ``(start, stop)`` index ranges, without empty ones: two
-        (the head and the tail) when something is dropped, one when nothing is, none for
-        an empty list."""
+        """The kept messages as ``(start, stop)`` index ranges, in order, without empty
+        ones: the head, each run of pinned messages and the tail when something is
+        dropped, one when nothing is, none for an empty list."""
         n = len(self.messages)
         if self.cut == self.head_end:
             return ((self.start, n),) if self.start < n else ()
-        ranges = ((self.start, self.head_end), (self.cut, n))
+        ranges: List[Tuple[int, int]] = [(self.start, self.head_end)]
+        for i in [*self.pinned_between(self.head_end, self.cut), self.cut]:
+            start, stop = ranges[-1]
+            if i == stop:
+                ranges[-1] = (start, i + 1)
+            else:
+                ranges.append((i, i + 1))
+        ranges[-1] = (ranges[-1][0], n)
         return tuple((start, stop) for start, stop in ranges if start < stop)
 
     def result(self) -> CompactResult:
@@ -333,28 +406,36 @@ class Compaction:
             raise InvalidMessageError(
                 "the summary message: its token count makes the total more than a float can hold"
             )
+        free = self.free
         if self.step is None or after <= self.max_tokens:
-            cut = _cut_after(pre, self.bounds, self.cut, self.tail_start, after - self.max_tokens)
+            excess = after - self.max_tokens
+            cut = _cut_after(free, self.bounds, self.cut, self.tail_start, excess)
         else:
             # By the step rule again, the summary counted: the same summary of the
             # same cut makes the same further cut in every process.
             more = self._to_drop(summary_tokens) - pre[start]
-            cut = max(_cut_after(pre, self.bounds, head_end, self.tail_start, more), self.cut)
+            cut = max(_cut_after(free, self.bounds, head_end, self.tail_start, more), self.cut)
         cut = max(cut, at_least)
         after_head = self._head_last() if merged is not None else note
         resumed = self._resumed(cut, after_head, max(at_least, head_end + 1))
-        if resumed is None or resumed <= head_end:
+        pinned = self.pinned_between(head_end, resumed or head_end)
+        if (
+            resumed is None
+            or resumed <= head_end
+            or (pinned and not resumes(after_head, message_view(self.messages[pinned[0]], 0)))
+        ):
             # No cut lets the conversation resume after the summary: none is sent.
             return self.result_with_summary(None, summary_role)
-        after -= pre[resumed] - pre[self.cut]
+        after -= free[resumed] - free[self.cut]
         if merged is not None:
             messages = [*self.messages[start : head_end - 1], merged]
         else:
             messages = [*self.messages[start:head_end], note]
+        messages.extend(self.messages[i] for i in pinned)
         messages.extend(self.messages[resumed:])
         return CompactResultWithSummary(
             messages=messages,
-            dropped=self.messages[:start] + self.messages[head_end:resumed],
+            dropped=self.messages[:start] + self._dropped_between(head_end, resumed),
             tokens_before=self.tokens_before,
             tokens_after=after,
             fits=after <= self.max_tokens,
@@ -379,6 +460,8 @@ class Compaction:
             if i >= self.awaits:
                 return "kept", "tail (calls awaiting their results)"
             return "kept", "tail (group kept whole)"
+        if i < self.cut and self.held is not None and self.held[i]:
+            return "kept", "pinned (group kept whole)"
         if i < self.cut:
             return "dropped", "oldest middle group while over budget"
         return (
@@ -438,9 +521,14 @@ def decide(
     (``check_options``); ``uncleared`` as for ``Compaction``."""
     msgs = list(check_messages(messages))
     restarts: List[int] = []
+    options = dict(options)
+    pin = options.pop("pin", None)
     pre, bounds = measure(msgs, options["count_tokens"], restarts)
     restart = restarts[-1] if restarts else -1
-    return Compaction(msgs, pre, bounds, **options, uncleared=uncleared, restart=restart)
+    pinned = [] if pin is None else [i for i, message in enumerate(msgs) if pin(message)]
+    return Compaction(
+        msgs, pre, bounds, **options, uncleared=uncleared, restart=restart, pinned=pinned
+    )
 
 
 def prepare(
@@ -452,6 +540,7 @@ def prepare(
     keep_tail: object,
     target_tokens: object = None,
     uncleared: Optional[Sequence[int]] = None,
+    pin: object = None,
 ) -> Compaction:
     """Check every argument, group and count the messages once, and decide what to drop."""
     return decide(messages, check_options(locals()), uncleared)
@@ -466,6 +555,7 @@ def compact(
     keep_head: int = KEEP_HEAD,
     keep_tail: int = KEEP_TAIL,
     target_tokens: Optional[float] = None,
+    pin: Optional[Pin] = None,
 ) -> CompactResult:
     """Drop whole groups from the middle of ``messages`` until it fits ``max_tokens``.
 
@@ -473,7 +563,8 @@ def compact(
     opened in it and every result given in it, in any wire format (docs/grouping.md).
     ``keep_head`` leading and ``keep_tail`` trailing messages are kept, snapped
     outward to whole groups, and the middle groups are dropped oldest first until
-    the total fits or nothing droppable is left. An input that already fits is
+    the total fits or nothing droppable is left; a group holding a message ``pin``
+    accepts stays, in place. An input that already fits is
     returned unchanged. Where a provider has rules on how a conversation may go on
     (Bedrock, Gemini), the cut is only made where the kept messages may follow the
     head (docs/formats/).
@@ -486,7 +577,8 @@ def compact(
         TypeError: ``max_tokens`` is missing, a bool, not a number, not finite
             or not positive; ``messages`` is not a sequence; ``keep_head`` or
             ``keep_tail`` is not an int; ``count_tokens`` is not callable;
-            ``target_tokens`` is given and is not a finite positive number.
+            ``target_tokens`` is given and is not a finite positive number;
+            ``pin`` is not callable.
         ValueError: ``keep_head`` or ``keep_tail`` is negative, or
             ``target_tokens`` is more than ``max_tokens``.
         InvalidMessageError: A message is malformed or cannot be counted; the
@@ -516,6 +608,7 @@ def compact_with_summary(
     summarize: Optional[Summarize] = None,
     summary_role: str = "user",
     target_tokens: Optional[float] = None,
+    pin: Optional[Pin] = None,
 ) -> CompactResultWithSummary:
     """``compact``, then splice a summary of what was dropped back in.
 
@@ -552,6 +645,7 @@ async def acompact_with_summary(
     summarize: Optional[AsyncSummarize] = None,
     summary_role: str = "user",
     target_tokens: Optional[float] = None,
+    pin: Optional[Pin] = None,
 ) -> CompactResultWithSummary:
     """``compact_with_summary`` for async code: ``summarize`` may be async or plain.
 

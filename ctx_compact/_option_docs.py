@@ -23,6 +23,10 @@ OPTION_DOCS = {
     "the cut one process would have made had it been called after every message of the "
     "history, moving only after more than ``max_tokens - target_tokens`` tokens of growth. "
     "Equal to ``max_tokens``, it is the specification's cut.",
+    "pin": "``None``, or a predicate ``(message) -> bool`` called once with each of your "
+    "messages: the group of a message it accepts is never dropped and stays in place between "
+    "the head and the tail (a summary still goes right after the head). What it raises "
+    "reaches you.",
 }
 
 

@@ -43,6 +43,7 @@ SLOW_MODULES = (
     "test_examples",
     "sdks.test_examples",
     "test_import_isolation",
+    "test_pin_long",
     "test_fw_",
     "test_frameworks",
 )
