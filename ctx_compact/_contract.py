@@ -36,6 +36,7 @@ from ._tokens import (
     tokens_of_units,
     utf16_length,
 )
+from ._truncating import ToolResultTruncation
 from ._views import message_views
 from .formats._shapes import sdk_dump
 from .formats.responses import CALL_OUTPUTS
@@ -54,6 +55,7 @@ __all__ = [
     "SpecCounter",
     "ThinkingClearing",
     "ToolResultClearing",
+    "ToolResultTruncation",
     "check_callable",
     "check_flag",
     "check_keep",

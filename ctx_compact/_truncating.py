@@ -300,10 +300,12 @@ class ToolResultTruncation:
         cap: int,
         counts: List[int],
         count_tokens: Optional[CountTokens],
+        earlier: Optional[TruncatedToolResult] = None,
     ) -> Tuple[Optional[TruncatedToolResult], int]:
         """Cut one result to its cap if it is over it (``None`` if not or if nothing in it
         may be cut), recounting its message until the cut is enough or nothing more may
-        go; and the result's tokens in the end."""
+        go; and the result's tokens in the end. ``earlier``: this result's last cut, when
+        it is cut again to a lower cap (from its whole content, offloaded once)."""
         found = result.found
         i = found.index
 
@@ -315,13 +317,14 @@ class ToolResultTruncation:
             return count_one(trial.edited[i], count_tokens, i)
 
         base = counted(_empty(found.value))
-        own = counts[i] - base
-        strings = _strings(found.value, SHORT + len(self.marker)) if own > cap else []
+        now = counts[i] - base
+        own = now if earlier is None else earlier.tokens_before
+        strings = _strings(found.value, SHORT + len(self.marker)) if now > cap else []
         chars = sum(len(s) for _, s in strings)
         if not chars:
-            return None, own  # within its cap, or nothing a cut may shorten (media alone)
-        offloaded = None
-        if self.offload is not None:
+            return None, now  # within its cap, or nothing a cut may shorten (media alone)
+        offloaded = None if earlier is None else earlier.offloaded
+        if earlier is None and self.offload is not None:
             offloaded = self.offload(_full_text(found.value), tool, found.call_id)
             if not isinstance(offloaded, str):
                 raise must(
@@ -351,6 +354,86 @@ class ToolResultTruncation:
             offloaded=offloaded,
         )
         return truncated, truncated.tokens_after
+
+    def fit(
+        self,
+        messages: Sequence[Any],
+        views: Sequence[Mapping[str, Any]],
+        counts: Sequence[int],
+        *,
+        max_tokens: float,
+        count_tokens: Optional[CountTokens],
+        protected: Iterable[int] = (),
+    ) -> Tuple[ClearResult[TruncatedToolResult], List[int]]:
+        """The last resort: cut the largest results just enough for the total to fit.
+
+        The results (but those of ``exclude_tools`` and of the ``protected`` messages,
+        such as pinned ones) are brought down to one common size, the largest first, as
+        far as the total is over ``max_tokens``, and again while the markers keep it over;
+        ``max_result_tokens`` is not read. ``fits``: the total fits ``max_tokens``.
+        """
+        counts = list(counts)
+        before = sum(counts)
+        editor = _Editor(messages, views)
+        shielded = set(protected)
+        results = []
+        for result in _find_results(views, None):
+            tool = result.call.name if result.call is not None else None
+            kept = result.found.index in shielded or tool in self.exclude_tools
+            if result.found.value and not kept:
+                results.append((result, tool))
+        done: Dict[int, TruncatedToolResult] = {}
+        sizes = [self._size(editor, r, counts, count_tokens) for r, _ in results]
+        for _ in range(ROUNDS):
+            excess = sum(counts) - max_tokens
+            if excess <= 0:
+                break
+            level = _level_down(sizes, excess)
+            moved = False
+            for k, (result, tool) in enumerate(results):
+                if sizes[k] <= level:
+                    continue
+                cut, sizes[k] = self._truncate(
+                    editor, result, tool, level, counts, count_tokens, done.get(k)
+                )
+                if cut is not None:
+                    done[k] = cut
+                    moved = True
+            if not moved:
+                break
+        total = sum(counts)
+        outcome = ClearResult(
+            messages=_output(messages, editor.edited),
+            cleared=[done[k] for k in sorted(done)],
+            tokens_before=before,
+            tokens_after=total,
+            fits=total <= max_tokens,
+        )
+        return outcome, counts
+
+    @staticmethod
+    def _size(
+        editor: _Editor, result: _Result, counts: List[int], count_tokens: Optional[CountTokens]
+    ) -> int:
+        """What the result's content adds to its message's count."""
+        i = result.found.index
+        trial = _Editor({i: editor.messages[i]}, {i: editor.views[i]})  # type: ignore[arg-type]
+        _clear_result(trial, replace(result, written=_empty(result.found.value)))
+        return counts[i] - count_one(trial.edited[i], count_tokens, i)
+
+
+def _level_down(sizes: Sequence[int], excess: float) -> int:
+    """The size to bring every larger one down to so that ``excess`` tokens go, the largest
+    first (1 when even that cannot take off enough)."""
+    ordered = sorted(sizes, reverse=True)
+    taken = 0
+    for k, size in enumerate(ordered):
+        below = ordered[k + 1] if k + 1 < len(ordered) else 0
+        step = (k + 1) * (size - below)
+        if taken + step >= excess:
+            return max(1, size - math.ceil((excess - taken) / (k + 1)))
+        taken += step
+    return 1
 
 
 @with_option_docs(

@@ -33,6 +33,7 @@ from ctx_compact import (
     media_aware_counter,
     truncate_tool_results,
 )
+from ctx_compact._contract import ToolResultTruncation, count_all, message_views
 from ctx_compact.testing import anthropic as kit_anthropic
 from ctx_compact.testing import bedrock as kit_bedrock
 from ctx_compact.testing import gemini as kit_gemini
@@ -467,3 +468,71 @@ def test_counting_work_is_bounded_on_a_huge_result() -> None:
     truncate_tool_results(chat(LOG * 50), max_result_tokens=1000, count_tokens=counter)
     # Each message once, the result's message without its content once, and a round or two.
     assert len(calls) <= len(chat()) + 1 + 3
+
+
+# --- the last resort: the largest results cut just enough to fit ----------------------
+
+
+def fitted(messages: List[Message], budget: float, **options: Any) -> Any:
+    truncation = ToolResultTruncation.checked(max_result_tokens=1, **options.pop("checked", {}))
+    views = message_views(messages)
+    result, counts = truncation.fit(
+        messages, views, count_all(views, None), max_tokens=budget, count_tokens=None, **options
+    )
+    assert counts == [estimate_tokens(m) for m in result.messages]
+    return result
+
+
+def test_the_largest_results_are_cut_to_one_size_just_enough_to_fit() -> None:
+    messages = two_tools()
+    messages[3] = tool("b", LOG[:20000])
+    total = sum(estimate_tokens(m) for m in messages)
+    result = fitted(messages, 6000)
+    assert result.tokens_before == total
+    assert result.tokens_after <= 6000
+    assert result.tokens_after > 6000 - 60  # just enough: a few tokens of slack
+    assert result.fits
+    sizes = [cut.tokens_after for cut in result.cleared]
+    assert max(sizes) - min(sizes) <= 2  # one common size
+    assert check_pairing(result.messages) == []
+    assert messages[2]["content"] == LOG  # the caller's messages are untouched
+
+
+def test_a_smaller_result_under_the_common_size_is_left_whole() -> None:
+    messages = two_tools()
+    messages[3] = tool("b", "a short answer " * 20)
+    result = fitted(messages, 3000)
+    assert [cut.tool for cut in result.cleared] == ["read_log"]
+    assert result.messages[3] is messages[3]
+    assert result.fits
+
+
+def test_protected_messages_and_excluded_tools_are_not_cut() -> None:
+    messages = two_tools()
+    result = fitted(messages, 3000, protected=[2])
+    assert [cut.tool for cut in result.cleared] == ["fetch_page"]
+    assert result.messages[2] is messages[2]
+    assert not result.fits
+    excluded = fitted(messages, 3000, checked={"exclude_tools": ["read_log"]})
+    assert [cut.tool for cut in excluded.cleared] == ["fetch_page"]
+
+
+def test_what_fits_already_is_left_alone() -> None:
+    messages = two_tools()
+    result = fitted(messages, 10**6)
+    assert result.cleared == []
+    assert all(a is b for a, b in zip(result.messages, messages))
+
+
+def test_a_budget_no_cut_can_reach_cuts_everything_it_can_and_says_so() -> None:
+    result = fitted(two_tools(), 50)
+    assert not result.fits
+    assert [cut.tool for cut in result.cleared] == ["read_log", "fetch_page"]
+    assert all(cut.tokens_after < 40 for cut in result.cleared)
+
+
+def test_offload_is_called_once_per_result_however_many_rounds() -> None:
+    seen: List[Any] = []
+    messages = two_tools()
+    fitted(messages, 900, checked={"offload": lambda text, name, i: seen.append(i) or f"k-{i}"})
+    assert sorted(seen) == ["a", "b"]
