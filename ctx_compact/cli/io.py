@@ -439,12 +439,14 @@ def file_to_replace(path: str) -> Optional[str]:
     return None
 
 
-def file_identity(path: str, standard: Any) -> Optional[object]:
+def file_identity(path: Optional[str], standard: Any) -> Optional[object]:
     """What names the file at ``path`` (``-``: the ``standard`` stream's) for comparing options.
 
     A regular file is its device and inode, a name not yet created its resolved path;
-    a device, FIFO or terminal is ``None``: nothing written there is replaced.
+    a device, FIFO, terminal or no path is ``None``: nothing written there is replaced.
     """
+    if path is None:
+        return None
     try:
         info = os.fstat(standard.fileno()) if path == "-" else os.stat(path)
     except FileNotFoundError:
@@ -534,8 +536,10 @@ def _unwritable(path: str, exc: OSError, failure: Type[Failure] = Failure) -> Fa
     return failure(f"{path}: cannot write: {exc.strerror or exc}")
 
 
-def reasons_path(rejects: str) -> str:
+def reasons_path(rejects: Optional[str]) -> Optional[str]:
     """Where ``--rejects FILE`` says why each line was skipped: ``bad.reasons.jsonl``."""
+    if rejects is None:
+        return None
     stem, gz = (rejects[:-3], ".gz") if rejects.endswith(".gz") else (rejects, "")
     if stem.endswith(".jsonl"):
         stem = stem[: -len(".jsonl")]

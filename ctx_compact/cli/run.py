@@ -152,12 +152,12 @@ class _Runner:
         # What an interrupted run removes when it ends, whatever ended it.
         self.temporaries = Temporaries()
         # --max-errors alone allows that many; --skip-invalid alone allows any number.
-        self.max_errors: Optional[int] = getattr(args, "max_errors", None)
-        self.skip = self.max_errors is not None or getattr(args, "skip_invalid", False)
+        self.max_errors: Optional[int] = args.max_errors
+        self.skip = self.max_errors is not None or args.skip_invalid
 
     def run(self) -> _Totals:
         args = self.args
-        output_path = None if self.check else args.output
+        output_path = args.output
         if not args.jsonl:
             name, messages, holder = read_array(args.input)
             outcome = run_one(self.settings, messages, holder, name)
@@ -173,9 +173,9 @@ class _Runner:
             rejects = args.rejects
             sinks = _Sinks(
                 out,
-                self._optional(files, getattr(args, "report", None)),
+                self._optional(files, args.report),
                 self._optional(files, rejects),
-                self._optional(files, None if rejects is None else reasons_path(rejects)),
+                self._optional(files, reasons_path(rejects)),
             )
             source = files.enter_context(open_input(args.input))
             self.progress = self._progress(source)
@@ -195,7 +195,7 @@ class _Runner:
         return self.totals
 
     def _progress(self, source: Source) -> Progress:
-        wanted: Optional[bool] = getattr(self.args, "progress", None)
+        wanted: Optional[bool] = self.args.progress
         if wanted is False or (wanted is None and self.check):
             return Progress("off")
         if wanted:
@@ -223,7 +223,7 @@ class _Runner:
 
     def _done(self, files: contextlib.ExitStack, source: Source) -> Iterator[Done]:
         """Each line of ``source`` done, in order: in this process, or in --jobs workers."""
-        jobs = getattr(self.args, "jobs", 1) or os.cpu_count() or 1
+        jobs = self.args.jobs or os.cpu_count() or 1
         if jobs == 1:
             return serial(self.settings, source.name, read_jsonl(source.stream, source.name))
         # multiprocessing is a fifth of the start-up time; only --jobs needs it.
@@ -270,7 +270,7 @@ def _skipped(args: argparse.Namespace, totals: _Totals) -> str:
     """``skipped N bad lines``, with how many were not shown and where they all are."""
     text = f"skipped {plural(totals.skipped, 'bad line')}"
     hidden = totals.skipped - SHOWN_SKIPPED
-    rejects: Optional[str] = getattr(args, "rejects", None)
+    rejects: Optional[str] = args.rejects
     if rejects is not None:
         where = f"{rejects} has them, {reasons_path(rejects)} why each was skipped"
     else:
