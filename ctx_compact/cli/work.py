@@ -14,7 +14,7 @@ from .. import (
     CompactResult,
     RepairChange,
     check_pairing,
-    compact,
+    clear_tool_results,
     repair_pairing,
 )
 from .._contract import (
@@ -26,7 +26,6 @@ from .._contract import (
     Compaction,
     MessageRow,
     SpecCounter,
-    ToolResultClearing,
     count_all,
     group_bounds,
     media_parts,
@@ -168,30 +167,17 @@ def _from_pieces(
         for i, message in enumerate(messages):
             if media_parts(message):
                 counts[i] = counter(message)
-    plan = _decided(settings, messages, counts, bounds, restarts)
-    result = plan.result()
-    rows = _rows(settings, plan)
-    return result, rows, result.tokens_before, pieces.line(holder, plan.kept_ranges())
-
-
-def _decided(
-    settings: Settings,
-    messages: List[Any],
-    counts: List[int],
-    bounds: List[int],
-    restarts: List[int],
-    uncleared: Optional[List[int]] = None,
-) -> Compaction:
-    """The decision on ``messages`` from their counts and groups, with the settings' options."""
-    return Compaction(
+    plan = Compaction(
         messages,
         prefix_sums(counts),
         bounds,
-        count_tokens=settings.counter,
-        uncleared=uncleared,
+        count_tokens=counter,
         restart=restarts[-1] if restarts else -1,
         **settings.limits(),
     )
+    result = plan.result()
+    rows = _rows(settings, plan)
+    return result, rows, result.tokens_before, pieces.line(holder, plan.kept_ranges())
 
 
 def _rows(settings: Settings, plan: Compaction) -> Sequence[MessageRow]:
@@ -202,59 +188,39 @@ def _rows(settings: Settings, plan: Compaction) -> Sequence[MessageRow]:
 def _decision(
     settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], fast: bool
 ) -> Decision:
-    if settings.clear_tool_results:
-        return _cleared(settings, messages)
-    if not settings.indent:
+    if not settings.indent and not settings.clear_tool_results:
         # NaN or an infinity (from 1e400) or very deep nesting are Unencodable: the
         # default estimator and the plain dump give the usual count or error.
         with contextlib.suppress(Unencodable):
             return _from_pieces(settings, messages, holder, fast)
-    return _plain(settings, messages)
+    return _public(settings, messages)
 
 
-def _plain(settings: Settings, messages: List[Any]) -> Decision:
-    """The decision through the public functions and the default estimator (output dumped)."""
-    options = settings.limits()
-    if settings.explain:
-        # One decision gives both the result and its rows, so they never disagree;
-        # Compaction.result() is what compact() returns.
-        plan = prepare(messages, count_tokens=settings.counter, **options)
-        result = plan.result()
-        return result, _rows(settings, plan), result.tokens_before, None
-    result = compact(messages, count_tokens=settings.counter, **options)
-    return result, (), result.tokens_before, None
+def _public(settings: Settings, messages: List[Any]) -> Decision:
+    """``clear_tool_results`` (with ``--clear-tool-results``), then ``compact``'s decision.
 
-
-def _cleared(settings: Settings, messages: List[Any]) -> Decision:
-    """``clear_tool_results`` then ``compact`` of what it gives, the messages counted once.
-
-    What the two public calls give (the tests hold it to them), from one count:
-    clearing keeps the group boundaries and gives the output's counts, and with
-    ``--target-tokens`` the step rule reads the history before clearing, as the
-    middleware's does.
+    ``Compaction.result()`` is what ``compact()`` returns; one decision gives both the
+    result and its rows, so they never disagree.
     """
     counter = settings.counter
-    views = message_views(messages)
-    counts = count_all(views, counter)
-    clearing = ToolResultClearing.checked(
-        keep=settings.keep_results, exclude_tools=settings.exclude_tools
-    )
-    # Clearing first: its checks name a malformed message as clear_tool_results does.
-    cleared, after = clearing.apply(
-        messages,
-        views,
-        counts,
-        max_tokens=settings.max_tokens,
-        count_tokens=counter,
-        target_tokens=settings.target_tokens,
-    )
-    restarts: List[int] = []
-    bounds = group_bounds(views, 0, restarts)
-    uncleared = None
-    if settings.target_tokens is not None and cleared.cleared:
-        uncleared = prefix_sums(counts)
-    plan = _decided(settings, cleared.messages, after, bounds, restarts, uncleared)
-    return plan.result(), _rows(settings, plan), cleared.tokens_before, None
+    before, uncleared = None, None
+    if settings.clear_tool_results:
+        cleared = clear_tool_results(
+            messages,
+            max_tokens=settings.max_tokens,
+            target_tokens=settings.target_tokens,
+            keep=settings.keep_results,
+            exclude_tools=settings.exclude_tools,
+            count_tokens=counter,
+        )
+        if settings.target_tokens is not None and cleared.cleared:
+            # The step rule reads the history before clearing, as the middleware's does.
+            uncleared = prefix_sums(count_all(message_views(messages), counter))
+        messages, before = cleared.messages, cleared.tokens_before
+    plan = prepare(messages, count_tokens=counter, uncleared=uncleared, **settings.limits())
+    result = plan.result()
+    tokens_before = result.tokens_before if before is None else before
+    return result, _rows(settings, plan), tokens_before, None
 
 
 def _compact(
