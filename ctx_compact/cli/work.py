@@ -286,34 +286,25 @@ def run_one(
     return _compact(settings, messages, holder, where, fast)
 
 
-def run_line(settings: Settings, name: str, lineno: int, raw: bytes) -> Optional[Outcome]:
-    """One JSONL line done, or ``None`` for a blank line.
-
-    Raises:
-        Failure: The line cannot be read, parsed or compacted; the message names it.
-    """
-    where = f"{name}:{lineno}"
-    value = loads_fast(raw)
-    fast = value is not None
-    if not fast:
-        text = decode(raw, name, lineno, lineno == 1)
-        if not text.strip(" \t\r\n"):
-            return None
-        value = parse(text, name, lineno)
-    messages, holder = conversation(value, where)
-    return run_one(settings, messages, holder, where, fast)
-
-
 def do_line(
     settings: Settings, name: str, lineno: int, raw: bytes
 ) -> Union[Outcome, Rejected, None]:
-    """``run_line``, with a line that cannot be used returned as ``Rejected`` instead of raised."""
+    """One JSONL line done, ``None`` for a blank line, or ``Rejected`` naming why it cannot be."""
+    where = f"{name}:{lineno}"
     try:
-        return run_line(settings, name, lineno, raw)
+        value = loads_fast(raw)
+        fast = value is not None
+        if not fast:
+            text = decode(raw, name, lineno, lineno == 1)
+            if not text.strip(" \t\r\n"):
+                return None
+            value = parse(text, name, lineno)
+        messages, holder = conversation(value, where)
+        return run_one(settings, messages, holder, where, fast)
     except Failure as exc:
         return Rejected(lineno, str(exc), raw)
     except MemoryError:  # what it took is freed on the way here: the next line can go on
-        return Rejected(lineno, f"{name}:{lineno}: the line is too large to compact in memory", raw)
+        return Rejected(lineno, f"{where}: the line is too large to compact in memory", raw)
 
 
 def serial(settings: Settings, name: str, lines: Iterable[Tuple[int, bytes]]) -> Iterator[Done]:
