@@ -122,11 +122,6 @@ def _report_line(line: int, outcome: Outcome, mode: str) -> bytes:
     return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
 
 
-def _reason_line(rejected: Rejected) -> bytes:
-    record = {"line": rejected.line, "reason": rejected.reason}
-    return (json.dumps(record) + "\n").encode("ascii")
-
-
 class _Sinks(NamedTuple):
     """Where a run writes; ``reasons``, the --rejects sidecar, keeps the rejects verbatim."""
 
@@ -142,7 +137,6 @@ class _Runner:
     def __init__(self, args: argparse.Namespace, mode: str) -> None:
         self.args = args
         self.mode = mode
-        self.check = mode == CHECK
         self.settings = _settings(args, mode)
         self.progress = Progress("off")
         # Standard output while it is being written, flushed before anything goes to
@@ -196,7 +190,7 @@ class _Runner:
 
     def _progress(self, source: Source) -> Progress:
         wanted: Optional[bool] = self.args.progress
-        if wanted is False or (wanted is None and self.check):
+        if wanted is False or (wanted is None and self.mode == CHECK):
             return Progress("off")
         if wanted:
             style = "plain"
@@ -263,7 +257,8 @@ class _Runner:
             raw = rejected.raw
             sinks.rejects.write(raw if raw.endswith(b"\n") else raw + b"\n")
         if sinks.reasons is not None:
-            sinks.reasons.write(_reason_line(rejected))
+            record = {"line": rejected.line, "reason": rejected.reason}
+            sinks.reasons.write((json.dumps(record) + "\n").encode("ascii"))
 
 
 def _skipped(args: argparse.Namespace, totals: _Totals) -> str:
@@ -278,12 +273,6 @@ def _skipped(args: argparse.Namespace, totals: _Totals) -> str:
     if hidden > 0:
         return f"{text} ({hidden} not shown; {where})"
     return f"{text} ({where})" if rejects is not None else text
-
-
-def _names(totals: _Totals) -> str:
-    names = ", ".join(totals.named_not_fitting)
-    rest = totals.not_fitting - len(totals.named_not_fitting)
-    return f"{names} and {rest} more" if rest else names
 
 
 def _pairing_warning(args: argparse.Namespace, totals: _Totals) -> str:
@@ -324,9 +313,11 @@ def _misfits(args: argparse.Namespace, totals: _Totals, budget: str) -> str:
             f"{PROG}: {totals.named_not_fitting[0]}: does not fit: {totals.tokens_after}"
             f" tokens with every droppable message dropped, budget {budget}\n"
         )
+    names = ", ".join(totals.named_not_fitting)
+    rest = totals.not_fitting - len(totals.named_not_fitting)
     return (
         f"{PROG}: {totals.not_fitting} of {totals.conversations} conversations do not fit "
-        f"within {budget}: {_names(totals)}\n"
+        f"within {budget}: {names}{f' and {rest} more' if rest else ''}\n"
     )
 
 
@@ -458,16 +449,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         The exit status, one of ``status.TABLE`` (docs/command-line-reference.md lists them).
     """
     try:
-        return _main(list(sys.argv[1:] if argv is None else argv))
+        parsed = parse_arguments(list(sys.argv[1:] if argv is None else argv))
+        return parsed if isinstance(parsed, int) else _run(*parsed)
     except KeyboardInterrupt:  # before the run started or as it ended: still no traceback
         return status.INTERRUPTED
     except Terminated:  # as the run ended
         return status.TERMINATED
-
-
-def _main(arguments: List[str]) -> int:
-    parsed = parse_arguments(arguments)
-    if isinstance(parsed, int):
-        return parsed
-    args, mode = parsed
-    return _run(args, mode)
