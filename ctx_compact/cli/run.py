@@ -76,31 +76,13 @@ class _Totals:
 
 
 def _settings(args: argparse.Namespace, mode: str) -> Settings:
-    if mode == CHECK:
-        return Settings(check=True)
+    """The mode and the parsed options that are ``Settings`` fields, under their names."""
+    fields = {field.name for field in dataclasses.fields(Settings)}
+    given = {name: value for name, value in vars(args).items() if name in fields}
     # --jsonl lines are always compact; the --indent check keeps the two apart.
-    indent = 0 if args.jsonl else 2 if args.indent is None else args.indent
-    if mode == REPAIR:
-        return Settings(
-            repair=True,
-            answer_unanswered=args.answer_unanswered,
-            placeholder=args.placeholder,
-            indent=indent,
-            explain=args.explain,
-        )
-    return Settings(
-        max_tokens=args.max_tokens,
-        target_tokens=args.target_tokens,
-        keep_head=args.keep_head,
-        keep_tail=args.keep_tail,
-        indent=indent,
-        explain=args.explain,
-        strict=args.strict,
-        clear_tool_results=args.clear_tool_results,
-        keep_results=args.keep_results,
-        exclude_tools=tuple(args.exclude_tool),
-        count_media=args.count_media,
-    )
+    indent = 0 if mode == CHECK or args.jsonl else 2 if args.indent is None else args.indent
+    given.update(indent=indent, exclude_tools=tuple(getattr(args, "exclude_tool", ())))
+    return Settings(check=mode == CHECK, repair=mode == REPAIR, **given)
 
 
 def _report_line(line: int, outcome: Outcome, mode: str) -> bytes:
