@@ -114,11 +114,7 @@ Done = Tuple[int, Union[Outcome, Rejected]]
 
 
 def _check(messages: List[Any], where: str) -> Outcome:
-    try:
-        found = check_pairing(messages)
-    except (TypeError, ValueError) as exc:  # InvalidMessageError is both
-        raise Failure(f"{where}: {exc}") from None
-    problems = tuple(problem_text(p) for p in found)
+    problems = tuple(problem_text(p) for p in check_pairing(messages))
     output = "".join(f"{where}: {text}\n" for text in problems).encode("utf-8")
     n = len(messages)
     return Outcome(where, output, n, n, 0, 0, True, problems)
@@ -127,12 +123,9 @@ def _check(messages: List[Any], where: str) -> Outcome:
 def _repair(
     settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], where: str
 ) -> Outcome:
-    try:
-        result = repair_pairing(
-            messages, answer_unanswered=settings.answer_unanswered, placeholder=settings.placeholder
-        )
-    except (TypeError, ValueError) as exc:  # InvalidMessageError and PairingError are both
-        raise Failure(f"{where}: {exc}") from None
+    result = repair_pairing(
+        messages, answer_unanswered=settings.answer_unanswered, placeholder=settings.placeholder
+    )
     output = dump(with_messages(holder, result.messages), settings.indent, where)
     problems = tuple(problem_text(p) for p in result.problems)
     explain = ""
@@ -151,11 +144,9 @@ Decision = Tuple[CompactResult, Sequence[MessageRow], int, Optional[bytes]]
 def _from_pieces(
     settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], fast: bool
 ) -> Decision:
-    """The decision made from counts that keep each message's JSON, and the line written from it.
+    """The decision from counts that keep each message's JSON, and the line written from it.
 
-    Raises:
-        Unencodable: A message the pieces cannot serialise; the plain way gives its count
-            or its error.
+    ``Unencodable`` (NaN, deep nesting) leaves the conversation to the public functions.
     """
     restarts: List[int] = []  # the messages holding a provider's compaction item
     bounds = group_bounds(messages, 0, restarts)  # validates every message, as compact's does
@@ -230,16 +221,13 @@ def _compact(
     where: str,
     fast: bool,
 ) -> Outcome:
-    try:
-        result, rows, before, output = _decision(settings, messages, holder, fast)
-        # Compaction cannot repair a pairing the input already breaks; it is reported
-        # (or, with --strict, the conversation refused) in check's own wording. The
-        # compaction's grouping validated every message: the check does not again.
-        problems = tuple(problem_text(p) for p in pairing_problems(messages))
-        # Compaction never breaks a pairing, so only a broken input can give a broken result.
-        rejected = bool(problems) and bool(pairing_problems(result.messages))
-    except (TypeError, ValueError) as exc:  # InvalidMessageError is both
-        raise Failure(f"{where}: {exc}") from None
+    result, rows, before, output = _decision(settings, messages, holder, fast)
+    # Compaction cannot repair a pairing the input already breaks; it is reported
+    # (or, with --strict, the conversation refused) in check's own wording. The
+    # compaction's grouping validated every message: the check does not again.
+    problems = tuple(problem_text(p) for p in pairing_problems(messages))
+    # Compaction never breaks a pairing, so only a broken input can give a broken result.
+    rejected = bool(problems) and bool(pairing_problems(result.messages))
     if problems and settings.strict:
         more = f" (and {plural(len(problems) - 1, 'more problem')})" if len(problems) > 1 else ""
         raise Failure(f"{where}: tool pairing already broken (--strict): {problems[0]}{more}")
@@ -274,16 +262,19 @@ def run_one(
     where: str,
     fast: bool = False,
 ) -> Outcome:
-    """Compact or check one conversation; ``fast`` when orjson parsed it.
+    """One conversation checked, repaired or compacted (``fast``: orjson parsed it).
 
     Raises:
         Failure: The conversation cannot be used; the message names ``where``.
     """
-    if settings.check:
-        return _check(messages, where)
-    if settings.repair:
-        return _repair(settings, messages, holder, where)
-    return _compact(settings, messages, holder, where, fast)
+    try:
+        if settings.check:
+            return _check(messages, where)
+        if settings.repair:
+            return _repair(settings, messages, holder, where)
+        return _compact(settings, messages, holder, where, fast)
+    except (TypeError, ValueError) as exc:  # InvalidMessageError and PairingError are both
+        raise Failure(f"{where}: {exc}") from None
 
 
 def do_line(
