@@ -364,18 +364,6 @@ def _add_clearing_options(parser: _Parser) -> None:
     )
 
 
-def _parse_args(
-    parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]
-) -> Union[argparse.Namespace, int]:
-    """The parsed arguments, or the exit status when argparse has already answered."""
-    try:
-        return parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version and usage errors
-        if exc.code is None or isinstance(exc.code, int):
-            return exc.code or status.OK
-        return status.USAGE
-
-
 def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
     parser.print_usage(sys.stderr)
     sys.stderr.write(f"{parser.prog}: error: {message}\n")
@@ -444,9 +432,10 @@ def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, str
     unknown = _unknown_option(parser, given)
     if unknown is not None:
         return _usage_error(parser, _unknown_message(unknown, mode, parser))
-    args = _parse_args(parser, given)
-    if isinstance(args, int):
-        return args
+    try:
+        args = parser.parse_args(given)
+    except SystemExit as exc:  # argparse has answered: --help, --version or a usage error
+        return status.USAGE if isinstance(exc.code, str) else exc.code or status.OK
     problem = _conflict(args, mode)
     if problem:
         return _usage_error(parser, problem)

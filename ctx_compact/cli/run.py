@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterator, List, NamedTuple, Optional, Sequence
+from typing import IO, Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
 from . import status
 from .args import CHECK, COMPACT, REPAIR, parse_arguments
@@ -85,21 +85,16 @@ def _settings(args: argparse.Namespace, mode: str) -> Settings:
     return Settings(check=mode == CHECK, repair=mode == REPAIR, **given)
 
 
+_FIGURES = ("messages_before", "messages_after", "tokens_before", "tokens_after", "dropped", "fits")
+
+
 def _report_line(line: int, outcome: Outcome, mode: str) -> bytes:
-    record: Any
+    record: Dict[str, Any] = {"line": line}
     if mode == REPAIR:
         changes = [dataclasses.asdict(change) for change in outcome.changes]
-        record = {"line": line, "problems": len(outcome.problems), "changes": changes}
+        record.update(problems=len(outcome.problems), changes=changes)
     else:
-        record = {
-            "line": line,
-            "messages_before": outcome.messages_before,
-            "messages_after": outcome.messages_after,
-            "tokens_before": outcome.tokens_before,
-            "tokens_after": outcome.tokens_after,
-            "dropped": outcome.dropped,
-            "fits": outcome.fits,
-        }
+        record.update((name, getattr(outcome, name)) for name in _FIGURES)
     # ensure_ascii: ids come from the input, and the report stays one valid line.
     return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
 
