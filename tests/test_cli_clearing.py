@@ -97,12 +97,12 @@ def test_jsonl_with_jobs_gives_the_same_lines(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("share", [3, 5, 7, 9, 12])
 @pytest.mark.parametrize("explain", [False, True])
-def test_one_count_gives_what_clearing_then_compact_give(
+def test_the_command_gives_what_clearing_then_compact_give(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], share: int, explain: bool
 ) -> None:
-    # The command line clears and drops from one count of the messages; what it writes
-    # and reports is what the two public calls give, at budgets that clear some, all or
-    # none of the results and drop some or none of the messages.
+    # What the command line writes and reports is what the two public calls give, at
+    # budgets that clear some, all or none of the results and drop some or none of the
+    # messages.
     messages = loop(10, tools=("read", "grep"))
     total = sum(estimate_tokens(m) for m in messages)
     budget = total * share // 10

@@ -398,14 +398,14 @@ def test_a_gzip_bomb_past_the_memory_limit_is_one_line_and_status_2(mode: str, t
 def test_a_line_too_large_to_compact_in_memory_can_be_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
-    run_line = cli_work.run_line
+    run_one = cli_work.run_one
 
-    def short_of_memory(settings: Any, name: str, lineno: int, raw: bytes) -> Any:
-        if lineno == 2:
+    def short_of_memory(settings: Any, messages: Any, holder: Any, where: str, fast: bool) -> Any:
+        if where.endswith(":2"):
             raise MemoryError
-        return run_line(settings, name, lineno, raw)
+        return run_one(settings, messages, holder, where, fast)
 
-    monkeypatch.setattr(cli_work, "run_line", short_of_memory)
+    monkeypatch.setattr(cli_work, "run_one", short_of_memory)
     data = tmp_path / "data.jsonl"
     data.write_bytes(jsonl(MESSAGES, MESSAGES, MESSAGES))
     assert main(["--jsonl", *EXAMPLE, str(data)]) == 2

@@ -1,4 +1,4 @@
-"""The command's three parsers: every option defined once, their help, and what they refuse."""
+"""One parser builder for the three modes: every option defined once, its help, what it refuses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import difflib
 import math
 import re
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import __version__
 from .._contract import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL, REPAIR_PLACEHOLDER
@@ -98,35 +98,168 @@ def _count(text: str) -> int:
     return value
 
 
-def _build_parser() -> _Parser:
-    parser = _Parser(
-        COMPACT,
-        (
-            "Trim a conversation (a JSON array of chat messages) to a token budget.\n"
-            "The oldest messages between the kept head and tail are dropped first, and an\n"
-            "assistant message with tool_calls is always dropped or kept together with its\n"
-            "tool results. The result is written to standard output as JSON."
-        ),
-        (
-            "input:\n"
-            '  A JSON array of message objects, or an object whose "messages" key holds\n'
-            "  one (its other keys are kept). With --jsonl, one such value per line; blank\n"
-            "  lines are skipped. Input is read as UTF-8. A FILE ending in .gz is read\n"
-            "  gunzipped; an --output, --report or --rejects FILE ending in .gz is\n"
-            "  written gzipped.\n"
-            "\n" + status.help_section("compact") + "\n"
-            "examples:\n"
-            "  ctx-compact --max-tokens 150 --keep-tail 2 --stats examples/weather.json\n"
-            "  ctx-compact --jsonl --max-tokens 4000 -o trimmed.jsonl train.jsonl\n"
-            "\n"
-            "checking and repairing tool pairing:\n"
-            "  ctx-compact check [--jsonl] [FILE] reports every tool call separated from\n"
-            "  its result instead of compacting; see ctx-compact check --help.\n"
-            "  ctx-compact repair [--jsonl] [FILE] writes the conversations repaired so the\n"
-            "  provider takes them; see ctx-compact repair --help. To compact a file named\n"
-            "  check or repair, write it ./check or ./repair.\n"
-        ),
-    )
+_DESCRIPTIONS = {
+    COMPACT: (
+        "Trim a conversation (a JSON array of chat messages) to a token budget.\n"
+        "The oldest messages between the kept head and tail are dropped first, and an\n"
+        "assistant message with tool_calls is always dropped or kept together with its\n"
+        "tool results. The result is written to standard output as JSON."
+    ),
+    CHECK: (
+        "Report every tool-pairing problem that would make a provider reject a\n"
+        "conversation: a tool result with no call before it, a call whose results are\n"
+        "missing, an Anthropic tool_result that does not open the next message, a\n"
+        "Responses item without its call, output or following item. The input is only\n"
+        "read, never changed."
+    ),
+    REPAIR: (
+        "Write each conversation repaired so that the provider takes it: a tool result\n"
+        "answering no call is dropped, or moved to its call when the call is there\n"
+        "without it; a call without its result is dropped (or, with\n"
+        "--answer-unanswered, answered with a placeholder result); Anthropic text after\n"
+        "the calls moves before them; a Responses reasoning item without its following\n"
+        "item is dropped. A conversation without problems is written as it is."
+    ),
+}
+_EPILOGS = {
+    COMPACT: (
+        "input:\n"
+        '  A JSON array of message objects, or an object whose "messages" key holds\n'
+        "  one (its other keys are kept). With --jsonl, one such value per line; blank\n"
+        "  lines are skipped. Input is read as UTF-8. A FILE ending in .gz is read\n"
+        "  gunzipped; an --output, --report or --rejects FILE ending in .gz is\n"
+        "  written gzipped.\n"
+        "\n" + status.help_section(COMPACT) + "\n"
+        "examples:\n"
+        "  ctx-compact --max-tokens 150 --keep-tail 2 --stats examples/weather.json\n"
+        "  ctx-compact --jsonl --max-tokens 4000 -o trimmed.jsonl train.jsonl\n"
+        "\n"
+        "checking and repairing tool pairing:\n"
+        "  ctx-compact check [--jsonl] [FILE] reports every tool call separated from\n"
+        "  its result instead of compacting; see ctx-compact check --help.\n"
+        "  ctx-compact repair [--jsonl] [FILE] writes the conversations repaired so the\n"
+        "  provider takes them; see ctx-compact repair --help. To compact a file named\n"
+        "  check or repair, write it ./check or ./repair.\n"
+    ),
+    CHECK: (
+        "input:\n"
+        "  The same as compaction: a JSON array of messages, or an object whose\n"
+        '  "messages" key holds one; with --jsonl, one such value per line. The\n'
+        "  dataset options (--skip-invalid, --max-errors, --rejects, --jobs,\n"
+        "  --progress) are those of compaction.\n"
+        "\n"
+        "output:\n"
+        "  One line per problem on standard output, in message order:\n"
+        "    FILE: message N [PROVIDER CODE] IDS: the provider's own wording\n"
+        "  (FILE:LINE with --jsonl), then a summary line on standard error.\n"
+        "\n" + status.help_section(CHECK) + "\n"
+        "examples:\n"
+        "  ctx-compact check examples/broken.json\n"
+        "  ctx-compact check --jsonl train.jsonl\n"
+    ),
+    REPAIR: (
+        "input:\n"
+        "  The same as compaction: a JSON array of messages, or an object whose\n"
+        '  "messages" key holds one (its other keys are kept); with --jsonl, one such\n'
+        "  value per line. The dataset options are those of compaction.\n"
+        "\n"
+        "output:\n"
+        "  The repaired conversations, as compaction writes them (--indent, -o, .gz).\n"
+        "  A summary line on standard error; with --explain, one line per change\n"
+        "  before it:\n"
+        "    FILE: message N [PROVIDER ACTION] IDS [-> message M] (repairs CODE)\n"
+        "  (FILE:LINE with --jsonl); with --report FILE, one JSON line per\n"
+        '  conversation: {"line", "problems", "changes": [{"index", "action", "ids",\n'
+        '  "provider", "problem", "into"}, ...]}.\n'
+        "\n" + status.help_section(REPAIR) + "\n"
+        "examples:\n"
+        "  ctx-compact repair --explain -o fixed.json examples/broken.json\n"
+        "  ctx-compact repair --jsonl --report changes.jsonl -o fixed.jsonl train.jsonl\n"
+    ),
+}
+# The help of the options whose meaning depends on the mode.
+_JSONL = {
+    COMPACT: "read one conversation per line and write one compacted conversation per line",
+    CHECK: "read one conversation per line and name each problem's line",
+    REPAIR: "read one conversation per line and write one repaired conversation per line",
+}
+_EXPLAIN = {
+    COMPACT: "print a table of every message, its group and why it was kept or dropped"
+    " on standard error (with --jsonl, one table per conversation)",
+    REPAIR: "print one line per change on standard error",
+}
+_REPORT = {
+    COMPACT: "write one JSON line per conversation to FILE: line, messages_before,"
+    " messages_after, tokens_before, tokens_after, dropped, fits",
+    REPAIR: "write one JSON line per conversation to FILE: line, problems, changes",
+}
+
+
+def _parser(mode: str) -> _Parser:
+    """The parser of ``mode``: the options it shares with the other modes are said once."""
+    parser = _Parser(mode, _DESCRIPTIONS[mode], _EPILOGS[mode])
+    compacts, writes = mode == COMPACT, mode != CHECK
+    if compacts:
+        _add_limits(parser)
+    parser.add_argument("--jsonl", action="store_true", help=_JSONL[mode])
+    if compacts:
+        parser.add_argument(
+            "--no-count-media",
+            dest="count_media",
+            action="store_false",
+            help="count with the specification's estimator everywhere: an image, PDF or"
+            " recording as the length of its JSON, base64 included (default: each counts the"
+            " tokens its provider bills for it, and every other message as the specification's"
+            " estimate)",
+        )
+    if mode == REPAIR:
+        parser.add_argument(
+            "--answer-unanswered",
+            action="store_true",
+            help="answer a call without its result with a placeholder result instead of"
+            " dropping the call",
+        )
+        parser.add_argument(
+            "--placeholder",
+            default=REPAIR_PLACEHOLDER,
+            metavar="TEXT",
+            help="with --answer-unanswered, the placeholder result's text"
+            f" (default: {REPAIR_PLACEHOLDER!r})",
+        )
+    if writes:
+        parser.add_argument(
+            "--indent",
+            type=_count,
+            default=None,
+            metavar="N",
+            help="indent the JSON output by N spaces (default: 2); 0 writes a single compact"
+            " line; not allowed with --jsonl, whose lines are always compact",
+        )
+        parser.add_argument(
+            "-o",
+            "--output",
+            metavar="FILE",
+            help="write to FILE instead of standard output; a regular file is replaced only"
+            " when the run succeeds, so it may also be the input file; a device, FIFO or"
+            " /dev/stdout is written directly",
+        )
+    if compacts:
+        parser.add_argument(
+            "--stats",
+            action="store_true",
+            help="print a one-line summary (messages, tokens, dropped, fits) on standard error",
+        )
+    if writes:
+        parser.add_argument("--explain", action="store_true", help=_EXPLAIN[mode])
+    if compacts:
+        _add_clearing_options(parser)
+    _add_dataset_options(parser, mode)
+    # check writes to standard output, and has no report.
+    parser.set_defaults(output=None, report=None)
+    return parser.done()
+
+
+def _add_limits(parser: _Parser) -> None:
     parser.add_argument(
         "--max-tokens",
         required=True,
@@ -144,105 +277,17 @@ def _build_parser() -> _Parser:
         " max-tokens minus N, where a live service with target_tokens=N cuts it; at most"
         " --max-tokens",
     )
-    parser.add_argument(
-        "--keep-head",
-        type=_count,
-        default=KEEP_HEAD,
-        metavar="N",
-        help=f"leading messages always kept, widened to whole groups (default: {KEEP_HEAD})",
-    )
-    parser.add_argument(
-        "--keep-tail",
-        type=_count,
-        default=KEEP_TAIL,
-        metavar="N",
-        help=f"trailing messages always kept, widened to whole groups (default: {KEEP_TAIL})",
-    )
-    parser.add_argument(
-        "--jsonl",
-        action="store_true",
-        help="read one conversation per line and write one compacted conversation per line",
-    )
-    parser.add_argument(
-        "--no-count-media",
-        dest="count_media",
-        action="store_false",
-        help="count with the specification's estimator everywhere: an image, PDF or recording"
-        " as the length of its JSON, base64 included (default: each counts the tokens its"
-        " provider bills for it, and every other message as the specification's estimate)",
-    )
-    _add_output_options(
-        parser,
-        ", whose lines are always compact",
-        "write to FILE instead of standard output; a regular file is replaced only when"
-        " the run succeeds, so it may also be the input file; a device, FIFO or /dev/stdout"
-        " is written directly",
-    )
-    parser.add_argument(
-        "--stats",
-        action="store_true",
-        help="print a one-line summary (messages, tokens, dropped, fits) on standard error",
-    )
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="print a table of every message, its group and why it was kept or dropped"
-        " on standard error (with --jsonl, one table per conversation)",
-    )
-    parser.add_argument(
-        "--clear-tool-results",
-        action="store_true",
-        help="before dropping anything, replace the content of the oldest tool results with"
-        " '[cleared]' until the conversation fits, keeping every message (see --keep-results,"
-        " --exclude-tool)",
-    )
-    parser.add_argument(
-        "--keep-results",
-        type=_count,
-        default=KEEP_RESULTS,
-        metavar="N",
-        help="with --clear-tool-results, the most recent tool results never cleared"
-        f" (default: {KEEP_RESULTS})",
-    )
-    parser.add_argument(
-        "--exclude-tool",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="with --clear-tool-results, a tool whose results are never cleared (repeatable)",
-    )
-    parser.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse a conversation whose tool pairing is already broken (status 2, or"
-        " skipped with --skip-invalid) instead of warning and compacting it (status 5 when"
-        " the result is still broken)",
-    )
-    batch = _add_dataset_options(parser)
-    batch.add_argument(
-        "--report",
-        metavar="FILE",
-        help="write one JSON line per conversation to FILE: line, messages_before,"
-        " messages_after, tokens_before, tokens_after, dropped, fits",
-    )
-    return parser.done()
+    for end, which, default in (("head", "leading", KEEP_HEAD), ("tail", "trailing", KEEP_TAIL)):
+        parser.add_argument(
+            f"--keep-{end}",
+            type=_count,
+            default=default,
+            metavar="N",
+            help=f"{which} messages always kept, widened to whole groups (default: {default})",
+        )
 
 
-def _add_output_options(parser: _Parser, indent_note: str, output_help: str) -> None:
-    """``--indent`` and ``-o``, as compaction and repair write conversations."""
-    parser.add_argument(
-        "--indent",
-        type=_count,
-        default=None,
-        metavar="N",
-        help="indent the JSON output by N spaces (default: 2); 0 writes a single compact line;"
-        f" not allowed with --jsonl{indent_note}",
-    )
-    parser.add_argument("-o", "--output", metavar="FILE", help=output_help)
-
-
-def _add_dataset_options(parser: _Parser) -> _Group:
-    """The ``--jsonl`` input options, the same for compaction and ``check``."""
+def _add_dataset_options(parser: _Parser, mode: str) -> None:
     batch = parser.group("datasets (with --jsonl)")
     shown = batch.add_mutually_exclusive_group()
     shown.add_argument(
@@ -283,124 +328,40 @@ def _add_dataset_options(parser: _Parser) -> _Group:
         help="write the skipped lines to FILE, verbatim, and why each was skipped to a"
         " sidecar beside it (bad.jsonl: bad.reasons.jsonl)",
     )
-    return batch
+    if mode != CHECK:
+        batch.add_argument("--report", metavar="FILE", help=_REPORT[mode])
 
 
-def _build_check_parser() -> _Parser:
-    parser = _Parser(
-        CHECK,
-        (
-            "Report every tool-pairing problem that would make a provider reject a\n"
-            "conversation: a tool result with no call before it, a call whose results are\n"
-            "missing, an Anthropic tool_result that does not open the next message, a\n"
-            "Responses item without its call, output or following item. The input is only\n"
-            "read, never changed."
-        ),
-        (
-            "input:\n"
-            "  The same as compaction: a JSON array of messages, or an object whose\n"
-            '  "messages" key holds one; with --jsonl, one such value per line. The\n'
-            "  dataset options (--skip-invalid, --max-errors, --rejects, --jobs,\n"
-            "  --progress) are those of compaction.\n"
-            "\n"
-            "output:\n"
-            "  One line per problem on standard output, in message order:\n"
-            "    FILE: message N [PROVIDER CODE] IDS: the provider's own wording\n"
-            "  (FILE:LINE with --jsonl), then a summary line on standard error.\n"
-            "\n" + status.help_section("check") + "\n"
-            "examples:\n"
-            "  ctx-compact check examples/broken.json\n"
-            "  ctx-compact check --jsonl train.jsonl\n"
-        ),
-    )
+def _add_clearing_options(parser: _Parser) -> None:
     parser.add_argument(
-        "--jsonl",
+        "--clear-tool-results",
         action="store_true",
-        help="read one conversation per line and name each problem's line",
-    )
-    _add_dataset_options(parser)
-    return parser.done()
-
-
-def _build_repair_parser() -> _Parser:
-    parser = _Parser(
-        REPAIR,
-        (
-            "Write each conversation repaired so that the provider takes it: a tool result\n"
-            "answering no call is dropped, or moved to its call when the call is there\n"
-            "without it; a call without its result is dropped (or, with\n"
-            "--answer-unanswered, answered with a placeholder result); Anthropic text after\n"
-            "the calls moves before them; a Responses reasoning item without its following\n"
-            "item is dropped. A conversation without problems is written as it is."
-        ),
-        (
-            "input:\n"
-            "  The same as compaction: a JSON array of messages, or an object whose\n"
-            '  "messages" key holds one (its other keys are kept); with --jsonl, one such\n'
-            "  value per line. The dataset options are those of compaction.\n"
-            "\n"
-            "output:\n"
-            "  The repaired conversations, as compaction writes them (--indent, -o, .gz).\n"
-            "  A summary line on standard error; with --explain, one line per change\n"
-            "  before it:\n"
-            "    FILE: message N [PROVIDER ACTION] IDS [-> message M] (repairs CODE)\n"
-            "  (FILE:LINE with --jsonl); with --report FILE, one JSON line per\n"
-            '  conversation: {"line", "problems", "changes": [{"index", "action", "ids",\n'
-            '  "provider", "problem", "into"}, ...]}.\n'
-            "\n" + status.help_section(REPAIR) + "\n"
-            "examples:\n"
-            "  ctx-compact repair --explain -o fixed.json examples/broken.json\n"
-            "  ctx-compact repair --jsonl --report changes.jsonl -o fixed.jsonl train.jsonl\n"
-        ),
+        help="before dropping anything, replace the content of the oldest tool results with"
+        " '[cleared]' until the conversation fits, keeping every message (see --keep-results,"
+        " --exclude-tool)",
     )
     parser.add_argument(
-        "--jsonl",
+        "--keep-results",
+        type=_count,
+        default=KEEP_RESULTS,
+        metavar="N",
+        help="with --clear-tool-results, the most recent tool results never cleared"
+        f" (default: {KEEP_RESULTS})",
+    )
+    parser.add_argument(
+        "--exclude-tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --clear-tool-results, a tool whose results are never cleared (repeatable)",
+    )
+    parser.add_argument(
+        "--strict",
         action="store_true",
-        help="read one conversation per line and write one repaired conversation per line",
+        help="refuse a conversation whose tool pairing is already broken (status 2, or"
+        " skipped with --skip-invalid) instead of warning and compacting it (status 5 when"
+        " the result is still broken)",
     )
-    parser.add_argument(
-        "--answer-unanswered",
-        action="store_true",
-        help="answer a call without its result with a placeholder result instead of dropping"
-        " the call",
-    )
-    parser.add_argument(
-        "--placeholder",
-        default=REPAIR_PLACEHOLDER,
-        metavar="TEXT",
-        help="with --answer-unanswered, the placeholder result's text"
-        f" (default: {REPAIR_PLACEHOLDER!r})",
-    )
-    _add_output_options(
-        parser,
-        "",
-        "write to FILE instead of standard output, as compaction does (a regular file is"
-        " replaced only when the run succeeds, so it may be the input file)",
-    )
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="print one line per change on standard error",
-    )
-    batch = _add_dataset_options(parser)
-    batch.add_argument(
-        "--report",
-        metavar="FILE",
-        help="write one JSON line per conversation to FILE: line, problems, changes",
-    )
-    return parser.done()
-
-
-def _parse_args(
-    parser: argparse.ArgumentParser, argv: Optional[Sequence[str]]
-) -> Union[argparse.Namespace, int]:
-    """The parsed arguments, or the exit status when argparse has already answered."""
-    try:
-        return parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version and usage errors
-        if exc.code is None or isinstance(exc.code, int):
-            return exc.code or status.OK
-        return status.USAGE
 
 
 def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
@@ -430,13 +391,13 @@ def _unknown_option(parser: _Parser, arguments: Sequence[str]) -> Optional[str]:
     return None
 
 
-def _unknown_message(option: str, mode: str, builders: Dict[str, Callable[[], _Parser]]) -> str:
+def _unknown_message(option: str, mode: str, parser: _Parser) -> str:
     """``unrecognized option X``, with the option it may stand for or the mode it belongs to."""
     message = f"unrecognized option {option}"
-    for other, build in builders.items():
-        if other != mode and option in build().option_names:
+    for other in _MODE_NAMES:
+        if other != mode and option in _parser(other).option_names:
             return f"{message}: it is an option of {_MODE_NAMES[other]}, not of {_MODE_NAMES[mode]}"
-    meant = _meant(option, builders[mode]().option_names)
+    meant = _meant(option, parser.option_names)
     if not meant:
         return message
     listed = ", ".join(f"--{name}" for name in meant[:-1])
@@ -464,21 +425,17 @@ def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, str
     file named check), else ``"compact"``.
     """
     mode = arguments[0] if arguments[:1] in ([CHECK], [REPAIR]) else COMPACT
-    builders: Dict[str, Callable[[], _Parser]] = {
-        COMPACT: _build_parser,
-        CHECK: _build_check_parser,
-        REPAIR: _build_repair_parser,
-    }
-    parser = builders[mode]()
+    parser = _parser(mode)
     given = arguments if mode == COMPACT else arguments[1:]
     # Before argparse, whose complaint about a misspelt option is often another one
     # (--max-tokns 9 FILE: "the following arguments are required: --max-tokens").
     unknown = _unknown_option(parser, given)
     if unknown is not None:
-        return _usage_error(parser, _unknown_message(unknown, mode, builders))
-    args = _parse_args(parser, given)
-    if isinstance(args, int):
-        return args
+        return _usage_error(parser, _unknown_message(unknown, mode, parser))
+    try:
+        args = parser.parse_args(given)
+    except SystemExit as exc:  # argparse has answered: --help, --version or a usage error
+        return status.USAGE if isinstance(exc.code, str) else exc.code or status.OK
     problem = _conflict(args, mode)
     if problem:
         return _usage_error(parser, problem)
@@ -490,23 +447,32 @@ def _conflict(args: argparse.Namespace, mode: str = COMPACT) -> Optional[str]:
     return _mode_conflict(args, mode) or _dataset_conflict(args, mode) or _shared_file(args)
 
 
+_INDENT_WITH_JSONL = (
+    "--indent cannot be used with --jsonl, whose output is one compact line per conversation"
+)
+
+
 def _mode_conflict(args: argparse.Namespace, mode: str) -> Optional[str]:
-    if mode == REPAIR and not args.placeholder:
-        return "--placeholder must not be empty"
-    target = args.target_tokens if mode == COMPACT else None
+    if mode == CHECK:
+        return None
+    indent = _INDENT_WITH_JSONL if args.jsonl and args.indent is not None else None
+    if mode == REPAIR:
+        return _repair_conflict(args, indent)
+    target = args.target_tokens
     if target is not None and target > args.max_tokens:
         return (
             f"--target-tokens ({number(target)}) must not exceed --max-tokens"
             f" ({number(args.max_tokens)})"
         )
-    if mode != CHECK and args.jsonl and args.indent is not None:
-        return (
-            "--indent cannot be used with --jsonl, whose output is one compact line per"
-            " conversation"
-        )
-    if mode == REPAIR and args.placeholder != REPAIR_PLACEHOLDER and not args.answer_unanswered:
-        return "--placeholder needs --answer-unanswered"
-    return None
+    return indent
+
+
+def _repair_conflict(args: argparse.Namespace, indent: Optional[str]) -> Optional[str]:
+    if not args.placeholder:
+        return "--placeholder must not be empty"
+    if indent or args.answer_unanswered or args.placeholder == REPAIR_PLACEHOLDER:
+        return indent
+    return "--placeholder needs --answer-unanswered"
 
 
 def _dataset_conflict(args: argparse.Namespace, mode: str) -> Optional[str]:
@@ -514,14 +480,14 @@ def _dataset_conflict(args: argparse.Namespace, mode: str) -> Optional[str]:
         "--skip-invalid": args.skip_invalid,
         "--max-errors": args.max_errors is not None,
         "--rejects": args.rejects is not None,
-        "--report": getattr(args, "report", None) is not None,  # not check
+        "--report": args.report is not None,
         "--progress": args.progress is True,
         "--jobs": args.jobs != 1,
     }
     for option, given in batch.items():
         if given and not args.jsonl:
             return f"{option} needs --jsonl"
-    for option, path in (("--report", getattr(args, "report", None)), ("--rejects", args.rejects)):
+    for option, path in (("--report", args.report), ("--rejects", args.rejects)):
         if path == "-":
             carries = "the problems" if mode == CHECK else "the conversations"
             return f"{option} needs a file; standard output carries {carries}"
@@ -534,17 +500,17 @@ def _shared_file(args: argparse.Namespace) -> Optional[str]:
     Each output is written whole and then put in place, so one of the two would be
     lost without a word. ``--output`` may be the input: it replaces it at the end.
     """
-    output = getattr(args, "output", None) or "-"  # check writes to standard output
+    output = args.output or "-"
     outputs = (
         ("standard output" if output == "-" else "--output", output),
-        ("--report", getattr(args, "report", None)),
+        ("--report", args.report),
         ("--rejects", args.rejects),
-        ("--rejects' reasons", None if args.rejects is None else reasons_path(args.rejects)),
+        ("--rejects' reasons", reasons_path(args.rejects)),
     )
     source = file_identity(args.input, sys.stdin)
     found: Dict[object, str] = {}
     for option, path in outputs:
-        identity = None if path is None else file_identity(path, sys.stdout)
+        identity = file_identity(path, sys.stdout)
         if identity is None:
             continue
         where = "" if path == "-" else f" ({path})"

@@ -68,11 +68,6 @@ _ARRAY_HINT = (
 )
 
 
-def _ends_early(text: str, exc: json.JSONDecodeError) -> bool:
-    """Whether the text ran out before its JSON value did (a truncated or multi-line value)."""
-    return exc.pos >= len(text.rstrip(" \t\r\n")) or exc.msg.startswith("Unterminated string")
-
-
 def parse(text: str, name: str, line: Optional[int]) -> Any:
     """Parse ``text``; ``line`` is the input line it came from, ``None`` for a whole file."""
     try:
@@ -83,10 +78,10 @@ def parse(text: str, name: str, line: Optional[int]) -> Any:
             raise Failure(
                 f"{name}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}{hint}"
             ) from None
-        if _ends_early(text, exc):
-            # Python names where the unfinished string or value began; what the reader
-            # needs is where the line stopped, and why that may be.
-            end = len(text.rstrip(" \t\r\n")) + 1
+        end = len(text.rstrip(" \t\r\n")) + 1
+        if exc.pos >= end - 1 or exc.msg.startswith("Unterminated string"):
+            # The text ran out before its value did: Python names where the unfinished
+            # string or value began; the reader needs where the line stopped, and why.
             hint = _JSONL_HINT if line == 1 else " (cut short?)"
             raise Failure(
                 f"{name}:{line}:{end}: invalid JSON: the line ends before its value does{hint}"
@@ -218,9 +213,14 @@ def _kind(handle: IO[Any]) -> Tuple[Optional[int], bool]:
 _GZIP_SIGNATURE = b"\x1f\x8b"
 
 
-def _starts_gzipped(stream: IO[Any]) -> bool:
-    """Whether ``stream`` starts as a gzip file does; it is not moved."""
-    try:
+def _refuse_gzipped(stream: IO[Any], name: str) -> None:
+    """Refuse a stream that starts as a gzip file does, leaving it where it was.
+
+    Read as text it fails on its second byte, "not valid UTF-8 (byte 0x8b)"; and
+    with --jsonl --skip-invalid, every newline byte would make a bad line of it.
+    """
+    head = b""
+    with contextlib.suppress(OSError, ValueError):  # reading it will say what is wrong
         peek = getattr(stream, "peek", None)
         if peek is not None:
             head = peek(2)[:2]
@@ -228,17 +228,7 @@ def _starts_gzipped(stream: IO[Any]) -> bool:
             start = stream.tell()
             head = stream.read(2)
             stream.seek(start)
-        else:
-            return False
-    except (OSError, ValueError):
-        return False  # reading it will say what is wrong
-    return bool(head == _GZIP_SIGNATURE)
-
-
-def _refuse_gzipped(stream: IO[Any], name: str) -> None:
-    # Read as text it fails on its second byte, "not valid UTF-8 (byte 0x8b)"; and
-    # with --jsonl --skip-invalid, every newline byte would make a bad line of it.
-    if not _starts_gzipped(stream):
+    if head != _GZIP_SIGNATURE:
         return
     if name == STDIN_NAME:
         how = "pipe it through gunzip -c, or give its name (a name ending in .gz is read gunzipped)"
@@ -361,11 +351,17 @@ class _Guarded:
         self._name = name
         self._failure = failure
 
-    def _refused(self, exc: OSError) -> Failure:
-        return _unwritable(self._name, exc, self._failure)
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            yield
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _unwritable(self._name, exc, self._failure) from None
 
     def write(self, data: bytes) -> int:
-        try:
+        with self._guard():
             done = self._stream.write(data)
             # Unbuffered (python -u, PYTHONUNBUFFERED), standard output is the raw file,
             # which may take only part of the data: up to a file-size limit, onto a disk
@@ -375,30 +371,11 @@ class _Guarded:
                 if more is None:  # a non-blocking descriptor that is full: as a buffer does
                     break
                 done += more
-            return len(data)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise self._refused(exc) from None
+        return len(data)
 
     def flush(self) -> None:
-        try:
+        with self._guard():
             self._stream.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise self._refused(exc) from None
-
-
-def stdout_bytes() -> IO[bytes]:
-    """Standard output as a binary stream, written as the run goes."""
-    if sys.stdout is None:  # started with standard output closed (>&-)
-        raise UnwritableStdout(f"{STDOUT_NAME}: cannot write: standard output is closed")
-    binary = getattr(sys.stdout, "buffer", None)
-    sys.stdout.flush()  # anything already written through the text layer goes first
-    if binary is None:
-        return _TextStdout(sys.stdout)  # type: ignore[return-value]
-    return binary  # type: ignore[no-any-return]
 
 
 def new_file_mode(path: str) -> int:
@@ -439,12 +416,14 @@ def file_to_replace(path: str) -> Optional[str]:
     return None
 
 
-def file_identity(path: str, standard: Any) -> Optional[object]:
+def file_identity(path: Optional[str], standard: Any) -> Optional[object]:
     """What names the file at ``path`` (``-``: the ``standard`` stream's) for comparing options.
 
     A regular file is its device and inode, a name not yet created its resolved path;
-    a device, FIFO or terminal is ``None``: nothing written there is replaced.
+    a device, FIFO, terminal or no path is ``None``: nothing written there is replaced.
     """
+    if path is None:
+        return None
     try:
         info = os.fstat(standard.fileno()) if path == "-" else os.stat(path)
     except FileNotFoundError:
@@ -518,11 +497,7 @@ def _direct(path: str) -> Iterator[IO[bytes]]:
     try:
         # Appending: a FIFO or a device does not care, and a descriptor link to a file
         # the shell opened with >> must not be truncated.
-        handle = open(path, "ab")  # noqa: SIM115  # closed by the with below
-    except OSError as exc:
-        raise _unwritable(path, exc) from None
-    try:
-        with handle:
+        with open(path, "ab") as handle:
             yield handle
     except BrokenPipeError:
         raise
@@ -534,8 +509,10 @@ def _unwritable(path: str, exc: OSError, failure: Type[Failure] = Failure) -> Fa
     return failure(f"{path}: cannot write: {exc.strerror or exc}")
 
 
-def reasons_path(rejects: str) -> str:
+def reasons_path(rejects: Optional[str]) -> Optional[str]:
     """Where ``--rejects FILE`` says why each line was skipped: ``bad.reasons.jsonl``."""
+    if rejects is None:
+        return None
     stem, gz = (rejects[:-3], ".gz") if rejects.endswith(".gz") else (rejects, "")
     if stem.endswith(".jsonl"):
         stem = stem[: -len(".jsonl")]
@@ -550,7 +527,11 @@ def output(path: Optional[str], temporaries: Temporaries) -> Iterator[IO[bytes]]
     through a temporary file in ``temporaries``, moved over it if the block succeeds.
     """
     if path is None or path == "-":
-        stdout = _Guarded(stdout_bytes(), STDOUT_NAME, UnwritableStdout)
+        if sys.stdout is None:  # started with standard output closed (>&-)
+            raise UnwritableStdout(f"{STDOUT_NAME}: cannot write: standard output is closed")
+        sys.stdout.flush()  # anything already written through the text layer goes first
+        binary = getattr(sys.stdout, "buffer", None) or _TextStdout(sys.stdout)
+        stdout = _Guarded(binary, STDOUT_NAME, UnwritableStdout)  # type: ignore[arg-type]
         yield stdout  # type: ignore[misc]
         stdout.flush()
         return

@@ -54,11 +54,7 @@ _PATIENCE = 5.0
 
 
 def _lines(chunk: Chunk, name: str) -> Lines:
-    """A chunk's lines; a span is read here, from the file shared with the main process.
-
-    Raises:
-        Failure: The span cannot be read, or the file now ends before it does.
-    """
+    """A chunk's lines; a span is read here, from the file shared with the main process."""
     if not isinstance(chunk, Span):
         return chunk
     try:

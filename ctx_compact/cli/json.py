@@ -95,20 +95,12 @@ class Pieces:
         return text.encode() if self._fast else text
 
     def count_all(self, messages: List[Any]) -> List[int]:
-        """Each message's tokens, in order.
-
-        Raises:
-            Unencodable: A message this serialisation refuses (NaN, an infinity, deep nesting).
-        """
+        """Each message's tokens, in order; ``Unencodable`` for NaN, an infinity, deep nesting."""
         self._json = [self._dump(m) for m in messages]
         return [tokens_of_units(len(p) if p.isascii() else _units(p)) for p in self._json]
 
     def line(self, holder: Optional[Dict[str, Any]], kept: Sequence[Tuple[int, int]]) -> bytes:
-        """The output line: the counted messages in the ``kept`` ranges, in ``holder``'s place.
-
-        Raises:
-            Unencodable: A value of ``holder`` this serialisation refuses.
-        """
+        """The output line: the counted messages in the ``kept`` ranges, in ``holder``'s place."""
         text, pieces = self._text, self._json
         line = text("[") + text(",").join([p for a, b in kept for p in pieces[a:b]]) + text("]")
         if holder is not None:

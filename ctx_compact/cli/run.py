@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Iterator, List, NamedTuple, Optional, Sequence
+from typing import IO, Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
 from . import status
 from .args import CHECK, COMPACT, REPAIR, parse_arguments
@@ -76,55 +76,27 @@ class _Totals:
 
 
 def _settings(args: argparse.Namespace, mode: str) -> Settings:
-    if mode == CHECK:
-        return Settings(check=True)
+    """The mode and the parsed options that are ``Settings`` fields, under their names."""
+    fields = {field.name for field in dataclasses.fields(Settings)}
+    given = {name: value for name, value in vars(args).items() if name in fields}
     # --jsonl lines are always compact; the --indent check keeps the two apart.
-    indent = 0 if args.jsonl else 2 if args.indent is None else args.indent
-    if mode == REPAIR:
-        return Settings(
-            repair=True,
-            answer_unanswered=args.answer_unanswered,
-            placeholder=args.placeholder,
-            indent=indent,
-            explain=args.explain,
-        )
-    return Settings(
-        max_tokens=args.max_tokens,
-        target_tokens=args.target_tokens,
-        keep_head=args.keep_head,
-        keep_tail=args.keep_tail,
-        indent=indent,
-        explain=args.explain,
-        strict=args.strict,
-        clear_tool_results=args.clear_tool_results,
-        keep_results=args.keep_results,
-        exclude_tools=tuple(args.exclude_tool),
-        count_media=args.count_media,
-    )
+    indent = 0 if mode == CHECK or args.jsonl else 2 if args.indent is None else args.indent
+    given.update(indent=indent, exclude_tools=tuple(getattr(args, "exclude_tool", ())))
+    return Settings(check=mode == CHECK, repair=mode == REPAIR, **given)
+
+
+_FIGURES = ("messages_before", "messages_after", "tokens_before", "tokens_after", "dropped", "fits")
 
 
 def _report_line(line: int, outcome: Outcome, mode: str) -> bytes:
-    record: Any
+    record: Dict[str, Any] = {"line": line}
     if mode == REPAIR:
         changes = [dataclasses.asdict(change) for change in outcome.changes]
-        record = {"line": line, "problems": len(outcome.problems), "changes": changes}
+        record.update(problems=len(outcome.problems), changes=changes)
     else:
-        record = {
-            "line": line,
-            "messages_before": outcome.messages_before,
-            "messages_after": outcome.messages_after,
-            "tokens_before": outcome.tokens_before,
-            "tokens_after": outcome.tokens_after,
-            "dropped": outcome.dropped,
-            "fits": outcome.fits,
-        }
+        record.update((name, getattr(outcome, name)) for name in _FIGURES)
     # ensure_ascii: ids come from the input, and the report stays one valid line.
     return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
-
-
-def _reason_line(rejected: Rejected) -> bytes:
-    record = {"line": rejected.line, "reason": rejected.reason}
-    return (json.dumps(record) + "\n").encode("ascii")
 
 
 class _Sinks(NamedTuple):
@@ -142,7 +114,6 @@ class _Runner:
     def __init__(self, args: argparse.Namespace, mode: str) -> None:
         self.args = args
         self.mode = mode
-        self.check = mode == CHECK
         self.settings = _settings(args, mode)
         self.progress = Progress("off")
         # Standard output while it is being written, flushed before anything goes to
@@ -152,12 +123,12 @@ class _Runner:
         # What an interrupted run removes when it ends, whatever ended it.
         self.temporaries = Temporaries()
         # --max-errors alone allows that many; --skip-invalid alone allows any number.
-        self.max_errors: Optional[int] = getattr(args, "max_errors", None)
-        self.skip = self.max_errors is not None or getattr(args, "skip_invalid", False)
+        self.max_errors: Optional[int] = args.max_errors
+        self.skip = self.max_errors is not None or args.skip_invalid
 
     def run(self) -> _Totals:
         args = self.args
-        output_path = None if self.check else args.output
+        output_path = args.output
         if not args.jsonl:
             name, messages, holder = read_array(args.input)
             outcome = run_one(self.settings, messages, holder, name)
@@ -173,9 +144,9 @@ class _Runner:
             rejects = args.rejects
             sinks = _Sinks(
                 out,
-                self._optional(files, getattr(args, "report", None)),
+                self._optional(files, args.report),
                 self._optional(files, rejects),
-                self._optional(files, None if rejects is None else reasons_path(rejects)),
+                self._optional(files, reasons_path(rejects)),
             )
             source = files.enter_context(open_input(args.input))
             self.progress = self._progress(source)
@@ -195,8 +166,8 @@ class _Runner:
         return self.totals
 
     def _progress(self, source: Source) -> Progress:
-        wanted: Optional[bool] = getattr(self.args, "progress", None)
-        if wanted is False or (wanted is None and self.check):
+        wanted: Optional[bool] = self.args.progress
+        if wanted is False or (wanted is None and self.mode == CHECK):
             return Progress("off")
         if wanted:
             style = "plain"
@@ -223,7 +194,7 @@ class _Runner:
 
     def _done(self, files: contextlib.ExitStack, source: Source) -> Iterator[Done]:
         """Each line of ``source`` done, in order: in this process, or in --jobs workers."""
-        jobs = getattr(self.args, "jobs", 1) or os.cpu_count() or 1
+        jobs = self.args.jobs or os.cpu_count() or 1
         if jobs == 1:
             return serial(self.settings, source.name, read_jsonl(source.stream, source.name))
         # multiprocessing is a fifth of the start-up time; only --jobs needs it.
@@ -263,14 +234,15 @@ class _Runner:
             raw = rejected.raw
             sinks.rejects.write(raw if raw.endswith(b"\n") else raw + b"\n")
         if sinks.reasons is not None:
-            sinks.reasons.write(_reason_line(rejected))
+            record = {"line": rejected.line, "reason": rejected.reason}
+            sinks.reasons.write((json.dumps(record) + "\n").encode("ascii"))
 
 
 def _skipped(args: argparse.Namespace, totals: _Totals) -> str:
     """``skipped N bad lines``, with how many were not shown and where they all are."""
     text = f"skipped {plural(totals.skipped, 'bad line')}"
     hidden = totals.skipped - SHOWN_SKIPPED
-    rejects: Optional[str] = getattr(args, "rejects", None)
+    rejects: Optional[str] = args.rejects
     if rejects is not None:
         where = f"{rejects} has them, {reasons_path(rejects)} why each was skipped"
     else:
@@ -278,12 +250,6 @@ def _skipped(args: argparse.Namespace, totals: _Totals) -> str:
     if hidden > 0:
         return f"{text} ({hidden} not shown; {where})"
     return f"{text} ({where})" if rejects is not None else text
-
-
-def _names(totals: _Totals) -> str:
-    names = ", ".join(totals.named_not_fitting)
-    rest = totals.not_fitting - len(totals.named_not_fitting)
-    return f"{names} and {rest} more" if rest else names
 
 
 def _pairing_warning(args: argparse.Namespace, totals: _Totals) -> str:
@@ -324,9 +290,11 @@ def _misfits(args: argparse.Namespace, totals: _Totals, budget: str) -> str:
             f"{PROG}: {totals.named_not_fitting[0]}: does not fit: {totals.tokens_after}"
             f" tokens with every droppable message dropped, budget {budget}\n"
         )
+    names = ", ".join(totals.named_not_fitting)
+    rest = totals.not_fitting - len(totals.named_not_fitting)
     return (
         f"{PROG}: {totals.not_fitting} of {totals.conversations} conversations do not fit "
-        f"within {budget}: {_names(totals)}\n"
+        f"within {budget}: {names}{f' and {rest} more' if rest else ''}\n"
     )
 
 
@@ -458,16 +426,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         The exit status, one of ``status.TABLE`` (docs/command-line-reference.md lists them).
     """
     try:
-        return _main(list(sys.argv[1:] if argv is None else argv))
+        parsed = parse_arguments(list(sys.argv[1:] if argv is None else argv))
+        return parsed if isinstance(parsed, int) else _run(*parsed)
     except KeyboardInterrupt:  # before the run started or as it ended: still no traceback
         return status.INTERRUPTED
     except Terminated:  # as the run ended
         return status.TERMINATED
-
-
-def _main(arguments: List[str]) -> int:
-    parsed = parse_arguments(arguments)
-    if isinstance(parsed, int):
-        return parsed
-    args, mode = parsed
-    return _run(args, mode)

@@ -14,7 +14,7 @@ from .. import (
     CompactResult,
     RepairChange,
     check_pairing,
-    compact,
+    clear_tool_results,
     repair_pairing,
 )
 from .._contract import (
@@ -26,7 +26,6 @@ from .._contract import (
     Compaction,
     MessageRow,
     SpecCounter,
-    ToolResultClearing,
     count_all,
     group_bounds,
     media_parts,
@@ -115,11 +114,7 @@ Done = Tuple[int, Union[Outcome, Rejected]]
 
 
 def _check(messages: List[Any], where: str) -> Outcome:
-    try:
-        found = check_pairing(messages)
-    except (TypeError, ValueError) as exc:  # InvalidMessageError is both
-        raise Failure(f"{where}: {exc}") from None
-    problems = tuple(problem_text(p) for p in found)
+    problems = tuple(problem_text(p) for p in check_pairing(messages))
     output = "".join(f"{where}: {text}\n" for text in problems).encode("utf-8")
     n = len(messages)
     return Outcome(where, output, n, n, 0, 0, True, problems)
@@ -128,12 +123,9 @@ def _check(messages: List[Any], where: str) -> Outcome:
 def _repair(
     settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], where: str
 ) -> Outcome:
-    try:
-        result = repair_pairing(
-            messages, answer_unanswered=settings.answer_unanswered, placeholder=settings.placeholder
-        )
-    except (TypeError, ValueError) as exc:  # InvalidMessageError and PairingError are both
-        raise Failure(f"{where}: {exc}") from None
+    result = repair_pairing(
+        messages, answer_unanswered=settings.answer_unanswered, placeholder=settings.placeholder
+    )
     output = dump(with_messages(holder, result.messages), settings.indent, where)
     problems = tuple(problem_text(p) for p in result.problems)
     explain = ""
@@ -152,11 +144,9 @@ Decision = Tuple[CompactResult, Sequence[MessageRow], int, Optional[bytes]]
 def _from_pieces(
     settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], fast: bool
 ) -> Decision:
-    """The decision made from counts that keep each message's JSON, and the line written from it.
+    """The decision from counts that keep each message's JSON, and the line written from it.
 
-    Raises:
-        Unencodable: A message the pieces cannot serialise; the plain way gives its count
-            or its error.
+    ``Unencodable`` (NaN, deep nesting) leaves the conversation to the public functions.
     """
     restarts: List[int] = []  # the messages holding a provider's compaction item
     bounds = group_bounds(messages, 0, restarts)  # validates every message, as compact's does
@@ -168,30 +158,17 @@ def _from_pieces(
         for i, message in enumerate(messages):
             if media_parts(message):
                 counts[i] = counter(message)
-    plan = _decided(settings, messages, counts, bounds, restarts)
-    result = plan.result()
-    rows = _rows(settings, plan)
-    return result, rows, result.tokens_before, pieces.line(holder, plan.kept_ranges())
-
-
-def _decided(
-    settings: Settings,
-    messages: List[Any],
-    counts: List[int],
-    bounds: List[int],
-    restarts: List[int],
-    uncleared: Optional[List[int]] = None,
-) -> Compaction:
-    """The decision on ``messages`` from their counts and groups, with the settings' options."""
-    return Compaction(
+    plan = Compaction(
         messages,
         prefix_sums(counts),
         bounds,
-        count_tokens=settings.counter,
-        uncleared=uncleared,
+        count_tokens=counter,
         restart=restarts[-1] if restarts else -1,
         **settings.limits(),
     )
+    result = plan.result()
+    rows = _rows(settings, plan)
+    return result, rows, result.tokens_before, pieces.line(holder, plan.kept_ranges())
 
 
 def _rows(settings: Settings, plan: Compaction) -> Sequence[MessageRow]:
@@ -202,59 +179,39 @@ def _rows(settings: Settings, plan: Compaction) -> Sequence[MessageRow]:
 def _decision(
     settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], fast: bool
 ) -> Decision:
-    if settings.clear_tool_results:
-        return _cleared(settings, messages)
-    if not settings.indent:
+    if not settings.indent and not settings.clear_tool_results:
         # NaN or an infinity (from 1e400) or very deep nesting are Unencodable: the
         # default estimator and the plain dump give the usual count or error.
         with contextlib.suppress(Unencodable):
             return _from_pieces(settings, messages, holder, fast)
-    return _plain(settings, messages)
+    return _public(settings, messages)
 
 
-def _plain(settings: Settings, messages: List[Any]) -> Decision:
-    """The decision through the public functions and the default estimator (output dumped)."""
-    options = settings.limits()
-    if settings.explain:
-        # One decision gives both the result and its rows, so they never disagree;
-        # Compaction.result() is what compact() returns.
-        plan = prepare(messages, count_tokens=settings.counter, **options)
-        result = plan.result()
-        return result, _rows(settings, plan), result.tokens_before, None
-    result = compact(messages, count_tokens=settings.counter, **options)
-    return result, (), result.tokens_before, None
+def _public(settings: Settings, messages: List[Any]) -> Decision:
+    """``clear_tool_results`` (with ``--clear-tool-results``), then ``compact``'s decision.
 
-
-def _cleared(settings: Settings, messages: List[Any]) -> Decision:
-    """``clear_tool_results`` then ``compact`` of what it gives, the messages counted once.
-
-    What the two public calls give (the tests hold it to them), from one count:
-    clearing keeps the group boundaries and gives the output's counts, and with
-    ``--target-tokens`` the step rule reads the history before clearing, as the
-    middleware's does.
+    ``Compaction.result()`` is what ``compact()`` returns; one decision gives both the
+    result and its rows, so they never disagree.
     """
     counter = settings.counter
-    views = message_views(messages)
-    counts = count_all(views, counter)
-    clearing = ToolResultClearing.checked(
-        keep=settings.keep_results, exclude_tools=settings.exclude_tools
-    )
-    # Clearing first: its checks name a malformed message as clear_tool_results does.
-    cleared, after = clearing.apply(
-        messages,
-        views,
-        counts,
-        max_tokens=settings.max_tokens,
-        count_tokens=counter,
-        target_tokens=settings.target_tokens,
-    )
-    restarts: List[int] = []
-    bounds = group_bounds(views, 0, restarts)
-    uncleared = None
-    if settings.target_tokens is not None and cleared.cleared:
-        uncleared = prefix_sums(counts)
-    plan = _decided(settings, cleared.messages, after, bounds, restarts, uncleared)
-    return plan.result(), _rows(settings, plan), cleared.tokens_before, None
+    before, uncleared = None, None
+    if settings.clear_tool_results:
+        cleared = clear_tool_results(
+            messages,
+            max_tokens=settings.max_tokens,
+            target_tokens=settings.target_tokens,
+            keep=settings.keep_results,
+            exclude_tools=settings.exclude_tools,
+            count_tokens=counter,
+        )
+        if settings.target_tokens is not None and cleared.cleared:
+            # The step rule reads the history before clearing, as the middleware's does.
+            uncleared = prefix_sums(count_all(message_views(messages), counter))
+        messages, before = cleared.messages, cleared.tokens_before
+    plan = prepare(messages, count_tokens=counter, uncleared=uncleared, **settings.limits())
+    result = plan.result()
+    tokens_before = result.tokens_before if before is None else before
+    return result, _rows(settings, plan), tokens_before, None
 
 
 def _compact(
@@ -264,16 +221,13 @@ def _compact(
     where: str,
     fast: bool,
 ) -> Outcome:
-    try:
-        result, rows, before, output = _decision(settings, messages, holder, fast)
-        # Compaction cannot repair a pairing the input already breaks; it is reported
-        # (or, with --strict, the conversation refused) in check's own wording. The
-        # compaction's grouping validated every message: the check does not again.
-        problems = tuple(problem_text(p) for p in pairing_problems(messages))
-        # Compaction never breaks a pairing, so only a broken input can give a broken result.
-        rejected = bool(problems) and bool(pairing_problems(result.messages))
-    except (TypeError, ValueError) as exc:  # InvalidMessageError is both
-        raise Failure(f"{where}: {exc}") from None
+    result, rows, before, output = _decision(settings, messages, holder, fast)
+    # Compaction cannot repair a pairing the input already breaks; it is reported
+    # (or, with --strict, the conversation refused) in check's own wording. The
+    # compaction's grouping validated every message: the check does not again.
+    problems = tuple(problem_text(p) for p in pairing_problems(messages))
+    # Compaction never breaks a pairing, so only a broken input can give a broken result.
+    rejected = bool(problems) and bool(pairing_problems(result.messages))
     if problems and settings.strict:
         more = f" (and {plural(len(problems) - 1, 'more problem')})" if len(problems) > 1 else ""
         raise Failure(f"{where}: tool pairing already broken (--strict): {problems[0]}{more}")
@@ -308,46 +262,40 @@ def run_one(
     where: str,
     fast: bool = False,
 ) -> Outcome:
-    """Compact or check one conversation; ``fast`` when orjson parsed it.
+    """One conversation checked, repaired or compacted (``fast``: orjson parsed it).
 
     Raises:
         Failure: The conversation cannot be used; the message names ``where``.
     """
-    if settings.check:
-        return _check(messages, where)
-    if settings.repair:
-        return _repair(settings, messages, holder, where)
-    return _compact(settings, messages, holder, where, fast)
-
-
-def run_line(settings: Settings, name: str, lineno: int, raw: bytes) -> Optional[Outcome]:
-    """One JSONL line done, or ``None`` for a blank line.
-
-    Raises:
-        Failure: The line cannot be read, parsed or compacted; the message names it.
-    """
-    where = f"{name}:{lineno}"
-    value = loads_fast(raw)
-    fast = value is not None
-    if not fast:
-        text = decode(raw, name, lineno, lineno == 1)
-        if not text.strip(" \t\r\n"):
-            return None
-        value = parse(text, name, lineno)
-    messages, holder = conversation(value, where)
-    return run_one(settings, messages, holder, where, fast)
+    try:
+        if settings.check:
+            return _check(messages, where)
+        if settings.repair:
+            return _repair(settings, messages, holder, where)
+        return _compact(settings, messages, holder, where, fast)
+    except (TypeError, ValueError) as exc:  # InvalidMessageError and PairingError are both
+        raise Failure(f"{where}: {exc}") from None
 
 
 def do_line(
     settings: Settings, name: str, lineno: int, raw: bytes
 ) -> Union[Outcome, Rejected, None]:
-    """``run_line``, with a line that cannot be used returned as ``Rejected`` instead of raised."""
+    """One JSONL line done, ``None`` for a blank line, or ``Rejected`` naming why it cannot be."""
+    where = f"{name}:{lineno}"
     try:
-        return run_line(settings, name, lineno, raw)
+        value = loads_fast(raw)
+        fast = value is not None
+        if not fast:
+            text = decode(raw, name, lineno, lineno == 1)
+            if not text.strip(" \t\r\n"):
+                return None
+            value = parse(text, name, lineno)
+        messages, holder = conversation(value, where)
+        return run_one(settings, messages, holder, where, fast)
     except Failure as exc:
         return Rejected(lineno, str(exc), raw)
     except MemoryError:  # what it took is freed on the way here: the next line can go on
-        return Rejected(lineno, f"{name}:{lineno}: the line is too large to compact in memory", raw)
+        return Rejected(lineno, f"{where}: the line is too large to compact in memory", raw)
 
 
 def serial(settings: Settings, name: str, lines: Iterable[Tuple[int, bytes]]) -> Iterator[Done]:
