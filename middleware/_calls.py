@@ -20,13 +20,13 @@ import anyio
 import anyio.to_thread
 
 from ._call_run import CallRun
-from ._callables import ArgSpec, Arguments, Kind, Located, is_async_callable
+from ._callables import ArgSpec, Arguments, Kind, Located
 from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
 from ._observe import Pending, observe, primed
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
 from ._state import SessionState, active_states, enter_exclusive_call, leave_exclusive_call
-from ._summaries import Keep, Lookup, Step, Summaries, Visit
+from ._summaries import Step, Summaries, Summarize, Visit
 from ._usage import with_response
 
 
@@ -57,6 +57,42 @@ CallStep = Union[Step, Invoke, Report]
 # A call's sequence: the steps that may wait, each answered with its reply; it
 # returns what the call returns.
 CallFlow = Generator[CallStep, Any, Any]
+
+
+class _Steps:
+    """A flow's steps, each answered with ``reply`` or with what carrying it out raised.
+
+    ``for step in steps: with steps: steps.reply = ...``: the ``with`` block hands
+    what it raised to the flow (which re-raises it, or not); ``result`` is what
+    the flow returned.
+    """
+
+    __slots__ = ("failure", "flow", "reply", "result")
+
+    def __init__(self, flow: CallFlow) -> None:
+        self.flow = flow
+        self.reply: Any = None
+        self.failure: Optional[BaseException] = None
+        self.result: Any = None
+
+    def __iter__(self) -> _Steps:
+        return self
+
+    def __next__(self) -> CallStep:
+        reply, failure = self.reply, self.failure
+        self.reply = self.failure = None
+        try:
+            return self.flow.send(reply) if failure is None else self.flow.throw(failure)
+        except StopIteration as done:
+            self.result = done.value
+            raise StopIteration from None
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, failure: Optional[BaseException], traceback: Any) -> bool:
+        self.failure = failure
+        return failure is not None
 
 
 class Interceptor:
@@ -109,9 +145,6 @@ class Interceptor:
             else None
         )
         self.site: Site = site if site is not None else ArgSpec.of(fn, options.messages_arg, name)
-        self.summarize_is_async = options.summarize is not None and is_async_callable(
-            options.summarize
-        )
         # The wrapper function for this kind, chosen once.
         self.handle = {
             Kind.SYNC: self.call,
@@ -256,32 +289,17 @@ class Interceptor:
         flow = self.begin(instance, args, kwargs)
         if flow is None:
             return wrapped(*args, **kwargs)
-        reply: Any = None
-        failure: Optional[BaseException] = None
-        while True:
-            try:
-                step = flow.send(reply) if failure is None else flow.throw(failure)
-            except StopIteration as done:
-                return done.value
-            reply = failure = None
-            try:
+        steps = _Steps(flow)
+        for step in steps:
+            with steps:
                 if isinstance(step, Invoke):
-                    reply = self._invoke(wrapped, step.arguments)
+                    steps.reply = self._invoke(wrapped, step.arguments)
                 elif isinstance(step, Report):
                     self._report(step.event, step.states)
                 else:
-                    reply = self._summary_step(step)
-            except BaseException as exc:
-                failure = exc
-
-    def _summary_step(self, step: Step) -> Any:
-        summaries = self.summaries
-        assert summaries is not None
-        if isinstance(step, Lookup):
-            return summaries.fetch(step.keys)
-        if isinstance(step, Keep):
-            return summaries.keep(step.key, step.summary)
-        return summaries.call(step.dropped, step.previous)
+                    function, given, _ = self._summaries().task(step)
+                    steps.reply = function(*given)
+        return steps.result
 
     async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """An async call: its sequence, each step awaited here."""
@@ -292,20 +310,14 @@ class Interceptor:
 
     async def _adrive(self, flow: CallFlow, wrapped: Any, awaited: bool) -> Any:
         """Carry out ``flow``'s steps on an async path; ``awaited``: the callee's result is."""
-        reply: Any = None
-        failure: Optional[BaseException] = None
-        while True:
-            try:
-                step = flow.send(reply) if failure is None else flow.throw(failure)
-            except StopIteration as done:
-                return done.value
-            reply = failure = None
-            try:
+        steps = _Steps(flow)
+        for step in steps:
+            with steps:
                 if isinstance(step, Invoke):
                     if awaited:
-                        reply = await self._ainvoke(wrapped, step.arguments)
+                        steps.reply = await self._ainvoke(wrapped, step.arguments)
                     else:
-                        reply = self._invoke(wrapped, step.arguments)
+                        steps.reply = self._invoke(wrapped, step.arguments)
                 elif isinstance(step, Report):
                     if step.shield:
                         with anyio.CancelScope(shield=True):
@@ -313,30 +325,21 @@ class Interceptor:
                     else:
                         await self._areport(step.event, step.states)
                 else:
-                    reply = await self._asummary_step(step)
-            except BaseException as exc:
-                failure = exc
+                    # A store that may block or a sync summarizer (often an LLM call)
+                    # runs on a worker thread; an async summarizer is awaited.
+                    function, given, blocking = self._summaries().task(step)
+                    if blocking:
+                        reply = await anyio.to_thread.run_sync(function, *given)
+                    else:
+                        reply = function(*given)
+                    if isinstance(step, Summarize) and inspect.isawaitable(reply):
+                        reply = await reply
+                    steps.reply = reply
+        return steps.result
 
-    async def _asummary_step(self, step: Step) -> Any:
-        # A slow store or summarizer (often an LLM call) runs on a worker thread, an
-        # async summarizer is awaited; the default store never blocks.
-        summaries = self.summaries
-        assert summaries is not None
-        if isinstance(step, Lookup):
-            if summaries.blocking:
-                return await anyio.to_thread.run_sync(summaries.fetch, step.keys)
-            return summaries.fetch(step.keys)
-        if isinstance(step, Keep):
-            if summaries.blocking:
-                return await anyio.to_thread.run_sync(summaries.keep, step.key, step.summary)
-            return summaries.keep(step.key, step.summary)
-        if self.summarize_is_async:
-            reply = summaries.call(step.dropped, step.previous)
-        else:
-            reply = await anyio.to_thread.run_sync(summaries.call, step.dropped, step.previous)
-        if inspect.isawaitable(reply):
-            reply = await reply
-        return reply
+    def _summaries(self) -> Summaries:
+        assert self.summaries is not None  # only a summarizer's calls have summary steps
+        return self.summaries
 
     def _invoke(self, wrapped: Any, arguments: Arguments) -> Any:
         args, kwargs = arguments

@@ -15,11 +15,12 @@ import hashlib
 import inspect
 import logging
 import time
+from functools import partial
 from typing import Any, Callable, Generator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ctx_compact._contract import check_summary
 
-from ._callables import qualified_name
+from ._callables import is_async_callable, qualified_name
 from ._prefix import _digests
 from ._store import MemoryStore, SummaryStore, store_timeout
 
@@ -141,7 +142,8 @@ class Summaries:
         self.rolling = takes_previous(summarize)
         self.store: SummaryStore = store if store is not None else MemoryStore()
         # The default store never blocks, so async calls need no worker thread for it.
-        self.blocking = store is not None
+        self._blocking = store is not None
+        self._awaited = is_async_callable(summarize)
         get_many = getattr(self.store, "get_many", None)
         self._get_many: Callable[[Sequence[str]], List[Optional[str]]] = (
             get_many if callable(get_many) else self._one_by_one
@@ -159,19 +161,25 @@ class Summaries:
     def _one_by_one(self, keys: Sequence[str]) -> List[Optional[str]]:
         return [self.store.get(key) for key in keys]
 
-    def fetch(self, keys: Sequence[str]) -> List[Optional[str]]:
-        """The values of ``keys`` in the store."""
-        return self._get_many(keys)
+    def task(self, step: Step) -> Tuple[Callable[..., Any], Tuple[Any, ...], bool]:
+        """What carries out ``step``: a function, its arguments, and whether an async call
+        runs it on a worker thread (a store that may block, a sync summarizer).
 
-    def keep(self, key: str, summary: str) -> str:
-        """Store ``summary`` unless another writer stored one first; return the stored one."""
-        return self.store.put(key, summary)
-
-    def call(self, dropped: List[Any], previous: Optional[str]) -> Any:
-        """Call the summarizer, with ``previous`` when it takes it."""
+        A ``Keep`` stores its summary unless another writer stored one first, and
+        its reply is the stored one; a ``Summarize`` passes ``previous`` to a
+        rolling summarizer.
+        """
+        if isinstance(step, Lookup):
+            return self._get_many, (step.keys,), self._blocking
+        if isinstance(step, Keep):
+            return self.store.put, (step.key, step.summary), self._blocking
         if self.rolling:
-            return self.summarize(dropped, previous=previous)
-        return self.summarize(dropped)
+            return (
+                partial(self.summarize, previous=step.previous),
+                (step.dropped,),
+                not self._awaited,
+            )
+        return self.summarize, (step.dropped,), not self._awaited
 
     def _key(self, head_end: int, digest: bytes) -> str:
         material = b"%s\0%d\0%s" % (self._identity, head_end, digest)
