@@ -26,7 +26,7 @@ from ctx_compact._contract import (
 )
 
 from ._callables import Arguments, Located
-from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError, new_event
+from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError
 from ._options import CompactionOptions
 from ._state import SessionState, calibration_factor
 
@@ -363,7 +363,7 @@ class CallRun:
                 fits = after <= plan.max_tokens
         elif options.validate:
             problems = tuple(check_pairing(messages))
-        return new_event(
+        return CompactionEvent(
             function=self.function,
             max_tokens=options.max_tokens,
             tokens_before=self.tokens_before,
@@ -375,7 +375,6 @@ class CallRun:
             elapsed=time.perf_counter() - self.started,
             messages_before=self.messages_before,
             problems=problems,
-            provider_tokens=None,
             calibration=self.calibration,
             cleared_results=self.cleared_results,
             cleared_thinking=self.cleared_thinking,

@@ -11,7 +11,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ctx_compact._contract import CountTokens, count_value
+from ctx_compact._contract import CountTokens
 
 
 def is_async_callable(fn: object) -> bool:
@@ -106,15 +106,6 @@ class Located(NamedTuple):
     function: Optional[str] = None
     counts: Optional[Sequence[int]] = None
     recount: Optional[CountTokens] = None
-
-
-def count_fixed(value: Any, count_tokens: Optional[CountTokens]) -> int:
-    """The tokens of a part sent beside the messages (``Located.fixed_tokens``).
-
-    The default estimator counts it as its JSON; a custom counter counts
-    messages, so the part is counted as the message it stands for.
-    """
-    return count_value(value, count_tokens)
 
 
 @dataclass(frozen=True)

@@ -148,17 +148,6 @@ class CompactionEvent:
         return self.tokens_before - self.tokens_after
 
 
-def new_event(**fields: Any) -> CompactionEvent:
-    """An event from every one of its fields, without the frozen ``__init__``'s cost.
-
-    The call path makes one event per call; assigning twenty fields through
-    ``object.__setattr__`` one by one was a fifth of its overhead.
-    """
-    event = object.__new__(CompactionEvent)
-    event.__dict__.update(fields)
-    return event
-
-
 class BudgetExceededError(RuntimeError):
     """Raised with ``on_overflow="raise"`` when even full compaction cannot fit.
 

@@ -12,9 +12,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
-from ctx_compact._contract import CountTokens
+from ctx_compact._contract import CountTokens, count_value
 
-from ._callables import ArgSpec, Arguments, Located, count_fixed
+from ._callables import ArgSpec, Arguments, Located
 from .sdks import Route, Sdk
 
 
@@ -71,7 +71,7 @@ class RequestSite:
         if not isinstance(messages, list):
             return None
         fixed = sum(
-            count_fixed(body[key], self.count_tokens)
+            count_value(body[key], self.count_tokens)
             for key in route.counted
             if self.given(body.get(key))
         )

@@ -13,9 +13,9 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
-from ctx_compact._contract import CountTokens
+from ctx_compact._contract import CountTokens, count_value
 
-from .._callables import ArgSpec, Arguments, Located, count_fixed, replace
+from .._callables import ArgSpec, Arguments, Located, replace
 from . import Point, Sdk, figures
 
 # The content classes of google.genai.types (UserContent and ModelContent derive from Content).
@@ -96,7 +96,7 @@ class ContentsSite:
                 continue
             if name == "system_instruction":
                 value = _instruction(value)
-            total += count_fixed(_plain(value), self.count_tokens)
+            total += count_value(_plain(value), self.count_tokens)
         return total
 
     def locate(
