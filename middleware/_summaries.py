@@ -217,23 +217,13 @@ class Summaries:
         digests = _digests(prefix, ends)
         own = digests[-1]
         key = self._key(head_end, own) if own is not None else None
-        if key is not None:
+        if key is None:
+            since, previous = head_end, None
+        else:
             (stored,) = yield from self._read((key,), name, visit)
             if stored is not None:
                 return stored, None
-        previous: Optional[str] = None
-        since = head_end
-        if self.rolling and key is not None:
-            # Longest first: the newest summary covers the most of what is dropped now.
-            earlier = [(b, d) for b, d in zip(boundaries, digests) if d is not None][::-1]
-            for start in range(0, len(earlier), _BATCH):
-                batch = earlier[start : start + _BATCH]
-                keys = tuple(self._key(head_end, d) for _, d in batch)
-                values = yield from self._read(keys, name, visit)
-                hit = next(((b, v) for (b, _), v in zip(batch, values) if v is not None), None)
-                if hit is not None:
-                    since, previous = hit
-                    break
+            since, previous = yield from self._previous(head_end, boundaries, digests, name, visit)
         try:
             returned = yield Summarize(prefix[since:], previous)
         except Exception as exc:
@@ -246,37 +236,54 @@ class Summaries:
             )
             return None, f"{type(exc).__name__}: {exc}"
         summary = check_summary(returned)
-        if key is None or not visit.open(name, self.store):
+        if key is None:
             return summary, None
-        started = time.monotonic()
-        try:
-            stored = yield Keep(key, summary)
-        except Exception as exc:
-            visit.failed(name, self.store, exc)
-            return summary, None
-        finally:
-            visit.spent += time.monotonic() - started
+        return (yield from self._kept(key, summary, name, visit)), None
+
+    def _previous(
+        self,
+        head_end: int,
+        boundaries: Sequence[int],
+        digests: List[Optional[bytes]],
+        name: str,
+        visit: Visit,
+    ) -> Generator[Step, Any, Tuple[int, Optional[str]]]:
+        """Where a rolling summarizer starts, and the stored summary of what came before.
+
+        ``(head_end, None)`` when it is not rolling or nothing earlier is stored.
+        """
+        if not self.rolling:
+            return head_end, None
+        # Longest first: the newest summary covers the most of what is dropped now.
+        earlier = [(b, d) for b, d in zip(boundaries, digests) if d is not None][::-1]
+        for start in range(0, len(earlier), _BATCH):
+            batch = earlier[start : start + _BATCH]
+            keys = tuple(self._key(head_end, d) for _, d in batch)
+            values = yield from self._read(keys, name, visit)
+            hit = next(((b, v) for (b, _), v in zip(batch, values) if v is not None), None)
+            if hit is not None:
+                return hit
+        return head_end, None
+
+    def _kept(self, key: str, summary: str, name: str, visit: Visit) -> Generator[Step, Any, str]:
+        """``summary`` stored under ``key``: the summary to send, another writer's if it won."""
+        answered, stored = yield from self._ask(Keep(key, summary), name, visit)
+        if not answered:
+            return summary
         if not isinstance(stored, str):
             # The summary just made is sent; the next call with this cut makes another.
             visit.problem(name, self.store, f"put returned {type(stored).__name__}, not a str")
-            return summary, None
-        return stored, None
+            return summary
+        return stored
 
     def _read(
         self, keys: Tuple[str, ...], name: str, visit: Visit
     ) -> Generator[Step, Any, List[Optional[str]]]:
         """The values of ``keys``: ``None`` for each missing one, and for anything not a str."""
         misses: List[Optional[str]] = [None] * len(keys)
-        if not visit.open(name, self.store):
+        answered, values = yield from self._ask(Lookup(keys), name, visit)
+        if not answered:
             return misses
-        started = time.monotonic()
-        try:
-            values = yield Lookup(keys)
-        except Exception as exc:
-            visit.failed(name, self.store, exc)
-            return misses
-        finally:
-            visit.spent += time.monotonic() - started
         wrong = _wrong(values, len(keys), self._reads)
         if wrong is not None:
             visit.problem(name, self.store, wrong)
@@ -291,3 +298,17 @@ class Summaries:
                 "keys, not a str or None",
             )
         return found
+
+    def _ask(self, step: Step, name: str, visit: Visit) -> Generator[Step, Any, Tuple[bool, Any]]:
+        """Whether the store answered ``step`` (not once closed for the call, nor when it
+        raised), and its answer; its time is spent from the call's deadline."""
+        if not visit.open(name, self.store):
+            return False, None
+        started = time.monotonic()
+        try:
+            return True, (yield step)
+        except Exception as exc:
+            visit.failed(name, self.store, exc)
+            return False, None
+        finally:
+            visit.spent += time.monotonic() - started
