@@ -140,21 +140,15 @@ class ArgSpec:
         except (TypeError, ValueError):
             # No signature to read (some builtins): the messages can only be found by keyword.
             return cls(name, None, True, False)
-        params = list(signature.parameters.values())
-        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        for index, param in enumerate(positional):
-            if param.name == name:
-                return cls(name, index, param.kind is param.POSITIONAL_OR_KEYWORD, binds_first)
-        for param in params:
-            if param.name == name and param.kind is param.KEYWORD_ONLY:
-                return cls(name, None, True, binds_first)
-        if any(p.kind is p.VAR_KEYWORD for p in params):
-            return cls(name, None, True, binds_first)
-        raise TypeError(
-            f"{function_name}{signature} has no argument named {name!r} and takes no "
-            f"**kwargs, so its messages cannot be found; pass messages_arg=... naming "
-            f"the argument that carries them"
-        )
+        found = _parameter(signature, name)
+        if found is None:
+            raise TypeError(
+                f"{function_name}{signature} has no argument named {name!r} and takes no "
+                f"**kwargs, so its messages cannot be found; pass messages_arg=... naming "
+                f"the argument that carries them"
+            )
+        position, keyword = found
+        return cls(name, position, keyword, binds_first)
 
     def find(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
@@ -194,6 +188,20 @@ class ArgSpec:
             return replace(args, kwargs, name, index, messages)
 
         return Located(value, rebuild)
+
+
+def _parameter(signature: inspect.Signature, name: str) -> Optional[Tuple[Optional[int], bool]]:
+    """Where ``name`` binds in ``signature``: its index among the positional parameters
+    (``None``: by keyword only) and whether it may come by keyword; ``None`` when it cannot."""
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for index, param in enumerate(positional):
+        if param.name == name:
+            return index, param.kind is param.POSITIONAL_OR_KEYWORD
+    takes_it = any(p.name == name and p.kind is p.KEYWORD_ONLY for p in params)
+    if takes_it or any(p.kind is p.VAR_KEYWORD for p in params):
+        return None, True
+    return None
 
 
 def replace(

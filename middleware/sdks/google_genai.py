@@ -44,7 +44,7 @@ def _plain(value: Any) -> Any:
     tool (automatic function calling) its name and docstring, which the SDK
     sends as its declaration.
     """
-    if value is None or isinstance(value, (str, int, float, bool)):
+    if isinstance(value, (type(None), str, int, float, bool)):
         return value
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items() if v is not None}
