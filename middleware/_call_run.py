@@ -227,25 +227,6 @@ class CallRun:
         InvalidMessageError: A message is malformed, naming its index.
     """
 
-    __slots__ = (
-        "calibration",
-        "cleared_results",
-        "cleared_thinking",
-        "counter",
-        "cut_reused",
-        "fixed",
-        "function",
-        "given",
-        "located",
-        "messages_before",
-        "options",
-        "origin",
-        "plan",
-        "retried",
-        "started",
-        "tokens_before",
-    )
-
     def __init__(
         self,
         options: CompactionOptions,
@@ -369,12 +350,8 @@ class CallRun:
             kept, gone, after = plan.kept(), plan.dropped, plan.tokens_after
         else:
             result = plan.result_with_summary(summary, options.summary_role, covered)
-            kept, gone, after, summary = (
-                result.messages,
-                result.dropped,
-                result.tokens_after,
-                result.summary,
-            )
+            kept, gone, after = result.messages, result.dropped, result.tokens_after
+            summary = result.summary
         messages, dropped = tuple(kept), tuple(self._callers(len(gone)))
         fits = after <= plan.max_tokens
         problems: Tuple[Any, ...] = ()

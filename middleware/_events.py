@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from anyio import to_thread
 
@@ -249,6 +249,22 @@ async def adispatch(hooks: Sequence[Hook], event: CompactionEvent) -> None:
             _report(hook, exc)
 
 
+def figures(event: CompactionEvent) -> Dict[str, Any]:
+    """The figures ``log_compaction`` and ``trace_compaction`` both give, never content."""
+    return {
+        "function": event.function,
+        "max_tokens": event.max_tokens,
+        "tokens_before": event.tokens_before,
+        "tokens_after": event.tokens_after,
+        "tokens_saved": event.tokens_saved,
+        "messages_before": event.messages_before,
+        "messages_after": len(event.messages),
+        "summarized": event.summary is not None,
+        "fits": event.fits,
+        "pairing_problems": len(event.problems),
+    }
+
+
 def log_compaction(event: CompactionEvent) -> None:
     """A ready ``on_compact`` hook: one log line per call, figures only, never content.
 
@@ -272,20 +288,12 @@ def log_compaction(event: CompactionEvent) -> None:
     if not logger.isEnabledFor(level):
         return
     extra = {
-        "ctx_compact_function": event.function,
-        "ctx_compact_max_tokens": event.max_tokens,
-        "ctx_compact_tokens_before": event.tokens_before,
-        "ctx_compact_tokens_after": event.tokens_after,
-        "ctx_compact_tokens_saved": event.tokens_saved,
-        "ctx_compact_messages_before": event.messages_before,
-        "ctx_compact_messages_after": len(event.messages),
-        "ctx_compact_dropped": len(event.dropped),
-        "ctx_compact_summarized": event.summary is not None,
-        "ctx_compact_fits": event.fits,
-        "ctx_compact_elapsed": event.elapsed,
-        "ctx_compact_provider_tokens": event.provider_tokens,
-        "ctx_compact_pairing_problems": len(event.problems),
+        **figures(event),
+        "dropped": len(event.dropped),
+        "elapsed": event.elapsed,
+        "provider_tokens": event.provider_tokens,
     }
+    extra = {f"ctx_compact_{name}": value for name, value in extra.items()}
     logger.log(level, _SUMMARY, *_summary_args(event), extra=extra)
 
 

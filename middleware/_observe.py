@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 import threading
 from collections.abc import Mapping
-from typing import Any, Awaitable, Callable, Dict, FrozenSet, Iterator, Optional, Tuple
+from typing import Any, Awaitable, Callable, FrozenSet, Iterator, Optional, Tuple
 
 import wrapt
 
@@ -35,22 +35,10 @@ AReport = Callable[[CompactionEvent], Awaitable[None]]
 _OBSERVED = ALL_STREAMS | RAW_RESPONSES
 
 
-# The SDK class names of each result class seen, decided once per class (kept small).
-_CLASS_NAMES: Dict[type, FrozenSet[str]] = {}
-
-
 def _sdk_class_names(obj: Any) -> FrozenSet[str]:
+    """The names of ``obj``'s classes when it is an SDK's object, else none."""
     kind = type(obj)
-    names = _CLASS_NAMES.get(kind)
-    if names is None:
-        if not sdk_of_class(kind):
-            names = frozenset()
-        else:
-            names = frozenset(cls.__name__ for cls in kind.__mro__)
-        if len(_CLASS_NAMES) >= 256:
-            _CLASS_NAMES.clear()
-        _CLASS_NAMES[kind] = names
-    return names
+    return frozenset(cls.__name__ for cls in kind.__mro__) if sdk_of_class(kind) else frozenset()
 
 
 def _chunk_tokens(item: Any) -> Optional[int]:
@@ -201,28 +189,24 @@ class ObservedRaw(_Observed):
     """An SDK raw response: its usage is read when the caller parses it."""
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
-        parsed = _parsed(self.__wrapped__.parse(*args, **kwargs), self._self_pending, False)
-        self._self_owns = not isinstance(parsed, _Observed)
+        return self._self_parsed(self.__wrapped__.parse(*args, **kwargs), False)
+
+    def _self_parsed(self, parsed: Any, is_async: bool) -> Any:
+        names = _sdk_class_names(parsed)
+        if names & ALL_STREAMS:
+            # A streamed raw response parses to the stream, which takes the event over.
+            self._self_owns = False
+            return _stream(parsed, names, self._self_pending, is_async)
+        self._self_pending.seen(parsed)
+        self._self_pending.finish()
         return parsed
 
 
-class AsyncObservedRaw(_Observed):
+class AsyncObservedRaw(ObservedRaw):
     """An SDK raw response whose ``parse`` is awaited."""
 
     async def parse(self, *args: Any, **kwargs: Any) -> Any:
-        parsed = _parsed(await self.__wrapped__.parse(*args, **kwargs), self._self_pending, True)
-        self._self_owns = not isinstance(parsed, _Observed)
-        return parsed
-
-
-def _parsed(parsed: Any, pending: Pending, is_async: bool) -> Any:
-    names = _sdk_class_names(parsed)
-    if names & ALL_STREAMS:
-        # A streamed raw response parses to the stream: its end reports.
-        return _stream(parsed, names, pending, is_async)
-    pending.seen(parsed)
-    pending.finish()
-    return parsed
+        return self._self_parsed(await self.__wrapped__.parse(*args, **kwargs), True)
 
 
 def observe(
@@ -254,7 +238,7 @@ def _in_mapping(
     # A response mapping holding a stream: a copy of it with the stream observed.
     for key in STREAM_KEYS:
         inner = result.get(key)
-        names = _sdk_class_names(inner) if inner is not None else frozenset()
+        names = _sdk_class_names(inner)
         if names & ALL_STREAMS:
             return {**result, key: _stream(inner, names, pending(), is_async)}
     return None

@@ -209,10 +209,7 @@ def _live(entries: _Entries) -> _Entries:
 
 def active_states() -> Tuple[SessionState, ...]:
     """The session states active in the current context, outermost first."""
-    entries = _active.get()
-    if not entries:
-        return ()
-    return tuple(state for state, activation in entries if state._activation is activation)
+    return tuple(state for state, _ in _live(_active.get()))
 
 
 def calibration_factor(states: Tuple[SessionState, ...]) -> float:
