@@ -13,8 +13,22 @@ differ only in how they wait, as tenacity's ``iter()`` and httpx's
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from typing import Any, Dict, Generator, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    ContextManager,
+    Dict,
+    Generator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 import anyio
 import anyio.to_thread
@@ -25,7 +39,7 @@ from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
 from ._observe import Pending, observe, primed
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
-from ._state import SessionState, active_states, enter_exclusive_call, leave_exclusive_call
+from ._state import ExclusiveCall, SessionState, active_states
 from ._summaries import Step, Summaries, Summarize, Visit
 from ._usage import with_response
 
@@ -106,7 +120,7 @@ class Interceptor:
         kind: Its kind, decided once.
         name: Its qualified name, for events.
         exclusive: Whether other exclusive interceptors reached inside the
-            call pass through (see ``_state.inside_exclusive_call``).
+            call pass through (``_state.ExclusiveCall``).
         site: Where a call carries its messages, when not in ``fn``'s
             ``messages_arg`` argument (an SDK request's body).
         stream: Whether ``fn`` returns a stream of responses whatever its class
@@ -132,11 +146,12 @@ class Interceptor:
         check_awaitables(kind.is_async, kind.value, name, options.summarize, hooks)
         self.options = options
         self.hooks = tuple(hooks)
-        self.kind = kind
         self.is_async = kind.is_async
         self.name = name
-        self.exclusive = exclusive
         self.stream = stream
+        self._callee: Callable[[], ContextManager[Any]] = (
+            ExclusiveCall if exclusive else contextlib.nullcontext
+        )
         self.primes = stream and kind is Kind.GENERATOR
         # Summaries outlive the call too: kept by cut, in options.store or in memory.
         self.summaries = (
@@ -146,12 +161,9 @@ class Interceptor:
         )
         self.site: Site = site if site is not None else ArgSpec.of(fn, options.messages_arg, name)
         # The wrapper function for this kind, chosen once.
-        self.handle = {
-            Kind.SYNC: self.call,
-            Kind.ASYNC: self.acall,
-            Kind.GENERATOR: self.call,
-            Kind.ASYNC_GENERATOR: self.agenerator,
-        }[kind]
+        self.handle = {Kind.ASYNC: self.acall, Kind.ASYNC_GENERATOR: self.agenerator}.get(
+            kind, self.call
+        )
 
     def begin(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
@@ -175,26 +187,20 @@ class Interceptor:
         """
         # The store's one deadline covers the call, its retry included.
         visit = self.summaries.visit() if self.summaries is not None else None
-        event = yield from self._event(run, states, visit)
-        try:
-            result = yield Invoke(run.arguments(event))
-        except Exception as err:
-            retry = self._retry(run, event, err, states)
-            if retry is None:
-                yield Report(event, states, shield=True)
-                raise
-            # The retry's event stands for the request: one request, one event.
-            event = yield from self._event(retry, states, visit)
+        while True:
+            # A retry's event stands for the request: one request, one event.
+            event = yield from self._event(run, states, visit)
             try:
-                result = yield Invoke(retry.arguments(event))
-            except BaseException:
-                yield Report(event, states, shield=True)
-                raise
-        except BaseException:
-            # Reported even when the call was cancelled: hooks are quick, and the
-            # sessions' figures must not lose the call.
-            yield Report(event, states, shield=True)
-            raise
+                result = yield Invoke(run.arguments(event))
+                break
+            except BaseException as err:
+                retry = self._retry(run, event, err, states) if isinstance(err, Exception) else None
+                if retry is None:
+                    # Reported even when the call was cancelled: hooks are quick, and
+                    # the sessions' figures must not lose the call.
+                    yield Report(event, states, shield=True)
+                    raise
+                run = retry
         if not (self.hooks or states):
             return result  # nobody to report to: the callee's own object, never a proxy
         observed = observe(result, lambda: self._pending(event, states), self.is_async, self.stream)
@@ -266,14 +272,7 @@ class Interceptor:
             else "no figures",
         )
         budget = overflow.retry_budget(event.tokens_after)
-        return CallRun(
-            self.options,
-            self.name,
-            run.located,
-            states,
-            budget=budget,
-            retried=True,
-        )
+        return CallRun(self.options, self.name, run.located, states, budget, retried=True)
 
     def _pending(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> Pending:
         return Pending(
@@ -343,36 +342,30 @@ class Interceptor:
 
     def _invoke(self, wrapped: Any, arguments: Arguments) -> Any:
         args, kwargs = arguments
-        token = enter_exclusive_call() if self.exclusive else None
-        try:
+        with self._callee():
             result = wrapped(*args, **kwargs)
             return primed(result) if self.primes else result
-        finally:
-            if token is not None:
-                leave_exclusive_call(token)
 
     async def _ainvoke(self, wrapped: Any, arguments: Arguments) -> Any:
         args, kwargs = arguments
-        token = enter_exclusive_call() if self.exclusive else None
-        try:
+        with self._callee():
             return await wrapped(*args, **kwargs)
-        finally:
-            if token is not None:
-                leave_exclusive_call(token)
+
+    def _recorded(
+        self, event: CompactionEvent, states: Tuple[SessionState, ...]
+    ) -> List[Sequence[Hook]]:
+        """The hooks to call with ``event``, once ``states`` recorded it."""
+        for state in states:
+            state.record(event)
+        return [self.hooks, *(state.hooks for state in states)]
 
     def _report(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> None:
-        for state in states:
-            state.record(event)
-        dispatch(self.hooks, event)
-        for state in states:
-            dispatch(state.hooks, event)
+        for hooks in self._recorded(event, states):
+            dispatch(hooks, event)
 
     async def _areport(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> None:
-        for state in states:
-            state.record(event)
-        await adispatch(self.hooks, event)
-        for state in states:
-            await adispatch(state.hooks, event)
+        for hooks in self._recorded(event, states):
+            await adispatch(hooks, event)
 
     async def agenerator(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """An async generator function: its sequence before its body starts, then delegate.

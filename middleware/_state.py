@@ -236,11 +236,11 @@ def inside_exclusive_call() -> bool:
     return _exclusive_call.get()
 
 
-def enter_exclusive_call() -> contextvars.Token[bool]:
-    """Mark the current context as inside an exclusive callee, until ``leave_exclusive_call``."""
-    return _exclusive_call.set(True)
+class ExclusiveCall:
+    """``with ExclusiveCall():`` the block runs inside an exclusive callee."""
 
+    def __enter__(self) -> None:
+        self._token = _exclusive_call.set(True)
 
-def leave_exclusive_call(token: contextvars.Token[bool]) -> None:
-    """End what ``enter_exclusive_call`` returned ``token`` for."""
-    _exclusive_call.reset(token)
+    def __exit__(self, *exc: object) -> None:
+        _exclusive_call.reset(self._token)
