@@ -160,21 +160,6 @@ def _listed(value: Any) -> List[Any]:
     return list(value)
 
 
-class SummaryInput(NamedTuple):
-    """What the summary of a cut is made from.
-
-    Attributes:
-        prefix: The caller's messages before the cut.
-        head_end: Where the kept head ends.
-        boundaries: The group boundaries between the two, where earlier calls
-            may have cut (only where the conversation may resume after the head).
-    """
-
-    prefix: List[Any]
-    head_end: int
-    boundaries: List[int]
-
-
 def _moved(cleared: ClearedToolResult, origin: List[int]) -> ClearedToolResult:
     """``cleared`` with its indices in the caller's list rather than the shortened one."""
     call = cleared.call_index
@@ -318,9 +303,11 @@ class CallRun:
         """Whether something was dropped and a summarizer waits for it."""
         return self.options.summarize is not None and self.plan.cut > self.plan.head_end
 
-    def summary_input(self, cut: int) -> SummaryInput:
-        """What the summary of ``cut`` is made from."""
-        return SummaryInput(self.originals(0, cut), self.plan.head_end, self.plan.cut_points(cut))
+    def summary_input(self, cut: int) -> Tuple[List[Any], int, List[int]]:
+        """What the summary of ``cut`` is made from: the caller's messages before it, where
+        the kept head ends, and the group boundaries between the two, where earlier calls
+        may have cut (only where the conversation may resume after the head)."""
+        return self.originals(0, cut), self.plan.head_end, self.plan.cut_points(cut)
 
     def summary_cut(self, summary: str, covered: int) -> int:
         """Where the call cuts with ``summary`` (made of the messages before ``covered``) in.

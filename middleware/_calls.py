@@ -227,9 +227,7 @@ class Interceptor:
         try:
             while True:
                 given = run.summary_input(covered)
-                summary, error = yield from summaries.flow(
-                    given.prefix, given.head_end, given.boundaries, run.function, visit
-                )
+                summary, error = yield from summaries.flow(*given, run.function, visit)
                 if summary is None:
                     break
                 # The summary's own tokens may push the cut further: then the summary
