@@ -186,7 +186,7 @@ class Interceptor:
         stream or raw response behind a proxy that reports once usage is known).
         """
         # The store's one deadline covers the call, its retry included.
-        visit = self.summaries.visit() if self.summaries is not None else None
+        visit = self.summaries.visit(run.function) if self.summaries is not None else None
         while True:
             # A retry's event stands for the request: one request, one event.
             event = yield from self._event(run, states, visit)
@@ -227,7 +227,7 @@ class Interceptor:
         try:
             while True:
                 given = run.summary_input(covered)
-                summary, error = yield from summaries.flow(*given, run.function, visit)
+                summary, error = yield from summaries.flow(*given, visit)
                 if summary is None:
                     break
                 # The summary's own tokens may push the cut further: then the summary

@@ -62,13 +62,15 @@ class Visit:
     """The store's part in one call: one deadline for all its work, and what went wrong.
 
     Args:
+        name: The called function, for log lines.
+        store: The store.
         timeout: Seconds the store's work may take in the call, in all; ``None``
             for no limit.
     """
 
-    __slots__ = ("closed", "problems", "spent", "timeout")
-
-    def __init__(self, timeout: Optional[float]) -> None:
+    def __init__(self, name: str, store: SummaryStore, timeout: Optional[float]) -> None:
+        self.name = name
+        self.store = store
         self.timeout = timeout
         self.spent = 0.0
         self.closed = False
@@ -79,30 +81,26 @@ class Visit:
         """What went wrong with the store in this call (for ``store_error``), or ``None``."""
         return "; ".join(self.problems) or None
 
-    def open(self, name: str, store: object) -> bool:
+    def open(self) -> bool:
         """Whether the store may be asked again in this call (saying once why not)."""
-        if self.closed:
-            return False
-        if self.timeout is not None and self.spent >= self.timeout:
-            self.problem(
-                name,
-                store,
+        if not self.closed and self.timeout is not None and self.spent >= self.timeout:
+            self.failed(
                 f"its work took {self.spent:.2f} s in this call, past its timeout of "
-                f"{self.timeout:g} s",
+                f"{self.timeout:g} s"
             )
-            self.closed = True
-            return False
-        return True
+        return not self.closed
 
-    def failed(self, name: str, store: object, exc: Exception) -> None:
-        """The store raised: it is not asked again in this call."""
-        self.problem(name, store, f"{type(exc).__name__}: {exc}")
+    def failed(self, text: str) -> None:
+        """The store raised or ran out of time: it is not asked again in this call."""
+        self.problem(text)
         self.closed = True
 
-    def problem(self, name: str, store: object, text: str) -> None:
+    def problem(self, text: str) -> None:
         """Log ``text`` and keep it for the event (once, when the call meets it again)."""
         if text not in self.problems:
-            logger.warning("%s: summary store %r: %s; the call goes on", name, store, text)
+            logger.warning(
+                "%s: summary store %r: %s; the call goes on", self.name, self.store, text
+            )
             self.problems.append(text)
 
 
@@ -154,9 +152,9 @@ class Summaries:
         identity = f"{qualified_name(summarize)}\0{summary_role}\0{int(self.rolling)}"
         self._identity = _KEY_VERSION + b"\0" + identity.encode("utf-8", "surrogatepass")
 
-    def visit(self) -> Visit:
-        """The store's part in a new call: its deadline starts unspent."""
-        return Visit(self._timeout)
+    def visit(self, name: str) -> Visit:
+        """The store's part in a new call of ``name``: its deadline starts unspent."""
+        return Visit(name, self.store, self._timeout)
 
     def _one_by_one(self, keys: Sequence[str]) -> List[Optional[str]]:
         return [self.store.get(key) for key in keys]
@@ -190,7 +188,6 @@ class Summaries:
         prefix: List[Any],
         head_end: int,
         boundaries: Sequence[int],
-        name: str,
         visit: Visit,
     ) -> Flow:
         """The summary of the cut after ``prefix``: the stored one, else a new one, stored.
@@ -200,7 +197,6 @@ class Summaries:
             head_end: Where the kept head ends; ``prefix[head_end:]`` is dropped.
             boundaries: The group boundaries strictly between ``head_end`` and
                 the cut, ascending: where earlier calls may have cut.
-            name: The called function, for log lines.
             visit: The store's part in this call, shared by the call's flows.
 
         Yields:
@@ -220,17 +216,17 @@ class Summaries:
         if key is None:
             since, previous = head_end, None
         else:
-            (stored,) = yield from self._read((key,), name, visit)
+            (stored,) = yield from self._read((key,), visit)
             if stored is not None:
                 return stored, None
-            since, previous = yield from self._previous(head_end, boundaries, digests, name, visit)
+            since, previous = yield from self._previous(head_end, boundaries, digests, visit)
         try:
             returned = yield Summarize(prefix[since:], previous)
         except Exception as exc:
             logger.warning(
                 "%s: summarize raised %s; the call goes on without a summary and the next "
                 "one tries again",
-                name,
+                visit.name,
                 type(exc).__name__,
                 exc_info=(type(exc), exc, exc.__traceback__),
             )
@@ -238,14 +234,13 @@ class Summaries:
         summary = check_summary(returned)
         if key is None:
             return summary, None
-        return (yield from self._kept(key, summary, name, visit)), None
+        return (yield from self._kept(key, summary, visit)), None
 
     def _previous(
         self,
         head_end: int,
         boundaries: Sequence[int],
         digests: List[Optional[bytes]],
-        name: str,
         visit: Visit,
     ) -> Generator[Step, Any, Tuple[int, Optional[str]]]:
         """Where a rolling summarizer starts, and the stored summary of what came before.
@@ -259,56 +254,54 @@ class Summaries:
         for start in range(0, len(earlier), _BATCH):
             batch = earlier[start : start + _BATCH]
             keys = tuple(self._key(head_end, d) for _, d in batch)
-            values = yield from self._read(keys, name, visit)
+            values = yield from self._read(keys, visit)
             hit = next(((b, v) for (b, _), v in zip(batch, values) if v is not None), None)
             if hit is not None:
                 return hit
         return head_end, None
 
-    def _kept(self, key: str, summary: str, name: str, visit: Visit) -> Generator[Step, Any, str]:
+    def _kept(self, key: str, summary: str, visit: Visit) -> Generator[Step, Any, str]:
         """``summary`` stored under ``key``: the summary to send, another writer's if it won."""
-        answered, stored = yield from self._ask(Keep(key, summary), name, visit)
+        answered, stored = yield from self._ask(Keep(key, summary), visit)
         if not answered:
             return summary
         if not isinstance(stored, str):
             # The summary just made is sent; the next call with this cut makes another.
-            visit.problem(name, self.store, f"put returned {type(stored).__name__}, not a str")
+            visit.problem(f"put returned {type(stored).__name__}, not a str")
             return summary
         return stored
 
     def _read(
-        self, keys: Tuple[str, ...], name: str, visit: Visit
+        self, keys: Tuple[str, ...], visit: Visit
     ) -> Generator[Step, Any, List[Optional[str]]]:
         """The values of ``keys``: ``None`` for each missing one, and for anything not a str."""
         misses: List[Optional[str]] = [None] * len(keys)
-        answered, values = yield from self._ask(Lookup(keys), name, visit)
+        answered, values = yield from self._ask(Lookup(keys), visit)
         if not answered:
             return misses
         wrong = _wrong(values, len(keys), self._reads)
         if wrong is not None:
-            visit.problem(name, self.store, wrong)
+            visit.problem(wrong)
             return misses
         found: List[Optional[str]] = [v if isinstance(v, str) else None for v in values]
         odd = [v for v in values if v is not None and not isinstance(v, str)]
         if odd:
             visit.problem(
-                name,
-                self.store,
                 f"{self._reads} returned {type(odd[0]).__name__} for {len(odd)} of {len(keys)} "
                 "keys, not a str or None",
             )
         return found
 
-    def _ask(self, step: Step, name: str, visit: Visit) -> Generator[Step, Any, Tuple[bool, Any]]:
+    def _ask(self, step: Step, visit: Visit) -> Generator[Step, Any, Tuple[bool, Any]]:
         """Whether the store answered ``step`` (not once closed for the call, nor when it
         raised), and its answer; its time is spent from the call's deadline."""
-        if not visit.open(name, self.store):
+        if not visit.open():
             return False, None
         started = time.monotonic()
         try:
             return True, (yield step)
         except Exception as exc:
-            visit.failed(name, self.store, exc)
+            visit.failed(f"{type(exc).__name__}: {exc}")
             return False, None
         finally:
             visit.spent += time.monotonic() - started
