@@ -43,15 +43,12 @@ def _sdk_class_names(obj: Any) -> FrozenSet[str]:
 
 def _chunk_tokens(item: Any) -> Optional[int]:
     """The prompt size one stream event carries, if any."""
-    found = provider_prompt_tokens(item)  # a Chat Completions chunk, a LiteLLM chunk
-    if found is not None:
-        return found
-    for holder in USAGE_HOLDERS:  # response.completed; message_start; Bedrock's metadata
-        inner = field(item, holder)
-        if inner is not None:
-            found = provider_prompt_tokens(inner)
-            if found is not None:
-                return found
+    # A Chat Completions or LiteLLM chunk; or held: response.completed, message_start,
+    # Bedrock's metadata.
+    for holder in (item, *(field(item, name) for name in USAGE_HOLDERS)):
+        found = provider_prompt_tokens(holder)
+        if found is not None:
+            return found
     return None
 
 
