@@ -127,21 +127,21 @@ class ObservedStream(_Observed):
         self._self_pending.seen(item)
         return item
 
-    def close(self) -> None:
+    def _self_finishing(self, step: Callable[[], Any]) -> Any:
         try:
-            self.__wrapped__.close()
+            return step()
         finally:
             self._self_pending.finish()
+
+    def close(self) -> None:
+        self._self_finishing(lambda: self.__wrapped__.close())
 
     def __enter__(self) -> Any:
         self.__wrapped__.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> Any:
-        try:
-            return self.__wrapped__.__exit__(*exc)
-        finally:
-            self._self_pending.finish()
+        return self._self_finishing(lambda: self.__wrapped__.__exit__(*exc))
 
 
 class AsyncObservedStream(_Observed):
@@ -159,27 +159,24 @@ class AsyncObservedStream(_Observed):
         self._self_pending.seen(item)
         return item
 
-    async def close(self) -> None:
+    async def _self_finishing(self, step: Callable[[], Awaitable[Any]]) -> Any:
         try:
-            await self.__wrapped__.close()
+            return await step()
         finally:
             await self._self_pending.afinish()
 
+    async def close(self) -> None:
+        await self._self_finishing(lambda: self.__wrapped__.close())
+
     async def aclose(self) -> None:
-        try:
-            await self.__wrapped__.aclose()
-        finally:
-            await self._self_pending.afinish()
+        await self._self_finishing(lambda: self.__wrapped__.aclose())
 
     async def __aenter__(self) -> Any:
         await self.__wrapped__.__aenter__()
         return self
 
     async def __aexit__(self, *exc: Any) -> Any:
-        try:
-            return await self.__wrapped__.__aexit__(*exc)
-        finally:
-            await self._self_pending.afinish()
+        return await self._self_finishing(lambda: self.__wrapped__.__aexit__(*exc))
 
 
 class ObservedRaw(_Observed):
