@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, FrozenSet, Iterator, Optional, Tupl
 import wrapt
 
 from ._events import CompactionEvent
-from ._usage import field, provider_prompt_tokens
+from ._usage import provider_prompt_tokens
 from .sdks import (
     ALL_STREAMS,
     ASYNC_STREAMS,
@@ -26,6 +26,7 @@ from .sdks import (
     RAW_RESPONSES,
     STREAM_KEYS,
     USAGE_HOLDERS,
+    field,
     sdk_of_class,
 )
 

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact._contract import CountTokens, count_value
 
-from ._callables import ArgSpec, Arguments, Located
+from ._callables import ArgSpec, Arguments, Located, replace
 from .sdks import Route, Sdk
 
 
@@ -80,8 +80,6 @@ class RequestSite:
         def rebuild(new: List[Any]) -> Arguments:
             sent = copy.copy(options)
             sent.json_data = {**body, key: new}
-            if index is None:
-                return args, {**kwargs, "options": sent}
-            return (*args[:index], sent, *args[index + 1 :]), kwargs
+            return replace(args, kwargs, "options", index, sent)
 
         return Located(messages, rebuild, fixed, f"{self.sdk} {route.path}")

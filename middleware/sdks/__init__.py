@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Pattern, Tuple
 
@@ -153,6 +154,13 @@ class SdkTarget:
     def path(self) -> str:
         """The point as ``intercept`` takes it: ``"module.attr"``."""
         return f"{self.point.module}.{self.point.attr}"
+
+
+def field(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a mapping, else ``obj.name``; ``None`` when absent."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
 
 
 def _registry() -> Dict[str, Sdk]:

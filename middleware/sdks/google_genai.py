@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ctx_compact._contract import CountTokens, count_value
 
 from .._callables import ArgSpec, Arguments, Located, replace
-from . import Point, Sdk, figures
+from . import Point, Sdk, field, figures
 
 # The content classes of google.genai.types (UserContent and ModelContent derive from Content).
 _CONTENT_CLASSES = frozenset({"Content"})
@@ -66,12 +66,6 @@ def _instruction(value: Any) -> Any:
     return {"parts": [{"text": p} if isinstance(p, str) else p for p in parts], "role": "user"}
 
 
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
 class ContentsSite:
     """Where a models API request carries its contents, and what its config adds.
 
@@ -91,7 +85,7 @@ class ContentsSite:
             return 0
         total = 0
         for name in _COUNTED:
-            value = _field(config, name)
+            value = field(config, name)
             if value is None:
                 continue
             if name == "system_instruction":
