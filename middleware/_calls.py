@@ -382,10 +382,7 @@ class Interceptor:
             thrown: Optional[BaseException] = None
             while True:
                 try:
-                    if thrown is not None:
-                        item = await inner.athrow(thrown)
-                    else:
-                        item = await inner.asend(sent)
+                    item = await (inner.athrow(thrown) if thrown is not None else inner.asend(sent))
                 except StopAsyncIteration:
                     return
                 thrown = None

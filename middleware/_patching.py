@@ -50,13 +50,8 @@ class Patch:
 
     def active_interceptor(self) -> Optional[Interceptor]:
         """The interceptor of the innermost active session that intercepts this attribute."""
-        if not self.interceptors:
-            return None
-        for state in reversed(active_states()):
-            interceptor = self.interceptors.get(state)
-            if interceptor is not None:
-                return interceptor
-        return None
+        found = (self.interceptors.get(state) for state in reversed(active_states()))
+        return next((interceptor for interceptor in found if interceptor is not None), None)
 
 
 def is_target(target: object) -> bool:
