@@ -10,13 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from .sdks import (
-    OVERFLOW_CLASSES,
-    OVERFLOW_CODES,
-    OVERFLOW_FIGURES,
-    OVERFLOW_TEXTS,
-    sdk_of_class,
-)
+from .sdks import OVERFLOW_CLASSES, OVERFLOW_CODES, OVERFLOW_FIGURES, OVERFLOW_TEXTS, sdk_of_class
 
 # What the retry's budget is multiplied by when the error names no figures (the
 # Responses API): a quarter off the estimate of the refused prompt.

@@ -9,17 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import TracebackType
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    List,
-    Optional,
-    Sequence,
-    Type,
-    TypeVar,
-    Union,
-)
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Type, TypeVar, Union
 
 from ctx_compact._contract import check_flag, check_keep, must
 
