@@ -33,8 +33,6 @@ from .sdks import (
 Report = Callable[[CompactionEvent], None]
 AReport = Callable[[CompactionEvent], Awaitable[None]]
 
-_OBSERVED = ALL_STREAMS | RAW_RESPONSES
-
 
 def _sdk_class_names(obj: Any) -> FrozenSet[str]:
     """The names of ``obj``'s classes when it is an SDK's object, else none."""
@@ -216,15 +214,18 @@ def observe(
         stream: Whether the call returns a stream whatever its class (``sdks.Point.stream``).
     """
     if stream:
-        if is_async:
-            return AsyncObservedStream(result, pending())
-        return ObservedStream(result, pending())
+        return (AsyncObservedStream if is_async else ObservedStream)(result, pending())
     if STREAM_KEYS and isinstance(result, Mapping):
         return _in_mapping(result, pending, is_async)
     names = _sdk_class_names(result)
-    if not names or not names & _OBSERVED:
+    if names & ALL_STREAMS:
+        return _stream(result, names, pending(), is_async)
+    if not names & RAW_RESPONSES:
         return None
-    return _proxy(result, names, pending(), is_async)
+    parse = getattr(type(result), "parse", None)
+    return (AsyncObservedRaw if inspect.iscoroutinefunction(parse) else ObservedRaw)(
+        result, pending()
+    )
 
 
 def _in_mapping(
@@ -261,14 +262,6 @@ def _replay(head: Tuple[Any, ...], generator: Iterator[Any]) -> Iterator[Any]:
         close = getattr(generator, "close", None)
         if close is not None:
             close()
-
-
-def _proxy(result: Any, names: FrozenSet[str], pending: Pending, is_async: bool) -> Any:
-    if names & ALL_STREAMS:
-        return _stream(result, names, pending, is_async)
-    if inspect.iscoroutinefunction(getattr(type(result), "parse", None)):
-        return AsyncObservedRaw(result, pending)
-    return ObservedRaw(result, pending)
 
 
 def _stream(stream: Any, names: FrozenSet[str], pending: Pending, is_async: bool) -> Any:
