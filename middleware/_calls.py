@@ -187,20 +187,27 @@ class Interceptor:
         """
         # The store's one deadline covers the call, its retry included.
         visit = self.summaries.visit(run.function) if self.summaries is not None else None
-        while True:
-            # A retry's event stands for the request: one request, one event.
-            event = yield from self._event(run, states, visit)
+        event = yield from self._event(run, states, visit)
+        try:
+            result = yield Invoke(run.arguments(event))
+        except Exception as err:
+            retry = self._retry(run, event, err, states)
+            if retry is None:
+                yield Report(event, states, shield=True)
+                raise
+            # The retry's event stands for the request: one request, one event. Made
+            # while the refusal is handled, so that the retry's failure chains it.
+            event = yield from self._event(retry, states, visit)
             try:
-                result = yield Invoke(run.arguments(event))
-                break
-            except BaseException as err:
-                retry = self._retry(run, event, err, states) if isinstance(err, Exception) else None
-                if retry is None:
-                    # Reported even when the call was cancelled: hooks are quick, and
-                    # the sessions' figures must not lose the call.
-                    yield Report(event, states, shield=True)
-                    raise
-                run = retry
+                result = yield Invoke(retry.arguments(event))
+            except BaseException:
+                yield Report(event, states, shield=True)
+                raise
+        except BaseException:
+            # Reported even when the call was cancelled: hooks are quick, and the
+            # sessions' figures must not lose the call.
+            yield Report(event, states, shield=True)
+            raise
         if not (self.hooks or states):
             return result  # nobody to report to: the callee's own object, never a proxy
         observed = observe(result, lambda: self._pending(event, states), self.is_async, self.stream)
