@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import threading
 from collections.abc import Mapping
 from typing import Any, Awaitable, Callable, FrozenSet, Iterator, Optional, Tuple
@@ -44,7 +45,7 @@ def _chunk_tokens(item: Any) -> Optional[int]:
     """The prompt size one stream event carries, if any."""
     # A Chat Completions or LiteLLM chunk; or held: response.completed, message_start,
     # Bedrock's metadata.
-    for holder in (item, *(field(item, name) for name in USAGE_HOLDERS)):
+    for holder in itertools.chain((item,), (field(item, name) for name in USAGE_HOLDERS)):
         found = provider_prompt_tokens(holder)
         if found is not None:
             return found
