@@ -17,6 +17,7 @@ from ctx_compact._contract import (
     CALL_OUTPUTS,
     Compaction,
     CountTokens,
+    ToolResultClearing,
     check_messages,
     count_all,
     group_bounds,
@@ -26,7 +27,7 @@ from ctx_compact._contract import (
 )
 
 from ._callables import Arguments, Located
-from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError, new_event
+from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError
 from ._options import CompactionOptions
 from ._state import SessionState, calibration_factor
 
@@ -75,58 +76,88 @@ def _cleared(
     With ``target`` (the budget's ``target_tokens``), tool results are cleared in
     the core's steps, and dropping takes off the rest of the reduction.
     """
+    cleared = Cleared(messages, pre, bounds)
     if pre[-1] <= budget or (options.clear_thinking is None and options.clear_tool_results is None):
-        return Cleared(messages, pre, bounds)
-    thinking: Tuple[Any, ...] = ()
-    results: Tuple[Any, ...] = ()
-    origin: Optional[List[int]] = None
-    uncleared: Optional[List[int]] = None
+        return cleared
     counts = [pre[i + 1] - pre[i] for i in range(len(messages))]
-    views = message_views(messages)
     if options.clear_thinking is not None:
         done, counts = options.clear_thinking.apply(
-            messages, views, counts, max_tokens=budget, count_tokens=counter
+            messages, message_views(messages), counts, max_tokens=budget, count_tokens=counter
         )
         if done.cleared:
-            thinking = tuple(done.cleared)
-            if len(done.messages) != len(messages):
-                gone = {c.index for c in done.cleared if c.block is None}
-                origin = [i for i in range(len(messages)) if i not in gone]
-            messages = done.messages
-            views = message_views(messages)
-            bounds = group_bounds(views)  # a removed reasoning item shifts what follows
+            cleared = _thinking_cleared(cleared, done.messages, tuple(done.cleared))
     if options.clear_tool_results is not None and sum(counts) > budget:
-        if target is not None:  # the step rule reads the history before clearing
-            uncleared = prefix_sums(counts)
-        edited, counts = options.clear_tool_results.apply(
-            messages,
-            views,
-            counts,
-            max_tokens=budget,
-            count_tokens=counter,
-            target_tokens=target,
+        cleared, counts = _results_cleared(
+            options.clear_tool_results, counter, cleared, counts, budget, target
         )
-        if edited.cleared:
-            results = tuple(edited.cleared)
-            if origin is not None:
-                results = tuple(_moved(c, origin) for c in results)
-            messages = edited.messages  # the same groups: results are edited, never removed
-    return Cleared(messages, prefix_sums(counts), bounds, thinking, results, origin, uncleared)
+    return cleared._replace(pre=prefix_sums(counts))
 
 
-class SummaryInput(NamedTuple):
-    """What the summary of a cut is made from.
+def _thinking_cleared(before: Cleared, messages: List[Any], thinking: Tuple[Any, ...]) -> Cleared:
+    """``before`` with its thinking cleared into ``messages``, regrouped."""
+    origin: Optional[List[int]] = None
+    if len(messages) != len(before.messages):
+        gone = {c.index for c in thinking if c.block is None}
+        origin = [i for i in range(len(before.messages)) if i not in gone]
+    # A removed reasoning item shifts what follows.
+    bounds = group_bounds(message_views(messages))
+    return before._replace(messages=messages, bounds=bounds, thinking=thinking, origin=origin)
 
-    Attributes:
-        prefix: The caller's messages before the cut.
-        head_end: Where the kept head ends.
-        boundaries: The group boundaries between the two, where earlier calls
-            may have cut (only where the conversation may resume after the head).
-    """
 
-    prefix: List[Any]
-    head_end: int
-    boundaries: List[int]
+def _results_cleared(
+    clearing: ToolResultClearing,
+    counter: Optional[CountTokens],
+    before: Cleared,
+    counts: List[int],
+    budget: float,
+    target: Optional[float],
+) -> Tuple[Cleared, List[int]]:
+    """``before`` with old tool results cleared, and the counts of its messages after."""
+    # The step rule reads the history before clearing.
+    uncleared = prefix_sums(counts) if target is not None else None
+    edited, counts = clearing.apply(
+        before.messages,
+        message_views(before.messages),
+        counts,
+        max_tokens=budget,
+        count_tokens=counter,
+        target_tokens=target,
+    )
+    if not edited.cleared:
+        return before._replace(uncleared=uncleared), counts
+    origin = before.origin
+    results = tuple(c if origin is None else _moved(c, origin) for c in edited.cleared)
+    # The same groups: results are edited, never removed.
+    return before._replace(messages=edited.messages, results=results, uncleared=uncleared), counts
+
+
+def _measured(
+    located: Located, messages: List[Any], counter: Optional[CountTokens], function: str
+) -> Tuple[List[int], List[int], int]:
+    """The messages' prefix sums, their group boundaries, and the last one holding a
+    provider's compaction item (-1 for none)."""
+    restarts: List[int] = []
+    if located.counts is None:
+        pre, bounds = measure(messages, counter, restarts)
+    else:
+        # Counted by the site, as its framework sends them: grouped here only.
+        if len(located.counts) != len(messages):
+            raise ValueError(
+                f"{function} counted {len(located.counts)} messages but passed {len(messages)}"
+            )
+        bounds = group_bounds(message_views(messages), 0, restarts)
+        pre = prefix_sums(located.counts)
+    return pre, bounds, restarts[-1] if restarts else -1
+
+
+def _listed(value: Any) -> List[Any]:
+    """The call's messages as a new list; the core's ``TypeError`` when they are no list."""
+    # A lone message (a mapping) is iterable too, but iterating it would yield its keys.
+    if type(value) is not list and (
+        isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable)
+    ):
+        check_messages(value)
+    return list(value)
 
 
 def _moved(cleared: ClearedToolResult, origin: List[int]) -> ClearedToolResult:
@@ -181,25 +212,6 @@ class CallRun:
         InvalidMessageError: A message is malformed, naming its index.
     """
 
-    __slots__ = (
-        "calibration",
-        "cleared_results",
-        "cleared_thinking",
-        "counter",
-        "cut_reused",
-        "fixed",
-        "function",
-        "given",
-        "located",
-        "messages_before",
-        "options",
-        "origin",
-        "plan",
-        "retried",
-        "started",
-        "tokens_before",
-    )
-
     def __init__(
         self,
         options: CompactionOptions,
@@ -219,31 +231,13 @@ class CallRun:
         # What counts the messages compaction makes (a summary, a cleared copy), and
         # the messages themselves unless the site counted them.
         counter = self.counter = located.recount if located.recount is not None else options.counter
-        value = located.value
-        # A lone message (a mapping) is iterable too, but iterating it would yield its keys.
-        if type(value) is not list and (
-            isinstance(value, (str, bytes, bytearray, Mapping)) or not isinstance(value, Iterable)
-        ):
-            check_messages(value)  # raises the core's TypeError
-        messages = list(value)
-        if type(value) is not list:
+        messages = _listed(located.value)
+        if type(located.value) is not list:
             # Read once: a retry compacts the same messages again, and a generator
             # or other one-shot iterable would give it none.
             self.located = located._replace(value=messages)
-        restarts: List[int] = []  # the messages holding a provider's compaction item
-        if located.counts is not None:
-            # Counted by the site, as its framework sends them: grouped here only.
-            if len(located.counts) != len(messages):
-                raise ValueError(
-                    f"{self.function} counted {len(located.counts)} messages but passed "
-                    f"{len(messages)}"
-                )
-            bounds = group_bounds(message_views(messages), 0, restarts)
-            pre = prefix_sums(located.counts)
-        else:
-            pre, bounds = measure(messages, counter, restarts)
+        pre, bounds, restart = _measured(located, messages, counter, self.function)
         self.calibration = calibration_factor(states)
-        restart = restarts[-1] if restarts else -1
         self.tokens_before = pre[-1] + self.fixed
         # Calibrated: the estimate times the factor is what the provider will count.
         full = options.max_tokens / self.calibration
@@ -309,9 +303,11 @@ class CallRun:
         """Whether something was dropped and a summarizer waits for it."""
         return self.options.summarize is not None and self.plan.cut > self.plan.head_end
 
-    def summary_input(self, cut: int) -> SummaryInput:
-        """What the summary of ``cut`` is made from."""
-        return SummaryInput(self.originals(0, cut), self.plan.head_end, self.plan.cut_points(cut))
+    def summary_input(self, cut: int) -> Tuple[List[Any], int, List[int]]:
+        """What the summary of ``cut`` is made from: the caller's messages before it, where
+        the kept head ends, and the group boundaries between the two, where earlier calls
+        may have cut (only where the conversation may resume after the head)."""
+        return self.originals(0, cut), self.plan.head_end, self.plan.cut_points(cut)
 
     def summary_cut(self, summary: str, covered: int) -> int:
         """Where the call cuts with ``summary`` (made of the messages before ``covered``) in.
@@ -341,12 +337,8 @@ class CallRun:
             kept, gone, after = plan.kept(), plan.dropped, plan.tokens_after
         else:
             result = plan.result_with_summary(summary, options.summary_role, covered)
-            kept, gone, after, summary = (
-                result.messages,
-                result.dropped,
-                result.tokens_after,
-                result.summary,
-            )
+            kept, gone, after = result.messages, result.dropped, result.tokens_after
+            summary = result.summary
         messages, dropped = tuple(kept), tuple(self._callers(len(gone)))
         fits = after <= plan.max_tokens
         problems: Tuple[Any, ...] = ()
@@ -363,7 +355,7 @@ class CallRun:
                 fits = after <= plan.max_tokens
         elif options.validate:
             problems = tuple(check_pairing(messages))
-        return new_event(
+        return CompactionEvent(
             function=self.function,
             max_tokens=options.max_tokens,
             tokens_before=self.tokens_before,
@@ -375,7 +367,6 @@ class CallRun:
             elapsed=time.perf_counter() - self.started,
             messages_before=self.messages_before,
             problems=problems,
-            provider_tokens=None,
             calibration=self.calibration,
             cleared_results=self.cleared_results,
             cleared_thinking=self.cleared_thinking,

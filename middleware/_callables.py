@@ -11,7 +11,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ctx_compact._contract import CountTokens, count_value
+from ctx_compact._contract import CountTokens
 
 
 def is_async_callable(fn: object) -> bool:
@@ -108,15 +108,6 @@ class Located(NamedTuple):
     recount: Optional[CountTokens] = None
 
 
-def count_fixed(value: Any, count_tokens: Optional[CountTokens]) -> int:
-    """The tokens of a part sent beside the messages (``Located.fixed_tokens``).
-
-    The default estimator counts it as its JSON; a custom counter counts
-    messages, so the part is counted as the message it stands for.
-    """
-    return count_value(value, count_tokens)
-
-
 @dataclass(frozen=True)
 class ArgSpec:
     """Where a call carries its messages.
@@ -149,21 +140,15 @@ class ArgSpec:
         except (TypeError, ValueError):
             # No signature to read (some builtins): the messages can only be found by keyword.
             return cls(name, None, True, False)
-        params = list(signature.parameters.values())
-        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        for index, param in enumerate(positional):
-            if param.name == name:
-                return cls(name, index, param.kind is param.POSITIONAL_OR_KEYWORD, binds_first)
-        for param in params:
-            if param.name == name and param.kind is param.KEYWORD_ONLY:
-                return cls(name, None, True, binds_first)
-        if any(p.kind is p.VAR_KEYWORD for p in params):
-            return cls(name, None, True, binds_first)
-        raise TypeError(
-            f"{function_name}{signature} has no argument named {name!r} and takes no "
-            f"**kwargs, so its messages cannot be found; pass messages_arg=... naming "
-            f"the argument that carries them"
-        )
+        found = _parameter(signature, name)
+        if found is None:
+            raise TypeError(
+                f"{function_name}{signature} has no argument named {name!r} and takes no "
+                f"**kwargs, so its messages cannot be found; pass messages_arg=... naming "
+                f"the argument that carries them"
+            )
+        position, keyword = found
+        return cls(name, position, keyword, binds_first)
 
     def find(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
@@ -203,6 +188,20 @@ class ArgSpec:
             return replace(args, kwargs, name, index, messages)
 
         return Located(value, rebuild)
+
+
+def _parameter(signature: inspect.Signature, name: str) -> Optional[Tuple[Optional[int], bool]]:
+    """Where ``name`` binds in ``signature``: its index among the positional parameters
+    (``None``: by keyword only) and whether it may come by keyword; ``None`` when it cannot."""
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for index, param in enumerate(positional):
+        if param.name == name:
+            return index, param.kind is param.POSITIONAL_OR_KEYWORD
+    takes_it = any(p.name == name and p.kind is p.KEYWORD_ONLY for p in params)
+    if takes_it or any(p.kind is p.VAR_KEYWORD for p in params):
+        return None, True
+    return None
 
 
 def replace(

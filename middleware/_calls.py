@@ -13,20 +13,34 @@ differ only in how they wait, as tenacity's ``iter()`` and httpx's
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from typing import Any, Dict, Generator, NamedTuple, Optional, Protocol, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    ContextManager,
+    Dict,
+    Generator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 import anyio
 import anyio.to_thread
 
 from ._call_run import CallRun
-from ._callables import ArgSpec, Arguments, Kind, Located, is_async_callable
+from ._callables import ArgSpec, Arguments, Kind, Located
 from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
 from ._observe import Pending, observe, primed
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
-from ._state import SessionState, active_states, enter_exclusive_call, leave_exclusive_call
-from ._summaries import Keep, Lookup, Step, Summaries, Visit
+from ._state import ExclusiveCall, SessionState, active_states
+from ._summaries import Step, Summaries, Summarize, Visit
 from ._usage import with_response
 
 
@@ -59,6 +73,42 @@ CallStep = Union[Step, Invoke, Report]
 CallFlow = Generator[CallStep, Any, Any]
 
 
+class _Steps:
+    """A flow's steps, each answered with ``reply`` or with what carrying it out raised.
+
+    ``for step in steps: with steps: steps.reply = ...``: the ``with`` block hands
+    what it raised to the flow (which re-raises it, or not); ``result`` is what
+    the flow returned.
+    """
+
+    __slots__ = ("failure", "flow", "reply", "result")
+
+    def __init__(self, flow: CallFlow) -> None:
+        self.flow = flow
+        self.reply: Any = None
+        self.failure: Optional[BaseException] = None
+        self.result: Any = None
+
+    def __iter__(self) -> _Steps:
+        return self
+
+    def __next__(self) -> CallStep:
+        reply, failure = self.reply, self.failure
+        self.reply = self.failure = None
+        try:
+            return self.flow.send(reply) if failure is None else self.flow.throw(failure)
+        except StopIteration as done:
+            self.result = done.value
+            raise StopIteration from None
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, failure: Optional[BaseException], traceback: Any) -> bool:
+        self.failure = failure
+        return failure is not None
+
+
 class Interceptor:
     """Compaction options bound to one callable: where its messages are, what it is called.
 
@@ -70,7 +120,7 @@ class Interceptor:
         kind: Its kind, decided once.
         name: Its qualified name, for events.
         exclusive: Whether other exclusive interceptors reached inside the
-            call pass through (see ``_state.inside_exclusive_call``).
+            call pass through (``_state.ExclusiveCall``).
         site: Where a call carries its messages, when not in ``fn``'s
             ``messages_arg`` argument (an SDK request's body).
         stream: Whether ``fn`` returns a stream of responses whatever its class
@@ -96,11 +146,12 @@ class Interceptor:
         check_awaitables(kind.is_async, kind.value, name, options.summarize, hooks)
         self.options = options
         self.hooks = tuple(hooks)
-        self.kind = kind
         self.is_async = kind.is_async
         self.name = name
-        self.exclusive = exclusive
         self.stream = stream
+        self._callee: Callable[[], ContextManager[Any]] = (
+            ExclusiveCall if exclusive else contextlib.nullcontext
+        )
         self.primes = stream and kind is Kind.GENERATOR
         # Summaries outlive the call too: kept by cut, in options.store or in memory.
         self.summaries = (
@@ -109,16 +160,10 @@ class Interceptor:
             else None
         )
         self.site: Site = site if site is not None else ArgSpec.of(fn, options.messages_arg, name)
-        self.summarize_is_async = options.summarize is not None and is_async_callable(
-            options.summarize
-        )
         # The wrapper function for this kind, chosen once.
-        self.handle = {
-            Kind.SYNC: self.call,
-            Kind.ASYNC: self.acall,
-            Kind.GENERATOR: self.call,
-            Kind.ASYNC_GENERATOR: self.agenerator,
-        }[kind]
+        self.handle = {Kind.ASYNC: self.acall, Kind.ASYNC_GENERATOR: self.agenerator}.get(
+            kind, self.call
+        )
 
     def begin(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
@@ -141,7 +186,7 @@ class Interceptor:
         stream or raw response behind a proxy that reports once usage is known).
         """
         # The store's one deadline covers the call, its retry included.
-        visit = self.summaries.visit() if self.summaries is not None else None
+        visit = self.summaries.visit(run.function) if self.summaries is not None else None
         event = yield from self._event(run, states, visit)
         try:
             result = yield Invoke(run.arguments(event))
@@ -150,7 +195,8 @@ class Interceptor:
             if retry is None:
                 yield Report(event, states, shield=True)
                 raise
-            # The retry's event stands for the request: one request, one event.
+            # The retry's event stands for the request: one request, one event. Made
+            # while the refusal is handled, so that the retry's failure chains it.
             event = yield from self._event(retry, states, visit)
             try:
                 result = yield Invoke(retry.arguments(event))
@@ -188,9 +234,7 @@ class Interceptor:
         try:
             while True:
                 given = run.summary_input(covered)
-                summary, error = yield from summaries.flow(
-                    given.prefix, given.head_end, given.boundaries, run.function, visit
-                )
+                summary, error = yield from summaries.flow(*given, visit)
                 if summary is None:
                     break
                 # The summary's own tokens may push the cut further: then the summary
@@ -233,14 +277,7 @@ class Interceptor:
             else "no figures",
         )
         budget = overflow.retry_budget(event.tokens_after)
-        return CallRun(
-            self.options,
-            self.name,
-            run.located,
-            states,
-            budget=budget,
-            retried=True,
-        )
+        return CallRun(self.options, self.name, run.located, states, budget, retried=True)
 
     def _pending(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> Pending:
         return Pending(
@@ -256,32 +293,17 @@ class Interceptor:
         flow = self.begin(instance, args, kwargs)
         if flow is None:
             return wrapped(*args, **kwargs)
-        reply: Any = None
-        failure: Optional[BaseException] = None
-        while True:
-            try:
-                step = flow.send(reply) if failure is None else flow.throw(failure)
-            except StopIteration as done:
-                return done.value
-            reply = failure = None
-            try:
+        steps = _Steps(flow)
+        for step in steps:
+            with steps:
                 if isinstance(step, Invoke):
-                    reply = self._invoke(wrapped, step.arguments)
+                    steps.reply = self._invoke(wrapped, step.arguments)
                 elif isinstance(step, Report):
                     self._report(step.event, step.states)
                 else:
-                    reply = self._summary_step(step)
-            except BaseException as exc:
-                failure = exc
-
-    def _summary_step(self, step: Step) -> Any:
-        summaries = self.summaries
-        assert summaries is not None
-        if isinstance(step, Lookup):
-            return summaries.fetch(step.keys)
-        if isinstance(step, Keep):
-            return summaries.keep(step.key, step.summary)
-        return summaries.call(step.dropped, step.previous)
+                    function, given, _ = self._summaries().task(step)
+                    steps.reply = function(*given)
+        return steps.result
 
     async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """An async call: its sequence, each step awaited here."""
@@ -292,20 +314,14 @@ class Interceptor:
 
     async def _adrive(self, flow: CallFlow, wrapped: Any, awaited: bool) -> Any:
         """Carry out ``flow``'s steps on an async path; ``awaited``: the callee's result is."""
-        reply: Any = None
-        failure: Optional[BaseException] = None
-        while True:
-            try:
-                step = flow.send(reply) if failure is None else flow.throw(failure)
-            except StopIteration as done:
-                return done.value
-            reply = failure = None
-            try:
+        steps = _Steps(flow)
+        for step in steps:
+            with steps:
                 if isinstance(step, Invoke):
                     if awaited:
-                        reply = await self._ainvoke(wrapped, step.arguments)
+                        steps.reply = await self._ainvoke(wrapped, step.arguments)
                     else:
-                        reply = self._invoke(wrapped, step.arguments)
+                        steps.reply = self._invoke(wrapped, step.arguments)
                 elif isinstance(step, Report):
                     if step.shield:
                         with anyio.CancelScope(shield=True):
@@ -313,63 +329,48 @@ class Interceptor:
                     else:
                         await self._areport(step.event, step.states)
                 else:
-                    reply = await self._asummary_step(step)
-            except BaseException as exc:
-                failure = exc
+                    # A store that may block or a sync summarizer (often an LLM call)
+                    # runs on a worker thread; an async summarizer is awaited.
+                    function, given, blocking = self._summaries().task(step)
+                    if blocking:
+                        reply = await anyio.to_thread.run_sync(function, *given)
+                    else:
+                        reply = function(*given)
+                    if isinstance(step, Summarize) and inspect.isawaitable(reply):
+                        reply = await reply
+                    steps.reply = reply
+        return steps.result
 
-    async def _asummary_step(self, step: Step) -> Any:
-        # A slow store or summarizer (often an LLM call) runs on a worker thread, an
-        # async summarizer is awaited; the default store never blocks.
-        summaries = self.summaries
-        assert summaries is not None
-        if isinstance(step, Lookup):
-            if summaries.blocking:
-                return await anyio.to_thread.run_sync(summaries.fetch, step.keys)
-            return summaries.fetch(step.keys)
-        if isinstance(step, Keep):
-            if summaries.blocking:
-                return await anyio.to_thread.run_sync(summaries.keep, step.key, step.summary)
-            return summaries.keep(step.key, step.summary)
-        if self.summarize_is_async:
-            reply = summaries.call(step.dropped, step.previous)
-        else:
-            reply = await anyio.to_thread.run_sync(summaries.call, step.dropped, step.previous)
-        if inspect.isawaitable(reply):
-            reply = await reply
-        return reply
+    def _summaries(self) -> Summaries:
+        assert self.summaries is not None  # only a summarizer's calls have summary steps
+        return self.summaries
 
     def _invoke(self, wrapped: Any, arguments: Arguments) -> Any:
         args, kwargs = arguments
-        token = enter_exclusive_call() if self.exclusive else None
-        try:
+        with self._callee():
             result = wrapped(*args, **kwargs)
             return primed(result) if self.primes else result
-        finally:
-            if token is not None:
-                leave_exclusive_call(token)
 
     async def _ainvoke(self, wrapped: Any, arguments: Arguments) -> Any:
         args, kwargs = arguments
-        token = enter_exclusive_call() if self.exclusive else None
-        try:
+        with self._callee():
             return await wrapped(*args, **kwargs)
-        finally:
-            if token is not None:
-                leave_exclusive_call(token)
+
+    def _recorded(
+        self, event: CompactionEvent, states: Tuple[SessionState, ...]
+    ) -> List[Sequence[Hook]]:
+        """The hooks to call with ``event``, once ``states`` recorded it."""
+        for state in states:
+            state.record(event)
+        return [self.hooks, *(state.hooks for state in states)]
 
     def _report(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> None:
-        for state in states:
-            state.record(event)
-        dispatch(self.hooks, event)
-        for state in states:
-            dispatch(state.hooks, event)
+        for hooks in self._recorded(event, states):
+            dispatch(hooks, event)
 
     async def _areport(self, event: CompactionEvent, states: Tuple[SessionState, ...]) -> None:
-        for state in states:
-            state.record(event)
-        await adispatch(self.hooks, event)
-        for state in states:
-            await adispatch(state.hooks, event)
+        for hooks in self._recorded(event, states):
+            await adispatch(hooks, event)
 
     async def agenerator(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         """An async generator function: its sequence before its body starts, then delegate.
@@ -388,10 +389,7 @@ class Interceptor:
             thrown: Optional[BaseException] = None
             while True:
                 try:
-                    if thrown is not None:
-                        item = await inner.athrow(thrown)
-                    else:
-                        item = await inner.asend(sent)
+                    item = await (inner.athrow(thrown) if thrown is not None else inner.asend(sent))
                 except StopAsyncIteration:
                     return
                 thrown = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from anyio import to_thread
 
@@ -39,78 +39,40 @@ def _summary_args(event: CompactionEvent) -> Tuple[Any, ...]:
 
 @dataclass(frozen=True, repr=False)
 class CompactionEvent:
-    """What happened to one intercepted call's messages.
-
-    Its ``repr`` (and so ``print(event)``) is the one line ``log_compaction``
-    logs, ``<CompactionEvent app.ask: 195 -> 124 tokens (budget 150), 3 of 10
-    messages dropped, fits>``, never the messages: they are its fields.
+    """What happened to one intercepted call's messages (docs/events.md, a row per field).
 
     One event is produced for every call whose messages were intercepted, also
     when nothing had to be dropped, and also when the call was not made
-    because the budget could not be met (``on_overflow="raise"``), the pairing
-    check failed (``validate="raise"``). When ``summarize`` raises, the call
-    is made without a summary (dropping as ``compact`` does) and the event says
-    why in ``summary_error``. Hooks and ``session.events``
+    (``on_overflow="raise"``, ``validate="raise"``). Hooks and ``session.events``
     share one event object; its message sequences are tuples, so no hook can
-    change what the others or the session see.
+    change what the others or the session see. Its ``repr`` (and so
+    ``print(event)``) is the one line ``log_compaction`` logs, ``<CompactionEvent
+    app.ask: 195 -> 124 tokens (budget 150), 3 of 10 messages dropped, fits>``,
+    never the messages.
 
     Attributes:
         function: The qualified name of the called function.
         max_tokens: The budget the call was compacted to.
         tokens_before: Estimated tokens of the messages as the caller passed them.
         tokens_after: Estimated tokens of ``messages``, the list passed on.
-        fits: ``tokens_after * calibration <= max_tokens`` (``calibration`` is
-            ``1.0`` unless a calibrating session is active).
-        messages: The messages passed on to the function (the caller's own
-            message objects, plus the summary message if one was inserted, and
-            with ``validate="repair"`` the repaired messages as new dicts);
-            the function itself receives them as a new list.
+        fits: ``tokens_after * calibration <= max_tokens``.
+        messages: The messages passed on (the caller's own objects, plus the
+            summary message if one was inserted); the function receives them as
+            a new list.
         dropped: The caller's messages that were left out, in original order.
         summary: The inserted summary text, or ``None``.
         elapsed: Seconds spent compacting, the summarizer included.
         messages_before: How many messages the caller passed.
-        problems: With ``validate=``, the pairing problems of ``messages``
-            (``ctx_compact.PairingProblem``); empty otherwise. With
-            ``validate="repair"``, the problems of the compacted list before
-            it was repaired (``messages`` then has none).
-        provider_tokens: The prompt size the provider reported in the call's
-            response (``usage.prompt_tokens``, or Anthropic's ``usage.input_tokens``
-            plus its cache figures), also from an SDK raw response once the
-            caller parses it and from a stream whose usage arrives at its end
-            (the event is then reported when the stream ends or is closed);
-            ``None`` when the response carried none (an error, a stream
-            without usage, a function that returns something else).
-        calibration: The factor from estimated to provider tokens that a
-            calibrating session applied (``1.0`` otherwise): the result fits when
-            ``tokens_after * calibration <= max_tokens``.
-        cleared_results: With ``clear_tool_results=``, the tool results cleared
-            before anything was dropped (``ctx_compact.ClearedToolResult``; their
-            indices are those of the caller's list).
-        cleared_thinking: With ``clear_thinking=``, the thinking blocks and
-            reasoning items removed first (``ctx_compact.ClearedThinking``).
-        cut_reused: With ``target_tokens=``, whether something was dropped and
-            the previous call's history (this one without the model's last
-            reply and what followed it) gets the same cut and clearing, so the
-            prompt's prefix did not change. Worked out from the history alone.
-        retried: With ``on_overflow="retry"``, whether the provider refused the
-            first request for its length and this event describes the retry,
-            compacted again to the provider's own figures.
-        summary_error: With ``summarize=``, why the summarizer failed on this
-            call (``"TimeoutError: ..."``: the exception's type and message),
-            which then went on without a summary; ``None`` when it succeeded,
-            was not needed or the summary was read from the store. Nothing
-            failed is stored, so the next call with the same cut tries again.
-        repairs: With ``validate="repair"``, what ``ctx_compact.repair_pairing``
-            changed in the compacted list so that the provider takes it
-            (``ctx_compact.RepairChange``: its ``index`` is a position in the
-            compacted list, before the repair); empty when it had no problems
-            (or with any other ``validate``).
-        store_error: With ``summarize=``, what went wrong with the summary store
-            on this call, which then went on without it: the exception it
-            raised (``"TimeoutError: ..."``, after which it was not asked again
-            in the call), its deadline spent, or an answer that was not a
-            string (a miss). Problems are joined by ``"; "``; ``None`` when the
-            store answered every time, or was not needed.
+        problems: With ``validate=``, the ``PairingProblem``s of ``messages``.
+        provider_tokens: The prompt size the provider reported, or ``None``.
+        calibration: The factor a calibrating session applied (``1.0`` otherwise).
+        cleared_results: With ``clear_tool_results=``, the ``ClearedToolResult``s.
+        cleared_thinking: With ``clear_thinking=``, the ``ClearedThinking``s.
+        cut_reused: With ``target_tokens=``, whether the prompt's prefix stood.
+        retried: With ``on_overflow="retry"``, whether this is the retry's event.
+        summary_error: With ``summarize=``, why the summarizer failed, or ``None``.
+        repairs: With ``validate="repair"``, the ``RepairChange``s made.
+        store_error: With ``summarize=``, what went wrong with the store, or ``None``.
     """
 
     function: str
@@ -146,17 +108,6 @@ class CompactionEvent:
     def tokens_saved(self) -> int:
         """``tokens_before - tokens_after``."""
         return self.tokens_before - self.tokens_after
-
-
-def new_event(**fields: Any) -> CompactionEvent:
-    """An event from every one of its fields, without the frozen ``__init__``'s cost.
-
-    The call path makes one event per call; assigning twenty fields through
-    ``object.__setattr__`` one by one was a fifth of its overhead.
-    """
-    event = object.__new__(CompactionEvent)
-    event.__dict__.update(fields)
-    return event
 
 
 class BudgetExceededError(RuntimeError):
@@ -260,6 +211,22 @@ async def adispatch(hooks: Sequence[Hook], event: CompactionEvent) -> None:
             _report(hook, exc)
 
 
+def figures(event: CompactionEvent) -> Dict[str, Any]:
+    """The figures ``log_compaction`` and ``trace_compaction`` both give, never content."""
+    return {
+        "function": event.function,
+        "max_tokens": event.max_tokens,
+        "tokens_before": event.tokens_before,
+        "tokens_after": event.tokens_after,
+        "tokens_saved": event.tokens_saved,
+        "messages_before": event.messages_before,
+        "messages_after": len(event.messages),
+        "summarized": event.summary is not None,
+        "fits": event.fits,
+        "pairing_problems": len(event.problems),
+    }
+
+
 def log_compaction(event: CompactionEvent) -> None:
     """A ready ``on_compact`` hook: one log line per call, figures only, never content.
 
@@ -283,20 +250,12 @@ def log_compaction(event: CompactionEvent) -> None:
     if not logger.isEnabledFor(level):
         return
     extra = {
-        "ctx_compact_function": event.function,
-        "ctx_compact_max_tokens": event.max_tokens,
-        "ctx_compact_tokens_before": event.tokens_before,
-        "ctx_compact_tokens_after": event.tokens_after,
-        "ctx_compact_tokens_saved": event.tokens_saved,
-        "ctx_compact_messages_before": event.messages_before,
-        "ctx_compact_messages_after": len(event.messages),
-        "ctx_compact_dropped": len(event.dropped),
-        "ctx_compact_summarized": event.summary is not None,
-        "ctx_compact_fits": event.fits,
-        "ctx_compact_elapsed": event.elapsed,
-        "ctx_compact_provider_tokens": event.provider_tokens,
-        "ctx_compact_pairing_problems": len(event.problems),
+        **figures(event),
+        "dropped": len(event.dropped),
+        "elapsed": event.elapsed,
+        "provider_tokens": event.provider_tokens,
     }
+    extra = {f"ctx_compact_{name}": value for name, value in extra.items()}
     logger.log(level, _SUMMARY, *_summary_args(event), extra=extra)
 
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import threading
 from collections.abc import Mapping
-from typing import Any, Awaitable, Callable, Dict, FrozenSet, Iterator, Optional, Tuple
+from typing import Any, Awaitable, Callable, FrozenSet, Iterator, Optional, Tuple
 
 import wrapt
 
 from ._events import CompactionEvent
-from ._usage import field, provider_prompt_tokens
+from ._usage import provider_prompt_tokens
 from .sdks import (
     ALL_STREAMS,
     ASYNC_STREAMS,
@@ -26,44 +27,28 @@ from .sdks import (
     RAW_RESPONSES,
     STREAM_KEYS,
     USAGE_HOLDERS,
+    field,
     sdk_of_class,
 )
 
 Report = Callable[[CompactionEvent], None]
 AReport = Callable[[CompactionEvent], Awaitable[None]]
 
-_OBSERVED = ALL_STREAMS | RAW_RESPONSES
-
-
-# The SDK class names of each result class seen, decided once per class (kept small).
-_CLASS_NAMES: Dict[type, FrozenSet[str]] = {}
-
 
 def _sdk_class_names(obj: Any) -> FrozenSet[str]:
+    """The names of ``obj``'s classes when it is an SDK's object, else none."""
     kind = type(obj)
-    names = _CLASS_NAMES.get(kind)
-    if names is None:
-        if not sdk_of_class(kind):
-            names = frozenset()
-        else:
-            names = frozenset(cls.__name__ for cls in kind.__mro__)
-        if len(_CLASS_NAMES) >= 256:
-            _CLASS_NAMES.clear()
-        _CLASS_NAMES[kind] = names
-    return names
+    return frozenset(cls.__name__ for cls in kind.__mro__) if sdk_of_class(kind) else frozenset()
 
 
 def _chunk_tokens(item: Any) -> Optional[int]:
     """The prompt size one stream event carries, if any."""
-    found = provider_prompt_tokens(item)  # a Chat Completions chunk, a LiteLLM chunk
-    if found is not None:
-        return found
-    for holder in USAGE_HOLDERS:  # response.completed; message_start; Bedrock's metadata
-        inner = field(item, holder)
-        if inner is not None:
-            found = provider_prompt_tokens(inner)
-            if found is not None:
-                return found
+    # A Chat Completions or LiteLLM chunk; or held: response.completed, message_start,
+    # Bedrock's metadata.
+    for holder in itertools.chain((item,), (field(item, name) for name in USAGE_HOLDERS)):
+        found = provider_prompt_tokens(holder)
+        if found is not None:
+            return found
     return None
 
 
@@ -142,21 +127,21 @@ class ObservedStream(_Observed):
         self._self_pending.seen(item)
         return item
 
-    def close(self) -> None:
+    def _self_finishing(self, step: Callable[[], Any]) -> Any:
         try:
-            self.__wrapped__.close()
+            return step()
         finally:
             self._self_pending.finish()
+
+    def close(self) -> None:
+        self._self_finishing(lambda: self.__wrapped__.close())
 
     def __enter__(self) -> Any:
         self.__wrapped__.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> Any:
-        try:
-            return self.__wrapped__.__exit__(*exc)
-        finally:
-            self._self_pending.finish()
+        return self._self_finishing(lambda: self.__wrapped__.__exit__(*exc))
 
 
 class AsyncObservedStream(_Observed):
@@ -174,55 +159,48 @@ class AsyncObservedStream(_Observed):
         self._self_pending.seen(item)
         return item
 
-    async def close(self) -> None:
+    async def _self_finishing(self, step: Callable[[], Awaitable[Any]]) -> Any:
         try:
-            await self.__wrapped__.close()
+            return await step()
         finally:
             await self._self_pending.afinish()
 
+    async def close(self) -> None:
+        await self._self_finishing(lambda: self.__wrapped__.close())
+
     async def aclose(self) -> None:
-        try:
-            await self.__wrapped__.aclose()
-        finally:
-            await self._self_pending.afinish()
+        await self._self_finishing(lambda: self.__wrapped__.aclose())
 
     async def __aenter__(self) -> Any:
         await self.__wrapped__.__aenter__()
         return self
 
     async def __aexit__(self, *exc: Any) -> Any:
-        try:
-            return await self.__wrapped__.__aexit__(*exc)
-        finally:
-            await self._self_pending.afinish()
+        return await self._self_finishing(lambda: self.__wrapped__.__aexit__(*exc))
 
 
 class ObservedRaw(_Observed):
     """An SDK raw response: its usage is read when the caller parses it."""
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
-        parsed = _parsed(self.__wrapped__.parse(*args, **kwargs), self._self_pending, False)
-        self._self_owns = not isinstance(parsed, _Observed)
+        return self._self_parsed(self.__wrapped__.parse(*args, **kwargs), False)
+
+    def _self_parsed(self, parsed: Any, is_async: bool) -> Any:
+        names = _sdk_class_names(parsed)
+        if names & ALL_STREAMS:
+            # A streamed raw response parses to the stream, which takes the event over.
+            self._self_owns = False
+            return _stream(parsed, names, self._self_pending, is_async)
+        self._self_pending.seen(parsed)
+        self._self_pending.finish()
         return parsed
 
 
-class AsyncObservedRaw(_Observed):
+class AsyncObservedRaw(ObservedRaw):
     """An SDK raw response whose ``parse`` is awaited."""
 
     async def parse(self, *args: Any, **kwargs: Any) -> Any:
-        parsed = _parsed(await self.__wrapped__.parse(*args, **kwargs), self._self_pending, True)
-        self._self_owns = not isinstance(parsed, _Observed)
-        return parsed
-
-
-def _parsed(parsed: Any, pending: Pending, is_async: bool) -> Any:
-    names = _sdk_class_names(parsed)
-    if names & ALL_STREAMS:
-        # A streamed raw response parses to the stream: its end reports.
-        return _stream(parsed, names, pending, is_async)
-    pending.seen(parsed)
-    pending.finish()
-    return parsed
+        return self._self_parsed(await self.__wrapped__.parse(*args, **kwargs), True)
 
 
 def observe(
@@ -237,15 +215,18 @@ def observe(
         stream: Whether the call returns a stream whatever its class (``sdks.Point.stream``).
     """
     if stream:
-        if is_async:
-            return AsyncObservedStream(result, pending())
-        return ObservedStream(result, pending())
+        return (AsyncObservedStream if is_async else ObservedStream)(result, pending())
     if STREAM_KEYS and isinstance(result, Mapping):
         return _in_mapping(result, pending, is_async)
     names = _sdk_class_names(result)
-    if not names or not names & _OBSERVED:
+    if names & ALL_STREAMS:
+        return _stream(result, names, pending(), is_async)
+    if not names & RAW_RESPONSES:
         return None
-    return _proxy(result, names, pending(), is_async)
+    parse = getattr(type(result), "parse", None)
+    return (AsyncObservedRaw if inspect.iscoroutinefunction(parse) else ObservedRaw)(
+        result, pending()
+    )
 
 
 def _in_mapping(
@@ -254,7 +235,7 @@ def _in_mapping(
     # A response mapping holding a stream: a copy of it with the stream observed.
     for key in STREAM_KEYS:
         inner = result.get(key)
-        names = _sdk_class_names(inner) if inner is not None else frozenset()
+        names = _sdk_class_names(inner)
         if names & ALL_STREAMS:
             return {**result, key: _stream(inner, names, pending(), is_async)}
     return None
@@ -282,14 +263,6 @@ def _replay(head: Tuple[Any, ...], generator: Iterator[Any]) -> Iterator[Any]:
         close = getattr(generator, "close", None)
         if close is not None:
             close()
-
-
-def _proxy(result: Any, names: FrozenSet[str], pending: Pending, is_async: bool) -> Any:
-    if names & ALL_STREAMS:
-        return _stream(result, names, pending, is_async)
-    if inspect.iscoroutinefunction(getattr(type(result), "parse", None)):
-        return AsyncObservedRaw(result, pending)
-    return ObservedRaw(result, pending)
 
 
 def _stream(stream: Any, names: FrozenSet[str], pending: Pending, is_async: bool) -> Any:

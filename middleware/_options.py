@@ -303,15 +303,10 @@ def check_awaitables(
     """Refuse, at wrapping time, async helpers that a sync callable could not await."""
     if is_async:
         return
-    if summarize is not None and is_async_callable(summarize):
-        raise TypeError(
-            f"{function_name} is a {kind_name} function, so it cannot await the async "
-            f"summarize {summarize!r}; pass a plain function, or wrap an async function"
-        )
-    for hook in hooks:
-        if is_async_callable(hook):
+    awaited = [("summarize", summarize)] if summarize is not None else []
+    for what, helper in [*awaited, *(("on_compact hook", hook) for hook in hooks)]:
+        if is_async_callable(helper):
             raise TypeError(
-                f"{function_name} is a {kind_name} function, so it cannot await the "
-                f"async on_compact hook {hook!r}; pass a plain function, or wrap an "
-                f"async function"
+                f"{function_name} is a {kind_name} function, so it cannot await the async "
+                f"{what} {helper!r}; pass a plain function, or wrap an async function"
             )

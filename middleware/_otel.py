@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Union
 
-from ._events import CompactionEvent
+from ._events import CompactionEvent, figures
 
 EVENT_NAME = "ctx_compact.compaction"
 
@@ -23,23 +23,15 @@ def compaction_attributes(event: CompactionEvent) -> Dict[str, Attribute]:
     prompt's size as the provider counted it) is set when the response reported
     it; the library's own figures are under ``ctx_compact.``.
     """
-    attributes: Dict[str, Attribute] = {
-        "ctx_compact.function": event.function,
-        "ctx_compact.max_tokens": event.max_tokens,
-        "ctx_compact.tokens_before": event.tokens_before,
-        "ctx_compact.tokens_after": event.tokens_after,
-        "ctx_compact.tokens_saved": event.tokens_saved,
-        "ctx_compact.messages_before": event.messages_before,
-        "ctx_compact.messages_after": len(event.messages),
-        "ctx_compact.messages_dropped": len(event.dropped),
-        "ctx_compact.fits": event.fits,
-        "ctx_compact.summarized": event.summary is not None,
-        "ctx_compact.pairing_problems": len(event.problems),
-        "ctx_compact.tool_results_cleared": len(event.cleared_results),
-        "ctx_compact.thinking_cleared": len(event.cleared_thinking),
-        "ctx_compact.cut_reused": event.cut_reused,
-        "ctx_compact.calibration": event.calibration,
+    own = {
+        **figures(event),
+        "messages_dropped": len(event.dropped),
+        "tool_results_cleared": len(event.cleared_results),
+        "thinking_cleared": len(event.cleared_thinking),
+        "cut_reused": event.cut_reused,
+        "calibration": event.calibration,
     }
+    attributes: Dict[str, Attribute] = {f"ctx_compact.{k}": v for k, v in own.items()}
     if event.provider_tokens is not None:
         attributes["gen_ai.usage.input_tokens"] = event.provider_tokens
     return attributes

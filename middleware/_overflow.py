@@ -8,15 +8,9 @@ is imported.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
-from .sdks import (
-    OVERFLOW_CLASSES,
-    OVERFLOW_CODES,
-    OVERFLOW_FIGURES,
-    OVERFLOW_TEXTS,
-    sdk_of_class,
-)
+from .sdks import OVERFLOW_CLASSES, OVERFLOW_CODES, OVERFLOW_FIGURES, OVERFLOW_TEXTS, sdk_of_class
 
 # What the retry's budget is multiplied by when the error names no figures (the
 # Responses API): a quarter off the estimate of the refused prompt.
@@ -88,22 +82,21 @@ def overflow_of(err: BaseException) -> Optional[Overflow]:
     return None
 
 
+def _mentions(text: str, known: Iterable[str]) -> bool:
+    return any(one in text for one in known)
+
+
 def _overflow_of(err: BaseException) -> Optional[Overflow]:
-    if not isinstance(err, Exception):
+    if not isinstance(err, Exception) or not sdk_of_class(type(err)):
         return None
-    kind = type(err)
-    if not sdk_of_class(kind):
-        return None
-    names = {cls.__name__ for cls in kind.__mro__}
+    names = {cls.__name__ for cls in type(err).__mro__}
     text = _text(err)
-    if not names.isdisjoint(OVERFLOW_CLASSES) or any(known in text for known in OVERFLOW_TEXTS):
-        return _figures(text)
+    figures = _figures(text)
+    if not names.isdisjoint(OVERFLOW_CLASSES) or _mentions(text, OVERFLOW_TEXTS):
+        return figures
     if getattr(err, "status_code", None) != 400:
         return None
     code = getattr(err, "code", None)
-    if code in OVERFLOW_CODES or any(known in text for known in OVERFLOW_CODES):
-        return _figures(text)
-    figures = _figures(text)
-    if figures.tokens is not None:
+    if code in OVERFLOW_CODES or _mentions(text, OVERFLOW_CODES):
         return figures
-    return None
+    return figures if figures.tokens is not None else None

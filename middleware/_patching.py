@@ -50,13 +50,8 @@ class Patch:
 
     def active_interceptor(self) -> Optional[Interceptor]:
         """The interceptor of the innermost active session that intercepts this attribute."""
-        if not self.interceptors:
-            return None
-        for state in reversed(active_states()):
-            interceptor = self.interceptors.get(state)
-            if interceptor is not None:
-                return interceptor
-        return None
+        found = (self.interceptors.get(state) for state in reversed(active_states()))
+        return next((interceptor for interceptor in found if interceptor is not None), None)
 
 
 def is_target(target: object) -> bool:
@@ -150,7 +145,7 @@ def intercept(
     Raises:
         TypeError, LookupError: ``target`` cannot be resolved or wrapped.
     """
-    sdk = target.sdk if isinstance(target, SdkTarget) else None
+    point = target if isinstance(target, SdkTarget) else None
     owner, attr = resolve(target.path if isinstance(target, SdkTarget) else target)
     with _lock:
         patch = _acquire(owner, attr)
@@ -158,29 +153,38 @@ def intercept(
             if state in patch.interceptors:
                 return
             check_awaitables(patch.kind.is_async, patch.kind.value, patch.name, None, state.hooks)
-            site: Optional[Site] = None
-            if sdk is not None and sdk.site is not None:
-                site = sdk.site(patch.descriptor, options.counter)
-            elif sdk is not None and sdk.routes:
-                site = RequestSite(sdk, patch.descriptor, options.counter)
-            elif sdk is not None and sdk.messages_arg is not None:
-                options = dataclasses.replace(options, messages_arg=sdk.messages_arg)
-            name = target.name if isinstance(target, SdkTarget) else patch.name
-            stream = isinstance(target, SdkTarget) and target.point.stream
+            site, options = _site(point, patch.descriptor, options)
             patch.interceptors[state] = Interceptor(
                 options,
                 (),
                 patch.descriptor,
                 patch.kind,
-                name,
+                point.name if point is not None else patch.name,
                 exclusive=True,
                 site=site,
-                stream=stream,
+                stream=point is not None and point.point.stream,
             )
         finally:
             if not patch.interceptors:
                 _put_back(patch)
     state.hold(patch)
+
+
+def _site(
+    target: Optional[SdkTarget], fn: Any, options: CompactionOptions
+) -> Tuple[Optional[Site], CompactionOptions]:
+    """Where an SDK point's calls carry their messages (``None``: in ``fn``'s messages
+    argument), and the options for it."""
+    sdk = target.sdk if target is not None else None
+    if sdk is None:
+        return None, options
+    if sdk.site is not None:
+        return sdk.site(fn, options.counter), options
+    if sdk.routes:
+        return RequestSite(sdk, fn, options.counter), options
+    if sdk.messages_arg is not None:
+        return None, dataclasses.replace(options, messages_arg=sdk.messages_arg)
+    return None, options
 
 
 def release(patch: Patch, state: SessionState) -> None:

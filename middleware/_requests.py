@@ -12,9 +12,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
-from ctx_compact._contract import CountTokens
+from ctx_compact._contract import CountTokens, count_value
 
-from ._callables import ArgSpec, Arguments, Located, count_fixed
+from ._callables import ArgSpec, Arguments, Located, replace
 from .sdks import Route, Sdk
 
 
@@ -71,7 +71,7 @@ class RequestSite:
         if not isinstance(messages, list):
             return None
         fixed = sum(
-            count_fixed(body[key], self.count_tokens)
+            count_value(body[key], self.count_tokens)
             for key in route.counted
             if self.given(body.get(key))
         )
@@ -80,8 +80,6 @@ class RequestSite:
         def rebuild(new: List[Any]) -> Arguments:
             sent = copy.copy(options)
             sent.json_data = {**body, key: new}
-            if index is None:
-                return args, {**kwargs, "options": sent}
-            return (*args[:index], sent, *args[index + 1 :]), kwargs
+            return replace(args, kwargs, "options", index, sent)
 
         return Located(messages, rebuild, fixed, f"{self.sdk} {route.path}")

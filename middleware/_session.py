@@ -9,17 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import TracebackType
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    List,
-    Optional,
-    Sequence,
-    Type,
-    TypeVar,
-    Union,
-)
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Type, TypeVar, Union
 
 from ctx_compact._contract import check_flag, check_keep, must
 
@@ -53,18 +43,17 @@ _INTERCEPTABLE = (
 
 def _targets(intercept: Union[Target, Sequence[Target]]) -> List[Union[Target, SdkTarget]]:
     # One target, or a list of them; each checked now rather than at entry.
-    if is_sdk_name(intercept):
-        return list(sdk_targets(intercept))  # type: ignore[arg-type]
-    if is_target(intercept):
-        return [intercept]  # type: ignore[list-item]
-    if isinstance(intercept, (str, bytes)) or not isinstance(intercept, (list, tuple)):
+    one = is_sdk_name(intercept) or is_target(intercept)
+    if not one and (
+        isinstance(intercept, (str, bytes)) or not isinstance(intercept, (list, tuple))
+    ):
         raise must("intercept", _INTERCEPTABLE + " or a list of them", intercept)
     targets: List[Union[Target, SdkTarget]] = []
-    for target in intercept:
+    for target in [intercept] if one else intercept:
         if is_sdk_name(target):
-            targets.extend(sdk_targets(target))
+            targets.extend(sdk_targets(target))  # type: ignore[arg-type]
         elif is_target(target):
-            targets.append(target)
+            targets.append(target)  # type: ignore[arg-type]
         else:
             raise must("intercept", "a list of " + _INTERCEPTABLE.replace("an SDK", "SDKs"), target)
     return targets
@@ -250,17 +239,13 @@ class CompactingSession:
             self._intercept(one)
 
     def _wrap_options(self, fn: Any, max_tokens: Any, overrides: Options) -> CompactionOptions:
-        if max_tokens is INHERIT and not overrides:
+        if max_tokens is INHERIT and (self._options is None or not overrides):
             return self._required_options(fn)
-        if self._options is None:
-            if max_tokens is INHERIT:
-                raise TypeError(f"max_tokens is required to compact the calls of {fn!r}")
-            return CompactionOptions.build("wrap", max_tokens, overrides)
         # The session's checked options, with the given ones checked again on top.
-        own = {f.name: getattr(self._options, f.name) for f in dataclasses.fields(self._options)}
-        budget = own.pop("max_tokens")
-        if max_tokens is not INHERIT:
-            budget = max_tokens
+        fields = dataclasses.fields(self._options) if self._options is not None else ()
+        own = {f.name: getattr(self._options, f.name) for f in fields}
+        inherited = own.pop("max_tokens", INHERIT)
+        budget = inherited if max_tokens is INHERIT else max_tokens
         return CompactionOptions.build("wrap", budget, {**own, **overrides})
 
     def _required_options(self, what: Any) -> CompactionOptions:

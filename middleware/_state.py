@@ -88,7 +88,7 @@ class SessionState:
     def __init__(self, hooks: Tuple[Hook, ...], calibrate: bool, max_events: Optional[int]) -> None:
         self.hooks = hooks
         self.calibrate = calibrate
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # record learns while holding it
         self._events: Deque[CompactionEvent] = deque(maxlen=max_events)
         self._stats = SessionStats()
         self._ratios: Deque[float] = deque(maxlen=CALIBRATION_WINDOW)
@@ -140,14 +140,10 @@ class SessionState:
             self._events.append(event)
             self._stats = self._stats.plus(event)
             if event.provider_tokens is not None:
-                self._learn(event.provider_tokens, event.tokens_after, event.function)
+                self.learn(event.provider_tokens, event.tokens_after, event.function)
 
     def learn(self, provider: int, estimate: int, function: str) -> None:
-        """Learn from a prompt size the provider reported outside a response (its error)."""
-        with self._lock:
-            self._learn(provider, estimate, function)
-
-    def _learn(self, provider: int, estimate: int, function: str) -> None:
+        """Learn from a prompt size the provider reported (in a response, or in its error)."""
         low, high = PLAUSIBLE_RATIO
         # Compared before dividing: a figure like 10**400 has no float ratio.
         if not (
@@ -163,10 +159,11 @@ class SessionState:
                 estimate,
             )
             return
-        self._ratios.append(provider / estimate)
-        ratios = list(self._ratios)
-        ceiling = statistics.median(ratios) * OUTLIER_FACTOR
-        self._calibration = max(r for r in ratios if r <= ceiling)
+        with self._lock:
+            self._ratios.append(provider / estimate)
+            ratios = list(self._ratios)
+            ceiling = statistics.median(ratios) * OUTLIER_FACTOR
+            self._calibration = max(r for r in ratios if r <= ceiling)
 
     @property
     def events(self) -> List[CompactionEvent]:
@@ -209,10 +206,7 @@ def _live(entries: _Entries) -> _Entries:
 
 def active_states() -> Tuple[SessionState, ...]:
     """The session states active in the current context, outermost first."""
-    entries = _active.get()
-    if not entries:
-        return ()
-    return tuple(state for state, activation in entries if state._activation is activation)
+    return tuple(state for state, _ in _live(_active.get()))
 
 
 def calibration_factor(states: Tuple[SessionState, ...]) -> float:
@@ -239,11 +233,11 @@ def inside_exclusive_call() -> bool:
     return _exclusive_call.get()
 
 
-def enter_exclusive_call() -> contextvars.Token[bool]:
-    """Mark the current context as inside an exclusive callee, until ``leave_exclusive_call``."""
-    return _exclusive_call.set(True)
+class ExclusiveCall:
+    """``with ExclusiveCall():`` the block runs inside an exclusive callee."""
 
+    def __enter__(self) -> None:
+        self._token = _exclusive_call.set(True)
 
-def leave_exclusive_call(token: contextvars.Token[bool]) -> None:
-    """End what ``enter_exclusive_call`` returned ``token`` for."""
-    _exclusive_call.reset(token)
+    def __exit__(self, *exc: object) -> None:
+        _exclusive_call.reset(self._token)

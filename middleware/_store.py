@@ -76,7 +76,9 @@ def store_timeout(store: object) -> Optional[float]:
     return float(timeout) if timeout > 0 and not math.isnan(timeout) else DEFAULT_TIMEOUT
 
 
-def _positive(name: str, value: object, kinds: Any) -> None:
+def _positive(name: str, value: object, kinds: Any, optional: bool = True) -> None:
+    if value is None and optional:
+        return
     if isinstance(value, bool) or not isinstance(value, kinds):
         raise must(name, "a positive number or None", value)
     if not (value > 0 and math.isfinite(value)):
@@ -94,10 +96,6 @@ class MemoryStore:
         self._size = size
         self._lock = threading.Lock()
         self._values: OrderedDict[str, str] = OrderedDict()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._values)
 
     def get(self, key: str) -> Optional[str]:
         """The value stored under ``key``, or ``None``."""
@@ -180,11 +178,9 @@ class SQLiteStore:
     ) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise must("path", "a str or a path", path)
-        if max_entries is not None:
-            _positive("max_entries", max_entries, int)
-        if ttl is not None:
-            _positive("ttl", ttl, (int, float))
-        _positive("timeout", timeout, (int, float))
+        _positive("max_entries", max_entries, int)
+        _positive("ttl", ttl, (int, float))
+        _positive("timeout", timeout, (int, float), optional=False)
         self.path = os.fspath(path)
         self.max_entries = max_entries
         self.ttl = ttl
@@ -365,10 +361,8 @@ class RedisStore:
     ) -> None:
         if not isinstance(prefix, str):
             raise must("prefix", "a str", prefix)
-        if ttl is not None:
-            _positive("ttl", ttl, (int, float))
-        if socket_timeout is not None:
-            _positive("socket_timeout", socket_timeout, (int, float))
+        _positive("ttl", ttl, (int, float))
+        _positive("socket_timeout", socket_timeout, (int, float))
         self.prefix = prefix
         self.ttl = ttl
         self.socket_timeout = socket_timeout

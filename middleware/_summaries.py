@@ -15,11 +15,12 @@ import hashlib
 import inspect
 import logging
 import time
+from functools import partial
 from typing import Any, Callable, Generator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ctx_compact._contract import check_summary
 
-from ._callables import qualified_name
+from ._callables import is_async_callable, qualified_name
 from ._prefix import _digests
 from ._store import MemoryStore, SummaryStore, store_timeout
 
@@ -61,13 +62,15 @@ class Visit:
     """The store's part in one call: one deadline for all its work, and what went wrong.
 
     Args:
+        name: The called function, for log lines.
+        store: The store.
         timeout: Seconds the store's work may take in the call, in all; ``None``
             for no limit.
     """
 
-    __slots__ = ("closed", "problems", "spent", "timeout")
-
-    def __init__(self, timeout: Optional[float]) -> None:
+    def __init__(self, name: str, store: SummaryStore, timeout: Optional[float]) -> None:
+        self.name = name
+        self.store = store
         self.timeout = timeout
         self.spent = 0.0
         self.closed = False
@@ -78,30 +81,26 @@ class Visit:
         """What went wrong with the store in this call (for ``store_error``), or ``None``."""
         return "; ".join(self.problems) or None
 
-    def open(self, name: str, store: object) -> bool:
+    def open(self) -> bool:
         """Whether the store may be asked again in this call (saying once why not)."""
-        if self.closed:
-            return False
-        if self.timeout is not None and self.spent >= self.timeout:
-            self.problem(
-                name,
-                store,
+        if not self.closed and self.timeout is not None and self.spent >= self.timeout:
+            self.failed(
                 f"its work took {self.spent:.2f} s in this call, past its timeout of "
-                f"{self.timeout:g} s",
+                f"{self.timeout:g} s"
             )
-            self.closed = True
-            return False
-        return True
+        return not self.closed
 
-    def failed(self, name: str, store: object, exc: Exception) -> None:
-        """The store raised: it is not asked again in this call."""
-        self.problem(name, store, f"{type(exc).__name__}: {exc}")
+    def failed(self, text: str) -> None:
+        """The store raised or ran out of time: it is not asked again in this call."""
+        self.problem(text)
         self.closed = True
 
-    def problem(self, name: str, store: object, text: str) -> None:
+    def problem(self, text: str) -> None:
         """Log ``text`` and keep it for the event (once, when the call meets it again)."""
         if text not in self.problems:
-            logger.warning("%s: summary store %r: %s; the call goes on", name, store, text)
+            logger.warning(
+                "%s: summary store %r: %s; the call goes on", self.name, self.store, text
+            )
             self.problems.append(text)
 
 
@@ -141,7 +140,8 @@ class Summaries:
         self.rolling = takes_previous(summarize)
         self.store: SummaryStore = store if store is not None else MemoryStore()
         # The default store never blocks, so async calls need no worker thread for it.
-        self.blocking = store is not None
+        self._blocking = store is not None
+        self._awaited = is_async_callable(summarize)
         get_many = getattr(self.store, "get_many", None)
         self._get_many: Callable[[Sequence[str]], List[Optional[str]]] = (
             get_many if callable(get_many) else self._one_by_one
@@ -152,26 +152,32 @@ class Summaries:
         identity = f"{qualified_name(summarize)}\0{summary_role}\0{int(self.rolling)}"
         self._identity = _KEY_VERSION + b"\0" + identity.encode("utf-8", "surrogatepass")
 
-    def visit(self) -> Visit:
-        """The store's part in a new call: its deadline starts unspent."""
-        return Visit(self._timeout)
+    def visit(self, name: str) -> Visit:
+        """The store's part in a new call of ``name``: its deadline starts unspent."""
+        return Visit(name, self.store, self._timeout)
 
     def _one_by_one(self, keys: Sequence[str]) -> List[Optional[str]]:
         return [self.store.get(key) for key in keys]
 
-    def fetch(self, keys: Sequence[str]) -> List[Optional[str]]:
-        """The values of ``keys`` in the store."""
-        return self._get_many(keys)
+    def task(self, step: Step) -> Tuple[Callable[..., Any], Tuple[Any, ...], bool]:
+        """What carries out ``step``: a function, its arguments, and whether an async call
+        runs it on a worker thread (a store that may block, a sync summarizer).
 
-    def keep(self, key: str, summary: str) -> str:
-        """Store ``summary`` unless another writer stored one first; return the stored one."""
-        return self.store.put(key, summary)
-
-    def call(self, dropped: List[Any], previous: Optional[str]) -> Any:
-        """Call the summarizer, with ``previous`` when it takes it."""
+        A ``Keep`` stores its summary unless another writer stored one first, and
+        its reply is the stored one; a ``Summarize`` passes ``previous`` to a
+        rolling summarizer.
+        """
+        if isinstance(step, Lookup):
+            return self._get_many, (step.keys,), self._blocking
+        if isinstance(step, Keep):
+            return self.store.put, (step.key, step.summary), self._blocking
         if self.rolling:
-            return self.summarize(dropped, previous=previous)
-        return self.summarize(dropped)
+            return (
+                partial(self.summarize, previous=step.previous),
+                (step.dropped,),
+                not self._awaited,
+            )
+        return self.summarize, (step.dropped,), not self._awaited
 
     def _key(self, head_end: int, digest: bytes) -> str:
         material = b"%s\0%d\0%s" % (self._identity, head_end, digest)
@@ -182,7 +188,6 @@ class Summaries:
         prefix: List[Any],
         head_end: int,
         boundaries: Sequence[int],
-        name: str,
         visit: Visit,
     ) -> Flow:
         """The summary of the cut after ``prefix``: the stored one, else a new one, stored.
@@ -192,7 +197,6 @@ class Summaries:
             head_end: Where the kept head ends; ``prefix[head_end:]`` is dropped.
             boundaries: The group boundaries strictly between ``head_end`` and
                 the cut, ascending: where earlier calls may have cut.
-            name: The called function, for log lines.
             visit: The store's part in this call, shared by the call's flows.
 
         Yields:
@@ -209,77 +213,95 @@ class Summaries:
         digests = _digests(prefix, ends)
         own = digests[-1]
         key = self._key(head_end, own) if own is not None else None
-        if key is not None:
-            (stored,) = yield from self._read((key,), name, visit)
+        if key is None:
+            since, previous = head_end, None
+        else:
+            (stored,) = yield from self._read((key,), visit)
             if stored is not None:
                 return stored, None
-        previous: Optional[str] = None
-        since = head_end
-        if self.rolling and key is not None:
-            # Longest first: the newest summary covers the most of what is dropped now.
-            earlier = [(b, d) for b, d in zip(boundaries, digests) if d is not None][::-1]
-            for start in range(0, len(earlier), _BATCH):
-                batch = earlier[start : start + _BATCH]
-                keys = tuple(self._key(head_end, d) for _, d in batch)
-                values = yield from self._read(keys, name, visit)
-                hit = next(((b, v) for (b, _), v in zip(batch, values) if v is not None), None)
-                if hit is not None:
-                    since, previous = hit
-                    break
+            since, previous = yield from self._previous(head_end, boundaries, digests, visit)
         try:
             returned = yield Summarize(prefix[since:], previous)
         except Exception as exc:
             logger.warning(
                 "%s: summarize raised %s; the call goes on without a summary and the next "
                 "one tries again",
-                name,
+                visit.name,
                 type(exc).__name__,
                 exc_info=(type(exc), exc, exc.__traceback__),
             )
             return None, f"{type(exc).__name__}: {exc}"
         summary = check_summary(returned)
-        if key is None or not visit.open(name, self.store):
+        if key is None:
             return summary, None
-        started = time.monotonic()
-        try:
-            stored = yield Keep(key, summary)
-        except Exception as exc:
-            visit.failed(name, self.store, exc)
-            return summary, None
-        finally:
-            visit.spent += time.monotonic() - started
+        return (yield from self._kept(key, summary, visit)), None
+
+    def _previous(
+        self,
+        head_end: int,
+        boundaries: Sequence[int],
+        digests: List[Optional[bytes]],
+        visit: Visit,
+    ) -> Generator[Step, Any, Tuple[int, Optional[str]]]:
+        """Where a rolling summarizer starts, and the stored summary of what came before.
+
+        ``(head_end, None)`` when it is not rolling or nothing earlier is stored.
+        """
+        if not self.rolling:
+            return head_end, None
+        # Longest first: the newest summary covers the most of what is dropped now.
+        earlier = [(b, d) for b, d in zip(boundaries, digests) if d is not None][::-1]
+        for start in range(0, len(earlier), _BATCH):
+            batch = earlier[start : start + _BATCH]
+            keys = tuple(self._key(head_end, d) for _, d in batch)
+            values = yield from self._read(keys, visit)
+            hit = next(((b, v) for (b, _), v in zip(batch, values) if v is not None), None)
+            if hit is not None:
+                return hit
+        return head_end, None
+
+    def _kept(self, key: str, summary: str, visit: Visit) -> Generator[Step, Any, str]:
+        """``summary`` stored under ``key``: the summary to send, another writer's if it won."""
+        answered, stored = yield from self._ask(Keep(key, summary), visit)
+        if not answered:
+            return summary
         if not isinstance(stored, str):
             # The summary just made is sent; the next call with this cut makes another.
-            visit.problem(name, self.store, f"put returned {type(stored).__name__}, not a str")
-            return summary, None
-        return stored, None
+            visit.problem(f"put returned {type(stored).__name__}, not a str")
+            return summary
+        return stored
 
     def _read(
-        self, keys: Tuple[str, ...], name: str, visit: Visit
+        self, keys: Tuple[str, ...], visit: Visit
     ) -> Generator[Step, Any, List[Optional[str]]]:
         """The values of ``keys``: ``None`` for each missing one, and for anything not a str."""
         misses: List[Optional[str]] = [None] * len(keys)
-        if not visit.open(name, self.store):
+        answered, values = yield from self._ask(Lookup(keys), visit)
+        if not answered:
             return misses
-        started = time.monotonic()
-        try:
-            values = yield Lookup(keys)
-        except Exception as exc:
-            visit.failed(name, self.store, exc)
-            return misses
-        finally:
-            visit.spent += time.monotonic() - started
         wrong = _wrong(values, len(keys), self._reads)
         if wrong is not None:
-            visit.problem(name, self.store, wrong)
+            visit.problem(wrong)
             return misses
         found: List[Optional[str]] = [v if isinstance(v, str) else None for v in values]
         odd = [v for v in values if v is not None and not isinstance(v, str)]
         if odd:
             visit.problem(
-                name,
-                self.store,
                 f"{self._reads} returned {type(odd[0]).__name__} for {len(odd)} of {len(keys)} "
                 "keys, not a str or None",
             )
         return found
+
+    def _ask(self, step: Step, visit: Visit) -> Generator[Step, Any, Tuple[bool, Any]]:
+        """Whether the store answered ``step`` (not once closed for the call, nor when it
+        raised), and its answer; its time is spent from the call's deadline."""
+        if not visit.open():
+            return False, None
+        started = time.monotonic()
+        try:
+            return True, (yield step)
+        except Exception as exc:
+            visit.failed(f"{type(exc).__name__}: {exc}")
+            return False, None
+        finally:
+            visit.spent += time.monotonic() - started

@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any, Optional
 
 from ._events import CompactionEvent
-from .sdks import USAGE_FIELDS, USAGE_KEYS
+from .sdks import USAGE_FIELDS, USAGE_KEYS, field
 
 # Results that never carry usage: answered without a lookup.
 _NO_USAGE = frozenset({type(None), bool, int, float, str, bytes, list, tuple})
-
-
-def field(obj: Any, name: str) -> Any:
-    """``obj[name]`` of a mapping, else ``obj.name``; ``None`` when absent."""
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
 
 
 def provider_prompt_tokens(response: Any) -> Optional[int]:

@@ -82,3 +82,22 @@ def test_the_retry_budget() -> None:
     assert budget == pytest.approx(1000 * 1500 / 1800 * (1 - RETRY_MARGIN))
     assert budget * 1.8 < 1500
     assert Overflow().retry_budget(1000) == 1000 * SHRINK_WITHOUT_FIGURES
+
+
+def test_a_failed_retry_chains_the_refusal() -> None:
+    from middleware import budgeted
+
+    refusal = error("openai", "BadRequestError", OPENAI, code="context_length_exceeded")
+    calls: list[Any] = []
+
+    @budgeted(max_tokens=1500, on_overflow="retry")
+    def ask(messages: Any) -> None:
+        calls.append(messages)
+        if len(calls) == 1:
+            raise refusal
+        raise ValueError("the retry failed too")
+
+    with pytest.raises(ValueError, match="the retry failed") as raised:
+        ask([{"role": "user", "content": "hi"}] * 3)
+    assert len(calls) == 2
+    assert raised.value.__context__ is refusal

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Pattern, Tuple
 
@@ -155,6 +156,13 @@ class SdkTarget:
         return f"{self.point.module}.{self.point.attr}"
 
 
+def field(obj: Any, name: str) -> Any:
+    """``obj[name]`` of a mapping, else ``obj.name``; ``None`` when absent."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
 def _registry() -> Dict[str, Sdk]:
     from . import anthropic, bedrock, google_genai, litellm, openai
 
@@ -166,23 +174,30 @@ def _registry() -> Dict[str, Sdk]:
 SDKS: Dict[str, Sdk] = _registry()
 SDK_NAMES: Tuple[str, ...] = tuple(SDKS)
 
+
+def _union(rule: str) -> FrozenSet[Any]:
+    return frozenset().union(*(getattr(sdk, rule) for sdk in SDKS.values()))
+
+
+def _merged(rule: str) -> Tuple[Any, ...]:
+    # Every SDK's entries, in the order of SDKS, each once.
+    return tuple(dict.fromkeys(item for sdk in SDKS.values() for item in getattr(sdk, rule)))
+
+
 # The SDKs' rules merged, for the code that reads any SDK's results and errors.
-STREAMS: FrozenSet[str] = frozenset().union(*(s.streams for s in SDKS.values()))
-ASYNC_STREAMS: FrozenSet[str] = frozenset().union(*(s.async_streams for s in SDKS.values()))
-EITHER_STREAMS: FrozenSet[str] = frozenset().union(*(s.either_streams for s in SDKS.values()))
-ALL_STREAMS: FrozenSet[str] = STREAMS | ASYNC_STREAMS | EITHER_STREAMS
-RAW_RESPONSES: FrozenSet[str] = frozenset().union(*(s.raw_responses for s in SDKS.values()))
-OVERFLOW_CLASSES: FrozenSet[str] = frozenset().union(*(s.overflow_classes for s in SDKS.values()))
-OVERFLOW_CODES: FrozenSet[str] = frozenset().union(*(s.overflow_codes for s in SDKS.values()))
-OVERFLOW_TEXTS: FrozenSet[str] = frozenset().union(*(s.overflow_texts for s in SDKS.values()))
-OVERFLOW_FIGURES: Tuple[Figures, ...] = tuple(f for s in SDKS.values() for f in s.overflow_figures)
-USAGE_HOLDERS: Tuple[str, ...] = tuple(
-    dict.fromkeys(h for s in SDKS.values() for h in s.usage_holders)
-)
-USAGE_KEYS: Tuple[str, ...] = tuple(dict.fromkeys(k for s in SDKS.values() for k in s.usage_keys))
-STREAM_KEYS: Tuple[str, ...] = tuple(dict.fromkeys(k for s in SDKS.values() for k in s.stream_keys))
+ASYNC_STREAMS: FrozenSet[str] = _union("async_streams")
+EITHER_STREAMS: FrozenSet[str] = _union("either_streams")
+ALL_STREAMS: FrozenSet[str] = _union("streams") | ASYNC_STREAMS | EITHER_STREAMS
+RAW_RESPONSES: FrozenSet[str] = _union("raw_responses")
+OVERFLOW_CLASSES: FrozenSet[str] = _union("overflow_classes")
+OVERFLOW_CODES: FrozenSet[str] = _union("overflow_codes")
+OVERFLOW_TEXTS: FrozenSet[str] = _union("overflow_texts")
+OVERFLOW_FIGURES: Tuple[Figures, ...] = _merged("overflow_figures")
+USAGE_HOLDERS: Tuple[str, ...] = _merged("usage_holders")
+USAGE_KEYS: Tuple[str, ...] = _merged("usage_keys")
+STREAM_KEYS: Tuple[str, ...] = _merged("stream_keys")
 # Every SDK's packages, for telling its classes from others by their module.
-PACKAGES: Tuple[str, ...] = tuple(p for s in SDKS.values() for p in s.package_names)
+PACKAGES: Tuple[str, ...] = _merged("package_names")
 
 
 def _usage_fields() -> Tuple[Tuple[str, Tuple[str, ...]], ...]:
@@ -213,32 +228,3 @@ def sdk_targets(name: str) -> List[SdkTarget]:
     """The interception points of the SDK ``name``."""
     sdk = SDKS[name]
     return [SdkTarget(sdk, point) for point in sdk.points]
-
-
-__all__ = [
-    "ALL_STREAMS",
-    "ASYNC_STREAMS",
-    "EITHER_STREAMS",
-    "OVERFLOW_CLASSES",
-    "OVERFLOW_CODES",
-    "OVERFLOW_FIGURES",
-    "OVERFLOW_TEXTS",
-    "PACKAGES",
-    "RAW_RESPONSES",
-    "SDKS",
-    "SDK_NAMES",
-    "STREAMS",
-    "STREAM_KEYS",
-    "USAGE_FIELDS",
-    "USAGE_HOLDERS",
-    "USAGE_KEYS",
-    "Figures",
-    "Point",
-    "Route",
-    "Sdk",
-    "SdkTarget",
-    "figures",
-    "is_sdk_name",
-    "sdk_of_class",
-    "sdk_targets",
-]

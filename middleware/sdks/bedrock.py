@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
-from ctx_compact._contract import CountTokens
+from ctx_compact._contract import CountTokens, count_value
 
-from .._callables import ArgSpec, Arguments, Located, count_fixed, replace
+from .._callables import ArgSpec, Arguments, Located, replace
 from . import Point, Sdk
 
 SERVICE = "bedrock-runtime"
@@ -59,7 +59,7 @@ class ConverseSite:
         if not isinstance(messages, list):
             return None  # botocore's own validation reports it
         fixed = sum(
-            count_fixed(params[key], self.count_tokens)
+            count_value(params[key], self.count_tokens)
             for key in COUNTED
             if params.get(key) is not None
         )

@@ -13,10 +13,10 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
-from ctx_compact._contract import CountTokens
+from ctx_compact._contract import CountTokens, count_value
 
-from .._callables import ArgSpec, Arguments, Located, count_fixed, replace
-from . import Point, Sdk, figures
+from .._callables import ArgSpec, Arguments, Located, replace
+from . import Point, Sdk, field, figures
 
 # The content classes of google.genai.types (UserContent and ModelContent derive from Content).
 _CONTENT_CLASSES = frozenset({"Content"})
@@ -44,7 +44,7 @@ def _plain(value: Any) -> Any:
     tool (automatic function calling) its name and docstring, which the SDK
     sends as its declaration.
     """
-    if value is None or isinstance(value, (str, int, float, bool)):
+    if isinstance(value, (type(None), str, int, float, bool)):
         return value
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items() if v is not None}
@@ -66,12 +66,6 @@ def _instruction(value: Any) -> Any:
     return {"parts": [{"text": p} if isinstance(p, str) else p for p in parts], "role": "user"}
 
 
-def _field(obj: Any, name: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
 class ContentsSite:
     """Where a models API request carries its contents, and what its config adds.
 
@@ -91,12 +85,12 @@ class ContentsSite:
             return 0
         total = 0
         for name in _COUNTED:
-            value = _field(config, name)
+            value = field(config, name)
             if value is None:
                 continue
             if name == "system_instruction":
                 value = _instruction(value)
-            total += count_fixed(_plain(value), self.count_tokens)
+            total += count_value(_plain(value), self.count_tokens)
         return total
 
     def locate(
