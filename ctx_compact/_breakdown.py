@@ -19,6 +19,7 @@ from ._defaults import KEEP_HEAD, KEEP_TAIL
 from ._grouping import group_bounds
 from ._media import media_parts
 from ._option_docs import with_option_docs
+from ._render import chart, page
 from ._tokens import CountTokens, count_all, count_one, count_value, prefix_sums
 from ._truncating import ToolResultTruncation
 from ._views import message_views
@@ -60,6 +61,8 @@ class BreakdownRow:
             ``"truncated"``, ``"pinned"`` or ``"awaiting"`` (a call awaiting its result,
             kept with the tail); ``None`` without a budget.
         reason: Why compaction keeps or drops it (``MessageRow.reason``), or ``None``.
+        preview: The start of its text (at most ``PREVIEW`` characters), for a chart or a
+            page to show.
     """
 
     index: int
@@ -71,6 +74,7 @@ class BreakdownRow:
     tool: Optional[str]
     status: Optional[str]
     reason: Optional[str]
+    preview: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,64 @@ class Breakdown:
     def largest(self, count: int = 10) -> List[BreakdownRow]:
         """The ``count`` messages with the most tokens, largest first (earliest on ties)."""
         return sorted(self.rows, key=lambda row: (-row.tokens, row.index))[:count]
+
+    def chart(self, *, width: int = 80, color: bool = False, largest: int = 5) -> str:
+        """The terminal chart: lines of at most ``width`` characters (plain characters
+        unless ``color``), as ``ctx-compact inspect`` prints it."""
+        return chart(self, width=width, color=color, largest=largest)
+
+    def html(self, *, title: str = "Where the tokens go") -> str:
+        """One self-contained HTML page of this breakdown (no network, no CDN)."""
+        return page(self, title=title)
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+
+PREVIEW = 300  # characters of a message's text kept on its row
+
+
+def _preview(value: Any) -> str:
+    """The start of the text a message holds: its strings in order, up to ``PREVIEW``."""
+    found: List[str] = []
+    size = 0
+    stack = [value]
+    while stack and size < PREVIEW:
+        held = stack.pop()
+        if isinstance(held, str):
+            found.append(held)
+            size += len(held) + 1
+        elif isinstance(held, Mapping):
+            stack.extend(v for k, v in reversed(list(held.items())) if k not in _NOT_TEXT)
+        elif isinstance(held, (list, tuple)):
+            stack.extend(reversed(held))
+    return " ".join(found)[:PREVIEW]
+
+
+# Keys whose strings are no text a reader wants to see: ids, types, roles, payloads.
+_NOT_TEXT = frozenset(
+    {
+        "role",
+        "type",
+        "id",
+        "call_id",
+        "tool_call_id",
+        "tool_use_id",
+        "toolUseId",
+        "data",
+        "bytes",
+        "url",
+        "image_url",
+        "source",
+        "signature",
+        "encrypted_content",
+        "format",
+        "mime_type",
+        "media_type",
+        "status",
+        "name",
+    }
+)
 
 
 # --- splitting one message ------------------------------------------------------------
@@ -355,6 +417,7 @@ def breakdown(
                 tool=tool,
                 status=status,
                 reason=reason,
+                preview=_preview(views[i]),
             )
         )
     for category, figure in fixed.items():
