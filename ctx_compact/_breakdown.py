@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ._checks import check_callable, check_max_tokens, check_messages, check_options
@@ -61,8 +61,6 @@ class BreakdownRow:
             ``"truncated"``, ``"pinned"`` or ``"awaiting"`` (a call awaiting its result,
             kept with the tail); ``None`` without a budget.
         reason: Why compaction keeps or drops it (``MessageRow.reason``), or ``None``.
-        preview: The start of its text (at most ``PREVIEW`` characters), for a chart or a
-            page to show.
     """
 
     index: int
@@ -74,7 +72,6 @@ class BreakdownRow:
     tool: Optional[str]
     status: Optional[str]
     reason: Optional[str]
-    preview: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,6 +88,7 @@ class Breakdown:
         max_tokens: The budget given, or ``None``.
         tokens_after: What compaction would leave of ``tokens`` at ``max_tokens``, or ``None``.
         fits: Whether that fits the budget, or ``None`` without one.
+        views: The messages as read (their JSON views), for ``preview``.
     """
 
     tokens: int
@@ -100,6 +98,11 @@ class Breakdown:
     max_tokens: Optional[float]
     tokens_after: Optional[int]
     fits: Optional[bool]
+    views: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)
+
+    def preview(self, index: int) -> str:
+        """The start of message ``index``'s text (at most ``PREVIEW`` characters)."""
+        return _preview(self.views[index])
 
     def largest(self, count: int = 10) -> List[BreakdownRow]:
         """The ``count`` messages with the most tokens, largest first (earliest on ties)."""
@@ -159,7 +162,6 @@ _NOT_TEXT = frozenset(
         "mime_type",
         "media_type",
         "status",
-        "name",
     }
 )
 
@@ -417,7 +419,6 @@ def breakdown(
                 tool=tool,
                 status=status,
                 reason=reason,
-                preview=_preview(views[i]),
             )
         )
     for category, figure in fixed.items():
@@ -432,4 +433,5 @@ def breakdown(
         max_tokens=budget,
         tokens_after=None if after is None else after + beside,
         fits=None if after is None or budget is None else after + beside <= budget,
+        views=views,
     )

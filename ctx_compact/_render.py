@@ -209,7 +209,7 @@ def page(result: Breakdown, *, title: str = "Where the tokens go") -> str:
             f"#{row.index} {row.role or row.category} - {row.tokens:,} tokens ({parts})"
             + (f" - tool {row.tool}" if row.tool else "")
             + (f" - {status}: {row.reason}" if row.status else "")
-            + f"\n{row.preview}"
+            + f"\n{result.preview(row.index)}"
         )
         blocks.append(_block(str(row.index), row.category, status, row.tokens, tip))
     if budget is not None and budget > result.tokens:

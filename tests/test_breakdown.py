@@ -263,3 +263,12 @@ def test_any_conversation_sums_exactly_and_drops_what_compact_drops(
     assert result.tokens_after == compacted.tokens_after
     kept = [messages[r.index] for r in result.rows if r.status != "dropped"]
     assert kept == compacted.messages
+
+
+def test_a_messages_text_for_a_page_to_show() -> None:
+    result = breakdown(weather_messages())
+    assert result.preview(1) == "What is the weather in Denver?"
+    assert result.preview(2) == 'get_weather {"city":"Denver"}'  # a call: its tool and arguments
+    assert "tempF" in result.preview(3)
+    assert "call_1" not in result.preview(3)  # ids are no text a reader wants
+    assert "What is the weather in Denver?" in result.html()
