@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctx_compact import Breakdown, breakdown
+from ctx_compact._render import ConversationFigures, dataset_page
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -171,3 +172,17 @@ def test_any_chart_keeps_to_its_width(
         assert len(line) <= width
     for line in result.chart(width=width).splitlines():
         assert len(line) <= width
+
+
+def test_a_dataset_page_shows_the_distribution_before_and_after() -> None:
+    figures = [
+        ConversationFigures(line=n + 1, tokens=500 * n, tokens_after=min(500 * n, 4000), fits=True)
+        for n in range(40)
+    ]
+    text = dataset_page(figures, max_tokens=4000)
+    for series in ("before", "after"):
+        counts = re.findall(rf'data-series="{series}" data-bin="\d+" data-count="(\d+)"', text)
+        assert len(counts) == 20
+        assert sum(map(int, counts)) == 40
+    assert "40 conversations; budget 4,000: 40 fit after compaction, 31 were over it before" in text
+    assert "https://" not in text
