@@ -7,6 +7,7 @@ is the separate ``middleware`` package, built on top of this one.
 
 from __future__ import annotations
 
+from ._breakdown import CATEGORIES, Breakdown, BreakdownRow, breakdown
 from ._clearing import (
     ClearedThinking,
     ClearedToolResult,
@@ -40,6 +41,9 @@ from .counters import openai_chat_counter
 __version__ = "0.2.0"
 
 __all__ = [
+    "CATEGORIES",
+    "Breakdown",
+    "BreakdownRow",
     "ClearResult",
     "ClearedThinking",
     "ClearedToolResult",
@@ -55,6 +59,7 @@ __all__ = [
     "RepairResult",
     "TruncatedToolResult",
     "acompact_with_summary",
+    "breakdown",
     "check_pairing",
     "clear_thinking",
     "clear_tool_results",
