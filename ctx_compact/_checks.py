@@ -90,6 +90,20 @@ def check_keep(value: object, name: str) -> int:
     return value
 
 
+def check_tokens(value: object, name: str, optional: bool = False) -> Any:
+    """Return ``value`` if it is a non-negative int (or ``None`` when ``optional``).
+
+    ``type(value) is int``: a bool is not a count of tokens.
+    """
+    if optional and value is None:
+        return None
+    if type(value) is not int:
+        raise must(name, "an int or None" if optional else "a non-negative int", value)
+    if value < 0:
+        raise must(name, "a non-negative int", value, ValueError)
+    return value
+
+
 def check_summary_role(summary_role: object) -> str:
     """Return ``summary_role`` if it is a string, else raise ``TypeError``."""
     if not isinstance(summary_role, str):

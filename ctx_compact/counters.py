@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
-from ._checks import must
+from ._checks import check_tokens, must
 from ._media import media_tokens, part_media
 from ._tokens import ENCODER
 from ._views import message_view
@@ -114,7 +114,7 @@ def openai_chat_counter(
         ("tokens_per_name", tokens_per_name),
         ("tokens_per_tool_call", tokens_per_tool_call),
     ):
-        _check_overhead(name, value)
+        check_tokens(value, name)
     image_tokens = _image_pricer(tokens_per_image)
     if isinstance(encoding, str):
         encoding = _resolve(encoding)
@@ -181,13 +181,6 @@ def openai_chat_counter(
     return count_tokens
 
 
-def _check_overhead(name: str, value: object) -> None:
-    if type(value) is not int:
-        raise must(name, "a non-negative int", value)
-    if value < 0:
-        raise must(name, "a non-negative int", value, ValueError)
-
-
 def _image_pricer(tokens_per_image: Optional[ImageTokens]) -> Callable[[Mapping[str, Any]], int]:
     if tokens_per_image is None:
         return _default_image_tokens
@@ -203,8 +196,7 @@ def _image_pricer(tokens_per_image: Optional[ImageTokens]) -> Callable[[Mapping[
             return value
 
         return checked
-    _check_overhead("tokens_per_image", tokens_per_image)
-    fixed: int = tokens_per_image
+    fixed: int = check_tokens(tokens_per_image, "tokens_per_image")
     return lambda part: fixed
 
 
