@@ -8,8 +8,10 @@ along the edited path; everything else is the caller's own (docs/clearing.md).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import (
     Any,
     Dict,
@@ -193,8 +195,7 @@ class _Editor:
         self.messages = messages
         self.views = views
         self.edited: Dict[int, Dict[str, Any]] = {}
-        self._lists: Set[Tuple[int, str]] = set()
-        self._blocks: Set[Tuple[Any, ...]] = set()
+        self._copied: Set[Tuple[Any, ...]] = set()
 
     def message(self, i: int) -> Dict[str, Any]:
         message = self.edited.get(i)
@@ -205,38 +206,34 @@ class _Editor:
             message = self.edited[i] = dict(own if isinstance(own, Mapping) else self.views[i])
         return message
 
+    def _copy(self, mark: Tuple[Any, ...], holder: Any, key: Any, make: Any) -> Any:
+        """``holder[key]`` replaced by ``make(holder[key])`` once (``mark`` says it was)."""
+        if mark not in self._copied:
+            holder[key] = make(holder[key])
+            self._copied.add(mark)
+        return holder[key]
+
     def items(self, i: int, key: str) -> List[Any]:
         """The message's ``key`` list (content or tool_calls), copied once."""
-        message = self.message(i)
-        if (i, key) not in self._lists:
-            message[key] = list(message[key])
-            self._lists.add((i, key))
-        return message[key]  # type: ignore[no-any-return]
+        return self._copy((i, key), self.message(i), key, list)  # type: ignore[no-any-return]
 
     def block(self, i: int, k: int, key: str = "content") -> Dict[str, Any]:
-        """A copy of block ``k`` of message ``i``'s ``key`` list (its JSON view for an SDK
-        block)."""
-        content = self.items(i, key)
-        if (i, key, k) not in self._blocks:
-            view = content[k]
-            if not isinstance(view, Mapping):  # an SDK block, part or call: its JSON
-                if key == "content":
-                    view = blocks(self.views[i])[k]
-                else:  # as the message's view holds it, or as the SDK sends it
-                    seen = self.views[i][key][k]
-                    view = seen if isinstance(seen, Mapping) else sdk_dump(seen)
-            content[k] = dict(view)
-            self._blocks.add((i, key, k))
-        return content[k]  # type: ignore[no-any-return]
+        """A copy of block ``k`` of message ``i``'s ``key`` list; an SDK block, part or call
+        as its JSON (as the message's view holds it, or as the SDK sends it)."""
+
+        def copied(view: Any) -> Dict[str, Any]:
+            if not isinstance(view, Mapping):
+                view = blocks(self.views[i])[k] if key == "content" else self.views[i][key][k]
+                view = view if isinstance(view, Mapping) else sdk_dump(view)
+            return dict(view)
+
+        return self._copy((i, key, k), self.items(i, key), k, copied)  # type: ignore[no-any-return]
 
     def inner(self, i: int, key: str, k: int, inner: str) -> Dict[str, Any]:
         """A copy of the object under ``inner`` in block ``k`` of message ``i``'s ``key`` list
         (a Converse ``toolResult``, a Gemini ``function_response``)."""
         block = self.block(i, k, key)
-        if (i, key, k, inner) not in self._blocks:
-            block[inner] = dict(block[inner])
-            self._blocks.add((i, key, k, inner))
-        return block[inner]  # type: ignore[no-any-return]
+        return self._copy((i, key, k, inner), block, inner, dict)  # type: ignore[no-any-return]
 
 
 def _clear_result(editor: _Editor, result: _Result) -> None:
@@ -477,27 +474,29 @@ def clear_tool_results(
     options = ToolResultClearing.checked(
         keep=keep, exclude_tools=exclude_tools, placeholder=placeholder, clear_inputs=clear_inputs
     )
+    return _cleared(options, messages, count_tokens, max_tokens=budget, target_tokens=target)
+
+
+def _cleared(options: Any, messages: object, count_tokens: Any, **limits: Any) -> ClearResult[Any]:
+    """``options.apply`` to the checked messages, counted once: a ``clear_*`` function's result."""
     msgs = check_messages(messages)
     views = message_views(msgs)
     counts = count_all(views, count_tokens)
-    result, _ = options.apply(
-        msgs, views, counts, max_tokens=budget, count_tokens=count_tokens, target_tokens=target
-    )
+    result: ClearResult[Any] = options.apply(
+        msgs, views, counts, count_tokens=count_tokens, **limits
+    )[0]
     return result
 
 
 # --- thinking -------------------------------------------------------------------
 
 
-def _loop_in_progress(steps: Sequence[str], turn_start: int) -> bool:
-    """Whether the turn starting at ``turn_start`` (the last one) is a tool loop in progress.
-
-    It is when the model's last step in it calls tools (or is an output the
-    model has yet to read): the next request continues it.
-    """
-    for i in range(len(steps) - 1, turn_start - 1, -1):
-        if steps[i] in (CALLS, REPLIES):
-            return steps[i] == CALLS
+def _loop_in_progress(steps: Sequence[str]) -> bool:
+    """Whether the last turn is a tool loop in progress: the model's last step in it calls
+    tools (or is an output the model has yet to read), so the next request continues it."""
+    for kind in reversed(steps):
+        if kind in (CALLS, REPLIES, OPENS_TURN):
+            return kind == CALLS
     return False
 
 
@@ -505,23 +504,19 @@ def _find_thinking(
     views: Sequence[Mapping[str, Any]], keep_turns: int
 ) -> List[Tuple[int, Thinking]]:
     """The thinking that may be cleared, oldest first, with the index of its message."""
-    turn, last_start = 0, 0
-    found: List[Tuple[int, int, Thinking]] = []
-    with_thinking: List[int] = []  # the turns holding any thinking, clearable or not
     steps = [step(view) for view in views]
-    for i, kind in enumerate(steps):
-        if kind == OPENS_TURN:
-            turn, last_start = turn + 1, i
-        held = thinking(views, i) if kind in MODELS else None
-        if held is not None:
-            with_thinking.append(turn)
-            if held.blocks or held.item is not None:
-                found.append((turn, i, held))
-    turns = sorted(set(with_thinking))
-    protected = set(turns[len(turns) - keep_turns :])
-    if _loop_in_progress(steps, last_start):
-        protected.add(turn)
-    return [(i, held) for t, i, held in found if t not in protected]
+    turns = list(accumulate(int(kind == OPENS_TURN) for kind in steps))  # each message's turn
+    found = [(i, thinking(views, i)) for i, kind in enumerate(steps) if kind in MODELS]
+    held = [(i, item) for i, item in found if item is not None]
+    with_thinking = sorted({turns[i] for i, _ in held})  # the turns holding any, clearable or not
+    protected = set(with_thinking[len(with_thinking) - keep_turns :])
+    if _loop_in_progress(steps):
+        protected.add(turns[-1])
+    return [
+        (i, item)
+        for i, item in held
+        if (item.blocks or item.item is not None) and turns[i] not in protected
+    ]
 
 
 def _remove_blocks(
@@ -568,28 +563,26 @@ class ThinkingClearing:
             The result and the token count of each message of ``result.messages``
             (removed reasoning items are gone from both).
         """
+        goal = -math.inf if max_tokens is None else max_tokens  # None: clear all that may be
         counts = list(counts)
         before = total = sum(counts)
         cleared: List[ClearedThinking] = []
         editor = _Editor(messages, views)
         removed: Set[int] = set()
-        if max_tokens is None or total > max_tokens:
-            for i, item in _find_thinking(views, self.keep_turns):
-                if max_tokens is not None and total <= max_tokens:
-                    break
-                if item.item is not None:  # a message that is thinking itself: it goes
-                    removed.add(i)
-                    total -= counts[i]
-                    cleared.append(ClearedThinking(i, item.item, None))
-                else:
-                    total += _remove_blocks(editor, i, item, counts, count_tokens)
-                    cleared.extend(ClearedThinking(i, kind, k) for k, kind in item.blocks)
+        for i, item in _find_thinking(views, self.keep_turns) if total > goal else ():
+            if total <= goal:
+                break
+            if item.item is not None:  # a message that is thinking itself: it goes
+                removed.add(i)
+                total -= counts[i]
+                cleared.append(ClearedThinking(i, item.item, None))
+            else:
+                total += _remove_blocks(editor, i, item, counts, count_tokens)
+                cleared.extend(ClearedThinking(i, kind, k) for k, kind in item.blocks)
         out = _output(messages, editor.edited)
-        if removed:
-            out = [m for i, m in enumerate(out) if i not in removed]
-            counts = [c for i, c in enumerate(counts) if i not in removed]
+        counts = [c for i, c in enumerate(counts) if i not in removed]
         result = ClearResult(
-            messages=out,
+            messages=[m for i, m in enumerate(out) if i not in removed],
             cleared=cleared,
             tokens_before=before,
             tokens_after=total,
@@ -639,8 +632,4 @@ def clear_thinking(
     budget = None if max_tokens is None else check_max_tokens(max_tokens)
     check_callable(count_tokens, "count_tokens")
     options = ThinkingClearing.checked(keep_turns=keep_turns)
-    msgs = check_messages(messages)
-    views = message_views(msgs)
-    counts = count_all(views, count_tokens)
-    result, _ = options.apply(msgs, views, counts, max_tokens=budget, count_tokens=count_tokens)
-    return result
+    return _cleared(options, messages, count_tokens, max_tokens=budget)
