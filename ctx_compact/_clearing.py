@@ -491,46 +491,59 @@ def _cleared(options: Any, messages: object, count_tokens: Any, **limits: Any) -
 # --- thinking -------------------------------------------------------------------
 
 
-def _loop_in_progress(steps: Sequence[str]) -> bool:
-    """Whether the last turn is a tool loop in progress: the model's last step in it calls
-    tools (or is an output the model has yet to read), so the next request continues it."""
-    for kind in reversed(steps):
-        if kind in (CALLS, REPLIES, OPENS_TURN):
-            return kind == CALLS
-    return False
-
-
 def _find_thinking(
     views: Sequence[Mapping[str, Any]], keep_turns: int
 ) -> List[Tuple[int, Thinking]]:
     """The thinking that may be cleared, oldest first, with the index of its message."""
     steps = [step(view) for view in views]
     turns = list(accumulate(int(kind == OPENS_TURN) for kind in steps))  # each message's turn
-    found = [(i, thinking(views, i)) for i, kind in enumerate(steps) if kind in MODELS]
-    held = [(i, item) for i, item in found if item is not None]
-    with_thinking = sorted({turns[i] for i, _ in held})  # the turns holding any, clearable or not
-    protected = set(with_thinking[len(with_thinking) - keep_turns :])
-    if _loop_in_progress(steps):
-        protected.add(turns[-1])
+    held = [
+        (i, item)
+        for i, kind in enumerate(steps)
+        if kind in MODELS and (item := thinking(views, i)) is not None
+    ]
+    kept = _kept_turns(steps, turns, held, keep_turns)
     return [
         (i, item)
         for i, item in held
-        if (item.blocks or item.item is not None) and turns[i] not in protected
+        if (item.blocks or item.item is not None) and turns[i] not in kept
     ]
 
 
-def _remove_blocks(
+def _kept_turns(
+    steps: Sequence[str], turns: Sequence[int], held: List[Tuple[int, Thinking]], keep_turns: int
+) -> Set[int]:
+    """The ``keep_turns`` latest turns holding thinking, and the last turn when it is a tool
+    loop in progress: the model's last step in it calls tools (or is an output the model has
+    yet to read), so the next request continues it."""
+    with_thinking = sorted({turns[i] for i, _ in held})
+    kept = set(with_thinking[len(with_thinking) - keep_turns :])
+    for kind in reversed(steps):
+        if kind in (CALLS, REPLIES, OPENS_TURN):
+            if kind == CALLS:
+                kept.add(turns[-1])
+            break
+    return kept
+
+
+def _clear_one(
     editor: _Editor,
     i: int,
     thought: Thinking,
     counts: List[int],
     count_tokens: Optional[CountTokens],
-) -> int:
-    """Remove a message's thinking blocks or parts, all at once; the change in tokens."""
+    removed: Set[int],
+) -> Tuple[int, List[ClearedThinking]]:
+    """Clear one message's thinking: the change in tokens, and what was cleared. A message
+    that is thinking itself (a reasoning item) goes whole: its index joins ``removed``."""
+    if thought.item is not None:
+        removed.add(i)
+        return -counts[i], [ClearedThinking(i, thought.item, None)]
     positions = {k for k, _ in thought.blocks}
     content = editor.items(i, thought.items)
     editor.message(i)[thought.items] = [b for k, b in enumerate(content) if k not in positions]
-    return _recount(editor, i, counts, count_tokens)
+    change = _recount(editor, i, counts, count_tokens)
+    return change, [ClearedThinking(i, kind, k) for k, kind in thought.blocks]
 
 
 @dataclass(frozen=True)
@@ -572,13 +585,9 @@ class ThinkingClearing:
         for i, item in _find_thinking(views, self.keep_turns) if total > goal else ():
             if total <= goal:
                 break
-            if item.item is not None:  # a message that is thinking itself: it goes
-                removed.add(i)
-                total -= counts[i]
-                cleared.append(ClearedThinking(i, item.item, None))
-            else:
-                total += _remove_blocks(editor, i, item, counts, count_tokens)
-                cleared.extend(ClearedThinking(i, kind, k) for k, kind in item.blocks)
+            change, done = _clear_one(editor, i, item, counts, count_tokens, removed)
+            total += change
+            cleared.extend(done)
         out = _output(messages, editor.edited)
         counts = [c for i, c in enumerate(counts) if i not in removed]
         result = ClearResult(

@@ -362,29 +362,21 @@ class Compaction:
         )
 
     def _reason(self, i: int, keep_head: int, keep_tail: int) -> Tuple[str, str]:
-        """Whether message ``i`` is kept or dropped, and why."""
-        start, n = self.start, len(self.messages)
-        if i < start:
-            return "dropped", "before the latest compaction item"
-        if i < self.head_end:
-            item_end = self.bounds[bisect_right(self.bounds, start)] if self.restart >= 0 else start
-            if i < start + keep_head:
-                return "kept", "head"
-            if i < item_end:
-                return "kept", "latest compaction item (group kept whole)"
-            return "kept", "head (group kept whole)"
-        if i >= self.tail_start:
-            if i >= n - keep_tail:
-                return "kept", "tail"
-            if i >= self.awaits:
-                return "kept", "tail (calls awaiting their results)"
-            return "kept", "tail (group kept whole)"
-        if i < self.cut:
-            return "dropped", "oldest middle group while over budget"
-        return (
-            "kept",
-            "budget reached" if self.tokens_before > self.max_tokens else "input already fits",
+        """Whether message ``i`` is kept or dropped, and why: the first rule that holds."""
+        start, head, tail = self.start, i < self.head_end, i >= self.tail_start
+        item_end = self.bounds[bisect_right(self.bounds, start)] if self.restart >= 0 else start
+        rules = (
+            (i < start, "dropped", "before the latest compaction item"),
+            (head and i < start + keep_head, "kept", "head"),
+            (head and i < item_end, "kept", "latest compaction item (group kept whole)"),
+            (head, "kept", "head (group kept whole)"),
+            (tail and i >= len(self.messages) - keep_tail, "kept", "tail"),
+            (tail and i >= self.awaits, "kept", "tail (calls awaiting their results)"),
+            (tail, "kept", "tail (group kept whole)"),
+            (i < self.cut, "dropped", "oldest middle group while over budget"),
+            (self.tokens_before > self.max_tokens, "kept", "budget reached"),
         )
+        return next(((s, why) for hit, s, why in rules if hit), ("kept", "input already fits"))
 
     def rows(self, keep_head: int, keep_tail: int) -> List[MessageRow]:
         """One row per message, in order: its tokens, its group and why ``result()`` keeps or

@@ -108,17 +108,12 @@ def _image_tokens(media: Media, payload: Optional[Payload], counter: MediaAwareC
 
 
 def _document_tokens(media: Media, payload: Optional[Payload], counter: MediaAwareCounter) -> int:
-    mime = (media.mime or "").lower()
-    pdf = media.mime is None or mime in ("application/pdf", "pdf")
-    pages = None
-    if payload is not None and (pdf or mime.startswith(_TEXT_MIMES)):
-        try:
-            data = payload.whole()
-        except ValueError:
-            data = None
-        if data is not None and not pdf:
-            return tokens_of_units(utf16_length(data.decode("utf-8", "replace")))
-        pages = None if data is None else pdf_pages(data)
+    mime = (media.mime or "pdf").lower()
+    pdf = mime in ("application/pdf", "pdf")
+    data = _whole(payload) if pdf or mime.startswith(_TEXT_MIMES) else None
+    if data is not None and not pdf:
+        return tokens_of_units(utf16_length(data.decode("utf-8", "replace")))
+    pages = None if data is None else pdf_pages(data)
     if pages is None:
         if counter.unsized_document_tokens is not None:
             return counter.unsized_document_tokens
@@ -127,6 +122,15 @@ def _document_tokens(media: Media, payload: Optional[Payload], counter: MediaAwa
     pages = min(pages, rates.PDF_MOST_PAGES[media.provider])
     per_page = counter.pdf_page_tokens
     return pages * (rates.PDF_PAGE_TOKENS[media.provider] if per_page is None else per_page)
+
+
+def _whole(payload: Optional[Payload]) -> Optional[bytes]:
+    if payload is None:
+        return None
+    try:
+        return payload.whole()
+    except ValueError:
+        return None
 
 
 def _seconds_tokens(media: Media, payload: Optional[Payload], counter: MediaAwareCounter) -> int:

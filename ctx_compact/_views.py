@@ -91,7 +91,7 @@ def plain(value: Any, index: Optional[int] = None) -> Any:
     Raises:
         InvalidMessageError: An SDK object's ``model_dump`` fails; the error names ``index``.
     """
-    if value is None or isinstance(value, (str, int, float)):
+    if isinstance(value, (str, int, float)):
         return value
     if isinstance(value, Mapping):
         return {k: plain(v, index) for k, v in value.items()}
@@ -104,9 +104,7 @@ def plain(value: Any, index: Optional[int] = None) -> Any:
     if dumped is not None:
         return plain(dumped, index)  # a custom model_dump may still hold objects
     fields = _dataclass_fields(value)
-    if fields is not None:
-        return {k: plain(v, index) for k, v in fields.items()}
-    return value
+    return value if fields is None else plain(fields, index)
 
 
 def _plain_view(message: Mapping[str, Any], index: Optional[int]) -> Mapping[str, Any]:
@@ -146,31 +144,30 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
     if framework is not None:
         # Its tool calls may hold an SDK's objects (LlamaIndex keeps OpenAI's).
         return _plain_view(framework, index) if holds_objects(framework) else framework
-    if callable(getattr(message, "model_dump", None)):
-        try:
-            view = sdk_dump(message)
-        except Exception as exc:
-            raise InvalidMessageError(dump_failed(message, exc), index) from exc
-        if isinstance(view, Mapping):
-            mapping: Mapping[str, Any] = view
-            if holds_objects(mapping):  # a custom model_dump
-                mapping = _plain_view(mapping, index)
-            # A Gemini content needs no role (the API's default is the user's).
-            if (
-                mapping.get("role") is None
-                and mapping.get("type") is None
-                and "parts" not in mapping
-            ):
-                # Neither a wire message nor a known framework's: grouping it alone
-                # could keep a tool call without its result, so say so instead.
-                raise InvalidMessageError(
-                    f"{type(message).__name__} dumps to a mapping with neither 'role' nor "
-                    "'type', so its tool calls cannot be paired; pass wire-format dicts or a "
-                    "supported framework's messages (LangChain, pydantic-ai, openai-agents, "
-                    "LlamaIndex, AutoGen, smolagents)",
-                    index,
-                )
-            return mapping
+    return _dumped_view(message, index)
+
+
+def _dumped_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
+    """An SDK object's view: its JSON (``sdk_dump``), which must be a message's."""
+    try:
+        view: Any = sdk_dump(message)
+    except Exception as exc:
+        raise InvalidMessageError(dump_failed(message, exc), index) from exc
+    if isinstance(view, Mapping):
+        if holds_objects(view):  # a custom model_dump
+            view = _plain_view(view, index)
+        # A Gemini content needs no role (the API's default is the user's).
+        if view.get("role") is None and view.get("type") is None and "parts" not in view:
+            # Neither a wire message nor a known framework's: grouping it alone
+            # could keep a tool call without its result, so say so instead.
+            raise InvalidMessageError(
+                f"{type(message).__name__} dumps to a mapping with neither 'role' nor "
+                "'type', so its tool calls cannot be paired; pass wire-format dicts or a "
+                "supported framework's messages (LangChain, pydantic-ai, openai-agents, "
+                "LlamaIndex, AutoGen, smolagents)",
+                index,
+            )
+        return view  # type: ignore[no-any-return]
     raise InvalidMessageError(
         f"expected a mapping such as {{'role': ..., 'content': ...}} or an SDK message "
         f"model, got {type(message).__name__}",
