@@ -76,13 +76,7 @@ class Payload:
             return self._bytes[offset : offset + length]
         if offset < 0 or length <= 0 or self._start >= self._end:
             return b""
-        head = self._head
-        if head is None:
-            try:
-                head = self._decode(self._start, min(self._start + _HEAD // 3 * 4, self._end))
-            except ValueError:
-                head = b""
-            self._head = head
+        head = self._first_bytes()
         if not head:
             raise ValueError("not base64 in its first bytes")
         if offset + length <= len(head) or self._start + _HEAD // 3 * 4 >= self._end:
@@ -94,6 +88,14 @@ class Payload:
             return b""
         skip = offset - (first - start) // 4 * 3
         return self._decode(first, last)[skip : skip + length]
+
+    def _first_bytes(self) -> bytes:
+        if self._head is None:
+            try:
+                self._head = self._decode(self._start, min(self._start + _HEAD // 3 * 4, self._end))
+            except ValueError:
+                self._head = b""
+        return self._head
 
     def _decode(self, first: int, last: int) -> bytes:
         """The bytes of the base64 text ``[first, last)``, ``first`` on the 4-character grid."""
@@ -201,16 +203,12 @@ def _jpeg(payload: Payload) -> Optional[Tuple[int, int]]:
     at = 2
     for _ in range(_MOST_SEGMENTS):
         head = payload.read(at, _CHUNK)
-        size = len(head)
-        if size < 4 or head[0] != 0xFF:
+        if len(head) < 4 or head[0] != 0xFF:
             return None  # the file's end, or not on a marker: a broken file
-        fill = 1
-        if head[1] == 0xFF:  # fill bytes before the marker
-            while fill < size and head[fill] == 0xFF:
-                fill += 1
-            if fill == size:
-                at += fill
-                continue
+        fill = len(head) - len(head.lstrip(b"\xff"))  # the marker's 0xFF and any fill bytes
+        if fill == len(head):
+            at += fill
+            continue
         marker = head[fill]
         if marker in _STANDALONE:
             at += fill + 1
@@ -220,16 +218,12 @@ def _jpeg(payload: Payload) -> Optional[Tuple[int, int]]:
         segment = head[fill + 1 : fill + 8]
         if len(segment) < 7:
             segment = payload.read(at + fill + 1, 7)
-        if len(segment) < 2:
-            return None
-        length = int.from_bytes(segment[:2], "big")
+        (length,) = struct.unpack(">H", segment[:2])  # cut short: struct.error, no size
         if length < 2:
             return None
         if marker in _SOF:
-            if len(segment) < 7:
-                return None
             height, width = struct.unpack(">HH", segment[3:7])
-            return (width, height) if width and height else None
+            return _positive((width, height))
         at += fill + 1 + length
     return None  # no frame header within _MOST_SEGMENTS steps
 
