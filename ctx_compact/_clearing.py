@@ -350,14 +350,8 @@ class ToolResultClearing:
                 done, change = self._clear(editor, result, counts, count_tokens)
                 cleared.append(done)
                 total += change
-        outcome = ClearResult(
-            messages=_output(messages, editor.edited),
-            cleared=cleared,
-            tokens_before=before,
-            tokens_after=total,
-            fits=total <= max_tokens,
-        )
-        return outcome, counts
+        out = _output(messages, editor.edited)
+        return ClearResult(out, cleared, before, total, total <= max_tokens), counts
 
     def _clear(
         self,
@@ -588,16 +582,10 @@ class ThinkingClearing:
             change, done = _clear_one(editor, i, item, counts, count_tokens, removed)
             total += change
             cleared.extend(done)
-        out = _output(messages, editor.edited)
+        out = [m for i, m in enumerate(_output(messages, editor.edited)) if i not in removed]
         counts = [c for i, c in enumerate(counts) if i not in removed]
-        result = ClearResult(
-            messages=[m for i, m in enumerate(out) if i not in removed],
-            cleared=cleared,
-            tokens_before=before,
-            tokens_after=total,
-            fits=max_tokens is None or total <= max_tokens,
-        )
-        return result, counts
+        fits = max_tokens is None or total <= max_tokens
+        return ClearResult(out, cleared, before, total, fits), counts
 
 
 @with_option_docs(

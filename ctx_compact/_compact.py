@@ -115,17 +115,12 @@ class Compaction:
         bounds: Group boundaries (see ``group_bounds``).
         max_tokens, keep_head, keep_tail, count_tokens: The checked options.
         target_tokens: The checked target, for the step rule (``_steps``).
-        uncleared: With ``target_tokens``, the prefix sums of the messages before
-            clearing edited some of them (``None``: ``pre``). The step rule reads the
-            history as it was before clearing, and what clearing took off counts
-            towards its reduction.
+        uncleared: With ``target_tokens``, the prefix sums before clearing edited some
+            messages (``None``: ``pre``): the step rule reads the history as it was,
+            and what clearing took off counts towards its reduction.
         restart: The index of the latest message holding a provider's compaction
-            item (``group_bounds``' ``restarts``), ``-1`` for none. Over budget, the
-            conversation is taken to start at its group (``start``): what is before
-            goes first and the head is counted from there.
-
-    Calls still awaiting their results at the end (``formats.awaiting``) are kept
-    whole with the tail, whatever ``keep_tail`` says.
+            item, ``-1`` for none. Over budget, the conversation starts at its group
+            (``start``): what is before goes first, the head is counted from there.
 
     Raises:
         InvalidMessageError: The counts add up to more than a float can hold.
@@ -241,12 +236,6 @@ class Compaction:
             taken += whole_steps(self.sums[-1] - taken + extra - self.max_tokens, self.step)
         return taken - self.saved
 
-    def tokens_after_cut(self, cut: int) -> int:
-        """The estimated tokens left when the groups in ``[head_end, cut)`` are dropped
-        (and those before ``start``)."""
-        pre = self.pre
-        return self.tokens_before - pre[self.start] - (pre[cut] - pre[self.head_end])
-
     def kept(self) -> List[Any]:
         """The messages kept (head and tail), in original order, as a new list."""
         if self.cut == self.head_end:
@@ -266,8 +255,9 @@ class Compaction:
 
     @property
     def tokens_after(self) -> int:
-        """The tokens left once ``[head_end, cut)`` is dropped (no summary)."""
-        return self.tokens_after_cut(self.cut)
+        """The tokens left once ``[head_end, cut)`` and what is before ``start`` are dropped."""
+        pre = self.pre
+        return self.tokens_before - pre[self.start] - (pre[self.cut] - pre[self.head_end])
 
     def kept_ranges(self) -> Tuple[Tuple[int, int], ...]:
         """The kept messages as ``(start, stop)`` index ranges, without empty ones: two
@@ -408,16 +398,8 @@ def measure(
     count_tokens: Optional[CountTokens],
     restarts: Optional[List[int]] = None,
 ) -> Tuple[List[int], List[int]]:
-    """Group and count ``messages`` from scratch, validating each one.
-
-    ``restarts``, when given, gets the index of every message holding a
-    provider's compaction item (see ``group_bounds``): its last is
-    ``Compaction``'s ``restart``.
-
-    Returns:
-        ``(pre, bounds)``: the prefix sums of the messages' token counts and
-        their group boundaries, what ``Compaction`` decides from.
-    """
+    """``(pre, bounds)`` of ``messages``, validating each one: the prefix sums of their
+    token counts and their group boundaries (``restarts`` as for ``group_bounds``)."""
     views = message_views(messages)
     bounds = group_bounds(views, 0, restarts)
     return prefix_sums(count_all(views, count_tokens)), bounds

@@ -25,17 +25,9 @@ def _dataclass_fields(value: Any) -> Optional[Dict[str, Any]]:
 
 
 def to_json_compatible(value: object) -> object:
-    """``json``'s ``default=``: a mapping as the dict it holds, an SDK object as its JSON.
-
-    json only knows dict; a read-only or custom Mapping is serialised as the
-    dict it holds, an SDK object inside a message (an Anthropic content block in
-    ``{"role": "assistant", "content": response.content}``) as the JSON the SDK
-    sends for it, and a dataclass as the dict of its fields: what the caller
-    would expect to be counted.
-
-    Raises:
-        TypeError: ``value`` is none of these.
-    """
+    """``json``'s ``default=``: a mapping as the dict it holds, an SDK object (an Anthropic
+    block in ``response.content``) as the JSON the SDK sends, a dataclass as its fields;
+    ``TypeError`` for anything else."""
     if isinstance(value, Mapping):
         return dict(value)
     try:
@@ -60,14 +52,9 @@ def _items(value: Any) -> Sequence[Any]:
 
 
 def holds_objects(message: Mapping[str, Any]) -> bool:
-    """Whether a message's tool structure holds anything but what JSON decodes to.
-
-    Only where grouping, the pairing check, clearing and the counters read:
-    ``content`` (and each block's own ``content``), ``tool_calls`` (and each
-    call's ``function``), ``function_call``. Anything deeper is counted as it
-    serialises wherever it is, and needs no plain view; a message decoded from
-    JSON never needs one.
-    """
+    """Whether a message's tool structure holds anything but what JSON decodes to: only
+    where grouping, pairing, clearing and the counters read (``content`` and its blocks'
+    ``content``, ``tool_calls`` and their ``function``, ``function_call``)."""
     content = message.get("content")
     calls = message.get("tool_calls")
     read = [content, calls, message.get("function_call")]
