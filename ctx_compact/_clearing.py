@@ -156,11 +156,8 @@ def _written(result: ToolResult, placeholder: str) -> Tuple[Any, bool]:
 
 
 def _find_results(views: Sequence[Mapping[str, Any]], placeholder: str) -> List[_Result]:
-    """Every tool result in order, each with the call it answers (the latest one with its id).
-
-    Each message is read by the format that recognises it (``formats.recognise``,
-    which refuses what none does, as grouping does).
-    """
+    """Every tool result in order, each with the call it answers (the latest one with its id),
+    read by the format that recognises its message (which refuses what none does)."""
     calls: Dict[Any, ToolCall] = {}
     results: List[_Result] = []
     for i, view in enumerate(views):
@@ -321,17 +318,9 @@ class ToolResultClearing:
         count_tokens: Optional[CountTokens],
         target_tokens: Optional[float] = None,
     ) -> Tuple[ClearResult[ClearedToolResult], List[int]]:
-        """Clear the oldest results until the total fits, from already-computed counts.
-
-        Args:
-            messages: The caller's list.
-            views: Their mapping views (``message_views(messages)``).
-            counts: Each message's token count, in order.
-            max_tokens: The checked budget.
-            count_tokens: The counter the counts came from (edited messages are
-                counted again with it).
-            target_tokens: The checked target, for clearing in steps (see
-                ``clear_tool_results``); ``None`` clears until the total fits.
+        """Clear the oldest results until the total fits, from the messages' ``views`` and
+        ``counts`` (edited messages are counted again with ``count_tokens``), with the checked
+        ``max_tokens`` and ``target_tokens`` (see ``clear_tool_results``).
 
         Returns:
             The result and the token count of each message of ``result.messages``.
@@ -560,11 +549,8 @@ class ThinkingClearing:
         max_tokens: Optional[float],
         count_tokens: Optional[CountTokens],
     ) -> Tuple[ClearResult[ClearedThinking], List[int]]:
-        """Clear the thinking of earlier turns, from already-computed counts.
-
-        Args:
-            messages, views, counts, count_tokens: As for ``ToolResultClearing.apply``.
-            max_tokens: Stop once the total fits; ``None`` clears all that may be.
+        """Clear the thinking of earlier turns, as ``ToolResultClearing.apply`` clears results;
+        ``max_tokens``: stop once the total fits (``None`` clears all that may be).
 
         Returns:
             The result and the token count of each message of ``result.messages``

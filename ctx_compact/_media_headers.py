@@ -11,7 +11,8 @@ import binascii
 import re
 import struct
 import zlib
-from typing import Optional, Set, Tuple, Union
+from itertools import tee
+from typing import Iterator, Optional, Set, Tuple, Union
 
 Data = Union[str, bytes, bytearray, memoryview]
 
@@ -341,19 +342,21 @@ class _Pages:
         # before it ended, so a table whose offsets go back and forth cannot have
         # the same bytes searched twice.
         table = min(first, len(inflated))
-        number: Optional[bytes] = None
-        start = table
-        for entry in _ENTRY.finditer(inflated, 0, table):
-            at = max(min(table + _number(entry[2]), len(inflated)), start)
-            if number is not None:
-                if self.objects <= 0:
-                    return
-                self.objects -= 1
-                self._dictionary(number, inflated, start, at)
-            number, start = entry[1], at
-        if number is not None and self.objects > 0:
+
+        def starts() -> Iterator[Tuple[bytes, int]]:
+            at = table
+            for entry in _ENTRY.finditer(inflated, 0, table):
+                at = max(min(table + _number(entry[2]), len(inflated)), at)
+                yield entry[1], at
+            yield b"", len(inflated)  # where the last object ends
+
+        objects, ends = tee(starts())
+        next(ends)
+        for (number, start), (_, end) in zip(objects, ends):
+            if self.objects <= 0:
+                return
             self.objects -= 1
-            self._dictionary(number, inflated, start, len(inflated))
+            self._dictionary(number, inflated, start, end)
 
 
 # MPEG audio bitrates in kbit/s by bitrate index: MPEG-1 layer III, and MPEG-2/2.5 layer III.

@@ -141,17 +141,9 @@ def repair_pairing(
         if not edits:
             break
         done = sorted(edits.changes, key=lambda c: c.at)  # stable: a message's in order
-        changes.extend(
-            RepairChange(
-                origin[c.at],
-                c.action,
-                c.ids,
-                c.provider,
-                c.problem,
-                None if c.into is None else origin[c.into],
-            )
-            for c in done
-        )
+        for c in done:
+            into = None if c.into is None else origin[c.into]
+            changes.append(RepairChange(origin[c.at], c.action, c.ids, c.provider, c.problem, into))
         current, origin = _applied(edits, current, origin)
         views, problems = _checked_again(current, origin)
     if not problems:  # the last pass the bound allows repaired the last problem

@@ -205,9 +205,9 @@ def compact_many(
             ``compact_indices`` in your own loop to skip bad conversations).
     """
     options = check_options(locals())
-    if isinstance(conversations, (str, bytes, bytearray, Mapping)):
-        raise must("conversations", "an iterable of conversations", conversations)
     try:
+        if isinstance(conversations, (str, bytes, bytearray, Mapping)):
+            raise TypeError  # one conversation, or text: not an iterable of conversations
         items = iter(conversations)
     except TypeError:
         raise must("conversations", "an iterable of conversations", conversations) from None
