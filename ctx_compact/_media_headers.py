@@ -23,10 +23,8 @@ _CHUNK = 64
 # The bytes decoded on a payload's first read, kept for the reads that follow: a
 # PNG, GIF or WebP header, and a JPEG's first segments (a JFIF file's frame header).
 _HEAD = 96
-# The steps a walk through a file's segments takes at most: a JPEG's segments, markers
-# and runs of fill bytes before its frame header, a WAV's chunks before its data. A
-# camera's JPEG has a few dozen segments there (an ICC profile split into 64 KB pieces
-# adds at most 255); a file needing more is made to stall its reader, and has no size.
+# The steps a walk through a JPEG's segments or a WAV's chunks takes at most (docs/media.md,
+# "Crafted payloads"); a camera's JPEG takes a few dozen: a file needing more has no size.
 _MOST_SEGMENTS = 1000
 
 
@@ -243,11 +241,8 @@ _OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm\b")
 _STREAM = re.compile(rb"stream\r?\n")
 _FIRST = re.compile(rb"/First\s+([0-9]+)")
 _ENTRY = re.compile(rb"([0-9](?<![0-9]{2})[0-9]*)\s+([0-9]+)")  # in an object stream's table
-# What one PDF is read for at most: the objects looked at (in the file and packed in
-# its object streams) and the bytes inflated from its object streams, so that neither
-# a file of a million empty objects nor a stream that inflates a thousandfold (a zip
-# bomb) costs more. A document of a thousand pages has some tens of thousands of
-# objects and a few megabytes of object streams. Past either, the rest is not read.
+# What one PDF is read for at most (docs/media.md): the objects looked at and the bytes
+# inflated from its object streams; a thousand-page document needs a fraction of either.
 _MOST_OBJECTS = 100_000
 _MOST_INFLATED = 16 << 20
 # A number longer than this many digits is larger than any a PDF means (a page

