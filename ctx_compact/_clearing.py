@@ -358,13 +358,10 @@ class ToolResultClearing:
             input_cleared = _clear_input(editor, call, self.placeholder)
             if input_cleared:
                 touched.append(call.index)
-        cleared = ClearedToolResult(
-            index=result.found.index,
-            call_id=result.found.call_id,
-            tool=call.name if call is not None else None,
-            call_index=call.index if call is not None else None,
-            input_cleared=input_cleared,
-        )
+        found, name, at = result.found, None, None
+        if call is not None:
+            name, at = call.name, call.index
+        cleared = ClearedToolResult(found.index, found.call_id, name, at, input_cleared)
         return cleared, sum(_recount(editor, i, counts, count_tokens) for i in touched)
 
     def _clearable(

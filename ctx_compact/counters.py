@@ -37,6 +37,7 @@ _MEMO_TEXTS = 1 << 16
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS = frozenset({"image_url", "input_image"})
+_CALL_FIELDS = {"function": ("name", "arguments"), "custom": ("name", "input")}
 
 
 def openai_chat_counter(
@@ -151,12 +152,9 @@ def openai_chat_counter(
             return tokens_per_tool_call + _count_value(call, length)
         kind = call.get("type", "function")
         body = call.get(kind) if isinstance(kind, str) else None
-        if kind == "function" and isinstance(body, Mapping):
-            fields: Tuple[str, ...] = ("name", "arguments")
-        elif kind == "custom" and isinstance(body, Mapping):
-            fields = ("name", "input")
-        else:
+        if not isinstance(body, Mapping) or kind not in _CALL_FIELDS:
             return tokens_per_tool_call + _count_value(call, length)
+        fields = _CALL_FIELDS[kind]
         return tokens_per_tool_call + sum(_count_value(body.get(f), length) for f in fields)
 
     def count_tokens(message: Mapping[str, Any]) -> int:
