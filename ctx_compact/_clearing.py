@@ -232,28 +232,25 @@ class _Editor:
         block = self.block(i, k, key)
         return self._copy((i, key, k, inner), block, inner, dict)  # type: ignore[no-any-return]
 
+    def held(self, i: int, key: str, k: Optional[int], inner: Optional[str]) -> Dict[str, Any]:
+        """A copy of what holds a call or a result: message ``i`` itself (``k`` is ``None``),
+        its block ``k`` in its ``key`` list, or the object under ``inner`` in that block."""
+        if k is None:
+            return self.message(i)
+        return self.block(i, k, key) if inner is None else self.inner(i, key, k, inner)
+
 
 def _clear_result(editor: _Editor, result: _Result) -> None:
     found = result.found
-    if found.inner is not None and found.block is not None:
-        held = editor.inner(found.index, found.items, found.block, found.inner)
-        held[found.field] = result.written
-    elif found.block is not None:
-        editor.block(found.index, found.block)["content"] = result.written
-    else:
-        editor.message(found.index)[found.field] = result.written
+    editor.held(found.index, found.items, found.block, found.inner)[found.field] = result.written
 
 
 def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
     """Clear a call's arguments where its format gives them a place (``ToolCall.arguments``)."""
     if not call.arguments:
         return False  # the call is its own input: nothing may replace it
-    if call.where == "item":
-        held = editor.message(call.index)
-    elif call.inner is not None:
-        held = editor.inner(call.index, call.where, call.position, call.inner)
-    else:
-        held = editor.block(call.index, call.position, call.where)
+    position = None if call.where == "item" else call.position
+    held = editor.held(call.index, call.where, position, call.inner)
     *path, last = call.arguments
     for key in path:
         inner = held.get(key)
