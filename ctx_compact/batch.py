@@ -78,10 +78,7 @@ class KeptIndices:
                 f"these indices are for a conversation of {self.messages_before} messages, "
                 f"got {len(messages)}"
             )
-        out: List[T] = []
-        for start, stop in self.kept:
-            out.extend(messages[start:stop])
-        return out
+        return [message for start, stop in self.kept for message in messages[start:stop]]
 
 
 @dataclass(frozen=True)
