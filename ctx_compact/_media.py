@@ -155,17 +155,11 @@ def media_aware_counter(
 ) -> MediaAwareCounter:
     """Build the media-aware estimate: the default counting of the middleware and the CLI.
 
-    On a message without media the figure is the specification's estimate
-    exactly (``estimate_tokens``). Each media part counts at the tokens its
-    provider bills for it, and the rest of the message as before, with the part
-    left out: an image by the provider's formula on the size read from its
-    header (PNG, JPEG, GIF, WebP; OpenAI's ``detail`` honoured), a PDF by its
-    pages (at most those the provider accepts) times the provider's per-page
-    figure, a plain-text document as its text, audio by its WAV or MP3 length.
-    A part whose size cannot be known offline counts the provider's maximum for
-    an image, one page for a document, one minute for audio or video, unless
-    told otherwise below. docs/media.md has the formulas, their sources and the
-    figures.
+    On a message without media the figure is ``estimate_tokens``'s exactly. Each media
+    part counts what its provider bills for it, from the size its header declares (an
+    image's pixels, a PDF's pages, a recording's length; a text document as its text), and
+    the rest of the message as before. A part whose size cannot be known offline counts
+    the figures below. docs/media.md has the formulas, their sources and the figures.
 
     Args:
         unsized_image_tokens: What an image of unknown size counts, for every

@@ -51,18 +51,13 @@ def openai_chat_counter(
     """Build a ``count_tokens`` that counts a Chat Completions message as OpenAI does.
 
     The chat format's documented scheme for gpt-3.5-turbo, gpt-4 and gpt-4o: every
-    message costs ``tokens_per_message``, plus the tokens of each of its string
-    fields, plus ``tokens_per_name`` when it has a ``name``. Text parts count their
-    text, media parts what OpenAI bills for them (as ``media_aware_counter`` prices
-    them), each tool call its name and arguments plus ``tokens_per_tool_call``, and
-    any other field the tokens of its compact JSON. Special-token text such as
-    ``"<|endoftext|>"`` is counted as the plain text it is sent as. The counter
-    remembers the counts of the last 65,536 texts it encoded, so a history re-sent
-    on every call is tokenized once; the encoding must give the same tokens for the
-    same text. A request also costs 3 tokens priming the reply and its tool
-    definitions, which no per-message counter can attribute: docs/tokens.md says how
-    the figures relate to ``usage.prompt_tokens``, and how to count with a provider's
-    own endpoint instead.
+    message costs ``tokens_per_message``, plus the tokens of each of its string fields
+    and text parts, media parts what OpenAI bills for them, each tool call its name and
+    arguments plus ``tokens_per_tool_call``, any other field its compact JSON
+    (docs/tokens.md has the table, and how the figures relate to ``usage.prompt_tokens``).
+    Special-token text is counted as the plain text it is sent as. The counter remembers
+    the counts of the last 65,536 texts it encoded, so the encoding must give the same
+    tokens for the same text.
 
     Args:
         encoding: An encoding object with ``encode(str) -> list`` (a
