@@ -238,8 +238,6 @@ class Compaction:
 
     def kept(self) -> List[Any]:
         """The messages kept (head and tail), in original order, as a new list."""
-        if self.cut == self.head_end:
-            return self.messages[self.start :]
         return self.messages[self.start : self.head_end] + self.messages[self.cut :]
 
     @property

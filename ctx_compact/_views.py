@@ -9,8 +9,9 @@ the caller's objects; only the view is plain.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Mapping, Sequence
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from ._errors import InvalidMessageError
 from .formats._shapes import dump_failed, sdk_dump
@@ -184,12 +185,5 @@ def message_views(messages: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
     Returns ``messages`` itself when each of those messages is its own view (a mapping
     holding no SDK objects), the usual case.
     """
-    views: Optional[List[Any]] = None
-    for i in range(len(messages)):
-        message = messages[i]
-        view = message_view(message, i)
-        if view is not message:
-            if views is None:
-                views = list(messages)
-            views[i] = view
-    return messages if views is None else views
+    views = [message_view(message, i) for i, message in enumerate(messages)]
+    return messages if all(map(operator.is_, views, messages)) else views
