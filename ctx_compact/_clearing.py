@@ -269,10 +269,7 @@ def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
 
 
 def _output(messages: Sequence[Any], edited: Mapping[int, Any]) -> List[Any]:
-    out = list(messages)
-    for i, message in edited.items():
-        out[i] = message
-    return out
+    return [edited.get(i, message) for i, message in enumerate(messages)]
 
 
 @dataclass(frozen=True)

@@ -187,9 +187,6 @@ def _applied(edits: Edits, messages: List[Any], origin: List[int]) -> Tuple[List
             out.append(edits.message(i, message))
             came.append(origin[i])
         for source, new in edits.after.get(i, ()):
-            if new is None:  # a moved message, as it is
-                out.append(messages[source])
-            else:
-                out.append(new)
+            out.append(messages[source] if new is None else new)  # None: moved as it is
             came.append(origin[source])
     return out, came
