@@ -17,15 +17,8 @@ _SHOWN = 80  # a longer repr is shown as its type: an error message is read in o
 
 
 def must(name: str, expected: str, value: object, error: type[Exception] = TypeError) -> Exception:
-    """The error of an argument check: ``'name' must be expected (got value)``.
-
-    Args:
-        name: The argument or option, as the caller wrote it.
-        expected: What it must be, as a phrase (``"a non-negative int"``).
-        value: What it was given.
-        error: ``TypeError`` (the default) for a value of the wrong type,
-            ``ValueError`` for a right-typed value that is wrong.
-    """
+    """The error of an argument check: ``'name' must be expected (got value)``; ``TypeError``
+    for a value of the wrong type, ``ValueError`` for a right-typed value that is wrong."""
     return error(f"{name!r} must be {expected} (got {got(value)})")
 
 
@@ -49,26 +42,13 @@ def check_messages(messages: object) -> Sequence[Any]:
 
 
 class BudgetValueError(TypeError, ValueError):
-    """A budget of the right type with a wrong value (``0``, ``-5``, ``inf``, ``nan``).
-
-    The specification has ``max_tokens`` raise ``TypeError`` when it is "not a
-    positive number"; every other right-typed, wrong value raises ``ValueError``.
-    This is both, so code catching either keeps working.
-    """
+    """A budget of the right type with a wrong value (``0``, ``-5``, ``inf``, ``nan``): the
+    specification's ``TypeError`` and the usual ``ValueError`` both, so either catch works."""
 
 
 def check_max_tokens(max_tokens: object, name: str = "max_tokens") -> float:
-    """Return ``max_tokens`` if it is a finite positive number.
-
-    Args:
-        max_tokens: The value to check.
-        name: The option it was given as, for the error (``target_tokens`` too).
-
-    Raises:
-        TypeError: It is not a real number (a bool is not one).
-        BudgetValueError: A ``TypeError`` and a ``ValueError``: it is a number,
-            but not a finite positive one a float can hold.
-    """
+    """Return ``max_tokens`` if it is a finite positive number: ``TypeError`` for a non-number
+    (a bool), ``BudgetValueError`` for another number; errors name ``name``."""
     expected = "a finite positive number"
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, Real):
         raise must(name, expected, max_tokens)
@@ -85,6 +65,20 @@ def check_keep(value: object, name: str) -> int:
     """Return ``value`` if it is a non-negative int; ``TypeError``/``ValueError`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise must(name, "a non-negative int", value)
+    if value < 0:
+        raise must(name, "a non-negative int", value, ValueError)
+    return value
+
+
+def check_tokens(value: object, name: str, optional: bool = False) -> Any:
+    """Return ``value`` if it is a non-negative int (or ``None`` when ``optional``).
+
+    ``type(value) is int``: a bool is not a count of tokens.
+    """
+    if optional and value is None:
+        return None
+    if type(value) is not int:
+        raise must(name, "an int or None" if optional else "a non-negative int", value)
     if value < 0:
         raise must(name, "a non-negative int", value, ValueError)
     return value
@@ -107,10 +101,8 @@ _LARGEST = int(sys.float_info.max)  # counts are compared with float budgets
 
 
 def check_count(value: object, index: Optional[int]) -> int:
-    """Return ``value`` if it is a usable token count, else raise naming the message.
-
-    A usable count is a non-negative number a float can hold.
-    """
+    """Return ``value`` if it is a non-negative number a float can hold, else raise naming
+    the message."""
     if type(value) is int and 0 <= value <= _LARGEST:
         return value
     problem = "it must return a non-negative number of tokens"
@@ -183,13 +175,8 @@ def check_flag(value: object, name: str) -> bool:
 
 
 def check_target_tokens(target_tokens: object, max_tokens: float) -> Optional[float]:
-    """Return ``target_tokens`` if it is ``None`` or a finite positive number up to ``max_tokens``.
-
-    Raises:
-        TypeError: It is not ``None`` nor a number.
-        BudgetValueError: It is a number, but not a finite positive one.
-        ValueError: It is more than ``max_tokens``.
-    """
+    """Return ``target_tokens`` if it is ``None`` or a finite positive number up to ``max_tokens``
+    (checked as ``check_max_tokens`` does; ``ValueError`` when it is more)."""
     if target_tokens is None:
         return None
     check_max_tokens(target_tokens, "target_tokens")

@@ -8,8 +8,10 @@ along the edited path; everything else is the caller's own (docs/clearing.md).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import (
     Any,
     Dict,
@@ -154,12 +156,9 @@ def _written(result: ToolResult, placeholder: str) -> Tuple[Any, bool]:
 
 
 def _find_results(views: Sequence[Mapping[str, Any]], placeholder: Optional[str]) -> List[_Result]:
-    """Every tool result in order, each with the call it answers (the latest one with its id).
-
-    Each message is read by the format that recognises it (``formats.recognise``,
-    which refuses what none does, as grouping does). Without a ``placeholder``, what
-    clearing would write is not worked out (``written`` is ``None``).
-    """
+    """Every tool result in order, each with the call it answers (the latest one with its id),
+    read by the format that recognises its message (which refuses what none does). Without
+    a ``placeholder``, what clearing would write is not worked out (``written`` is ``None``)."""
     calls: Dict[Any, ToolCall] = {}
     results: List[_Result] = []
     for i, view in enumerate(views):
@@ -196,8 +195,7 @@ class _Editor:
         self.messages = messages
         self.views = views
         self.edited: Dict[int, Dict[str, Any]] = {}
-        self._lists: Set[Tuple[int, str]] = set()
-        self._blocks: Set[Tuple[Any, ...]] = set()
+        self._copied: Set[Tuple[Any, ...]] = set()
 
     def message(self, i: int) -> Dict[str, Any]:
         message = self.edited.get(i)
@@ -208,61 +206,54 @@ class _Editor:
             message = self.edited[i] = dict(own if isinstance(own, Mapping) else self.views[i])
         return message
 
+    def _copy(self, mark: Tuple[Any, ...], holder: Any, key: Any, make: Any) -> Any:
+        """``holder[key]`` replaced by ``make(holder[key])`` once (``mark`` says it was)."""
+        if mark not in self._copied:
+            holder[key] = make(holder[key])
+            self._copied.add(mark)
+        return holder[key]
+
     def items(self, i: int, key: str) -> List[Any]:
         """The message's ``key`` list (content or tool_calls), copied once."""
-        message = self.message(i)
-        if (i, key) not in self._lists:
-            message[key] = list(message[key])
-            self._lists.add((i, key))
-        return message[key]  # type: ignore[no-any-return]
+        return self._copy((i, key), self.message(i), key, list)  # type: ignore[no-any-return]
 
     def block(self, i: int, k: int, key: str = "content") -> Dict[str, Any]:
-        """A copy of block ``k`` of message ``i``'s ``key`` list (its JSON view for an SDK
-        block)."""
-        content = self.items(i, key)
-        if (i, key, k) not in self._blocks:
-            view = content[k]
-            if not isinstance(view, Mapping):  # an SDK block, part or call: its JSON
-                if key == "content":
-                    view = blocks(self.views[i])[k]
-                else:  # as the message's view holds it, or as the SDK sends it
-                    seen = self.views[i][key][k]
-                    view = seen if isinstance(seen, Mapping) else sdk_dump(seen)
-            content[k] = dict(view)
-            self._blocks.add((i, key, k))
-        return content[k]  # type: ignore[no-any-return]
+        """A copy of block ``k`` of message ``i``'s ``key`` list; an SDK block, part or call
+        as its JSON (as the message's view holds it, or as the SDK sends it)."""
+
+        def copied(view: Any) -> Dict[str, Any]:
+            if not isinstance(view, Mapping):
+                view = blocks(self.views[i])[k] if key == "content" else self.views[i][key][k]
+                view = view if isinstance(view, Mapping) else sdk_dump(view)
+            return dict(view)
+
+        return self._copy((i, key, k), self.items(i, key), k, copied)  # type: ignore[no-any-return]
 
     def inner(self, i: int, key: str, k: int, inner: str) -> Dict[str, Any]:
         """A copy of the object under ``inner`` in block ``k`` of message ``i``'s ``key`` list
         (a Converse ``toolResult``, a Gemini ``function_response``)."""
         block = self.block(i, k, key)
-        if (i, key, k, inner) not in self._blocks:
-            block[inner] = dict(block[inner])
-            self._blocks.add((i, key, k, inner))
-        return block[inner]  # type: ignore[no-any-return]
+        return self._copy((i, key, k, inner), block, inner, dict)  # type: ignore[no-any-return]
+
+    def held(self, i: int, key: str, k: Optional[int], inner: Optional[str]) -> Dict[str, Any]:
+        """A copy of what holds a call or a result: message ``i`` itself (``k`` is ``None``),
+        its block ``k`` in its ``key`` list, or the object under ``inner`` in that block."""
+        if k is None:
+            return self.message(i)
+        return self.block(i, k, key) if inner is None else self.inner(i, key, k, inner)
 
 
 def _clear_result(editor: _Editor, result: _Result) -> None:
     found = result.found
-    if found.inner is not None and found.block is not None:
-        held = editor.inner(found.index, found.items, found.block, found.inner)
-        held[found.field] = result.written
-    elif found.block is not None:
-        editor.block(found.index, found.block)["content"] = result.written
-    else:
-        editor.message(found.index)[found.field] = result.written
+    editor.held(found.index, found.items, found.block, found.inner)[found.field] = result.written
 
 
 def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
     """Clear a call's arguments where its format gives them a place (``ToolCall.arguments``)."""
     if not call.arguments:
         return False  # the call is its own input: nothing may replace it
-    if call.where == "item":
-        held = editor.message(call.index)
-    elif call.inner is not None:
-        held = editor.inner(call.index, call.where, call.position, call.inner)
-    else:
-        held = editor.block(call.index, call.position, call.where)
+    position = None if call.where == "item" else call.position
+    held = editor.held(call.index, call.where, position, call.inner)
     *path, last = call.arguments
     for key in path:
         inner = held.get(key)
@@ -281,10 +272,7 @@ def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
 
 
 def _output(messages: Sequence[Any], edited: Mapping[int, Any]) -> List[Any]:
-    out = list(messages)
-    for i, message in edited.items():
-        out[i] = message
-    return out
+    return [edited.get(i, message) for i, message in enumerate(messages)]
 
 
 @dataclass(frozen=True)
@@ -327,17 +315,9 @@ class ToolResultClearing:
         count_tokens: Optional[CountTokens],
         target_tokens: Optional[float] = None,
     ) -> Tuple[ClearResult[ClearedToolResult], List[int]]:
-        """Clear the oldest results until the total fits, from already-computed counts.
-
-        Args:
-            messages: The caller's list.
-            views: Their mapping views (``message_views(messages)``).
-            counts: Each message's token count, in order.
-            max_tokens: The checked budget.
-            count_tokens: The counter the counts came from (edited messages are
-                counted again with it).
-            target_tokens: The checked target, for clearing in steps (see
-                ``clear_tool_results``); ``None`` clears until the total fits.
+        """Clear the oldest results until the total fits, from the messages' ``views`` and
+        ``counts`` (edited messages are counted again with ``count_tokens``), with the checked
+        ``max_tokens`` and ``target_tokens`` (see ``clear_tool_results``).
 
         Returns:
             The result and the token count of each message of ``result.messages``.
@@ -356,14 +336,8 @@ class ToolResultClearing:
                 done, change = self._clear(editor, result, counts, count_tokens)
                 cleared.append(done)
                 total += change
-        outcome = ClearResult(
-            messages=_output(messages, editor.edited),
-            cleared=cleared,
-            tokens_before=before,
-            tokens_after=total,
-            fits=total <= max_tokens,
-        )
-        return outcome, counts
+        out = _output(messages, editor.edited)
+        return ClearResult(out, cleared, before, total, total <= max_tokens), counts
 
     def _clear(
         self,
@@ -381,13 +355,10 @@ class ToolResultClearing:
             input_cleared = _clear_input(editor, call, self.placeholder)
             if input_cleared:
                 touched.append(call.index)
-        cleared = ClearedToolResult(
-            index=result.found.index,
-            call_id=result.found.call_id,
-            tool=call.name if call is not None else None,
-            call_index=call.index if call is not None else None,
-            input_cleared=input_cleared,
-        )
+        found, name, at = result.found, None, None
+        if call is not None:
+            name, at = call.name, call.index
+        cleared = ClearedToolResult(found.index, found.call_id, name, at, input_cleared)
         return cleared, sum(_recount(editor, i, counts, count_tokens) for i in touched)
 
     def _clearable(
@@ -480,65 +451,76 @@ def clear_tool_results(
     options = ToolResultClearing.checked(
         keep=keep, exclude_tools=exclude_tools, placeholder=placeholder, clear_inputs=clear_inputs
     )
+    return _cleared(options, messages, count_tokens, max_tokens=budget, target_tokens=target)
+
+
+def _cleared(options: Any, messages: object, count_tokens: Any, **limits: Any) -> ClearResult[Any]:
+    """``options.apply`` to the checked messages, counted once: a ``clear_*`` function's result."""
     msgs = check_messages(messages)
     views = message_views(msgs)
     counts = count_all(views, count_tokens)
-    result, _ = options.apply(
-        msgs, views, counts, max_tokens=budget, count_tokens=count_tokens, target_tokens=target
-    )
+    result: ClearResult[Any] = options.apply(
+        msgs, views, counts, count_tokens=count_tokens, **limits
+    )[0]
     return result
 
 
 # --- thinking -------------------------------------------------------------------
 
 
-def _loop_in_progress(steps: Sequence[str], turn_start: int) -> bool:
-    """Whether the turn starting at ``turn_start`` (the last one) is a tool loop in progress.
-
-    It is when the model's last step in it calls tools (or is an output the
-    model has yet to read): the next request continues it.
-    """
-    for i in range(len(steps) - 1, turn_start - 1, -1):
-        if steps[i] in (CALLS, REPLIES):
-            return steps[i] == CALLS
-    return False
-
-
 def _find_thinking(
     views: Sequence[Mapping[str, Any]], keep_turns: int
 ) -> List[Tuple[int, Thinking]]:
     """The thinking that may be cleared, oldest first, with the index of its message."""
-    turn, last_start = 0, 0
-    found: List[Tuple[int, int, Thinking]] = []
-    with_thinking: List[int] = []  # the turns holding any thinking, clearable or not
     steps = [step(view) for view in views]
-    for i, kind in enumerate(steps):
-        if kind == OPENS_TURN:
-            turn, last_start = turn + 1, i
-        held = thinking(views, i) if kind in MODELS else None
-        if held is not None:
-            with_thinking.append(turn)
-            if held.blocks or held.item is not None:
-                found.append((turn, i, held))
-    turns = sorted(set(with_thinking))
-    protected = set(turns[len(turns) - keep_turns :])
-    if _loop_in_progress(steps, last_start):
-        protected.add(turn)
-    return [(i, held) for t, i, held in found if t not in protected]
+    turns = list(accumulate(int(kind == OPENS_TURN) for kind in steps))  # each message's turn
+    held = [
+        (i, item)
+        for i, kind in enumerate(steps)
+        if kind in MODELS and (item := thinking(views, i)) is not None
+    ]
+    kept = _kept_turns(steps, turns, held, keep_turns)
+    return [
+        (i, item)
+        for i, item in held
+        if (item.blocks or item.item is not None) and turns[i] not in kept
+    ]
 
 
-def _remove_blocks(
+def _kept_turns(
+    steps: Sequence[str], turns: Sequence[int], held: List[Tuple[int, Thinking]], keep_turns: int
+) -> Set[int]:
+    """The ``keep_turns`` latest turns holding thinking, and the last turn when it is a tool
+    loop in progress: the model's last step in it calls tools (or is an output the model has
+    yet to read), so the next request continues it."""
+    with_thinking = sorted({turns[i] for i, _ in held})
+    kept = set(with_thinking[len(with_thinking) - keep_turns :])
+    for kind in reversed(steps):
+        if kind in (CALLS, REPLIES, OPENS_TURN):
+            if kind == CALLS:
+                kept.add(turns[-1])
+            break
+    return kept
+
+
+def _clear_one(
     editor: _Editor,
     i: int,
     thought: Thinking,
     counts: List[int],
     count_tokens: Optional[CountTokens],
-) -> int:
-    """Remove a message's thinking blocks or parts, all at once; the change in tokens."""
+    removed: Set[int],
+) -> Tuple[int, List[ClearedThinking]]:
+    """Clear one message's thinking: the change in tokens, and what was cleared. A message
+    that is thinking itself (a reasoning item) goes whole: its index joins ``removed``."""
+    if thought.item is not None:
+        removed.add(i)
+        return -counts[i], [ClearedThinking(i, thought.item, None)]
     positions = {k for k, _ in thought.blocks}
     content = editor.items(i, thought.items)
     editor.message(i)[thought.items] = [b for k, b in enumerate(content) if k not in positions]
-    return _recount(editor, i, counts, count_tokens)
+    change = _recount(editor, i, counts, count_tokens)
+    return change, [ClearedThinking(i, kind, k) for k, kind in thought.blocks]
 
 
 @dataclass(frozen=True)
@@ -561,44 +543,29 @@ class ThinkingClearing:
         max_tokens: Optional[float],
         count_tokens: Optional[CountTokens],
     ) -> Tuple[ClearResult[ClearedThinking], List[int]]:
-        """Clear the thinking of earlier turns, from already-computed counts.
-
-        Args:
-            messages, views, counts, count_tokens: As for ``ToolResultClearing.apply``.
-            max_tokens: Stop once the total fits; ``None`` clears all that may be.
+        """Clear the thinking of earlier turns, as ``ToolResultClearing.apply`` clears results;
+        ``max_tokens``: stop once the total fits (``None`` clears all that may be).
 
         Returns:
             The result and the token count of each message of ``result.messages``
             (removed reasoning items are gone from both).
         """
+        goal = -math.inf if max_tokens is None else max_tokens  # None: clear all that may be
         counts = list(counts)
         before = total = sum(counts)
         cleared: List[ClearedThinking] = []
         editor = _Editor(messages, views)
         removed: Set[int] = set()
-        if max_tokens is None or total > max_tokens:
-            for i, item in _find_thinking(views, self.keep_turns):
-                if max_tokens is not None and total <= max_tokens:
-                    break
-                if item.item is not None:  # a message that is thinking itself: it goes
-                    removed.add(i)
-                    total -= counts[i]
-                    cleared.append(ClearedThinking(i, item.item, None))
-                else:
-                    total += _remove_blocks(editor, i, item, counts, count_tokens)
-                    cleared.extend(ClearedThinking(i, kind, k) for k, kind in item.blocks)
-        out = _output(messages, editor.edited)
-        if removed:
-            out = [m for i, m in enumerate(out) if i not in removed]
-            counts = [c for i, c in enumerate(counts) if i not in removed]
-        result = ClearResult(
-            messages=out,
-            cleared=cleared,
-            tokens_before=before,
-            tokens_after=total,
-            fits=max_tokens is None or total <= max_tokens,
-        )
-        return result, counts
+        for i, item in _find_thinking(views, self.keep_turns) if total > goal else ():
+            if total <= goal:
+                break
+            change, done = _clear_one(editor, i, item, counts, count_tokens, removed)
+            total += change
+            cleared.extend(done)
+        out = [m for i, m in enumerate(_output(messages, editor.edited)) if i not in removed]
+        counts = [c for i, c in enumerate(counts) if i not in removed]
+        fits = max_tokens is None or total <= max_tokens
+        return ClearResult(out, cleared, before, total, fits), counts
 
 
 @with_option_docs(
@@ -642,8 +609,4 @@ def clear_thinking(
     budget = None if max_tokens is None else check_max_tokens(max_tokens)
     check_callable(count_tokens, "count_tokens")
     options = ThinkingClearing.checked(keep_turns=keep_turns)
-    msgs = check_messages(messages)
-    views = message_views(msgs)
-    counts = count_all(views, count_tokens)
-    result, _ = options.apply(msgs, views, counts, max_tokens=budget, count_tokens=count_tokens)
-    return result
+    return _cleared(options, messages, count_tokens, max_tokens=budget)

@@ -130,14 +130,12 @@ class Compaction:
         bounds: Group boundaries (see ``group_bounds``).
         max_tokens, keep_head, keep_tail, count_tokens: The checked options.
         target_tokens: The checked target, for the step rule (``_steps``).
-        uncleared: With ``target_tokens``, the prefix sums of the messages before
-            clearing edited some of them (``None``: ``pre``). The step rule reads the
-            history as it was before clearing, and what clearing took off counts
-            towards its reduction.
+        uncleared: With ``target_tokens``, the prefix sums before clearing edited some
+            messages (``None``: ``pre``): the step rule reads the history as it was,
+            and what clearing took off counts towards its reduction.
         restart: The index of the latest message holding a provider's compaction
-            item (``group_bounds``' ``restarts``), ``-1`` for none. Over budget, the
-            conversation is taken to start at its group (``start``): what is before
-            goes first and the head is counted from there.
+            item, ``-1`` for none. Over budget, the conversation starts at its group
+            (``start``): what is before goes first, the head is counted from there.
         pinned: The indices of the pinned messages: their groups between the head
             and the tail are never dropped, and stay in place.
 
@@ -253,6 +251,10 @@ class Compaction:
             before = message_view(self.messages[pinned[-1]], pinned[-1])
         return resumes(before, message_view(self.messages[cut], cut))
 
+    def is_pinned(self, i: int) -> bool:
+        """Whether message ``i`` is in a pinned group."""
+        return self.held is not None and self.held[i]
+
     def pinned_between(self, start: int, stop: int) -> List[int]:
         """The indices in ``[start, stop)`` of the messages in pinned groups."""
         pinned = self.pinned
@@ -306,16 +308,8 @@ class Compaction:
             taken += whole_steps(self.sums[-1] - taken + extra - self.max_tokens, self.step)
         return taken - self.saved
 
-    def tokens_after_cut(self, cut: int) -> int:
-        """The estimated tokens left when the groups in ``[head_end, cut)`` are dropped
-        (and those before ``start``)."""
-        free = self.free
-        return self.tokens_before - self.pre[self.start] - (free[cut] - free[self.head_end])
-
     def kept(self) -> List[Any]:
         """The messages kept (head, pinned and tail), in original order, as a new list."""
-        if self.cut == self.head_end:
-            return self.messages[self.start :]
         pinned = [self.messages[i] for i in self.pinned_between(self.head_end, self.cut)]
         return self.messages[self.start : self.head_end] + pinned + self.messages[self.cut :]
 
@@ -332,8 +326,9 @@ class Compaction:
 
     @property
     def tokens_after(self) -> int:
-        """The tokens left once ``[head_end, cut)`` is dropped (no summary)."""
-        return self.tokens_after_cut(self.cut)
+        """The tokens left once ``[head_end, cut)`` and what is before ``start`` are dropped."""
+        free = self.free
+        return self.tokens_before - self.pre[self.start] - (free[self.cut] - free[self.head_end])
 
     def kept_ranges(self) -> Tuple[Tuple[int, int], ...]:
         """The kept messages as ``(start, stop)`` index ranges, in order, without empty
@@ -443,31 +438,22 @@ class Compaction:
         )
 
     def _reason(self, i: int, keep_head: int, keep_tail: int) -> Tuple[str, str]:
-        """Whether message ``i`` is kept or dropped, and why."""
-        start, n = self.start, len(self.messages)
-        if i < start:
-            return "dropped", "before the latest compaction item"
-        if i < self.head_end:
-            item_end = self.bounds[bisect_right(self.bounds, start)] if self.restart >= 0 else start
-            if i < start + keep_head:
-                return "kept", "head"
-            if i < item_end:
-                return "kept", "latest compaction item (group kept whole)"
-            return "kept", "head (group kept whole)"
-        if i >= self.tail_start:
-            if i >= n - keep_tail:
-                return "kept", "tail"
-            if i >= self.awaits:
-                return "kept", "tail (calls awaiting their results)"
-            return "kept", "tail (group kept whole)"
-        if i < self.cut and self.held is not None and self.held[i]:
-            return "kept", "pinned (group kept whole)"
-        if i < self.cut:
-            return "dropped", "oldest middle group while over budget"
-        return (
-            "kept",
-            "budget reached" if self.tokens_before > self.max_tokens else "input already fits",
+        """Whether message ``i`` is kept or dropped, and why: the first rule that holds."""
+        start, head, tail = self.start, i < self.head_end, i >= self.tail_start
+        item_end = self.bounds[bisect_right(self.bounds, start)] if self.restart >= 0 else start
+        rules = (
+            (i < start, "dropped", "before the latest compaction item"),
+            (head and i < start + keep_head, "kept", "head"),
+            (head and i < item_end, "kept", "latest compaction item (group kept whole)"),
+            (head, "kept", "head (group kept whole)"),
+            (tail and i >= len(self.messages) - keep_tail, "kept", "tail"),
+            (tail and i >= self.awaits, "kept", "tail (calls awaiting their results)"),
+            (tail, "kept", "tail (group kept whole)"),
+            (i < self.cut and self.is_pinned(i), "kept", "pinned (group kept whole)"),
+            (i < self.cut, "dropped", "oldest middle group while over budget"),
+            (self.tokens_before > self.max_tokens, "kept", "budget reached"),
         )
+        return next(((s, why) for hit, s, why in rules if hit), ("kept", "input already fits"))
 
     def rows(self, keep_head: int, keep_tail: int) -> List[MessageRow]:
         """One row per message, in order: its tokens, its group and why ``result()`` keeps or
@@ -499,16 +485,8 @@ def measure(
     count_tokens: Optional[CountTokens],
     restarts: Optional[List[int]] = None,
 ) -> Tuple[List[int], List[int]]:
-    """Group and count ``messages`` from scratch, validating each one.
-
-    ``restarts``, when given, gets the index of every message holding a
-    provider's compaction item (see ``group_bounds``): its last is
-    ``Compaction``'s ``restart``.
-
-    Returns:
-        ``(pre, bounds)``: the prefix sums of the messages' token counts and
-        their group boundaries, what ``Compaction`` decides from.
-    """
+    """``(pre, bounds)`` of ``messages``, validating each one: the prefix sums of their
+    token counts and their group boundaries (``restarts`` as for ``group_bounds``)."""
     views = message_views(messages)
     bounds = group_bounds(views, 0, restarts)
     return prefix_sums(count_all(views, count_tokens)), bounds

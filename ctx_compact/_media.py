@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import _media_rates as rates
-from ._checks import must
+from ._checks import check_tokens
 from ._media_headers import Payload, audio_seconds, image_size, pdf_pages
 from ._tokens import SpecCounter, default_count_tokens, tokens_of_units, utf16_length
 from ._views import message_view
@@ -64,97 +64,19 @@ def _without(value: Any, paths: Iterable[Tuple[Any, ...]]) -> Any:
     return kept
 
 
-@dataclass(frozen=True)
-class _Defaults:
+@dataclass(frozen=True, repr=False)
+class MediaAwareCounter(SpecCounter):
+    """The media-aware estimate, a ``count_tokens`` (built by ``media_aware_counter``, whose
+    options it holds: ``None`` for the provider's own figure)."""
+
     unsized_image_tokens: Optional[int] = None
     unsized_document_tokens: Optional[int] = None
     unsized_audio_tokens: Optional[int] = None
     pdf_page_tokens: Optional[int] = None
 
-
-def _is_pdf(mime: Optional[str]) -> bool:
-    return mime is None or mime.lower() in ("application/pdf", "pdf")
-
-
-def media_tokens(media: Media, defaults: _Defaults = _Defaults()) -> int:
-    """What the provider bills for one media part (see the module ``_media_rates``)."""
-    payload = None if media.data is None else Payload(media.data, media.start)
-    if media.kind == "image":
-        return _image_tokens(media, payload, defaults)
-    if media.kind == "document":
-        return _document_tokens(media, payload, defaults)
-    kind, provider = media.kind, media.provider
-    table = rates.VIDEO_TOKENS_PER_SECOND if kind == "video" else rates.AUDIO_TOKENS_PER_SECOND
-    seconds = None if payload is None or kind == "video" else audio_seconds(payload)
-    if seconds is None:
-        if kind == "audio" and defaults.unsized_audio_tokens is not None:
-            return defaults.unsized_audio_tokens
-        seconds = rates.UNSIZED_SECONDS
-    found = rates.seconds_tokens(table, provider, seconds)
-    # A provider publishing no rate of its own: Gemini's, the one published.
-    return found if found is not None else rates.seconds_tokens(table, rates.GEMINI, seconds) or 0
-
-
-def _image_tokens(media: Media, payload: Optional[Payload], defaults: _Defaults) -> int:
-    size = None if payload is None else image_size(payload)
-    if size is not None:
-        return rates.image_tokens(media.provider, size[0], size[1], media.detail)
-    if defaults.unsized_image_tokens is not None:
-        return defaults.unsized_image_tokens
-    return rates.unsized_image_tokens(media.provider, media.detail)
-
-
-def _document_tokens(media: Media, payload: Optional[Payload], defaults: _Defaults) -> int:
-    pages = None
-    if _is_pdf(media.mime):
-        pages = _pages(payload)
-    else:
-        text = _text_document(payload, media.mime)
-        if text is not None:
-            return tokens_of_units(utf16_length(text))
-    if pages is None:
-        if defaults.unsized_document_tokens is not None:
-            return defaults.unsized_document_tokens
-        pages = 1
-    # A document declaring more pages than its provider accepts costs no more than those.
-    pages = min(pages, rates.PDF_MOST_PAGES[media.provider])
-    per_page = defaults.pdf_page_tokens
-    return pages * (rates.PDF_PAGE_TOKENS[media.provider] if per_page is None else per_page)
-
-
-def _pages(payload: Optional[Payload]) -> Optional[int]:
-    if payload is None:
-        return None
-    try:
-        return pdf_pages(payload.whole())
-    except ValueError:
-        return None
-
-
-def _text_document(payload: Optional[Payload], mime: Optional[str]) -> Optional[str]:
-    if payload is None or mime is None or not mime.lower().startswith(_TEXT_MIMES):
-        return None
-    try:
-        return payload.whole().decode("utf-8", "replace")
-    except ValueError:
-        return None
-
-
-class MediaAwareCounter(SpecCounter):
-    """The media-aware estimate, a ``count_tokens`` (built by ``media_aware_counter``)."""
-
-    def __init__(self, defaults: _Defaults) -> None:
-        self._defaults = defaults
-
     def __repr__(self) -> str:
-        given = {k: v for k, v in vars(self._defaults).items() if v is not None}
+        given = {k: v for k, v in vars(self).items() if v is not None}
         return f"media_aware_counter({', '.join(f'{k}={v!r}' for k, v in given.items())})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MediaAwareCounter) and other._defaults == self._defaults
-
-    def __hash__(self) -> int:
-        return hash(self._defaults)
 
     def __call__(self, message: Any) -> int:
         """Count one message (a mapping or an SDK model, as ``estimate_tokens`` takes)."""
@@ -163,17 +85,65 @@ class MediaAwareCounter(SpecCounter):
         if not found:
             return default_count_tokens(view)
         rest = _without(view, [media.path for media in found])
-        return default_count_tokens(rest) + sum(media_tokens(m, self._defaults) for m in found)
+        return default_count_tokens(rest) + sum(media_tokens(m, self) for m in found)
 
 
-def _check_tokens(name: str, value: Any) -> Optional[int]:
-    if value is None:
+def media_tokens(media: Media, counter: MediaAwareCounter = MediaAwareCounter()) -> int:
+    """What the provider bills for one media part (see the module ``_media_rates``)."""
+    payload = None if media.data is None else Payload(media.data, media.start)
+    if media.kind == "image":
+        return _image_tokens(media, payload, counter)
+    if media.kind == "document":
+        return _document_tokens(media, payload, counter)
+    return _seconds_tokens(media, payload, counter)
+
+
+def _image_tokens(media: Media, payload: Optional[Payload], counter: MediaAwareCounter) -> int:
+    size = None if payload is None else image_size(payload)
+    if size is not None:
+        return rates.image_tokens(media.provider, size[0], size[1], media.detail)
+    if counter.unsized_image_tokens is not None:
+        return counter.unsized_image_tokens
+    return rates.unsized_image_tokens(media.provider, media.detail)
+
+
+def _document_tokens(media: Media, payload: Optional[Payload], counter: MediaAwareCounter) -> int:
+    mime = (media.mime or "pdf").lower()
+    pdf = mime in ("application/pdf", "pdf")
+    data = _whole(payload) if pdf or mime.startswith(_TEXT_MIMES) else None
+    if data is not None and not pdf:
+        return tokens_of_units(utf16_length(data.decode("utf-8", "replace")))
+    pages = None if data is None else pdf_pages(data)
+    if pages is None:
+        if counter.unsized_document_tokens is not None:
+            return counter.unsized_document_tokens
+        pages = 1
+    # A document declaring more pages than its provider accepts costs no more than those.
+    pages = min(pages, rates.PDF_MOST_PAGES[media.provider])
+    per_page = counter.pdf_page_tokens
+    return pages * (rates.PDF_PAGE_TOKENS[media.provider] if per_page is None else per_page)
+
+
+def _whole(payload: Optional[Payload]) -> Optional[bytes]:
+    if payload is None:
         return None
-    if type(value) is not int:
-        raise must(name, "an int or None", value)
-    if value < 0:
-        raise must(name, "a non-negative int", value, ValueError)
-    return value
+    try:
+        return payload.whole()
+    except ValueError:
+        return None
+
+
+def _seconds_tokens(media: Media, payload: Optional[Payload], counter: MediaAwareCounter) -> int:
+    kind = media.kind
+    table = rates.VIDEO_TOKENS_PER_SECOND if kind == "video" else rates.AUDIO_TOKENS_PER_SECOND
+    seconds = None if payload is None or kind == "video" else audio_seconds(payload)
+    if seconds is None:
+        if kind == "audio" and counter.unsized_audio_tokens is not None:
+            return counter.unsized_audio_tokens
+        seconds = rates.UNSIZED_SECONDS
+    found = rates.seconds_tokens(table, media.provider, seconds)
+    # A provider publishing no rate of its own: Gemini's, the one published.
+    return found if found is not None else rates.seconds_tokens(table, rates.GEMINI, seconds) or 0
 
 
 def media_aware_counter(
@@ -185,17 +155,11 @@ def media_aware_counter(
 ) -> MediaAwareCounter:
     """Build the media-aware estimate: the default counting of the middleware and the CLI.
 
-    On a message without media the figure is the specification's estimate
-    exactly (``estimate_tokens``). Each media part counts at the tokens its
-    provider bills for it, and the rest of the message as before, with the part
-    left out: an image by the provider's formula on the size read from its
-    header (PNG, JPEG, GIF, WebP; OpenAI's ``detail`` honoured), a PDF by its
-    pages (at most those the provider accepts) times the provider's per-page
-    figure, a plain-text document as its text, audio by its WAV or MP3 length.
-    A part whose size cannot be known offline counts the provider's maximum for
-    an image, one page for a document, one minute for audio or video, unless
-    told otherwise below. docs/media.md has the formulas, their sources and the
-    figures.
+    On a message without media the figure is ``estimate_tokens``'s exactly. Each media
+    part counts what its provider bills for it, from the size its header declares (an
+    image's pixels, a PDF's pages, a recording's length; a text document as its text), and
+    the rest of the message as before. A part whose size cannot be known offline counts
+    the figures below. docs/media.md has the formulas, their sources and the figures.
 
     Args:
         unsized_image_tokens: What an image of unknown size counts, for every
@@ -223,14 +187,8 @@ def media_aware_counter(
 
         result = compact(messages, max_tokens=8000, count_tokens=media_aware_counter())
     """
-    return MediaAwareCounter(
-        _Defaults(
-            _check_tokens("unsized_image_tokens", unsized_image_tokens),
-            _check_tokens("unsized_document_tokens", unsized_document_tokens),
-            _check_tokens("unsized_audio_tokens", unsized_audio_tokens),
-            _check_tokens("pdf_page_tokens", pdf_page_tokens),
-        )
-    )
+    options = dict(locals())
+    return MediaAwareCounter(**{k: check_tokens(v, k, optional=True) for k, v in options.items()})
 
 
 #: The media-aware estimate with its documented defaults (the middleware's and the CLI's).

@@ -11,7 +11,8 @@ import binascii
 import re
 import struct
 import zlib
-from typing import Optional, Set, Tuple, Union
+from itertools import tee
+from typing import Iterator, Optional, Set, Tuple, Union
 
 Data = Union[str, bytes, bytearray, memoryview]
 
@@ -22,10 +23,8 @@ _CHUNK = 64
 # The bytes decoded on a payload's first read, kept for the reads that follow: a
 # PNG, GIF or WebP header, and a JPEG's first segments (a JFIF file's frame header).
 _HEAD = 96
-# The steps a walk through a file's segments takes at most: a JPEG's segments, markers
-# and runs of fill bytes before its frame header, a WAV's chunks before its data. A
-# camera's JPEG has a few dozen segments there (an ICC profile split into 64 KB pieces
-# adds at most 255); a file needing more is made to stall its reader, and has no size.
+# The steps a walk through a JPEG's segments or a WAV's chunks takes at most (docs/media.md,
+# "Crafted payloads"); a camera's JPEG takes a few dozen: a file needing more has no size.
 _MOST_SEGMENTS = 1000
 
 
@@ -76,13 +75,7 @@ class Payload:
             return self._bytes[offset : offset + length]
         if offset < 0 or length <= 0 or self._start >= self._end:
             return b""
-        head = self._head
-        if head is None:
-            try:
-                head = self._decode(self._start, min(self._start + _HEAD // 3 * 4, self._end))
-            except ValueError:
-                head = b""
-            self._head = head
+        head = self._first_bytes()
         if not head:
             raise ValueError("not base64 in its first bytes")
         if offset + length <= len(head) or self._start + _HEAD // 3 * 4 >= self._end:
@@ -95,19 +88,18 @@ class Payload:
         skip = offset - (first - start) // 4 * 3
         return self._decode(first, last)[skip : skip + length]
 
+    def _first_bytes(self) -> bytes:
+        if self._head is None:
+            try:
+                self._head = self._decode(self._start, min(self._start + _HEAD // 3 * 4, self._end))
+            except ValueError:
+                self._head = b""
+        return self._head
+
     def _decode(self, first: int, last: int) -> bytes:
         """The bytes of the base64 text ``[first, last)``, ``first`` on the 4-character grid."""
         assert self._text is not None
         chunk = self._text[first:last]
-        # The usual case in one C call: a2b_base64 skips what is not base64, so the
-        # text was clean exactly when nothing is missing from what it gives.
-        try:
-            padded = chunk + "=" * (-len(chunk) % 4) if len(chunk) & 3 else chunk
-            found = binascii.a2b_base64(padded)
-            if len(found) == len(chunk) * 3 // 4:
-                return found
-        except binascii.Error:
-            pass
         if not _BASE64.fullmatch(chunk):
             chunk = chunk.translate(_URLSAFE)
             if not _BASE64.fullmatch(chunk):
@@ -201,16 +193,12 @@ def _jpeg(payload: Payload) -> Optional[Tuple[int, int]]:
     at = 2
     for _ in range(_MOST_SEGMENTS):
         head = payload.read(at, _CHUNK)
-        size = len(head)
-        if size < 4 or head[0] != 0xFF:
+        if len(head) < 4 or head[0] != 0xFF:
             return None  # the file's end, or not on a marker: a broken file
-        fill = 1
-        if head[1] == 0xFF:  # fill bytes before the marker
-            while fill < size and head[fill] == 0xFF:
-                fill += 1
-            if fill == size:
-                at += fill
-                continue
+        fill = len(head) - len(head.lstrip(b"\xff"))  # the marker's 0xFF and any fill bytes
+        if fill == len(head):
+            at += fill
+            continue
         marker = head[fill]
         if marker in _STANDALONE:
             at += fill + 1
@@ -220,16 +208,12 @@ def _jpeg(payload: Payload) -> Optional[Tuple[int, int]]:
         segment = head[fill + 1 : fill + 8]
         if len(segment) < 7:
             segment = payload.read(at + fill + 1, 7)
-        if len(segment) < 2:
-            return None
-        length = int.from_bytes(segment[:2], "big")
+        (length,) = struct.unpack(">H", segment[:2])  # cut short: struct.error, no size
         if length < 2:
             return None
         if marker in _SOF:
-            if len(segment) < 7:
-                return None
             height, width = struct.unpack(">HH", segment[3:7])
-            return (width, height) if width and height else None
+            return _positive((width, height))
         at += fill + 1 + length
     return None  # no frame header within _MOST_SEGMENTS steps
 
@@ -248,11 +232,8 @@ _OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm\b")
 _STREAM = re.compile(rb"stream\r?\n")
 _FIRST = re.compile(rb"/First\s+([0-9]+)")
 _ENTRY = re.compile(rb"([0-9](?<![0-9]{2})[0-9]*)\s+([0-9]+)")  # in an object stream's table
-# What one PDF is read for at most: the objects looked at (in the file and packed in
-# its object streams) and the bytes inflated from its object streams, so that neither
-# a file of a million empty objects nor a stream that inflates a thousandfold (a zip
-# bomb) costs more. A document of a thousand pages has some tens of thousands of
-# objects and a few megabytes of object streams. Past either, the rest is not read.
+# What one PDF is read for at most (docs/media.md): the objects looked at and the bytes
+# inflated from its object streams; a thousand-page document needs a fraction of either.
 _MOST_OBJECTS = 100_000
 _MOST_INFLATED = 16 << 20
 # A number longer than this many digits is larger than any a PDF means (a page
@@ -347,19 +328,21 @@ class _Pages:
         # before it ended, so a table whose offsets go back and forth cannot have
         # the same bytes searched twice.
         table = min(first, len(inflated))
-        number: Optional[bytes] = None
-        start = table
-        for entry in _ENTRY.finditer(inflated, 0, table):
-            at = max(min(table + _number(entry[2]), len(inflated)), start)
-            if number is not None:
-                if self.objects <= 0:
-                    return
-                self.objects -= 1
-                self._dictionary(number, inflated, start, at)
-            number, start = entry[1], at
-        if number is not None and self.objects > 0:
+
+        def starts() -> Iterator[Tuple[bytes, int]]:
+            at = table
+            for entry in _ENTRY.finditer(inflated, 0, table):
+                at = max(min(table + _number(entry[2]), len(inflated)), at)
+                yield entry[1], at
+            yield b"", len(inflated)  # where the last object ends
+
+        objects, ends = tee(starts())
+        next(ends)
+        for (number, start), (_, end) in zip(objects, ends):
+            if self.objects <= 0:
+                return
             self.objects -= 1
-            self._dictionary(number, inflated, start, len(inflated))
+            self._dictionary(number, inflated, start, end)
 
 
 # MPEG audio bitrates in kbit/s by bitrate index: MPEG-1 layer III, and MPEG-2/2.5 layer III.

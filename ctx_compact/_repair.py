@@ -119,11 +119,9 @@ def repair_pairing(
         PairingError: A problem no format knows how to repair (a bug: every
             problem ``check_pairing`` reports has a repair).
     """
-    answer: Optional[str] = None
-    if check_flag(answer_unanswered, "answer_unanswered"):
-        answer = check_placeholder(placeholder)
-    else:
-        check_placeholder(placeholder)
+    answering = check_flag(answer_unanswered, "answer_unanswered")
+    text = check_placeholder(placeholder)
+    answer = text if answering else None
     current = list(check_messages(messages))
     views = message_views(current)
     group_bounds(views)  # validates every message exactly as compaction does
@@ -136,27 +134,19 @@ def repair_pairing(
     # and so is the repair. A bound that is never reached stops a loop.
     for _ in range(3 * len(current) + 3):
         if not problems:
-            return RepairResult(current, changes, first)
+            break
         edits = _one_pass(views, problems, answer)
         if not edits:
             break
         done = sorted(edits.changes, key=lambda c: c.at)  # stable: a message's in order
-        changes.extend(
-            RepairChange(
-                origin[c.at],
-                c.action,
-                c.ids,
-                c.provider,
-                c.problem,
-                None if c.into is None else origin[c.into],
-            )
-            for c in done
-        )
+        for c in done:
+            into = None if c.into is None else origin[c.into]
+            changes.append(RepairChange(origin[c.at], c.action, c.ids, c.provider, c.problem, into))
         current, origin = _applied(edits, current, origin)
         views, problems = _checked_again(current, origin)
-    if not problems:  # the last pass the bound allows repaired the last problem
-        return RepairResult(current, changes, first)
-    raise PairingError(problems)  # no format repairs these: a bug, said rather than hidden
+    if problems:  # no format repairs these: a bug, said rather than hidden
+        raise PairingError(problems)
+    return RepairResult(current, changes, first)
 
 
 def _one_pass(
@@ -197,9 +187,6 @@ def _applied(edits: Edits, messages: List[Any], origin: List[int]) -> Tuple[List
             out.append(edits.message(i, message))
             came.append(origin[i])
         for source, new in edits.after.get(i, ()):
-            if new is None:  # a moved message, as it is
-                out.append(messages[source])
-            else:
-                out.append(new)
+            out.append(messages[source] if new is None else new)  # None: moved as it is
             came.append(origin[source])
     return out, came

@@ -57,8 +57,6 @@ def steps(pre: Sequence[int], max_tokens: float, step: float) -> Steps:
             prefix over the budget down to ``max_tokens - step``.
 
     A zero step is the specification's rule: the reduction is the excess itself.
-    Each reduction is found by bisection, so the walk costs a logarithm per
-    change of the cut, not a pass over the messages.
     """
     last = len(pre) - 1
     if pre[last] <= max_tokens:

@@ -16,13 +16,9 @@ CountTokens = Callable[[Any], int]
 
 
 class SpecCounter:
-    """A ``count_tokens`` that is the specification's estimate on any message without media.
-
-    The media-aware estimate is one. Its errors are reported as the default
-    estimator's (a message JSON cannot serialise, naming its index), and a value
-    sent beside the messages (a system prompt, a tool's schema) is counted by the
-    estimator itself.
-    """
+    """A ``count_tokens`` that is the specification's estimate on any message without media
+    (the media-aware one): its errors are the estimator's, and values beside the messages
+    are counted by the estimator itself."""
 
     def __call__(self, message: Any) -> int:
         raise NotImplementedError
@@ -34,13 +30,7 @@ ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=to
 
 
 def compact_json(value: Any) -> str:
-    """The estimator's text for ``value``: ``ENCODER.encode(value)``.
-
-    Raises:
-        TypeError: ``value`` holds something JSON cannot serialise.
-        ValueError: ``value`` holds a circular reference.
-        RecursionError: ``value`` is nested too deeply.
-    """
+    """The estimator's text for ``value``: ``ENCODER.encode(value)``, and its errors."""
     return ENCODER.encode(value)
 
 
@@ -74,12 +64,8 @@ def default_count_tokens(message: Any) -> int:
 
 
 def count_value(value: Any, count_tokens: Optional[CountTokens]) -> int:
-    """A JSON value sent beside the messages (a system prompt, a tool's schema), counted.
-
-    The estimator counts the value itself, for the default counting and for a
-    ``SpecCounter`` (the media-aware estimate) alike; a custom counter counts
-    messages, so it is given the system message the value stands for.
-    """
+    """A JSON value sent beside the messages (a system prompt, a tool's schema), counted: by
+    the estimator itself, or by a custom counter as the system message it stands for."""
     if count_tokens is None or isinstance(count_tokens, SpecCounter):
         return default_count_tokens(value)
     return int(count_tokens({"role": "system", "content": value}))
@@ -112,11 +98,8 @@ def prefix_sums(counts: Sequence[int]) -> List[int]:
 
 
 def finite(total: Any) -> bool:
-    """Whether a sum of token counts is still a number a float can hold.
-
-    Float sums overflow to infinity (and then give NaN when subtracted); an int
-    sum beyond the largest float cannot be compared with a float budget either.
-    """
+    """Whether a sum of token counts is still a number a float can hold (a float budget
+    cannot be compared with an infinite sum, nor with an int beyond any float)."""
     try:
         return math.isfinite(total)
     except OverflowError:  # an int beyond any float
@@ -124,12 +107,7 @@ def finite(total: Any) -> bool:
 
 
 def check_sums(pre: Sequence[Any]) -> None:
-    """Raise unless the prefix sums of the counts stayed finite, naming the message at fault.
-
-    Raises:
-        InvalidMessageError: The counts up to some message add up to more than a
-            float can hold; the error names the first such message.
-    """
+    """Raise ``InvalidMessageError`` naming the first message whose prefix sum is not finite."""
     if finite(pre[-1]):  # the sums only grow: the last one is the largest
         return
     index = next(k for k, total in enumerate(pre) if not finite(total)) - 1

@@ -9,8 +9,9 @@ the caller's objects; only the view is plain.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Mapping, Sequence
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from ._errors import InvalidMessageError
 from .formats._shapes import dump_failed, sdk_dump
@@ -25,17 +26,9 @@ def _dataclass_fields(value: Any) -> Optional[Dict[str, Any]]:
 
 
 def to_json_compatible(value: object) -> object:
-    """``json``'s ``default=``: a mapping as the dict it holds, an SDK object as its JSON.
-
-    json only knows dict; a read-only or custom Mapping is serialised as the
-    dict it holds, an SDK object inside a message (an Anthropic content block in
-    ``{"role": "assistant", "content": response.content}``) as the JSON the SDK
-    sends for it, and a dataclass as the dict of its fields: what the caller
-    would expect to be counted.
-
-    Raises:
-        TypeError: ``value`` is none of these.
-    """
+    """``json``'s ``default=``: a mapping as the dict it holds, an SDK object (an Anthropic
+    block in ``response.content``) as the JSON the SDK sends, a dataclass as its fields;
+    ``TypeError`` for anything else."""
     if isinstance(value, Mapping):
         return dict(value)
     try:
@@ -60,14 +53,9 @@ def _items(value: Any) -> Sequence[Any]:
 
 
 def holds_objects(message: Mapping[str, Any]) -> bool:
-    """Whether a message's tool structure holds anything but what JSON decodes to.
-
-    Only where grouping, the pairing check, clearing and the counters read:
-    ``content`` (and each block's own ``content``), ``tool_calls`` (and each
-    call's ``function``), ``function_call``. Anything deeper is counted as it
-    serialises wherever it is, and needs no plain view; a message decoded from
-    JSON never needs one.
-    """
+    """Whether a message's tool structure holds anything but what JSON decodes to: only
+    where grouping, pairing, clearing and the counters read (``content`` and its blocks'
+    ``content``, ``tool_calls`` and their ``function``, ``function_call``)."""
     content = message.get("content")
     calls = message.get("tool_calls")
     read = [content, calls, message.get("function_call")]
@@ -91,7 +79,7 @@ def plain(value: Any, index: Optional[int] = None) -> Any:
     Raises:
         InvalidMessageError: An SDK object's ``model_dump`` fails; the error names ``index``.
     """
-    if value is None or isinstance(value, (str, int, float)):
+    if isinstance(value, (str, int, float)):
         return value
     if isinstance(value, Mapping):
         return {k: plain(v, index) for k, v in value.items()}
@@ -104,9 +92,7 @@ def plain(value: Any, index: Optional[int] = None) -> Any:
     if dumped is not None:
         return plain(dumped, index)  # a custom model_dump may still hold objects
     fields = _dataclass_fields(value)
-    if fields is not None:
-        return {k: plain(v, index) for k, v in fields.items()}
-    return value
+    return value if fields is None else plain(fields, index)
 
 
 def _plain_view(message: Mapping[str, Any], index: Optional[int]) -> Mapping[str, Any]:
@@ -117,20 +103,10 @@ def _plain_view(message: Mapping[str, Any], index: Optional[int]) -> Mapping[str
 
 
 def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
-    """The mapping a message is grouped and counted as.
-
-    A mapping is its own view, or its plain form when its tool structure holds
-    SDK objects, dataclasses or other mappings (``holds_objects``); a LangChain
-    message, a pydantic-ai ``ModelRequest``/``ModelResponse``, an openai-agents
-    run item, a Mistral SDK message, a LlamaIndex ``ChatMessage``, an AutoGen
-    ``LLMMessage`` or a smolagents ``ChatMessage`` is seen as what the framework
-    sends for it (``framework_view``); an SDK object with ``model_dump`` is seen
-    as its JSON, its defaulted ``role`` and ``type`` included (``sdk_dump``).
-
-    Raises:
-        InvalidMessageError: Anything else, a ``model_dump`` that fails, or one
-            whose mapping has neither a ``role`` nor a ``type``.
-    """
+    """The mapping a message is grouped and counted as (see the module): a mapping, or its
+    plain form (``holds_objects``); a framework's message as the framework sends it
+    (``framework_view``); an SDK object as its JSON (``sdk_dump``). ``InvalidMessageError``
+    for anything else, or a ``model_dump`` that fails or gives no message."""
     if isinstance(message, Mapping):
         return _plain_view(message, index) if holds_objects(message) else message
     try:
@@ -146,31 +122,30 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
     if framework is not None:
         # Its tool calls may hold an SDK's objects (LlamaIndex keeps OpenAI's).
         return _plain_view(framework, index) if holds_objects(framework) else framework
-    if callable(getattr(message, "model_dump", None)):
-        try:
-            view = sdk_dump(message)
-        except Exception as exc:
-            raise InvalidMessageError(dump_failed(message, exc), index) from exc
-        if isinstance(view, Mapping):
-            mapping: Mapping[str, Any] = view
-            if holds_objects(mapping):  # a custom model_dump
-                mapping = _plain_view(mapping, index)
-            # A Gemini content needs no role (the API's default is the user's).
-            if (
-                mapping.get("role") is None
-                and mapping.get("type") is None
-                and "parts" not in mapping
-            ):
-                # Neither a wire message nor a known framework's: grouping it alone
-                # could keep a tool call without its result, so say so instead.
-                raise InvalidMessageError(
-                    f"{type(message).__name__} dumps to a mapping with neither 'role' nor "
-                    "'type', so its tool calls cannot be paired; pass wire-format dicts or a "
-                    "supported framework's messages (LangChain, pydantic-ai, openai-agents, "
-                    "LlamaIndex, AutoGen, smolagents)",
-                    index,
-                )
-            return mapping
+    return _dumped_view(message, index)
+
+
+def _dumped_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
+    """An SDK object's view: its JSON (``sdk_dump``), which must be a message's."""
+    try:
+        view: Any = sdk_dump(message)
+    except Exception as exc:
+        raise InvalidMessageError(dump_failed(message, exc), index) from exc
+    if isinstance(view, Mapping):
+        if holds_objects(view):  # a custom model_dump
+            view = _plain_view(view, index)
+        # A Gemini content needs no role (the API's default is the user's).
+        if view.get("role") is None and view.get("type") is None and "parts" not in view:
+            # Neither a wire message nor a known framework's: grouping it alone
+            # could keep a tool call without its result, so say so instead.
+            raise InvalidMessageError(
+                f"{type(message).__name__} dumps to a mapping with neither 'role' nor "
+                "'type', so its tool calls cannot be paired; pass wire-format dicts or a "
+                "supported framework's messages (LangChain, pydantic-ai, openai-agents, "
+                "LlamaIndex, AutoGen, smolagents)",
+                index,
+            )
+        return view  # type: ignore[no-any-return]
     raise InvalidMessageError(
         f"expected a mapping such as {{'role': ..., 'content': ...}} or an SDK message "
         f"model, got {type(message).__name__}",
@@ -210,12 +185,5 @@ def message_views(messages: Sequence[Any]) -> Sequence[Mapping[str, Any]]:
     Returns ``messages`` itself when each of those messages is its own view (a mapping
     holding no SDK objects), the usual case.
     """
-    views: Optional[List[Any]] = None
-    for i in range(len(messages)):
-        message = messages[i]
-        view = message_view(message, i)
-        if view is not message:
-            if views is None:
-                views = list(messages)
-            views[i] = view
-    return messages if views is None else views
+    views = [message_view(message, i) for i, message in enumerate(messages)]
+    return messages if all(map(operator.is_, views, messages)) else views

@@ -78,10 +78,7 @@ class KeptIndices:
                 f"these indices are for a conversation of {self.messages_before} messages, "
                 f"got {len(messages)}"
             )
-        out: List[T] = []
-        for start, stop in self.kept:
-            out.extend(messages[start:stop])
-        return out
+        return [message for start, stop in self.kept for message in messages[start:stop]]
 
 
 @dataclass(frozen=True)
@@ -205,9 +202,9 @@ def compact_many(
             ``compact_indices`` in your own loop to skip bad conversations).
     """
     options = check_options(locals())
-    if isinstance(conversations, (str, bytes, bytearray, Mapping)):
-        raise must("conversations", "an iterable of conversations", conversations)
     try:
+        if isinstance(conversations, (str, bytes, bytearray, Mapping)):
+            raise TypeError  # one conversation, or text: not an iterable of conversations
         items = iter(conversations)
     except TypeError:
         raise must("conversations", "an iterable of conversations", conversations) from None

