@@ -33,34 +33,24 @@ def _by_call_id(messages: Sequence[Any]) -> Dict[Any, BaseMessage]:
 
 
 def native(kept: Sequence[Any], given: Sequence[Any]) -> List[BaseMessage]:
-    """``kept`` as LangChain messages: the caller's own objects, and new ones for the rest.
-
-    Args:
-        kept: A compacted list of ``given``'s messages (the summary and edited
-            copies as Chat Completions dicts).
-        given: The caller's messages, where an edited copy's original is found.
-    """
+    """``kept`` as LangChain messages: the caller's own objects, and new ones for the rest."""
     if all(isinstance(message, BaseMessage) for message in kept):
         return list(kept)
     originals = _by_call_id(given)
-    out: List[BaseMessage] = []
-    for message in kept:
-        if isinstance(message, BaseMessage) or not isinstance(message, Mapping):
-            out.append(message)
-            continue
-        (made,) = convert_to_messages([dict(message)])
-        if message.get("role") == "tool":
-            original = originals.get(("result", message.get("tool_call_id")))
-            if original is not None:
-                made = original.model_copy(update={"content": made.content})
-        elif isinstance(made, AIMessage) and made.tool_calls:
-            original = originals.get(("call", made.tool_calls[0].get("id")))
-            if original is not None:
-                made = original.model_copy(
-                    update={"content": made.content, "tool_calls": made.tool_calls}
-                )
-        out.append(made)
-    return out
+    return [_restored(m, originals) if isinstance(m, Mapping) else m for m in kept]
+
+
+def _restored(message: Mapping[str, Any], originals: Dict[Any, BaseMessage]) -> BaseMessage:
+    # A summary, or an edited copy as its original with the copy's content (and calls).
+    (made,) = convert_to_messages([dict(message)])
+    if message.get("role") == "tool":
+        original = originals.get(("result", message.get("tool_call_id")))
+        return made if original is None else original.model_copy(update={"content": made.content})
+    if not (isinstance(made, AIMessage) and made.tool_calls):
+        return made
+    original = originals.get(("call", made.tool_calls[0].get("id")))
+    update = {"content": made.content, "tool_calls": made.tool_calls}
+    return made if original is None else original.model_copy(update=update)
 
 
 def replacing(messages: Sequence[BaseMessage]) -> List[BaseMessage]:

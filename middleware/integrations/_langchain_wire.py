@@ -794,21 +794,12 @@ def measured(
     system: Optional[BaseMessage],
     tools: Sequence[Any],
 ) -> Tuple[Optional[Counted], int]:
-    """The messages and what is sent beside them, counted as ``model`` sends the request.
+    """The messages (to compact), the system message and the tools, counted as ``model`` sends them.
 
-    Args:
-        compactor: The hook's compactor, whose options say how to count.
-        model: The chat model the request goes to (or a binding of it).
-        messages: The request's messages (the ones to compact).
-        system: The system message sent before them, if any.
-        tools: The tools' schemas in OpenAI's form (``convert_to_openai_tool``),
-            or a provider's own tools.
-
-    Returns:
-        ``(counted, fixed)``: ``counted`` the messages' counts and how to count
-        what compaction makes of them (``None`` when they are counted as the
-        core reads them: a model of another class, or a ``count_tokens`` given),
-        ``fixed`` the system message's and the tools' tokens.
+    ``tools`` are in OpenAI's form (``convert_to_openai_tool``) or a provider's
+    own. Returns ``(counted, fixed)``: ``counted`` is ``None`` when the messages
+    are counted as the core reads them (a model of another class, or a
+    ``count_tokens`` given); ``fixed`` the system message's and the tools' tokens.
     """
     wire = sender(model) if compactor.options.count_tokens is None else None
     if wire is None:

@@ -234,7 +234,13 @@ def _chat_binary(item: Any) -> Optional[Json]:
     return {"file": file, "type": "file"}
 
 
-def _responses_document(item: Any) -> Optional[Json]:
+def _responses_image(url: str, item: Any) -> Json:
+    return {"image_url": url, "type": "input_image", "detail": _detail(item) or "auto"}
+
+
+def _responses_binary(item: Any) -> Optional[Json]:
+    if item.is_image:
+        return _responses_image(item.data_uri, item)
     if not item.is_document:
         return None  # audio and video are refused: the request fails
     name = f"filename.{_extension(item)}"
@@ -397,11 +403,10 @@ class _Mapper:
         kind = getattr(item, "kind", None)
         if isinstance(item, str) or kind in _TEXT_KINDS:
             return {"text": item if isinstance(item, str) else item.content, "type": "input_text"}
-        if kind == "image-url" or (kind == "binary" and item.is_image):
-            url = item.url if kind == "image-url" else item.data_uri
-            return {"image_url": url, "type": "input_image", "detail": _detail(item) or "auto"}
+        if kind == "image-url":
+            return _responses_image(item.url, item)
         if kind == "binary":
-            return _responses_document(item)
+            return _responses_binary(item)
         if kind in ("document-url", "audio-url"):
             return {"type": "input_file", "file_url": item.url}
         if kind == "uploaded-file":

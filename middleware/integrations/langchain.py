@@ -45,12 +45,7 @@ ModelCallResult = Union[ModelResponse, AIMessage, ExtendedModelResponse]
 
 
 class _Answered:
-    """The model's reply, with the prompt size LangChain read off the provider's response.
-
-    ``usage`` is what the call's event reads its ``provider_tokens`` from: the
-    reply's ``usage_metadata["input_tokens"]`` (the whole prompt, cached parts
-    included), or ``None``.
-    """
+    """The model's reply; ``usage`` its ``usage_metadata["input_tokens"]``, for the event."""
 
     __slots__ = ("reply", "usage")
 
