@@ -34,8 +34,6 @@ def _by_call_id(messages: Sequence[Any]) -> Dict[Any, BaseMessage]:
 
 def native(kept: Sequence[Any], given: Sequence[Any]) -> List[BaseMessage]:
     """``kept`` as LangChain messages: the caller's own objects, and new ones for the rest."""
-    if all(isinstance(message, BaseMessage) for message in kept):
-        return list(kept)
     originals = _by_call_id(given)
     return [_restored(m, originals) if isinstance(m, Mapping) else m for m in kept]
 
@@ -56,8 +54,3 @@ def _restored(message: Mapping[str, Any], originals: Dict[Any, BaseMessage]) -> 
 def replacing(messages: Sequence[BaseMessage]) -> List[BaseMessage]:
     """A ``messages`` state update that replaces the whole list with ``messages``."""
     return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
-
-
-def changed(kept: Sequence[Any], given: Sequence[Any]) -> bool:
-    """Whether the compacted list is not the caller's list, object for object."""
-    return len(kept) != len(given) or any(a is not b for a, b in zip(kept, given))

@@ -40,7 +40,6 @@ class Sent:
     """One request as its model sends it.
 
     Attributes:
-        form: ``"chat"``, ``"responses"`` or ``"anthropic"``.
         messages: For each message given, the wire messages it becomes.
         system: Wire messages sent beside them that are never dropped (Chat
             Completions' system messages for the instructions).
@@ -50,7 +49,6 @@ class Sent:
             framework's statement on frames taken out), for ``wire``.
     """
 
-    form: str
     messages: List[List[Json]]
     system: List[Json]
     parts: List[Any]
@@ -106,7 +104,7 @@ def sent(
     wire = [mapper.message(message) for message in prepared]
     tools = [mapper.tool(tool) for tool in (*parameters.function_tools, *parameters.output_tools)]
     system, beside = mapper.beside(added, instructions)
-    return Sent(form, wire, system, [*beside, *tools], prepared, mapper)
+    return Sent(wire, system, [*beside, *tools], prepared, mapper)
 
 
 def _prepared(model: Any, given: List[Any], parameters: Any) -> Tuple[List[Any], List[str]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, Optional, Tuple, Union
 
-from ._common import Compactor, Counted, HookOptions, missing
+from ._common import Compactor, Counted, HookOptions, changed, missing
 
 try:
     from langchain.agents.middleware import (
@@ -33,7 +33,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the message is tested without langchain
     raise missing("langchain", "pip install 'langchain>=1'", exc) from exc
 
-from ._langchain_messages import changed, native, replacing
+from ._langchain_messages import native, replacing
 from ._langchain_wire import measured
 
 if TYPE_CHECKING:

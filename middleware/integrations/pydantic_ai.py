@@ -205,9 +205,9 @@ def native(kept: Sequence[Any], given: Sequence[Any]) -> List[ModelMessage]:
     messages) becomes a copy of its original, found in order by what clearing
     leaves unchanged, with the cleared returns, arguments and thinking applied.
     """
-    if all(isinstance(m, (ModelRequest, ModelResponse)) for m in kept):
-        return list(kept)
-    candidates, skeletons = _unkept(kept, given)
+    own = {id(message) for message in kept}
+    candidates = [m for m in given if id(m) not in own]
+    skeletons = [_skeleton(view) for view in message_views(candidates)]
     start = 0
     out: List[Any] = []
     for message in kept:
@@ -223,13 +223,6 @@ def native(kept: Sequence[Any], given: Sequence[Any]) -> List[ModelMessage]:
         out.append(_edited(candidates[found], message))
         start = found + 1
     return out
-
-
-def _unkept(kept: Sequence[Any], given: Sequence[Any]) -> Tuple[List[Any], List[Tuple[Any, ...]]]:
-    # The messages given that are not kept as they are, and their skeletons.
-    own = {id(message) for message in kept}
-    candidates = [m for m in given if id(m) not in own]
-    return candidates, [_skeleton(view) for view in message_views(candidates)] if candidates else []
 
 
 def _index(skeletons: List[Tuple[Any, ...]], view: Mapping[str, Any], start: int) -> Optional[int]:

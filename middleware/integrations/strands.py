@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ctx_compact._contract import MEDIA_AWARE
 
-from ._common import Compactor, HookOptions, Sent, missing
+from ._common import Compactor, HookOptions, Sent, changed, missing
 
 try:
     from strands.agent.conversation_manager import ConversationManager
@@ -189,19 +189,15 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         messages = agent.messages
         compactor = self._compactor_for(agent.model)
         kept = await compactor.acompacted(messages, self._fixed(agent, compactor))
-        if len(kept) != len(messages) or any(a is not b for a, b in zip(kept, messages)):
+        if changed(kept, messages):
             self._note_kept(messages, kept)
             messages[:] = kept
 
     def _note_kept(self, before: List[Any], kept: List[Any]) -> None:
-        """Note which of ``kept`` a session restores from its record, and which from the state.
-
-        The messages after the state's (``before[len(self._prepend):]``) are
-        the session record's last ones, from ``removed_message_count`` on: each
-        appended message is recorded as it is, and nothing else. ``kept`` ends
-        with the longest run of them that is still the end of the record, in
-        order and untouched; what comes before that run is the state's.
-        """
+        # Which of ``kept`` a session restores from its record, and which from the state:
+        # the messages after the state's are the record's last ones (each appended message
+        # is recorded as it is), so ``kept`` ends with the longest run of them still the
+        # record's end, untouched; what comes before that run is the state's.
         recorded = before[len(self._prepend) :]
         end = self.removed_message_count + len(recorded)
         at = {id(message): end - len(recorded) + i for i, message in enumerate(recorded)}
