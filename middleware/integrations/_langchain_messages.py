@@ -1,14 +1,8 @@
 """LangChain messages back from a compacted list, for the LangChain and LangGraph integrations.
 
-The core reads LangChain messages in Chat Completions form
-(``ctx_compact.formats.frameworks``), so what it adds to a compacted list is in
-that form too: a summary ``{"role": ..., "content": ...}`` and, with
-``clear_tool_results``, edited copies of ``ToolMessage`` (and, with
-``clear_inputs``, ``AIMessage``) objects. ``native`` makes LangChain messages of
-them, keeping each edited copy's ``id`` (and the rest of the original's fields),
-so a state rewritten with them replaces the originals rather than adding to them.
-
-Imported by the two integration modules after their own framework imports.
+The core adds a summary and edited copies of ``ToolMessage`` and ``AIMessage`` objects in
+Chat Completions form; ``native`` makes LangChain messages of them, an edited copy keeping its
+original's ``id`` and fields, so a state rewritten with them replaces the originals.
 """
 
 from __future__ import annotations

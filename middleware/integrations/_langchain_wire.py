@@ -224,7 +224,15 @@ class _Anthropic:
         content = message.content
         if joined and isinstance(content, str):
             content = [content]  # another system message joins it: both are sent as blocks
-        return [], [self._system(content)]
+        if isinstance(content, list):
+            content = [
+                {"type": "text", "text": block}
+                if isinstance(block, str)
+                else _only(block, _ANTHROPIC_TEXT)
+                for block in content
+                if isinstance(block, str) or block.get("type") == "text"
+            ]
+        return [], [content]
 
     def tools(self, schemas: Sequence[Any]) -> List[Any]:
         return _tools(schemas, _anthropic_tool)
@@ -248,17 +256,6 @@ class _Anthropic:
                 content = [content]  # a run of user turns is sent as one, of blocks
             return [{"role": "user", "content": _anthropic_content(content, None)}]
         return []  # a class ChatAnthropic does not send
-
-    def _system(self, content: Any) -> Any:
-        if not isinstance(content, list):
-            return content
-        return [
-            {"type": "text", "text": block}
-            if isinstance(block, str)
-            else _only(block, _ANTHROPIC_TEXT)
-            for block in content
-            if isinstance(block, str) or block.get("type") == "text"
-        ]
 
     def _assistant(self, message: AIMessage) -> Any:
         content = message.content

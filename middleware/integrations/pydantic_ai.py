@@ -199,11 +199,8 @@ def _summary(message: Mapping[str, Any]) -> Any:
 def native(kept: Sequence[Any], given: Sequence[Any]) -> List[ModelMessage]:
     """``kept`` as pydantic-ai messages: the caller's own objects, and new ones for the rest.
 
-    A summary (a ``{"role", "content": str}`` dict) becomes a ``ModelRequest``
-    with a ``UserPromptPart`` (a ``SystemPromptPart`` for a system role); an
-    edited copy (an Anthropic-form view, as the core reads pydantic-ai
-    messages) becomes a copy of its original, found in order by what clearing
-    leaves unchanged, with the cleared returns, arguments and thinking applied.
+    A summary becomes a new message (``_summary``); an edited copy (an Anthropic-form view)
+    a copy of its original, found in order by what clearing leaves unchanged (``_skeleton``).
     """
     own = {id(message) for message in kept}
     candidates = [m for m in given if id(m) not in own]
