@@ -38,7 +38,7 @@ from .._calls import Interceptor
 from .._events import Hooks, check_hooks
 from .._options import CompactionOptions, SharedOptions
 
-__all__ = ["Compactor", "Counted", "HookOptions", "Sent", "missing"]
+__all__ = ["Compactor", "Counted", "HookOptions", "Sent", "changed", "missing"]
 
 #: How a framework sends one message, seen as the core reads it: the wire messages
 #: its client writes for it (none, one or several).
@@ -87,6 +87,11 @@ def missing(integration: str, install: str, error: Optional[BaseException] = Non
         f"middleware.integrations.{integration} needs its framework, which cannot be "
         f"imported{reason}; install it with: {install}"
     )
+
+
+def changed(kept: Sequence[Any], given: Sequence[Any]) -> bool:
+    """Whether the compacted list is not the caller's list, object for object."""
+    return len(kept) != len(given) or any(a is not b for a, b in zip(kept, given))
 
 
 def _rebuild(messages: List[Any]) -> Arguments:

@@ -1,14 +1,8 @@
 """LangChain messages back from a compacted list, for the LangChain and LangGraph integrations.
 
-The core reads LangChain messages in Chat Completions form
-(``ctx_compact.formats.frameworks``), so what it adds to a compacted list is in
-that form too: a summary ``{"role": ..., "content": ...}`` and, with
-``clear_tool_results``, edited copies of ``ToolMessage`` (and, with
-``clear_inputs``, ``AIMessage``) objects. ``native`` makes LangChain messages of
-them, keeping each edited copy's ``id`` (and the rest of the original's fields),
-so a state rewritten with them replaces the originals rather than adding to them.
-
-Imported by the two integration modules after their own framework imports.
+The core adds a summary and edited copies of ``ToolMessage`` and ``AIMessage`` objects in
+Chat Completions form; ``native`` makes LangChain messages of them, an edited copy keeping its
+original's ``id`` and fields, so a state rewritten with them replaces the originals.
 """
 
 from __future__ import annotations
@@ -33,41 +27,24 @@ def _by_call_id(messages: Sequence[Any]) -> Dict[Any, BaseMessage]:
 
 
 def native(kept: Sequence[Any], given: Sequence[Any]) -> List[BaseMessage]:
-    """``kept`` as LangChain messages: the caller's own objects, and new ones for the rest.
-
-    Args:
-        kept: A compacted list of ``given``'s messages (the summary and edited
-            copies as Chat Completions dicts).
-        given: The caller's messages, where an edited copy's original is found.
-    """
-    if all(isinstance(message, BaseMessage) for message in kept):
-        return list(kept)
+    """``kept`` as LangChain messages: the caller's own objects, and new ones for the rest."""
     originals = _by_call_id(given)
-    out: List[BaseMessage] = []
-    for message in kept:
-        if isinstance(message, BaseMessage) or not isinstance(message, Mapping):
-            out.append(message)
-            continue
-        (made,) = convert_to_messages([dict(message)])
-        if message.get("role") == "tool":
-            original = originals.get(("result", message.get("tool_call_id")))
-            if original is not None:
-                made = original.model_copy(update={"content": made.content})
-        elif isinstance(made, AIMessage) and made.tool_calls:
-            original = originals.get(("call", made.tool_calls[0].get("id")))
-            if original is not None:
-                made = original.model_copy(
-                    update={"content": made.content, "tool_calls": made.tool_calls}
-                )
-        out.append(made)
-    return out
+    return [_restored(m, originals) if isinstance(m, Mapping) else m for m in kept]
+
+
+def _restored(message: Mapping[str, Any], originals: Dict[Any, BaseMessage]) -> BaseMessage:
+    # A summary, or an edited copy as its original with the copy's content (and calls).
+    (made,) = convert_to_messages([dict(message)])
+    if message.get("role") == "tool":
+        original = originals.get(("result", message.get("tool_call_id")))
+        return made if original is None else original.model_copy(update={"content": made.content})
+    if not (isinstance(made, AIMessage) and made.tool_calls):
+        return made
+    original = originals.get(("call", made.tool_calls[0].get("id")))
+    update = {"content": made.content, "tool_calls": made.tool_calls}
+    return made if original is None else original.model_copy(update=update)
 
 
 def replacing(messages: Sequence[BaseMessage]) -> List[BaseMessage]:
     """A ``messages`` state update that replaces the whole list with ``messages``."""
     return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
-
-
-def changed(kept: Sequence[Any], given: Sequence[Any]) -> bool:
-    """Whether the compacted list is not the caller's list, object for object."""
-    return len(kept) != len(given) or any(a is not b for a, b in zip(kept, given))

@@ -224,7 +224,15 @@ class _Anthropic:
         content = message.content
         if joined and isinstance(content, str):
             content = [content]  # another system message joins it: both are sent as blocks
-        return [], [self._system(content)]
+        if isinstance(content, list):
+            content = [
+                {"type": "text", "text": block}
+                if isinstance(block, str)
+                else _only(block, _ANTHROPIC_TEXT)
+                for block in content
+                if isinstance(block, str) or block.get("type") == "text"
+            ]
+        return [], [content]
 
     def tools(self, schemas: Sequence[Any]) -> List[Any]:
         return _tools(schemas, _anthropic_tool)
@@ -248,17 +256,6 @@ class _Anthropic:
                 content = [content]  # a run of user turns is sent as one, of blocks
             return [{"role": "user", "content": _anthropic_content(content, None)}]
         return []  # a class ChatAnthropic does not send
-
-    def _system(self, content: Any) -> Any:
-        if not isinstance(content, list):
-            return content
-        return [
-            {"type": "text", "text": block}
-            if isinstance(block, str)
-            else _only(block, _ANTHROPIC_TEXT)
-            for block in content
-            if isinstance(block, str) or block.get("type") == "text"
-        ]
 
     def _assistant(self, message: AIMessage) -> Any:
         content = message.content
@@ -794,21 +791,12 @@ def measured(
     system: Optional[BaseMessage],
     tools: Sequence[Any],
 ) -> Tuple[Optional[Counted], int]:
-    """The messages and what is sent beside them, counted as ``model`` sends the request.
+    """The messages (to compact), the system message and the tools, counted as ``model`` sends them.
 
-    Args:
-        compactor: The hook's compactor, whose options say how to count.
-        model: The chat model the request goes to (or a binding of it).
-        messages: The request's messages (the ones to compact).
-        system: The system message sent before them, if any.
-        tools: The tools' schemas in OpenAI's form (``convert_to_openai_tool``),
-            or a provider's own tools.
-
-    Returns:
-        ``(counted, fixed)``: ``counted`` the messages' counts and how to count
-        what compaction makes of them (``None`` when they are counted as the
-        core reads them: a model of another class, or a ``count_tokens`` given),
-        ``fixed`` the system message's and the tools' tokens.
+    ``tools`` are in OpenAI's form (``convert_to_openai_tool``) or a provider's
+    own. Returns ``(counted, fixed)``: ``counted`` is ``None`` when the messages
+    are counted as the core reads them (a model of another class, or a
+    ``count_tokens`` given); ``fixed`` the system message's and the tools' tokens.
     """
     wire = sender(model) if compactor.options.count_tokens is None else None
     if wire is None:

@@ -40,7 +40,6 @@ class Sent:
     """One request as its model sends it.
 
     Attributes:
-        form: ``"chat"``, ``"responses"`` or ``"anthropic"``.
         messages: For each message given, the wire messages it becomes.
         system: Wire messages sent beside them that are never dropped (Chat
             Completions' system messages for the instructions).
@@ -50,7 +49,6 @@ class Sent:
             framework's statement on frames taken out), for ``wire``.
     """
 
-    form: str
     messages: List[List[Json]]
     system: List[Json]
     parts: List[Any]
@@ -106,7 +104,7 @@ def sent(
     wire = [mapper.message(message) for message in prepared]
     tools = [mapper.tool(tool) for tool in (*parameters.function_tools, *parameters.output_tools)]
     system, beside = mapper.beside(added, instructions)
-    return Sent(form, wire, system, [*beside, *tools], prepared, mapper)
+    return Sent(wire, system, [*beside, *tools], prepared, mapper)
 
 
 def _prepared(model: Any, given: List[Any], parameters: Any) -> Tuple[List[Any], List[str]]:
@@ -234,7 +232,13 @@ def _chat_binary(item: Any) -> Optional[Json]:
     return {"file": file, "type": "file"}
 
 
-def _responses_document(item: Any) -> Optional[Json]:
+def _responses_image(url: str, item: Any) -> Json:
+    return {"image_url": url, "type": "input_image", "detail": _detail(item) or "auto"}
+
+
+def _responses_binary(item: Any) -> Optional[Json]:
+    if item.is_image:
+        return _responses_image(item.data_uri, item)
     if not item.is_document:
         return None  # audio and video are refused: the request fails
     name = f"filename.{_extension(item)}"
@@ -397,11 +401,10 @@ class _Mapper:
         kind = getattr(item, "kind", None)
         if isinstance(item, str) or kind in _TEXT_KINDS:
             return {"text": item if isinstance(item, str) else item.content, "type": "input_text"}
-        if kind == "image-url" or (kind == "binary" and item.is_image):
-            url = item.url if kind == "image-url" else item.data_uri
-            return {"image_url": url, "type": "input_image", "detail": _detail(item) or "auto"}
+        if kind == "image-url":
+            return _responses_image(item.url, item)
         if kind == "binary":
-            return _responses_document(item)
+            return _responses_binary(item)
         if kind in ("document-url", "audio-url"):
             return {"type": "input_file", "file_url": item.url}
         if kind == "uploaded-file":

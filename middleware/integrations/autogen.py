@@ -59,7 +59,7 @@ def sent_messages(view: Mapping[str, Any]) -> List[Dict[str, Any]]:
         New dicts, in the order the client sends them.
     """
     content = view.get("content")
-    blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+    blocks = _blocks(content)
     results = [b for b in blocks if b.get("type") == "tool_result"]
     if results:
         return [
@@ -70,21 +70,33 @@ def sent_messages(view: Mapping[str, Any]) -> List[Dict[str, Any]]:
             }
             for b in results
         ]
-    uses = [b for b in blocks if b.get("type") == "tool_use"]
-    if uses:
-        thought = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-        calls = [
-            {
-                "id": b.get("id"),
-                "function": {"arguments": _arguments(b.get("input")), "name": b.get("name")},
-                "type": "function",
-            }
-            for b in uses
+    if any(b.get("type") == "tool_use" for b in blocks):
+        return [
+            {"role": "assistant", "tool_calls": _sent_calls(blocks), "content": _thought(blocks)}
         ]
-        return [{"role": "assistant", "tool_calls": calls, "content": thought or None}]
     if view.get("role") == "user":
         return [{"role": "user", "name": view.get("name", SUMMARY_SOURCE), "content": content}]
     return [dict(view)]
+
+
+def _blocks(content: Any) -> List[Mapping[str, Any]]:
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def _thought(blocks: Sequence[Mapping[str, Any]]) -> Optional[str]:
+    return "".join(b.get("text", "") for b in blocks if b.get("type") == "text") or None
+
+
+def _sent_calls(blocks: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    return [
+        {
+            "id": b.get("id"),
+            "function": {"arguments": _arguments(b.get("input")), "name": b.get("name")},
+            "type": "function",
+        }
+        for b in blocks
+        if b.get("type") == "tool_use"
+    ]
 
 
 def _result_text(content: Any) -> str:
@@ -175,41 +187,32 @@ class CompactingChatCompletionContext(ChatCompletionContext):  # type: ignore[mi
 
 
 def _native(message: Any, given: Sequence[Any]) -> LLMMessage:
-    """``message`` as an AutoGen message: the caller's own, or one made from its Anthropic form.
-
-    The core reads AutoGen messages in Anthropic Messages form
-    (``ctx_compact.formats.frameworks``), so a summary and the cleared copies
-    come back in that form.
-    """
+    # The caller's own message, or one made from the Anthropic form of a summary or cleared copy.
     if not isinstance(message, Mapping):
         own: LLMMessage = message  # the caller's own message
         return own
-    role = message.get("role")
     content = message.get("content")
-    blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+    blocks = _blocks(content)
     if any(b.get("type") == "tool_result" for b in blocks):
         return _results(blocks, given)
     if any(b.get("type") == "tool_use" for b in blocks):
         return _calls(blocks, given)
     text = content if isinstance(content, str) else "".join(b.get("text", "") for b in blocks)
-    if role == "system":
+    if message.get("role") == "system":
         return SystemMessage(content=text)
-    if role == "assistant":
-        return AssistantMessage(content=text, source=SUMMARY_SOURCE)
-    return UserMessage(content=text, source=SUMMARY_SOURCE)
+    made = AssistantMessage if message.get("role") == "assistant" else UserMessage
+    return made(content=text, source=SUMMARY_SOURCE)
 
 
 def _originals(given: Sequence[Any]) -> Dict[Any, Any]:
     # Each call id of the caller's messages, to its FunctionCall or FunctionExecutionResult.
     found: Dict[Any, Any] = {}
     for message in given:
-        if isinstance(message, (AssistantMessage, FunctionExecutionResultMessage)):
-            for item in message.content if isinstance(message.content, list) else ():
-                key = "call" if isinstance(message, AssistantMessage) else "result"
-                found[(key, getattr(item, "id", None) or getattr(item, "call_id", None))] = (
-                    message,
-                    item,
-                )
+        result = isinstance(message, FunctionExecutionResultMessage)
+        key = "call" if isinstance(message, AssistantMessage) else "result" if result else None
+        for item in message.content if key and isinstance(message.content, list) else ():
+            item_id = getattr(item, "id", None) or getattr(item, "call_id", None)
+            found[(key, item_id)] = (message, item)
     return found
 
 
@@ -219,22 +222,17 @@ def _results(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMe
     for block in blocks:
         call_id = block.get("tool_use_id")
         _, original = originals[("result", call_id)]
-        content = block.get("content")
-        results.append(
-            FunctionExecutionResult(
-                content=_result_text(content),
-                name=original.name,
-                call_id=call_id,
-                is_error=original.is_error,
-            )
+        text = _result_text(block.get("content"))
+        result = FunctionExecutionResult(
+            content=text, name=original.name, call_id=call_id, is_error=original.is_error
         )
+        results.append(result)
     return FunctionExecutionResultMessage(content=results)
 
 
 def _calls(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMessage:
     originals = _originals(given)
     calls = []
-    thought = "".join(b.get("text", "") for b in blocks if b.get("type") == "text") or None
     source = SUMMARY_SOURCE
     for block in blocks:
         if block.get("type") != "tool_use":
@@ -244,4 +242,4 @@ def _calls(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMess
         calls.append(
             FunctionCall(id=block["id"], arguments=_arguments(block["input"]), name=block["name"])
         )
-    return AssistantMessage(content=calls, thought=thought, source=source)
+    return AssistantMessage(content=calls, thought=_thought(blocks), source=source)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, Optional
 
-from ._common import Compactor, HookOptions, missing
+from ._common import Compactor, HookOptions, changed, missing
 
 try:
     from google.adk.agents.callback_context import CallbackContext
@@ -102,7 +102,7 @@ def before_model_callback(max_tokens: float, **options: Unpack[HookOptions]) -> 
             parts += [_sent(tool) for tool in config.tools or ()]
         contents = llm_request.contents
         kept = await compactor.acompacted(contents, compactor.fixed_tokens(parts=parts))
-        if len(kept) != len(contents) or any(a is not b for a, b in zip(kept, contents)):
+        if changed(kept, contents):
             llm_request.contents = [_content(message) for message in kept]
         return None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, Optional, Tuple, Union
 
-from ._common import Compactor, Counted, HookOptions, missing
+from ._common import Compactor, Counted, HookOptions, changed, missing
 
 try:
     from langchain.agents.middleware import (
@@ -33,7 +33,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the message is tested without langchain
     raise missing("langchain", "pip install 'langchain>=1'", exc) from exc
 
-from ._langchain_messages import changed, native, replacing
+from ._langchain_messages import native, replacing
 from ._langchain_wire import measured
 
 if TYPE_CHECKING:
@@ -45,12 +45,7 @@ ModelCallResult = Union[ModelResponse, AIMessage, ExtendedModelResponse]
 
 
 class _Answered:
-    """The model's reply, with the prompt size LangChain read off the provider's response.
-
-    ``usage`` is what the call's event reads its ``provider_tokens`` from: the
-    reply's ``usage_metadata["input_tokens"]`` (the whole prompt, cached parts
-    included), or ``None``.
-    """
+    """The model's reply; ``usage`` its ``usage_metadata["input_tokens"]``, for the event."""
 
     __slots__ = ("reply", "usage")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
-from ._common import Compactor, HookOptions, missing
+from ._common import Compactor, HookOptions, changed, missing
 
 try:
     from langchain_core.messages import SystemMessage
@@ -23,7 +23,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the message is tested without langgraph
     raise missing("langgraph", "pip install 'langgraph'", exc) from exc
 
-from ._langchain_messages import changed, native, replacing
+from ._langchain_messages import native, replacing
 from ._langchain_wire import measured
 
 if TYPE_CHECKING:

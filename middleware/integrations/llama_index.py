@@ -48,12 +48,7 @@ def _schema(tool: Any) -> Any:
 
 
 def _native(message: Any) -> ChatMessage:
-    """``message`` as a ``ChatMessage``: the caller's own, or one made from its Chat form.
-
-    The core reads ``ChatMessage`` objects in Chat Completions form (role,
-    content, then ``additional_kwargs``; see ``ctx_compact.formats.frameworks``),
-    so a summary and the cleared copies come back in that form.
-    """
+    # The caller's own message, or one made from the Chat form of a summary or cleared copy.
     if not isinstance(message, Mapping):
         own: ChatMessage = message
         return own

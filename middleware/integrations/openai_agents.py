@@ -27,12 +27,8 @@ __all__ = ["input_filter"]
 
 
 def _schemas(agent: Any) -> List[Dict[str, Any]]:
-    """The agent's tools and handoffs as the Chat Completions model sends them.
-
-    The Responses model sends the same schemas with one level of nesting less, so
-    they are counted a few tokens high there; a hosted tool (web search, file
-    search, ...) is counted by its name only.
-    """
+    # The agent's tools and handoffs as the Chat Completions model sends them (a few
+    # tokens high for the Responses model); a hosted tool is counted by its name only.
     schemas: List[Dict[str, Any]] = []
     for tool in agent.tools:
         if isinstance(tool, FunctionTool):
@@ -46,11 +42,8 @@ def _schemas(agent: Any) -> List[Dict[str, Any]]:
 
 
 def _chat_model(agent: Any) -> Optional[str]:
-    """The model name when the agent's model is a Chat Completions one, else ``None``.
-
-    A model the run config sets, or one named by a string, is not the agent's
-    to read here: its items are counted as Responses items.
-    """
+    # The agent's Chat Completions model's name; None for any other (a model the
+    # run config sets, or one named by a string): its items count as Responses items.
     model = agent.model
     return model.model if isinstance(model, OpenAIChatCompletionsModel) else None
 

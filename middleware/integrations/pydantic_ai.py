@@ -80,12 +80,8 @@ def _system(texts: List[str]) -> List[Dict[str, Any]]:
 def _measured(
     compactor: Compactor, model: Any, messages: Sequence[Any], parameters: Any, settings: Any
 ) -> Tuple[Optional[Counted], int]:
-    """The messages and what is sent beside them counted as ``model`` sends the request.
-
-    ``(None, fixed)`` for a model class whose mapping is not followed: its
-    messages are then counted as the core reads them, and the instructions and
-    tools as the OpenAI chat model sends them.
-    """
+    # Counted as ``model`` sends the request; for a model class not followed, the messages
+    # as the core reads them, the instructions and tools as the OpenAI chat model sends them.
     request = sent(model, messages, parameters, settings)
     if request is None:
         texts = [part.content for part in parameters.instruction_parts or ()]
@@ -98,12 +94,9 @@ def _measured(
 
 
 class _Recount:
-    """Counts what compaction makes from a request's messages as the request's model sends it.
+    """Counts a summary or cleared copy as the pydantic-ai message ``native`` makes of it.
 
-    A summary (a ``{"role", "content": str}`` dict) and a cleared copy (an
-    Anthropic-form view) are turned back into the pydantic-ai message they
-    stand for, as ``native`` turns them, then mapped and counted; anything
-    else (a message ``validate="repair"`` made) is counted as it is.
+    Anything else (a message ``validate="repair"`` made) is counted as it is.
     """
 
     def __init__(self, request: Sent, given: Sequence[Any], counter: Any) -> None:
@@ -124,8 +117,7 @@ class _Recount:
             return _summary(view)
         if self._skeletons is None:
             self._skeletons = [_skeleton(v) for v in message_views(self._given)]
-        wanted = _skeleton(view)
-        found = next((k for k, seen in enumerate(self._skeletons) if seen == wanted), None)
+        found = _index(self._skeletons, view, 0)
         return None if found is None else _edited(self._request.prepared[found], view)
 
 
@@ -161,27 +153,38 @@ def _skeleton(view: Mapping[str, Any]) -> Tuple[Any, ...]:
 
 def _edited(original: Any, copy: Mapping[str, Any]) -> Any:
     """``original`` (a ``ModelRequest`` or ``ModelResponse``) with the edits of its view."""
-    blocks = [b for b in copy.get("content") or () if isinstance(b, Mapping)]
-    results = {b.get("tool_use_id"): b for b in blocks if b.get("type") == "tool_result"}
-    calls = {b.get("id"): b for b in blocks if b.get("type") == "tool_use"}
-    thinking = {b.get("thinking") for b in blocks if b.get("type") == "thinking"}
-    parts: List[Any] = []
-    for part in original.parts:
-        kind = getattr(part, "part_kind", None)
-        call_id = getattr(part, "tool_call_id", None)
-        if kind == "tool-return" and call_id in results:
-            content = results[call_id].get("content")
-            # Cleared: a placeholder (a return with files is a list of blocks until then).
-            if isinstance(content, str) and content != part.model_response_str():
-                part = dataclasses.replace(part, content=content)
-        elif kind == "tool-call" and call_id in calls:
-            arguments = calls[call_id].get("input")
-            if arguments != part.args_as_dict():
-                part = dataclasses.replace(part, args=arguments)
-        elif kind == "thinking" and part.content not in thinking:
-            continue  # cleared
-        parts.append(part)
-    return dataclasses.replace(original, parts=parts)
+    blocks = {_key(b): b for b in copy.get("content") or () if isinstance(b, Mapping)}
+    parts = [_part(part, blocks) for part in original.parts]
+    return dataclasses.replace(original, parts=[part for part in parts if part is not None])
+
+
+def _key(block: Mapping[str, Any]) -> Tuple[Any, Any]:
+    # A block by its kind and what names its part: a call's id, a thinking's text.
+    kind = block.get("type")
+    return (kind, block.get(_NAMED_BY.get(kind, "tool_use_id")))
+
+
+def _part(part: Any, blocks: Mapping[Any, Mapping[str, Any]]) -> Any:
+    # A part with its block's edits: a cleared return or arguments; None for cleared thinking.
+    kind = getattr(part, "part_kind", None)
+    if kind == "thinking":
+        return part if ("thinking", part.content) in blocks else None
+    block = blocks.get((_BLOCKS[kind], part.tool_call_id)) if kind in _BLOCKS else None
+    if block is None:
+        return part
+    if kind == "tool-call":
+        arguments = block.get("input")
+        edited = arguments != part.args_as_dict()
+        return dataclasses.replace(part, args=arguments) if edited else part
+    content = block.get("content")
+    # Cleared: a placeholder (a return with files is a list of blocks until then).
+    if isinstance(content, str) and content != part.model_response_str():
+        return dataclasses.replace(part, content=content)
+    return part
+
+
+_BLOCKS = {"tool-return": "tool_result", "tool-call": "tool_use"}
+_NAMED_BY: Dict[Any, str] = {"thinking": "thinking", "tool_use": "id"}
 
 
 def _summary(message: Mapping[str, Any]) -> Any:
@@ -196,36 +199,33 @@ def _summary(message: Mapping[str, Any]) -> Any:
 def native(kept: Sequence[Any], given: Sequence[Any]) -> List[ModelMessage]:
     """``kept`` as pydantic-ai messages: the caller's own objects, and new ones for the rest.
 
-    A summary (a ``{"role", "content": str}`` dict) becomes a ``ModelRequest``
-    with a ``UserPromptPart`` (a ``SystemPromptPart`` for a system role); an
-    edited copy (an Anthropic-form view, as the core reads pydantic-ai
-    messages) becomes a copy of its original, found in order by what clearing
-    leaves unchanged, with the cleared returns, arguments and thinking applied.
+    A summary becomes a new message (``_summary``); an edited copy (an Anthropic-form view)
+    a copy of its original, found in order by what clearing leaves unchanged (``_skeleton``).
     """
     own = {id(message) for message in kept}
-    if all(isinstance(m, (ModelRequest, ModelResponse)) for m in kept):
-        return list(kept)
-    candidates = [(i, m) for i, m in enumerate(given) if id(m) not in own]
-    views = message_views([m for _, m in candidates]) if candidates else []
-    skeletons = [_skeleton(view) for view in views]
+    candidates = [m for m in given if id(m) not in own]
+    skeletons = [_skeleton(view) for view in message_views(candidates)]
     start = 0
     out: List[Any] = []
     for message in kept:
-        if not isinstance(message, Mapping):
-            out.append(message)
-        elif isinstance(message.get("content"), str):
-            out.append(_summary(message))
-        else:
-            wanted = _skeleton(message)
-            found = next((j for j in range(start, len(candidates)) if skeletons[j] == wanted), None)
-            if found is None:
-                raise ValueError(
-                    "an edited message of the compacted history has no original among the "
-                    f"agent's messages: {dict(message)!r}"
-                )
-            out.append(_edited(candidates[found][1], message))
-            start = found + 1
+        if not isinstance(message, Mapping) or isinstance(message.get("content"), str):
+            out.append(_summary(message) if isinstance(message, Mapping) else message)
+            continue
+        found = _index(skeletons, message, start)
+        if found is None:
+            raise ValueError(
+                "an edited message of the compacted history has no original among the "
+                f"agent's messages: {dict(message)!r}"
+            )
+        out.append(_edited(candidates[found], message))
+        start = found + 1
     return out
+
+
+def _index(skeletons: List[Tuple[Any, ...]], view: Mapping[str, Any], start: int) -> Optional[int]:
+    # The first message from ``start`` on whose skeleton is ``view``'s: its original.
+    wanted = _skeleton(view)
+    return next((k for k in range(start, len(skeletons)) if skeletons[k] == wanted), None)
 
 
 # --- the history processor ------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ctx_compact._contract import MEDIA_AWARE
 
-from ._common import Compactor, HookOptions, Sent, missing
+from ._common import Compactor, HookOptions, Sent, changed, missing
 
 try:
     from strands.agent.conversation_manager import ConversationManager
@@ -59,20 +59,10 @@ def _converse(message: Any) -> List[Any]:
 
 
 def _chat_writer(model: Any) -> Any:
-    """The model's ``format_request_messages`` if it sends Chat Completions messages, or ``None``.
-
-    strands' OpenAI-compatible models (``OpenAIModel`` and its subclasses) write
-    their request's messages with it, one strands message at a time.
-    """
+    # strands' OpenAI-compatible models (OpenAIModel and its subclasses) write their
+    # request's Chat Completions messages with it, one strands message at a time.
     writer = getattr(model, "format_request_messages", None)
     return writer if callable(writer) else None
-
-
-def _sending(model: Any) -> Sent:
-    writer = _chat_writer(model)
-    if writer is None:
-        return _converse
-    return lambda message: writer([message])
 
 
 def _chat_tool(spec: Mapping[str, Any]) -> Dict[str, Any]:
@@ -150,11 +140,10 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         )
 
     def _compactor_for(self, model: Any) -> Compactor:
-        key = None if _chat_writer(model) is None else type(model)
-        found = self._compactors.get(key)
-        if found is None:
-            found = self._compactors[key] = self._compactor(_sending(model))
-        return found
+        writer = _chat_writer(model)
+        if writer is not None and type(model) not in self._compactors:
+            self._compactors[type(model)] = self._compactor(lambda message: writer([message]))
+        return self._compactors[None if writer is None else type(model)]
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         """Register the compaction before each model call (and strands' own hooks)."""
@@ -183,11 +172,9 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         # and one {"toolSpec": ...} per tool.
         specs = agent.tool_registry.get_all_tool_specs()
         writer = _chat_writer(agent.model)
-        parts: List[Any]
         if writer is not None:
-            parts = list(
-                writer([], agent.system_prompt, system_prompt_content=agent.system_prompt_content)
-            )
+            content = agent.system_prompt_content
+            parts = [*writer([], agent.system_prompt, system_prompt_content=content)]
             parts += [_chat_tool(spec) for spec in specs]
         else:
             system: Optional[List[Any]] = agent.system_prompt_content
@@ -202,19 +189,15 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         messages = agent.messages
         compactor = self._compactor_for(agent.model)
         kept = await compactor.acompacted(messages, self._fixed(agent, compactor))
-        if len(kept) != len(messages) or any(a is not b for a, b in zip(kept, messages)):
+        if changed(kept, messages):
             self._note_kept(messages, kept)
             messages[:] = kept
 
     def _note_kept(self, before: List[Any], kept: List[Any]) -> None:
-        """Note which of ``kept`` a session restores from its record, and which from the state.
-
-        The messages after the state's (``before[len(self._prepend):]``) are
-        the session record's last ones, from ``removed_message_count`` on: each
-        appended message is recorded as it is, and nothing else. ``kept`` ends
-        with the longest run of them that is still the end of the record, in
-        order and untouched; what comes before that run is the state's.
-        """
+        # Which of ``kept`` a session restores from its record, and which from the state:
+        # the messages after the state's are the record's last ones (each appended message
+        # is recorded as it is), so ``kept`` ends with the longest run of them still the
+        # record's end, untouched; what comes before that run is the state's.
         recorded = before[len(self._prepend) :]
         end = self.removed_message_count + len(recorded)
         at = {id(message): end - len(recorded) + i for i, message in enumerate(recorded)}
