@@ -36,7 +36,9 @@ from ._checks import (
     check_target_tokens,
     check_tool_names,
 )
+from ._compact import Pin, pinned_groups
 from ._defaults import KEEP_RESULTS, KEEP_TURNS, PLACEHOLDER
+from ._grouping import group_bounds
 from ._option_docs import with_option_docs
 from ._steps import step_size, steps
 from ._tokens import CountTokens, count_all, count_one, prefix_sums
@@ -314,10 +316,12 @@ class ToolResultClearing:
         max_tokens: float,
         count_tokens: Optional[CountTokens],
         target_tokens: Optional[float] = None,
+        protected: Iterable[int] = (),
     ) -> Tuple[ClearResult[ClearedToolResult], List[int]]:
         """Clear the oldest results until the total fits, from the messages' ``views`` and
         ``counts`` (edited messages are counted again with ``count_tokens``), with the checked
-        ``max_tokens`` and ``target_tokens`` (see ``clear_tool_results``).
+        ``max_tokens`` and ``target_tokens`` (see ``clear_tool_results``); the results of the
+        ``protected`` messages (pinned ones) are never cleared.
 
         Returns:
             The result and the token count of each message of ``result.messages``.
@@ -328,6 +332,8 @@ class ToolResultClearing:
         cleared: List[ClearedToolResult] = []
         editor = _Editor(messages, views)
         results = _find_results(views, self.placeholder)  # validates, even when it fits
+        shielded = set(protected)
+        results = [r for r in results if r.found.index not in shielded] if shielded else results
         if total > max_tokens:
             clearable, goal = self._clearable(results, counts, max_tokens, target_tokens)
             for result in clearable:
@@ -406,6 +412,8 @@ def _recount(
     '``"{}"``, ``{}`` or ``placeholder``, as each format takes them).',
     target_tokens="``None`` (the default) to clear until the total fits; a number up to "
     "``max_tokens`` to clear in steps.",
+    pin="``None``, or a predicate ``(message) -> bool``: the results in the group of a "
+    "message it accepts are never cleared (as ``compact`` never drops them).",
 )
 def clear_tool_results(
     messages: Sequence[Any],
@@ -417,6 +425,7 @@ def clear_tool_results(
     clear_inputs: bool = False,
     count_tokens: Optional[CountTokens] = None,
     target_tokens: Optional[float] = None,
+    pin: Optional[Pin] = None,
 ) -> ClearResult[ClearedToolResult]:
     """Replace the content of the oldest tool results with ``placeholder`` until it fits.
 
@@ -439,7 +448,7 @@ def clear_tool_results(
         TypeError: ``max_tokens`` is not a finite positive number, ``keep`` is not
             an int, ``exclude_tools`` is a string or holds a non-string,
             ``placeholder`` is not a string, ``clear_inputs`` is not a bool,
-            ``count_tokens`` is not callable, or ``messages`` is not a sequence.
+            ``count_tokens`` or ``pin`` is not callable, or ``messages`` is not a sequence.
         ValueError: ``keep`` is negative, ``placeholder`` is empty, or
             ``target_tokens`` is more than ``max_tokens``.
         InvalidMessageError: A message is malformed or cannot be counted; the
@@ -451,14 +460,20 @@ def clear_tool_results(
     options = ToolResultClearing.checked(
         keep=keep, exclude_tools=exclude_tools, placeholder=placeholder, clear_inputs=clear_inputs
     )
-    return _cleared(options, messages, count_tokens, max_tokens=budget, target_tokens=target)
+    check_callable(pin, "pin")
+    return _cleared(options, messages, count_tokens, pin, max_tokens=budget, target_tokens=target)
 
 
-def _cleared(options: Any, messages: object, count_tokens: Any, **limits: Any) -> ClearResult[Any]:
-    """``options.apply`` to the checked messages, counted once: a ``clear_*`` function's result."""
+def _cleared(
+    options: Any, messages: object, count_tokens: Any, pin: Optional[Pin] = None, **limits: Any
+) -> ClearResult[Any]:
+    """``options.apply`` to the checked messages, counted once: a ``clear_*`` function's result
+    (the results in a group ``pin`` holds are protected)."""
     msgs = check_messages(messages)
     views = message_views(msgs)
     counts = count_all(views, count_tokens)
+    if pin is not None:
+        limits["protected"] = pinned_groups(msgs, group_bounds(views), pin)
     result: ClearResult[Any] = options.apply(
         msgs, views, counts, count_tokens=count_tokens, **limits
     )[0]

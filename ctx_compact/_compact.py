@@ -115,6 +115,15 @@ def _held(bounds: Sequence[int], pinned: Sequence[int], n: int) -> List[bool]:
     return held
 
 
+def pinned_groups(messages: Sequence[Any], bounds: Sequence[int], pin: Optional[Pin]) -> List[int]:
+    """The indices of the messages in a group holding a message ``pin`` accepts."""
+    if pin is None:
+        return []
+    chosen = [i for i, message in enumerate(messages) if pin(message)]
+    held = _held(bounds, chosen, len(messages)) if chosen else []
+    return [i for i, kept in enumerate(held) if kept]
+
+
 def _free(pre: Sequence[int], held: Sequence[bool]) -> List[int]:
     """The prefix sums of the counts of the messages not ``held``."""
     counts = [0 if kept else pre[i + 1] - pre[i] for i, kept in enumerate(held)]

@@ -38,6 +38,7 @@ from ._tokens import (
 )
 from ._truncating import ToolResultTruncation
 from ._views import message_views
+from .formats import OPENS_TURN, step
 from .formats._shapes import sdk_dump
 from .formats.responses import CALL_OUTPUTS
 
@@ -48,6 +49,7 @@ __all__ = [
     "KEEP_RESULTS",
     "KEEP_TAIL",
     "MEDIA_AWARE",
+    "OPENS_TURN",
     "REPAIR_PLACEHOLDER",
     "Compaction",
     "CountTokens",
@@ -77,6 +79,7 @@ __all__ = [
     "prefix_sums",
     "prepare",
     "sdk_dump",
+    "step",
     "tokens_of_units",
     "utf16_length",
 ]

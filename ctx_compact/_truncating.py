@@ -27,7 +27,9 @@ from typing import (
 
 from ._checks import check_callable, check_messages, check_tool_names, must
 from ._clearing import ClearResult, _clear_result, _Editor, _find_results, _output, _Result
+from ._compact import Pin, pinned_groups
 from ._defaults import KEEP_RATIO, TRUNCATION_MARKER
+from ._grouping import group_bounds
 from ._media import part_media
 from ._option_docs import with_option_docs
 from ._tokens import CountTokens, count_all, count_one
@@ -255,6 +257,7 @@ class ToolResultTruncation:
         counts: Sequence[int],
         *,
         count_tokens: Optional[CountTokens],
+        protected: Iterable[int] = (),
     ) -> Tuple[ClearResult[TruncatedToolResult], List[int]]:
         """Cut every result over its cap, from already-computed counts.
 
@@ -264,6 +267,7 @@ class ToolResultTruncation:
             counts: Each message's token count, in order.
             count_tokens: The counter the counts came from (edited messages are
                 counted again with it).
+            protected: Indices of messages whose results are never cut (pinned ones).
 
         Returns:
             The result (``fits``: every capped result is now within its cap) and
@@ -274,9 +278,11 @@ class ToolResultTruncation:
         editor = _Editor(messages, views)
         done: List[TruncatedToolResult] = []
         fits = True
+        shielded = set(protected)
         for result in _find_results(views, None):
             tool = result.call.name if result.call is not None else None
-            cap = None if tool in self.exclude_tools else self.cap(tool)
+            kept = tool in self.exclude_tools or result.found.index in shielded
+            cap = None if kept else self.cap(tool)
             if cap is None or not result.found.value:
                 continue
             cut, tokens = self._truncate(editor, result, tool, cap, counts, count_tokens)
@@ -451,6 +457,8 @@ def _level_down(sizes: Sequence[int], excess: float) -> int:
     "result that is cut, with its whole content as text (a structured result as JSON); what "
     "it returns (a path, a URL, a key) goes into the marker, so an agent can read the rest "
     "with a tool of its own. What it raises reaches the caller.",
+    pin="``None``, or a predicate ``(message) -> bool``: the results in the group of a "
+    "message it accepts are never cut (as ``compact`` never drops them).",
 )
 def truncate_tool_results(
     messages: Sequence[Any],
@@ -461,6 +469,7 @@ def truncate_tool_results(
     marker: str = TRUNCATION_MARKER,
     offload: Optional[Offload] = None,
     count_tokens: Optional[CountTokens] = None,
+    pin: Optional[Pin] = None,
 ) -> ClearResult[TruncatedToolResult]:
     """Cut every tool result over ``max_result_tokens`` to a head and a tail around one marker.
 
@@ -482,8 +491,9 @@ def truncate_tool_results(
     Raises:
         TypeError: ``max_result_tokens`` is not an int or a mapping of names to ints,
             ``exclude_tools`` is a string or holds a non-string, ``keep_ratio`` is not a
-            number, ``marker`` is not a string, ``offload`` or ``count_tokens`` is not
-            callable, ``offload`` returned a non-string, or ``messages`` is not a sequence.
+            number, ``marker`` is not a string, ``offload``, ``count_tokens`` or ``pin``
+            is not callable, ``offload`` returned a non-string, or ``messages`` is not a
+            sequence.
         ValueError: A cap is below 1, ``keep_ratio`` is outside 0 to 1, or ``marker``
             uses another field than ``{chars}``, ``{tokens}`` and ``{where}`` or writes
             nothing.
@@ -498,8 +508,10 @@ def truncate_tool_results(
         marker=marker,
         offload=offload,
     )
+    check_callable(pin, "pin")
     msgs = check_messages(messages)
     views = message_views(msgs)
     counts = count_all(views, count_tokens)
-    result, _ = options.apply(msgs, views, counts, count_tokens=count_tokens)
+    protected = pinned_groups(msgs, group_bounds(views), pin)
+    result, _ = options.apply(msgs, views, counts, count_tokens=count_tokens, protected=protected)
     return result

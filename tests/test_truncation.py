@@ -536,3 +536,17 @@ def test_offload_is_called_once_per_result_however_many_rounds() -> None:
     messages = two_tools()
     fitted(messages, 900, checked={"offload": lambda text, name, i: seen.append(i) or f"k-{i}"})
     assert sorted(seen) == ["a", "b"]
+
+
+def test_the_results_of_a_pinned_group_are_never_cut() -> None:
+    messages = two_tools()
+    result = truncate_tool_results(
+        messages, max_result_tokens=300, pin=lambda m: m.get("tool_call_id") == "a"
+    )
+    # The pinned result's group is the call and both its results: nothing in it is cut.
+    assert result.cleared == []
+    assert all(a is b for a, b in zip(result.messages, messages))
+    unpinned = truncate_tool_results(chat(), max_result_tokens=300, pin=lambda m: False)
+    assert [c.index for c in unpinned.cleared] == [3]
+    with pytest.raises(TypeError, match="'pin' must be"):
+        truncate_tool_results(chat(), max_result_tokens=300, pin=3)  # type: ignore[arg-type]

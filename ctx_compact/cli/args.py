@@ -88,6 +88,20 @@ def _budget(text: str) -> Budget:
     return value
 
 
+def _result_cap(text: str) -> Tuple[str, int]:
+    """``N`` (every tool, ``"*"``) or ``TOOL=N``: a tool and its cap in tokens."""
+    tool, _, figure = text.rpartition("=")
+    try:
+        value = int(figure)
+    except ValueError:
+        value = 0
+    if value < 1 or ("=" in text and not tool):
+        raise argparse.ArgumentTypeError(
+            f"expected N or TOOL=N with N a positive integer, got {text!r}"
+        )
+    return (tool or "*", value)
+
+
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -354,6 +368,29 @@ def _add_clearing_options(parser: _Parser) -> None:
         default=[],
         metavar="NAME",
         help="with --clear-tool-results, a tool whose results are never cleared (repeatable)",
+    )
+    parser.add_argument(
+        "--max-result-tokens",
+        action="append",
+        default=[],
+        type=_result_cap,
+        metavar="N|TOOL=N",
+        help="before dropping anything, cut every tool result over N tokens (TOOL=N: the"
+        " results of TOOL) to its head and tail around a marker; repeatable, and with TOOL=N"
+        " alone other tools' results are left whole",
+    )
+    parser.add_argument(
+        "--pin-role",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="never drop a message of ROLE (its whole group stays in place), nor clear or"
+        " cut its results (repeatable)",
+    )
+    parser.add_argument(
+        "--pin-first-user",
+        action="store_true",
+        help="never drop the first user message (the task) and its group",
     )
     parser.add_argument(
         "--strict",

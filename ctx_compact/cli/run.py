@@ -81,7 +81,12 @@ def _settings(args: argparse.Namespace, mode: str) -> Settings:
     given = {name: value for name, value in vars(args).items() if name in fields}
     # --jsonl lines are always compact; the --indent check keeps the two apart.
     indent = 0 if mode == CHECK or args.jsonl else 2 if args.indent is None else args.indent
-    given.update(indent=indent, exclude_tools=tuple(getattr(args, "exclude_tool", ())))
+    given.update(
+        indent=indent,
+        exclude_tools=tuple(getattr(args, "exclude_tool", ())),
+        max_result_tokens=tuple(getattr(args, "max_result_tokens", ())),
+        pin_roles=tuple(getattr(args, "pin_role", ())),
+    )
     return Settings(check=mode == CHECK, repair=mode == REPAIR, **given)
 
 

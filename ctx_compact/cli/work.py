@@ -7,7 +7,7 @@ JSON (``json.Pieces``), so that each message is serialised once, not twice.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .. import (
@@ -16,12 +16,14 @@ from .. import (
     check_pairing,
     clear_tool_results,
     repair_pairing,
+    truncate_tool_results,
 )
 from .._contract import (
     KEEP_HEAD,
     KEEP_RESULTS,
     KEEP_TAIL,
     MEDIA_AWARE,
+    OPENS_TURN,
     REPAIR_PLACEHOLDER,
     Compaction,
     MessageRow,
@@ -33,6 +35,7 @@ from .._contract import (
     pairing_problems,
     prefix_sums,
     prepare,
+    step,
 )
 from .io import Failure, conversation, decode, dump, parse, with_messages
 from .json import Pieces, Unencodable, loads_fast
@@ -58,6 +61,9 @@ class Settings:
     keep_results: int = KEEP_RESULTS
     exclude_tools: Tuple[str, ...] = ()
     count_media: bool = True
+    max_result_tokens: Tuple[Tuple[str, int], ...] = ()  # (tool or "*", cap), as given
+    pin_roles: Tuple[str, ...] = ()
+    pin_first_user: bool = False
 
     def limits(self) -> Dict[str, Any]:
         """The budget and the kept ends, as ``compact`` takes them."""
@@ -67,6 +73,27 @@ class Settings:
             "keep_head": self.keep_head,
             "keep_tail": self.keep_tail,
         }
+
+    @property
+    def caps(self) -> Union[int, Dict[str, int], None]:
+        """``--max-result-tokens`` as ``truncate_tool_results`` takes it: one cap for every
+        tool, or a mapping (``"*"`` for the tools it does not name); the last one given wins."""
+        caps = dict(self.max_result_tokens)
+        if not caps:
+            return None
+        return caps["*"] if list(caps) == ["*"] else caps
+
+    def pinned(self, messages: Sequence[Any]) -> List[int]:
+        """The indices of the messages ``--pin-role`` and ``--pin-first-user`` pin."""
+        if not (self.pin_roles or self.pin_first_user):
+            return []
+        views = message_views(messages)
+        chosen = [i for i, view in enumerate(views) if view.get("role") in self.pin_roles]
+        if self.pin_first_user:
+            first = next((i for i, v in enumerate(views) if step(v) == OPENS_TURN), None)
+            if first is not None:
+                chosen = sorted({*chosen, first})
+        return chosen
 
     @property
     def counter(self) -> Optional[SpecCounter]:
@@ -164,6 +191,7 @@ def _from_pieces(
         bounds,
         count_tokens=counter,
         restart=restarts[-1] if restarts else -1,
+        pinned=settings.pinned(messages),
         **settings.limits(),
     )
     result = plan.result()
@@ -179,7 +207,7 @@ def _rows(settings: Settings, plan: Compaction) -> Sequence[MessageRow]:
 def _decision(
     settings: Settings, messages: List[Any], holder: Optional[Dict[str, Any]], fast: bool
 ) -> Decision:
-    if not settings.indent and not settings.clear_tool_results:
+    if not settings.indent and not settings.clear_tool_results and settings.caps is None:
         # NaN or an infinity (from 1e400) or very deep nesting are Unencodable: the
         # default estimator and the plain dump give the usual count or error.
         with contextlib.suppress(Unencodable):
@@ -188,13 +216,18 @@ def _decision(
 
 
 def _public(settings: Settings, messages: List[Any]) -> Decision:
-    """``clear_tool_results`` (with ``--clear-tool-results``), then ``compact``'s decision.
+    """``clear_tool_results`` (with ``--clear-tool-results``), ``truncate_tool_results``
+    (with ``--max-result-tokens``), then ``compact``'s decision: the steps in their order.
 
     ``Compaction.result()`` is what ``compact()`` returns; one decision gives both the
-    result and its rows, so they never disagree.
+    result and its rows, so they never disagree. Pinned messages are chosen in the input
+    and followed through the steps by identity (an edited message is never a pinned one).
     """
     counter = settings.counter
-    before, uncleared = None, None
+    chosen = {id(messages[i]) for i in settings.pinned(messages)}
+    pin = (lambda message: id(message) in chosen) if chosen else None
+    original, edited, before = messages, False, None
+    marks: Dict[int, str] = {}  # what --explain says was done to a message's results
     if settings.clear_tool_results:
         cleared = clear_tool_results(
             messages,
@@ -203,15 +236,35 @@ def _public(settings: Settings, messages: List[Any]) -> Decision:
             keep=settings.keep_results,
             exclude_tools=settings.exclude_tools,
             count_tokens=counter,
+            pin=pin,
         )
-        if settings.target_tokens is not None and cleared.cleared:
-            # The step rule reads the history before clearing, as the middleware's does.
-            uncleared = prefix_sums(count_all(message_views(messages), counter))
-        messages, before = cleared.messages, cleared.tokens_before
-    plan = prepare(messages, count_tokens=counter, uncleared=uncleared, **settings.limits())
+        messages, before, edited = cleared.messages, cleared.tokens_before, bool(cleared.cleared)
+        marks.update((entry.index, "result cleared") for entry in cleared.cleared)
+    if settings.caps is not None:
+        cut = truncate_tool_results(
+            messages,
+            max_result_tokens=settings.caps,
+            exclude_tools=settings.exclude_tools,
+            count_tokens=counter,
+            pin=pin,
+        )
+        messages, edited = cut.messages, edited or bool(cut.cleared)
+        marks.update((entry.index, "result cut to its head and tail") for entry in cut.cleared)
+        before = cut.tokens_before if before is None else before
+    uncleared = None
+    if settings.target_tokens is not None and edited:
+        # The step rule reads the history as it was before any edit, as the middleware's does.
+        uncleared = prefix_sums(count_all(message_views(original), counter))
+    plan = prepare(
+        messages, count_tokens=counter, uncleared=uncleared, pin=pin, **settings.limits()
+    )
     result = plan.result()
     tokens_before = result.tokens_before if before is None else before
-    return result, _rows(settings, plan), tokens_before, None
+    rows = [
+        replace(row, reason=f"{row.reason}; {marks[row.index]}") if row.index in marks else row
+        for row in _rows(settings, plan)
+    ]
+    return result, rows, tokens_before, None
 
 
 def _compact(
