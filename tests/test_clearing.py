@@ -866,3 +866,18 @@ def test_engine_apply_reuses_counts() -> None:
     assert new_counts == count_all(message_views(result.messages), None)
     assert counts == count_all(views, None)  # the caller's counts are not changed
     assert result == clear_tool_results(messages, max_tokens=1, keep=1)
+
+
+def test_the_results_of_a_pinned_group_are_never_cleared() -> None:
+    messages = chat_history(6)
+    budget = total(messages) // 2
+    plain = clear_tool_results(messages, max_tokens=budget, keep=0)
+    assert plain.cleared[0].index == 3
+    pinned = clear_tool_results(
+        messages, max_tokens=budget, keep=0, pin=lambda m: m.get("tool_call_id") == "call_0"
+    )
+    assert 3 not in [c.index for c in pinned.cleared]
+    assert pinned.messages[3] is messages[3]
+    assert pinned.messages[2] is messages[2]
+    with pytest.raises(TypeError, match="'pin' must be"):
+        clear_tool_results(messages, max_tokens=budget, pin="call_0")  # type: ignore[arg-type]

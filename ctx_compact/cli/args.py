@@ -367,7 +367,8 @@ def _add_clearing_options(parser: _Parser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="with --clear-tool-results, a tool whose results are never cleared (repeatable)",
+        help="a tool whose results are never cleared (--clear-tool-results) or cut"
+        " (--max-result-tokens) (repeatable)",
     )
     parser.add_argument(
         "--max-result-tokens",
