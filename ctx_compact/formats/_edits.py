@@ -90,6 +90,17 @@ class Edits:
         self.drop(index)
         self.after.setdefault(target, []).append((index, None))
 
+    def place(self, index: int, target: Optional[int], problem: PairingProblem) -> None:
+        """The result at ``index``, reported in ``problem``, moved after the message at
+        ``target`` (``moved_result``), or dropped when ``target`` is ``None``."""
+        why = (problem.ids, problem.provider, problem.code)
+        if target is None:
+            self.drop(index)
+            self.note(index, "dropped_result", *why)
+        else:
+            self.move(index, target)
+            self.note(index, "moved_result", *why, target)
+
     def insert(self, target: int, message: Dict[str, Any]) -> None:
         """A new message after the one at ``target`` (which it answers)."""
         self.after.setdefault(target, []).append((target, message))

@@ -143,6 +143,12 @@ def text_name(value: object) -> Optional[str]:
 _DATA_URL = re.compile(r"data:([^;,]{0,250})[^,]{0,250}?;base64,").match
 
 
+def base64_data(value: Any) -> Tuple[Optional[str], Optional[str], int]:
+    """``data_url(value)``, or ``(None, value, 0)`` for text that is no data URL (bare base64)."""
+    mime, data, start = data_url(value)
+    return mime, data if data is not None else text_name(value), start
+
+
 def data_url(value: Any) -> Tuple[Optional[str], Optional[str], int]:
     """``(media type, text, start)`` of a base64 ``data:`` URL, the base64 being ``text[start:]``.
 
