@@ -13,10 +13,21 @@ every format.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from .._problems import PairingProblem, names
-from ._shapes import Views
+from ._shapes import Views, is_list
 
 # The pairing problems a format reported on one pass's views (what its ``repair`` reads).
 Problems = Sequence[PairingProblem]
@@ -143,6 +154,35 @@ class Edits:
         if parts != list(range(count)):
             self.rebuild(index, field, parts)
         return True
+
+    def remove(
+        self,
+        index: int,
+        field: str,
+        gone: Sequence[int],
+        first: Sequence[Part] = (),
+        *,
+        action: Optional[str],
+        why: Tuple[Sequence[Any], str, str],
+        text: Optional[Callable[[str], Dict[str, Any]]] = None,
+    ) -> bool:
+        """``arrange`` for the message at ``index``, its ``field`` list read from its view:
+        the parts ``gone`` dropped (``action`` noted, for ``why``, when some go; ``None``
+        when the format noted them), ``first`` put first; ``False`` when it goes empty.
+
+        A string ``field`` (a text message) stays as it is when nothing goes first;
+        else it becomes the part ``text`` makes of it (if any), after ``first``.
+        """
+        if gone and action is not None:
+            self.note(index, action, *why)
+        own: Any = self.views[index].get(field)
+        last: List[Dict[str, Any]] = []
+        if isinstance(own, str):
+            if not first:
+                return True  # a text message: nothing in it to move or drop
+            last = [text(own)] if own and text is not None else []
+        count = len(own) if is_list(own) else 0
+        return self.arrange(index, field, count, first, gone, last, why=why)
 
     def message(self, index: int, own: Any) -> Any:
         """The message to send for the one at ``index`` (``own``, the caller's): itself

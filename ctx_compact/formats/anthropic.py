@@ -400,12 +400,12 @@ def _rebuild_next(
     for k in gone:
         ids = [content[k].get("tool_use_id")]
         edits.note(i, "dropped_result", ids, PROVIDER, "unexpected_tool_result")
-    text = edits.views[i].get("content")
-    if isinstance(text, str) and not added:
-        return  # a text message: nothing in it to move or drop
-    last = [{"type": "text", "text": text}] if isinstance(text, str) and text else []
     why = ((), PROVIDER, code)
-    edits.arrange(i, "content", len(content), [*first, *added], gone, last, why=why)
+    edits.remove(i, "content", gone, [*first, *added], action=None, why=why, text=_text)
+
+
+def _text(text: str) -> Dict[str, Any]:
+    return {"type": "text", "text": text}
 
 
 ANTHROPIC = AnthropicFormat()
