@@ -20,7 +20,7 @@ from typing import (
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem
 from ._edits import Edits, Problems
-from ._shapes import View, Views
+from ._shapes import View, Views, is_list
 
 
 class Links:
@@ -141,6 +141,16 @@ class Media(NamedTuple):
     start: int = 0
     mime: Optional[str] = None  # the media type, or a format name ("pdf", "wav")
     detail: Optional[str] = None  # OpenAI's image detail
+
+
+def media_in(
+    parts: Any, read: Callable[[Any, Tuple[Any, ...]], Optional[Media]], *path: Any
+) -> Iterator[Media]:
+    """What ``read`` finds among ``parts`` (when a list), each at ``(*path, position)``."""
+    for k, part in enumerate(parts if is_list(parts) else ()):
+        found = read(part, (*path, k))
+        if found is not None:
+            yield found
 
 
 def turn_step(model: bool, tools: bool) -> str:

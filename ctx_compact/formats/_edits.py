@@ -13,18 +13,7 @@ every format.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import (
-    Any,
-    Callable,
-    Dict,
-    Iterable,
-    List,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._problems import PairingProblem, names
 from ._shapes import Views, is_list
@@ -136,7 +125,7 @@ class Edits:
         field: str,
         count: int,
         first: Sequence[Part] = (),
-        gone: Iterable[int] = (),
+        gone: Sequence[int] = (),
         last: Sequence[Part] = (),
         *,
         why: Tuple[Sequence[Any], str, str],

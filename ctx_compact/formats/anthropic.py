@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, WireFormat
+from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, WireFormat, media_in
 from ._edits import Edits, Problems
 from ._shapes import View, Views, blocks, is_block, is_list, key, mapping, text_name
 
@@ -245,11 +245,8 @@ class AnthropicFormat(WireFormat):
             found = media_block(block, ("content", k))
             if found is not None:
                 yield found
-            elif is_block(block, "tool_result") and is_list(block.get("content")):
-                for j, inner in enumerate(block["content"]):
-                    found = media_block(inner, ("content", k, "content", j))
-                    if found is not None:
-                        yield found
+            elif is_block(block, "tool_result"):
+                yield from media_in(block.get("content"), media_block, "content", k, "content")
 
 
 # What a message of each role is among a turn's steps when it holds a block of this type.

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, turn_step
+from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, media_in, turn_step
 from ._edits import Edits, Part, Problems
 from ._shapes import View, Views, is_list, key, text_name
 
@@ -129,11 +129,7 @@ class BedrockFormat(WireFormat):
                 continue
             result = _inner(block, "toolResult")
             inner: Any = result.get("content") if result is not None else None
-            if is_list(inner):
-                for j, part in enumerate(inner):
-                    found = media_block(part, ("content", k, "toolResult", "content", j))
-                    if found is not None:
-                        yield found
+            yield from media_in(inner, media_block, "content", k, "toolResult", "content")
 
     def carries(self, view: View) -> bool:
         """Whether ``view``'s content holds ``toolUse`` or ``toolResult`` blocks."""

@@ -13,21 +13,19 @@ from typing import Any, Deque, Dict, FrozenSet, Iterator, List, NamedTuple, Opti
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
-from ._base import ASIDE, CALLS, EMPTY_ARGUMENTS, Links, Media, ToolCall, ToolResult, WireFormat
-from ._edits import Edits, Problems
-from ._shapes import (
-    View,
-    Views,
-    base64_data,
-    blocks,
-    data_url,
-    hashable,
-    id_set,
-    is_list,
-    key,
-    mapping,
-    text_name,
+from ._base import (
+    ASIDE,
+    CALLS,
+    EMPTY_ARGUMENTS,
+    Links,
+    Media,
+    ToolCall,
+    ToolResult,
+    WireFormat,
+    media_in,
 )
+from ._edits import Edits, Problems
+from ._shapes import View, Views, blocks, data_url, hashable, id_set, is_list, key, text_name
 
 PROVIDER = "openai"
 # Tool calls without ids, answered in order: Ollama's native API.
@@ -416,11 +414,15 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
         mime, data, start = data_url(url)
         return Media(path, PROVIDER, "image", data, start, mime, text_name(detail))
     if kind == "input_audio":
-        audio = mapping(part, "input_audio")
+        audio = part.get("input_audio")
+        audio = audio if isinstance(audio, Mapping) else {}
         data = text_name(audio.get("data"))
         return Media(path, PROVIDER, "audio", data, 0, text_name(audio.get("format")))
     if kind == "file":
-        mime, data, start = base64_data(mapping(part, "file").get("file_data"))
+        file = part.get("file")
+        mime, data, start = data_url(
+            file.get("file_data") if isinstance(file, Mapping) else None, bare=True
+        )
         return Media(path, PROVIDER, "document", data, start, mime or "application/pdf")
     return None
 
@@ -594,10 +596,7 @@ class ChatFormat(WireFormat):
 
     def media(self, view: View) -> Iterator[Media]:
         """The ``image_url``, ``input_audio`` and ``file`` parts of ``view``'s content."""
-        for k, part in enumerate(blocks(view)):
-            found = media_part(part, ("content", k))
-            if found is not None:
-                yield found
+        return media_in(blocks(view), media_part, "content")
 
 
 CHAT = ChatFormat()

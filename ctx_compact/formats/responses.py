@@ -23,20 +23,10 @@ from ._base import (
     ToolCall,
     ToolResult,
     WireFormat,
+    media_in,
 )
 from ._edits import Edits, Problems
-from ._shapes import (
-    View,
-    Views,
-    base64_data,
-    blocks,
-    data_url,
-    hashable,
-    is_list,
-    item_type,
-    key,
-    text_name,
-)
+from ._shapes import View, Views, blocks, data_url, hashable, is_list, item_type, key, text_name
 
 PROVIDER = "openai-responses"
 
@@ -181,7 +171,7 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
         mime, data, start = data_url(part.get("image_url"))
         return Media(path, _BILLED_AS, "image", data, start, mime, text_name(part.get("detail")))
     if kind == "input_file":
-        mime, data, start = base64_data(part.get("file_data"))
+        mime, data, start = data_url(part.get("file_data"), bare=True)
         if mime is None:
             name = part.get("filename")
             pdf = not isinstance(name, str) or name.lower().endswith(".pdf")
@@ -385,20 +375,11 @@ class ResponsesFormat(WireFormat):
 
     def media(self, view: View) -> Iterator[Media]:
         """The ``input_image`` and ``input_file`` parts of a message's content or an output's."""
-        parts: Sequence[Any] = ()
         if view.get("role") is not None:
-            field = "content"
-            parts = blocks(view)
-        else:
-            kind = view.get("type")
-            field = OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
-            output: Any = view.get(field)
-            if is_list(output):
-                parts = output
-        for k, part in enumerate(parts):
-            found = media_part(part, (field, k))
-            if found is not None:
-                yield found
+            return media_in(blocks(view), media_part, "content")
+        kind = view.get("type")
+        field = OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
+        return media_in(view.get(field), media_part, field)
 
 
 def _asked(item: View) -> Tuple[Any, ...]:
