@@ -153,6 +153,16 @@ def media_in(
             yield found
 
 
+def run_ends(views: Views, member: Callable[[View], bool]) -> List[int]:
+    """For each message, the last of the run of ``member`` messages right after it (itself
+    if none)."""
+    ends = list(range(len(views)))
+    for i in range(len(views) - 2, -1, -1):
+        if member(views[i + 1]):
+            ends[i] = ends[i + 1]
+    return ends
+
+
 def turn_step(model: bool, tools: bool) -> str:
     """The step of a message of a format whose roles alternate (Gemini, Bedrock): a model's
     message calls tools when it holds ``tools`` (calls), else replies; a user's is no step

@@ -23,6 +23,7 @@ from ._base import (
     ToolResult,
     WireFormat,
     media_in,
+    run_ends,
 )
 from ._edits import Edits, Problems
 from ._shapes import View, Views, blocks, data_url, hashable, id_set, is_list, key, text_name
@@ -60,8 +61,6 @@ _OLLAMA_MISSING = (
     "An assistant message's 'tool_calls' without an 'id' must be answered in order by the "
     "'tool' messages right after it; Ollama would show the model calls without results: {names}"
 )
-_NO_IDS: FrozenSet[Any] = frozenset()
-_NO_CALLS: Tuple[Any, ...] = ()
 
 
 def call_ids(message: View, index: int) -> Optional[FrozenSet[Any]]:
@@ -95,13 +94,9 @@ def idless_calls(message: View) -> Tuple[Optional[str], ...]:
 
 def _calls_of(message: View, index: int) -> Tuple[FrozenSet[Any], Tuple[Any, ...]]:
     """An assistant message's call ids and the names of its id-less calls."""
-    ids = call_ids(message, index) if message.get("tool_calls") else None
-    if not ids:
-        ids = _NO_IDS
+    ids = call_ids(message, index) or frozenset()
     calls = message.get("tool_calls")
-    if calls and len(ids) < len(calls):
-        return ids, idless_calls(message)
-    return ids, _NO_CALLS
+    return ids, idless_calls(message) if calls and len(ids) < len(calls) else ()
 
 
 class _IdlessCalls:
@@ -268,16 +263,6 @@ def _idless_unanswered(views: Views, at: int, end: int) -> List[int]:
         if views[k].get("tool_call_id") is None:
             waiting.answer(views[k].get("tool_name"))
     return [pending[k] for k in waiting.unanswered()]
-
-
-def _run_ends(views: Views) -> List[int]:
-    """For each message, the last message of the run of ``tool`` messages after it (itself
-    if none)."""
-    ends = list(range(len(views)))
-    for i in range(len(views) - 2, -1, -1):
-        if views[i + 1].get("role") == "tool":
-            ends[i] = ends[i + 1]
-    return ends
 
 
 class _Owed:
@@ -527,7 +512,7 @@ class ChatFormat(WireFormat):
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
         """Repair this format's ``problems`` (see docs/repair.md): stray results moved into the
         run owing them or dropped, calls answered with ``answer`` or dropped."""
-        ends = _run_ends(views)
+        ends = run_ends(views, lambda view: view.get("role") == "tool")
         unanswered: Dict[int, Dict[Any, None]] = {}
         idless: Dict[int, List[int]] = {}  # Ollama's calls: positions in tool_calls
         for problem in problems:

@@ -24,6 +24,7 @@ from ._base import (
     ToolResult,
     WireFormat,
     media_in,
+    run_ends,
 )
 from ._edits import Edits, Problems
 from ._shapes import View, Views, blocks, data_url, hashable, is_list, item_type, key, text_name
@@ -289,7 +290,7 @@ class ResponsesFormat(WireFormat):
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
         """Repair this format's ``problems`` (see docs/repair.md): outputs moved after their
         call or dropped, calls answered with ``answer`` or dropped, lone reasoning dropped."""
-        ends = _calls_ends(views)
+        ends = run_ends(views, _is_call)  # for a call, the last call of its run
         unanswered = dict.fromkeys(p.index for p in problems if p.code == "missing_call_output")
         waiting = _Waiting(views, unanswered, ends)
         for problem in problems:
@@ -441,19 +442,12 @@ def _reasoning_required(views: Views, at: int) -> bool:
     return False
 
 
+def _is_call(view: View) -> bool:
+    return view.get("role") is None and view.get("type") in CALL_OUTPUTS
+
+
 def _is_reasoning(view: View) -> bool:
     return view.get("role") is None and view.get("type") == "reasoning"
-
-
-def _calls_ends(views: Views) -> List[int]:
-    """For each item, the last item of the run of call items after it (itself if none):
-    for a call, the last call of its run."""
-    ends = list(range(len(views)))
-    for i in range(len(views) - 2, -1, -1):
-        following = views[i + 1]
-        if following.get("role") is None and following.get("type") in CALL_OUTPUTS:
-            ends[i] = ends[i + 1]
-    return ends
 
 
 class _Waiting:
