@@ -23,6 +23,8 @@ Problems = Sequence[PairingProblem]
 
 # A part of a rebuilt message: the position of one of its own parts, or a new part.
 Part = Union[int, Dict[str, Any]]
+# Why a step was taken, as a change reports it: the ids, the provider, the problem's code.
+Why = Tuple[Sequence[Any], str, str]
 
 
 class Change(NamedTuple):
@@ -91,8 +93,7 @@ class Edits:
         self.after.setdefault(target, []).append((index, None))
 
     def place(self, index: int, target: Optional[int], problem: PairingProblem) -> None:
-        """The result at ``index``, reported in ``problem``, moved after the message at
-        ``target`` (``moved_result``), or dropped when ``target`` is ``None``."""
+        """The result at ``index`` moved after ``target``, or dropped for ``None``."""
         why = (problem.ids, problem.provider, problem.code)
         if target is None:
             self.drop(index)
@@ -128,7 +129,7 @@ class Edits:
         gone: Sequence[int] = (),
         last: Sequence[Part] = (),
         *,
-        why: Tuple[Sequence[Any], str, str],
+        why: Why,
     ) -> bool:
         """The message at ``index`` with its ``field`` list (``count`` long) made of ``first``,
         then its own parts in order but those in ``first`` or ``gone``, then ``last``; when
@@ -152,7 +153,7 @@ class Edits:
         first: Sequence[Part] = (),
         *,
         action: Optional[str],
-        why: Tuple[Sequence[Any], str, str],
+        why: Why,
         text: Optional[Callable[[str], Dict[str, Any]]] = None,
     ) -> bool:
         """``arrange`` for the message at ``index``, its ``field`` list read from its view:

@@ -125,12 +125,6 @@ def item_type(item: Mapping[str, Any], index: int) -> Any:
     return key(kind, index, "a message's 'type'")
 
 
-def mapping(view: Mapping[str, Any], field: str) -> Mapping[str, Any]:
-    """``view[field]`` if it is a mapping, else an empty one."""
-    found = view.get(field)
-    return found if isinstance(found, Mapping) else {}
-
-
 def text_name(value: object) -> Optional[str]:
     """``value`` if it is a string (a tool's name as read from a call), else ``None``."""
     return value if isinstance(value, str) else None

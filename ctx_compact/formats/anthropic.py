@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, WireFormat, media_in
-from ._edits import Edits, Problems
-from ._shapes import View, Views, blocks, is_block, is_list, key, mapping, text_name
+from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, WireFormat
+from ._edits import Edits, Part, Problems
+from ._shapes import View, Views, blocks, is_block, is_list, key, text_name
 
 PROVIDER = "anthropic"
 # The content blocks that carry this format's tool structure, and the role each belongs to.
@@ -77,7 +77,8 @@ def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     """
     if not isinstance(block, Mapping) or block.get("type") not in MEDIA_TYPES:
         return None
-    kind, source = block["type"], mapping(block, "source")
+    kind, source = block["type"], block.get("source")
+    source = source if isinstance(source, Mapping) else {}
     origin = source.get("type")
     if kind == "document" and origin not in ("base64", "url", "file"):
         return None
@@ -173,7 +174,7 @@ class AnthropicFormat(WireFormat):
             allowed = frozenset(tool_use_ids(uses, i - 1))
             content = blocks(views[i], i)
             gone = [k for k, b in enumerate(content) if _stray(b, allowed)]
-            _rebuild_next(edits, i, content, gone, [], [], code)
+            _rebuild_next(edits, i, content, gone, [], code)
 
     def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: a last assistant
@@ -189,15 +190,7 @@ class AnthropicFormat(WireFormat):
         if view.get("role") == "assistant":
             for k, block in enumerate(blocks(view)):
                 if is_block(block, "tool_use"):
-                    yield ToolCall(
-                        index,
-                        "content",
-                        k,
-                        text_name(block.get("name")),
-                        (block.get("id"),),
-                        arguments=("input",),
-                        no_arguments={},
-                    )
+                    yield self.object_call(index, "content", k, block, (block.get("id"),))
 
     def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user message's ``tool_result`` blocks."""
@@ -246,7 +239,7 @@ class AnthropicFormat(WireFormat):
             if found is not None:
                 yield found
             elif is_block(block, "tool_result"):
-                yield from media_in(block.get("content"), media_block, "content", k, "content")
+                yield from self.media_in(block.get("content"), media_block, "content", k, "content")
 
 
 # What a message of each role is among a turn's steps when it holds a block of this type.
@@ -312,8 +305,7 @@ def _exchange(views: Views, at: int, code: str, edits: Edits, answer: Optional[s
 def _answers_first(
     edits: Edits, i: int, given: Sequence[Any], kept: FrozenSet[Any], added: List[Any], code: str
 ) -> None:
-    """The user message at ``i`` after the calls: its results answering ``kept`` first, then
-    the placeholders ``added``, then the rest; its other results dropped."""
+    """The user message at ``i``: its results answering ``kept`` first; the others go."""
     results = [k for k, b in enumerate(given) if is_block(b, "tool_result")]
     answering = [k for k in results if given[k].get("tool_use_id") in kept]
     lead = len(leading_results(given))
@@ -321,7 +313,7 @@ def _answers_first(
     if late:
         edits.note(i, "moved_result", late, PROVIDER, code)
     gone = [k for k in results if given[k].get("tool_use_id") not in kept]
-    _rebuild_next(edits, i, given, gone, answering, added, code)
+    _rebuild_next(edits, i, given, gone, [*answering, *added], code)
 
 
 def _settle(
@@ -353,8 +345,7 @@ def _settle(
 
 
 def _text_after(content: Sequence[Any], parts: Sequence[int]) -> List[int]:
-    """The ``tool_use`` blocks among ``parts``, when a text block follows the last one (the
-    results could not follow the calls immediately); ``[]`` when none does."""
+    """The ``tool_use`` blocks among ``parts`` if a text block follows the last one."""
     uses = [k for k in parts if is_block(content[k], "tool_use")]
     late = uses and any(k > uses[-1] and is_block(content[k], "text") for k in parts)
     return uses if late else []
@@ -384,21 +375,15 @@ def _use_of(block: Any, ids: FrozenSet[Any]) -> bool:
 
 
 def _rebuild_next(
-    edits: Edits,
-    i: int,
-    content: Sequence[Any],
-    gone: List[int],
-    first: List[int],
-    added: List[Dict[str, Any]],
-    code: str,
+    edits: Edits, i: int, content: Sequence[Any], gone: List[int], first: List[Part], code: str
 ) -> None:
-    """The user message at ``i`` without the blocks ``gone``, starting with its blocks
-    ``first`` and then ``added``; string content becomes a text block after them."""
+    """The user message at ``i`` without the blocks ``gone``, starting with ``first``;
+    string content becomes a text block after them."""
     for k in gone:
         ids = [content[k].get("tool_use_id")]
         edits.note(i, "dropped_result", ids, PROVIDER, "unexpected_tool_result")
     why = ((), PROVIDER, code)
-    edits.remove(i, "content", gone, [*first, *added], action=None, why=why, text=_text)
+    edits.remove(i, "content", gone, first, action=None, why=why, text=_text)
 
 
 def _text(text: str) -> Dict[str, Any]:

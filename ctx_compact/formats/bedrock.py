@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
-from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, media_in, turn_step
-from ._edits import Edits, Part, Problems
+from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, turn_step
+from ._edits import Edits, Part, Problems, Why
 from ._shapes import View, Views, is_list, key, text_name
 
 PROVIDER = "bedrock"
@@ -129,7 +129,7 @@ class BedrockFormat(WireFormat):
                 continue
             result = _inner(block, "toolResult")
             inner: Any = result.get("content") if result is not None else None
-            yield from media_in(inner, media_block, "content", k, "toolResult", "content")
+            yield from self.media_in(inner, media_block, "content", k, "toolResult", "content")
 
     def carries(self, view: View) -> bool:
         """Whether ``view``'s content holds ``toolUse`` or ``toolResult`` blocks."""
@@ -261,16 +261,7 @@ class BedrockFormat(WireFormat):
         """An assistant message's ``toolUse`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
             for k, use in uses(view):
-                yield ToolCall(
-                    index,
-                    "content",
-                    k,
-                    text_name(use.get("name")),
-                    (use.get("toolUseId"),),
-                    inner="toolUse",
-                    arguments=("input",),
-                    no_arguments={},
-                )
+                yield self.object_call(index, "content", k, use, (use.get("toolUseId"),), "toolUse")
 
     def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user message's ``toolResult`` blocks (their ``content`` list)."""
@@ -335,8 +326,7 @@ def _reorder(views: Views, order: Sequence[PairingProblem], edits: Edits) -> Non
 
 
 def _drop_leading(views: Views, i: int, code: str, edits: Edits) -> None:
-    """The assistant message opening the conversation dropped, with the assistant messages
-    right after it: they would open it in turn, so they go in this pass."""
+    """The leading assistant messages dropped: each would open the conversation."""
     end = i + 1
     while end < len(views) and is_message(views[end]) and views[end]["role"] == "assistant":
         end += 1
@@ -346,8 +336,7 @@ def _drop_leading(views: Views, i: int, code: str, edits: Edits) -> None:
 
 
 def _extra_results(views: Views, i: int) -> Tuple[List[int], List[Any]]:
-    """The ``toolResult`` blocks of the message at ``i`` beyond the previous turn's calls
-    (answering none, or one already answered), and their ids."""
+    """The blocks (and ids) of toolResults beyond the previous turn's calls."""
     called = set(_ids(uses(views[i - 1]), i - 1)) if i else set()
     gone, ids, seen = [], [], set()
     for k, result in results(views[i]):
@@ -392,7 +381,7 @@ def _calls_before(previous: Optional[View], i: int) -> List[Any]:
     return _ids(uses(previous), i - 1)
 
 
-def _drop_uses(views: Views, at: int, edits: Edits, why: Tuple[List[Any], str, str]) -> None:
+def _drop_uses(views: Views, at: int, edits: Edits, why: Why) -> None:
     """The ``toolUse`` blocks of the message at ``at`` with the ids ``why[0]`` dropped."""
     gone_ids = set(why[0])
     gone = [k for k, use in uses(views[at]) if use.get("toolUseId") in gone_ids]

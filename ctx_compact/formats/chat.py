@@ -13,19 +13,8 @@ from typing import Any, Deque, Dict, FrozenSet, Iterator, List, NamedTuple, Opti
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
-from ._base import (
-    ASIDE,
-    CALLS,
-    EMPTY_ARGUMENTS,
-    Links,
-    Media,
-    ToolCall,
-    ToolResult,
-    WireFormat,
-    media_in,
-    run_ends,
-)
-from ._edits import Edits, Problems
+from ._base import ASIDE, CALLS, EMPTY_ARGUMENTS, Links, Media, ToolCall, ToolResult, WireFormat
+from ._edits import Edits, Problems, Why
 from ._shapes import View, Views, blocks, data_url, hashable, id_set, is_list, key, text_name
 
 PROVIDER = "openai"
@@ -199,9 +188,8 @@ def _idless_orphan(index: int, tool_name: Any, open_calls: Optional[_OpenCalls])
     else:
         what = f"no unanswered id-less call of {tool_name!r} comes before it"
     found = () if tool_name is None else names([tool_name])
-    return PairingProblem(
-        index, "orphan_tool_result", found, OLLAMA, _OLLAMA_ORPHAN.format(what=what)
-    )
+    text = _OLLAMA_ORPHAN.format(what=what)
+    return PairingProblem(index, "orphan_tool_result", found, OLLAMA, text)
 
 
 def _open_calls(message: View, index: int) -> Optional[_OpenCalls]:
@@ -356,8 +344,7 @@ def _settle(
 def _answer_calls(
     edits: Edits, end: int, ids: List[Any], function_names: List[Optional[str]], answer: str
 ) -> None:
-    """``tool`` messages answering ``answer`` after ``end``: to the calls ``ids``, then to
-    the id-less calls of ``function_names``, in order."""
+    """``tool`` messages answering ``answer`` to the calls ``ids``, then the id-less ones."""
     for call_id in ids:
         edits.insert(end, {"role": "tool", "tool_call_id": call_id, "content": answer})
     for name in function_names:
@@ -366,12 +353,7 @@ def _answer_calls(
 
 
 def _drop_calls(
-    view: View,
-    at: int,
-    gone: FrozenSet[int],
-    gone_ids: FrozenSet[Any],
-    edits: Edits,
-    why: Tuple[List[Any], str, str],
+    view: View, at: int, gone: FrozenSet[int], gone_ids: FrozenSet[Any], edits: Edits, why: Why
 ) -> None:
     """The assistant message at ``at`` without the calls at the positions ``gone`` and with
     the ids ``gone_ids``; gone when nothing is left (``dropped_empty``, for ``why``)."""
@@ -433,8 +415,7 @@ def _tool_link(view: View, index: int, links: Links) -> int:
 
 
 def _left_open(views: Views, at: int) -> bool:
-    """Whether the ``tool`` messages after the assistant message at ``at`` leave one of its
-    calls unanswered."""
+    """Whether the ``tool`` messages after the call at ``at`` leave a call unanswered."""
     ids, idless_names = _calls_of(views[at], at)
     owed = set(ids)
     idless = _IdlessCalls(idless_names)
@@ -512,7 +493,7 @@ class ChatFormat(WireFormat):
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
         """Repair this format's ``problems`` (see docs/repair.md): stray results moved into the
         run owing them or dropped, calls answered with ``answer`` or dropped."""
-        ends = run_ends(views, lambda view: view.get("role") == "tool")
+        ends = self.run_ends(views, lambda view: view.get("role") == "tool")
         unanswered: Dict[int, Dict[Any, None]] = {}
         idless: Dict[int, List[int]] = {}  # Ollama's calls: positions in tool_calls
         for problem in problems:
@@ -581,7 +562,7 @@ class ChatFormat(WireFormat):
 
     def media(self, view: View) -> Iterator[Media]:
         """The ``image_url``, ``input_audio`` and ``file`` parts of ``view``'s content."""
-        return media_in(blocks(view), media_part, "content")
+        return self.media_in(blocks(view), media_part, "content")
 
 
 CHAT = ChatFormat()

@@ -516,6 +516,14 @@ def _autogen_assistant(message: Any) -> Json:
     return {"role": "assistant", "content": uses}
 
 
+_AUTOGEN = {
+    "SystemMessage": _autogen_system,
+    "UserMessage": _autogen_user,
+    "FunctionExecutionResultMessage": _autogen_results,
+    "AssistantMessage": _autogen_assistant,
+}
+
+
 # --- smolagents ---------------------------------------------------------------
 
 
@@ -527,12 +535,9 @@ def _smolagents_view(message: Any) -> Json:
 # Per framework, in the order they are tried on each class of a message's MRO: the
 # module its classes live in (the module itself when ``exact``, else any module under
 # that prefix), and the reader of each message class it sends.
-_READERS: Tuple[Tuple[str, bool, Dict[str, Callable[[Any], Optional[Json]]]], ...] = (
-    (
-        "langchain_core.messages",
-        False,
-        {name: partial(_langchain_view, role=role) for name, role in _LANGCHAIN_ROLES.items()},
-    ),
+_LANGCHAIN = {name: partial(_langchain_view, role=role) for name, role in _LANGCHAIN_ROLES.items()}
+_READERS: Tuple[Tuple[str, bool, Mapping[str, Callable[[Any], Optional[Json]]]], ...] = (
+    ("langchain_core.messages", False, _LANGCHAIN),
     (
         "pydantic_ai.messages",
         True,
@@ -541,15 +546,6 @@ _READERS: Tuple[Tuple[str, bool, Dict[str, Callable[[Any], Optional[Json]]]], ..
     ("agents.items", False, dict.fromkeys(_AGENTS_ITEMS, _agents_view)),
     ("mistralai.", False, dict.fromkeys(_MISTRAL_MESSAGES, _mistral_view)),
     ("llama_index.core.", False, {"ChatMessage": _llama_index_view}),
-    (
-        "autogen_core.models",
-        False,
-        {
-            "SystemMessage": _autogen_system,
-            "UserMessage": _autogen_user,
-            "FunctionExecutionResultMessage": _autogen_results,
-            "AssistantMessage": _autogen_assistant,
-        },
-    ),
+    ("autogen_core.models", False, _AUTOGEN),
     ("smolagents.models", True, {"ChatMessage": _smolagents_view}),
 )

@@ -13,9 +13,9 @@ from typing import Any, Deque, Dict, Iterator, List, NamedTuple, Optional, Seque
 
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
-from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, media_in, turn_step
+from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, turn_step
 from ._edits import Edits, Part, Problems
-from ._shapes import View, Views, dump_failed, is_list, key, sdk_dump, text_name
+from ._shapes import View, Views, dump_failed, hashable, is_list, key, sdk_dump, text_name
 
 PROVIDER = "gemini"
 ROLES = ("user", "model")
@@ -179,7 +179,7 @@ class GeminiFormat(WireFormat):
 
     def media(self, view: View) -> Iterator[Media]:
         """The ``inline_data`` and ``file_data`` parts of a content (either spelling)."""
-        return media_in(view.get("parts"), media_part, "parts")
+        return self.media_in(view.get("parts"), media_part, "parts")
 
     def carries(self, view: View) -> bool:
         """Whether ``view``'s parts hold a function call or response."""
@@ -264,10 +264,8 @@ class GeminiFormat(WireFormat):
         previous: Optional[View] = None
         for i, view in enumerate(views):
             if is_call_turn(view) and not (previous is not None and _role_of(previous) == "user"):
-                ids = names(_shown(calls(view)))
-                yield PairingProblem(
-                    i, "function_call_not_after_user", ids, PROVIDER, _CALL_AFTER_USER
-                )
+                ids, text = names(_shown(calls(view))), _CALL_AFTER_USER
+                yield PairingProblem(i, "function_call_not_after_user", ids, PROVIDER, text)
             if is_response_turn(view):
                 yield from _response_problems(previous, view, i)
             previous = view
@@ -326,18 +324,8 @@ class GeminiFormat(WireFormat):
         """A model turn's function calls; one without an id is answered through its name."""
         if role(view) == "model":
             for k, call in calls(view):
-                name = text_name(call.get("name"))
                 spelling, _ = _field(parts(view)[k], CALL_KEYS)
-                yield ToolCall(
-                    index,
-                    "parts",
-                    k,
-                    name,
-                    (_call_key(call),),
-                    inner=spelling,
-                    arguments=("args",),
-                    no_arguments={},
-                )
+                yield self.object_call(index, "parts", k, call, (_call_key(call),), spelling)
 
     def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user turn's function responses (their ``response`` object)."""
@@ -357,8 +345,7 @@ class GeminiFormat(WireFormat):
 
 
 def _response_problems(previous: Optional[View], view: View, i: int) -> Iterator[PairingProblem]:
-    """A function-response turn not right after a function-call turn, or with another
-    number of parts."""
+    """A function-response turn after no call turn, or with another number of parts."""
     answered = responses(view)
     ids = names(_shown(answered))
     if previous is None or not is_call_turn(previous):
@@ -368,8 +355,7 @@ def _response_problems(previous: Optional[View], view: View, i: int) -> Iterator
 
 
 def _clearable(part: View) -> bool:
-    """Whether a thought part may go: a call part with "thought" set is still the call, a
-    signed part is the signature's."""
+    """Whether a thought part may go: not a call part, not a signed part."""
     return _field(part, SIGNATURE_KEYS)[1] is None and _field(part, CALL_KEYS)[1] is None
 
 
@@ -385,11 +371,7 @@ class _Turn:
     among them, and whether a user turn comes before it (calls may follow only one)."""
 
     def __init__(
-        self,
-        views: Views,
-        at: int,
-        after_user: bool,
-        found: List[Tuple[int, View]],
+        self, views: Views, at: int, after_user: bool, found: List[Tuple[int, View]]
     ) -> None:
         self.at = at
         self.after_user = after_user
@@ -426,14 +408,11 @@ class _Turn:
 
     def finish(self, views: Views, edits: Edits) -> None:
         """Record what became of the turn."""
-        if not self.changed:
-            return
-        kept = self.kept()
-        if not kept:
-            edits.drop(self.at)
-            edits.note(self.at, "dropped_empty", self.gone_ids, PROVIDER, "function_response_count")
-        elif kept != list(range(len(parts(views[self.at])))):
-            edits.rebuild(self.at, "parts", kept)
+        if self.changed:  # its own parts kept, then those merged into it
+            count = len(parts(views[self.at]))
+            last = [p for k, p in enumerate(self.parts[count:], count) if k not in self.gone]
+            why = (self.gone_ids, PROVIDER, "function_response_count")
+            edits.arrange(self.at, "parts", count, (), sorted(self.gone), last, why=why)
 
 
 class _Pass:
@@ -488,11 +467,7 @@ def _shown(found: Sequence[Tuple[int, View]]) -> List[Any]:
 def _name(part: View) -> Any:
     """A call's or response's name, to look up (one that cannot be matches nothing)."""
     found = part.get("name")
-    try:
-        hash(found)
-    except TypeError:
-        return object()
-    return found
+    return found if found is None or hashable(found) is not None else object()
 
 
 def _match(asked: Sequence[Tuple[int, View]], given: Sequence[Tuple[int, View]]) -> Dict[int, int]:

@@ -23,8 +23,6 @@ from ._base import (
     ToolCall,
     ToolResult,
     WireFormat,
-    media_in,
-    run_ends,
 )
 from ._edits import Edits, Problems
 from ._shapes import View, Views, blocks, data_url, hashable, is_list, item_type, key, text_name
@@ -279,18 +277,13 @@ class ResponsesFormat(WireFormat):
             elif kind == "reasoning":
                 yield from _lone_reasoning(views, i)
         for index, call_id in calls.unanswered():
-            yield PairingProblem(
-                index,
-                "missing_call_output",
-                names([call_id]),
-                PROVIDER,
-                _NO_OUTPUT.format(what=_what(views[index]["type"]), id=call_id),
-            )
+            text = _NO_OUTPUT.format(what=_what(views[index]["type"]), id=call_id)
+            yield PairingProblem(index, "missing_call_output", names([call_id]), PROVIDER, text)
 
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
         """Repair this format's ``problems`` (see docs/repair.md): outputs moved after their
         call or dropped, calls answered with ``answer`` or dropped, lone reasoning dropped."""
-        ends = run_ends(views, _is_call)  # for a call, the last call of its run
+        ends = self.run_ends(views, _is_call)  # for a call, the last call of its run
         unanswered = dict.fromkeys(p.index for p in problems if p.code == "missing_call_output")
         waiting = _Waiting(views, unanswered, ends)
         for problem in problems:
@@ -336,11 +329,9 @@ class ResponsesFormat(WireFormat):
         """A call item, answerable by its ``call_id`` (a ``local_shell_call`` also by its id)."""
         kind = view.get("type")
         if view.get("role") is None and kind in CALL_OUTPUTS:
-            ids: Tuple[Any, ...] = (item_call_id(view),)
-            if kind == "local_shell_call":
-                ids += (view.get("id"),)
             arguments, empty = _ARGUMENTS.get(kind, ((), None))
             name = text_name(view.get("name")) or kind
+            ids = _answerable(view)
             yield ToolCall(index, "item", 0, name, ids, arguments=arguments, no_arguments=empty)
 
     def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
@@ -377,15 +368,14 @@ class ResponsesFormat(WireFormat):
     def media(self, view: View) -> Iterator[Media]:
         """The ``input_image`` and ``input_file`` parts of a message's content or an output's."""
         if view.get("role") is not None:
-            return media_in(blocks(view), media_part, "content")
+            return self.media_in(blocks(view), media_part, "content")
         kind = view.get("type")
         field = OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
-        return media_in(view.get(field), media_part, field)
+        return self.media_in(view.get(field), media_part, field)
 
 
 def _asked(item: View) -> Tuple[Any, ...]:
-    """What may answer a call item or an approval request (for ``awaiting``); ``()`` for
-    any other item."""
+    """What may answer a call item or an approval request; ``()`` for any other."""
     kind = item.get("type")
     if kind in CALL_OUTPUTS:
         return tuple(hashable(k) for k in _answerable(item))
@@ -395,8 +385,7 @@ def _asked(item: View) -> Tuple[Any, ...]:
 
 
 def _answers(item: View) -> Tuple[Any, ...]:
-    """What an output item or an approval response answers, as ``_asked`` names it; ``()``
-    for any other item."""
+    """What an output or an approval response answers, as ``_asked`` names it."""
     kind = item.get("type")
     if kind in OUTPUT_TYPES:
         return (hashable(item_call_id(item)),)
@@ -413,16 +402,13 @@ def _lone_reasoning(views: Views, i: int) -> Iterator[PairingProblem]:
         or item_type(following, i + 1) in OUTPUT_TYPES
         or (following.get("role") in ("user", "system", "developer"))
     ):
-        item_id = views[i].get("id")
-        text = _REASONING.format(id=item_id)
-        yield PairingProblem(
-            i, "reasoning_without_following_item", names([item_id]), PROVIDER, text
-        )
+        found = names([views[i].get("id")])
+        text = _REASONING.format(id=views[i].get("id"))
+        yield PairingProblem(i, "reasoning_without_following_item", found, PROVIDER, text)
 
 
 def _drop_reasoning(views: Views, i: int, problem: PairingProblem, edits: Edits) -> None:
-    """The lone reasoning item at ``i`` dropped, with the reasoning items right before it:
-    they lose their follower with it, so they go in this pass, not one a pass."""
+    """The lone reasoning at ``i`` dropped, with the reasoning items right before it."""
     start = i
     while start > 0 and _is_reasoning(views[start - 1]):
         start -= 1
