@@ -223,34 +223,26 @@ def _answer_problem(
         yield PairingProblem(index, "unknown_tool_call_id", found, PROVIDER, text)
 
 
-def _unanswered(views: Views, at: int, end: int) -> Dict[Any, None]:
-    """The ids of the calls of the assistant message at ``at`` that its run of ``tool``
-    messages (to ``end``) does not answer, in call order."""
+def _unanswered(views: Views, at: int, end: int) -> Tuple[Dict[Any, None], List[int]]:
+    """The calls of the assistant message at ``at`` that its run of ``tool`` messages (to
+    ``end``) does not answer: their ids in call order, and the positions in ``tool_calls``
+    of the id-less ones (answered by order, as ``_IdlessCalls`` pairs them)."""
     calls = views[at].get("tool_calls") or ()
     order = dict.fromkeys(c.get("id") for c in calls if c.get("id") is not None)
+    pending = [k for k, call in enumerate(calls) if call.get("id") is None]
+    waiting = _IdlessCalls(idless_calls(views[at]) if pending else ())
     for k in range(at + 1, end + 1):
-        order.pop(views[k].get("tool_call_id"), None)
-    return order
+        call_id = views[k].get("tool_call_id")
+        if call_id is None:
+            waiting.answer(views[k].get("tool_name"))
+        else:
+            order.pop(call_id, None)
+    return order, [pending[k] for k in waiting.unanswered()]
 
 
 def _function_name(call: View) -> Optional[str]:
     function = call.get("function")
     return text_name(function.get("name")) if isinstance(function, Mapping) else None
-
-
-def _idless_unanswered(views: Views, at: int, end: int) -> List[int]:
-    """The positions in ``tool_calls`` of the assistant message at ``at`` of its id-less
-    calls that its run of ``tool`` messages (to ``end``) does not answer (by order, as
-    ``_IdlessCalls`` pairs them)."""
-    calls = views[at].get("tool_calls") or ()
-    pending = [k for k, call in enumerate(calls) if call.get("id") is None]
-    if not pending:
-        return pending
-    waiting = _IdlessCalls(idless_calls(views[at]))
-    for k in range(at + 1, end + 1):
-        if views[k].get("tool_call_id") is None:
-            waiting.answer(views[k].get("tool_name"))
-    return [pending[k] for k in waiting.unanswered()]
 
 
 class _Owed:
@@ -499,8 +491,7 @@ class ChatFormat(WireFormat):
         for problem in problems:
             at = problem.index
             if problem.code == "missing_tool_results" and at not in unanswered:
-                unanswered[at] = _unanswered(views, at, ends[at])
-                idless[at] = _idless_unanswered(views, at, ends[at])
+                unanswered[at], idless[at] = _unanswered(views, at, ends[at])
         owed = _Owed(unanswered, ends)
         homes = _function_homes(views, problems)
         for problem in problems:
