@@ -57,25 +57,8 @@ def recognise(view: View, index: int) -> Optional[Format]:
             (see docs/grouping.md); the error names the index and the keys.
     """
     role = view.get("role")
-    if role is None:
-        candidates = _ITEMS
-    else:
-        content = view.get("content")
-        if content is None or type(content) is str:
-            candidates = _KEYED
-            # A Gemini function response turn sent with role "function" or "tool" (as
-            # older docs have it): Chat's claim on it is by role alone.
-            if (
-                content is None
-                and role in CHAT.roles
-                and gemini.is_content(view)
-                and not any(map(view.get, CHAT.keys))
-            ):
-                candidates = (GEMINI,)
-        else:
-            candidates = _BLOCKS
     found: Optional[Format] = None
-    for fmt in candidates:
+    for fmt in _candidates(view, role):
         if fmt.carries(view):
             if found is not None:
                 raise unrecognised(
@@ -89,6 +72,24 @@ def recognise(view: View, index: int) -> Optional[Format]:
         return _owner(role)
     found.check(view, index)
     return found
+
+
+def _candidates(view: View, role: Any) -> Tuple[Format, ...]:
+    content = view.get("content")
+    if role is None:
+        return _ITEMS
+    if content is not None and type(content) is not str:
+        return _BLOCKS
+    # A Gemini function response turn sent with role "function" or "tool" (as older docs
+    # have it): Chat's claim on it is by role alone.
+    if (
+        content is None
+        and role in CHAT.roles
+        and gemini.is_content(view)
+        and not any(map(view.get, CHAT.keys))
+    ):
+        return (GEMINI,)
+    return _KEYED
 
 
 def resumes(before: Optional[View], view: View) -> bool:

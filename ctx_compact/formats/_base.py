@@ -20,7 +20,7 @@ from typing import (
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem
 from ._edits import Edits, Problems
-from ._shapes import View, Views
+from ._shapes import View, Views, is_list, text_name
 
 
 class Links:
@@ -237,3 +237,36 @@ class WireFormat:
     def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """None: unless the format says otherwise, its messages carry no thinking."""
         return None
+
+    @staticmethod
+    def object_call(
+        index: int,
+        where: str,
+        k: int,
+        call: View,
+        ids: Tuple[Any, ...],
+        inner: Optional[str] = None,
+    ) -> ToolCall:
+        """The call ``call`` at position ``k`` of the message's ``where`` list (in the block's
+        ``inner`` key), its arguments an object under ``input`` (``args`` in a Gemini part)."""
+        arguments = ("args",) if where == "parts" else ("input",)
+        return ToolCall(index, where, k, text_name(call.get("name")), ids, inner, arguments, {})
+
+    @staticmethod
+    def media_in(
+        parts: Any, read: Callable[[Any, Tuple[Any, ...]], Optional[Media]], *path: Any
+    ) -> Iterator[Media]:
+        """What ``read`` finds among ``parts`` (when a list), each at ``(*path, position)``."""
+        for k, part in enumerate(parts if is_list(parts) else ()):
+            found = read(part, (*path, k))
+            if found is not None:
+                yield found
+
+    @staticmethod
+    def run_ends(views: Views, member: Callable[[View], bool]) -> List[int]:
+        """For each message, the last of the run of ``member`` messages after it."""
+        ends = list(range(len(views)))
+        for i in range(len(views) - 2, -1, -1):
+            if member(views[i + 1]):
+                ends[i] = ends[i + 1]
+        return ends

@@ -13,16 +13,18 @@ every format.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._problems import PairingProblem, names
-from ._shapes import Views
+from ._shapes import Views, is_list
 
 # The pairing problems a format reported on one pass's views (what its ``repair`` reads).
 Problems = Sequence[PairingProblem]
 
 # A part of a rebuilt message: the position of one of its own parts, or a new part.
 Part = Union[int, Dict[str, Any]]
+# Why a step was taken, as a change reports it: the ids, the provider, the problem's code.
+Why = Tuple[Sequence[Any], str, str]
 
 
 class Change(NamedTuple):
@@ -90,6 +92,16 @@ class Edits:
         self.drop(index)
         self.after.setdefault(target, []).append((index, None))
 
+    def place(self, index: int, target: Optional[int], problem: PairingProblem) -> None:
+        """The result at ``index`` moved after ``target``, or dropped for ``None``."""
+        why = (problem.ids, problem.provider, problem.code)
+        if target is None:
+            self.drop(index)
+            self.note(index, "dropped_result", *why)
+        else:
+            self.move(index, target)
+            self.note(index, "moved_result", *why, target)
+
     def insert(self, target: int, message: Dict[str, Any]) -> None:
         """A new message after the one at ``target`` (which it answers)."""
         self.after.setdefault(target, []).append((target, message))
@@ -114,10 +126,10 @@ class Edits:
         field: str,
         count: int,
         first: Sequence[Part] = (),
-        gone: Iterable[int] = (),
+        gone: Sequence[int] = (),
         last: Sequence[Part] = (),
         *,
-        why: Tuple[Sequence[Any], str, str],
+        why: Why,
     ) -> bool:
         """The message at ``index`` with its ``field`` list (``count`` long) made of ``first``,
         then its own parts in order but those in ``first`` or ``gone``, then ``last``; when
@@ -132,6 +144,35 @@ class Edits:
         if parts != list(range(count)):
             self.rebuild(index, field, parts)
         return True
+
+    def remove(
+        self,
+        index: int,
+        field: str,
+        gone: Sequence[int],
+        first: Sequence[Part] = (),
+        *,
+        action: Optional[str],
+        why: Why,
+        text: Optional[Callable[[str], Dict[str, Any]]] = None,
+    ) -> bool:
+        """``arrange`` for the message at ``index``, its ``field`` list read from its view:
+        the parts ``gone`` dropped (``action`` noted, for ``why``, when some go; ``None``
+        when the format noted them), ``first`` put first; ``False`` when it goes empty.
+
+        A string ``field`` (a text message) stays as it is when nothing goes first;
+        else it becomes the part ``text`` makes of it (if any), after ``first``.
+        """
+        if gone and action is not None:
+            self.note(index, action, *why)
+        own: Any = self.views[index].get(field)
+        last: List[Dict[str, Any]] = []
+        if isinstance(own, str):
+            if not first:
+                return True  # a text message: nothing in it to move or drop
+            last = [text(own)] if own and text is not None else []
+        count = len(own) if is_list(own) else 0
+        return self.arrange(index, field, count, first, gone, last, why=why)
 
     def message(self, index: int, own: Any) -> Any:
         """The message to send for the one at ``index`` (``own``, the caller's): itself

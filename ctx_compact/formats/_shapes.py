@@ -137,18 +137,17 @@ def text_name(value: object) -> Optional[str]:
 _DATA_URL = re.compile(r"data:([^;,]{0,250})[^,]{0,250}?;base64,").match
 
 
-def data_url(value: Any) -> Tuple[Optional[str], Optional[str], int]:
+def data_url(value: Any, bare: bool = False) -> Tuple[Optional[str], Optional[str], int]:
     """``(media type, text, start)`` of a base64 ``data:`` URL, the base64 being ``text[start:]``.
 
     The header (up to the first comma, within the first 256 characters) must
     end with ``;base64``; the media type is what comes before its first ``;``.
     ``(None, None, 0)`` for anything else (an ``https:`` URL, a percent-encoded
-    data URL). Only the header is searched: the payload is not copied.
+    data URL), or with ``bare`` ``(None, value, 0)`` for text (bare base64). Only the
+    header is searched: the payload is not copied.
     """
     found = _DATA_URL(value) if type(value) is str else None
-    if found is None:
-        return None, None, 0
-    start = found.end()
-    if start > 256:  # the comma must be among the first 256 characters
-        return None, None, 0
-    return found[1] or None, value, start
+    # The comma must be among the first 256 characters.
+    if found is None or found.end() > 256:
+        return None, text_name(value) if bare else None, 0
+    return found[1] or None, value, found.end()

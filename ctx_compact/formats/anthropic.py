@@ -8,7 +8,7 @@ from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, S
 
 from .._problems import PairingProblem, names
 from ._base import ASIDE, CALLS, Links, Media, Thinking, ToolCall, ToolResult, WireFormat
-from ._edits import Edits, Problems
+from ._edits import Edits, Part, Problems
 from ._shapes import View, Views, blocks, is_block, is_list, key, text_name
 
 PROVIDER = "anthropic"
@@ -77,17 +77,16 @@ def media_block(block: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     """
     if not isinstance(block, Mapping) or block.get("type") not in MEDIA_TYPES:
         return None
-    source = block.get("source")
+    kind, source = block["type"], block.get("source")
     source = source if isinstance(source, Mapping) else {}
     origin = source.get("type")
-    if block["type"] == "document" and origin not in ("base64", "url", "file"):
+    if kind == "document" and origin not in ("base64", "url", "file"):
         return None
-    data = source.get("data") if origin == "base64" else None
-    data = data if isinstance(data, str) else None
+    data = text_name(source.get("data")) if origin == "base64" else None
     mime = text_name(source.get("media_type"))
-    if block["type"] == "document" and mime is None:
+    if kind == "document" and mime is None:
         mime = "application/pdf"
-    return Media(path, PROVIDER, "image" if block["type"] == "image" else "document", data, 0, mime)
+    return Media(path, PROVIDER, kind, data, 0, mime)
 
 
 class AnthropicFormat(WireFormat):
@@ -139,31 +138,21 @@ class AnthropicFormat(WireFormat):
 
         pending: List[Any] = []  # tool_use ids of the previous message, not yet reported
         called: FrozenSet[Any] = frozenset()  # every tool_use id of the previous message
-        pending_at = -1
         for i, message in enumerate(views):
             content = blocks(message, i)
             if pending:
-                problem = _unanswered(pending, pending_at, message, content, i)
+                problem = _unanswered(pending, i - 1, message, content, i)
                 if problem is not None:
                     yield problem
-            for k, block in enumerate(content):
-                if is_block(block, "tool_result"):
-                    use_id = key(block.get("tool_use_id"), i, "a tool_result block's tool_use_id")
-                    if use_id not in called:
-                        text = _UNEXPECTED.format(index=i, block=k, ids=use_id)
-                        found = names([use_id])
-                        yield PairingProblem(i, "unexpected_tool_result", found, PROVIDER, text)
-            pending, called, pending_at = [], frozenset(), -1
-            uses = [k for k, b in enumerate(content) if is_block(b, "tool_use")]
-            if message.get("role") == "assistant" and uses:
-                pending, pending_at = tool_use_ids(content, i), i
-                called = frozenset(pending)
-                # Text after the last tool_use: the results can no longer follow immediately.
-                if any(is_block(b, "text") for b in content[uses[-1] + 1 :]):
-                    yield _missing(i, pending, i, "missing_tool_result_blocks")
-                    pending = []
+            yield from _unexpected(content, i, called)
+            pending = tool_use_ids(content, i) if message.get("role") == "assistant" else []
+            called = frozenset(pending)
+            # Text after the last tool_use: the results can no longer follow immediately.
+            if pending and _text_after(content, range(len(content))):
+                yield _missing(i, pending, i, "missing_tool_result_blocks")
+                pending = []
         if pending:
-            yield _missing(pending_at, pending, pending_at, "missing_tool_result_blocks")
+            yield _missing(len(views) - 1, pending, len(views) - 1, "missing_tool_result_blocks")
 
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
         """Repair this format's ``problems`` (see docs/repair.md): results moved to the start of
@@ -171,24 +160,21 @@ class AnthropicFormat(WireFormat):
         exchanges: Dict[int, str] = {}  # assistant message -> the problem found
         strays: Dict[int, str] = {}  # user message -> its unexpected results
         for problem in problems:
-            if problem.code == "missing_tool_result_blocks":
-                exchanges.setdefault(problem.index, problem.code)
-            elif problem.code == "tool_result_not_at_start":
-                exchanges.setdefault(problem.index - 1, problem.code)
-            elif problem.code == "unexpected_tool_result":
+            if problem.code == "unexpected_tool_result":
                 strays.setdefault(problem.index, problem.code)
+            else:  # reported at the call, or at the message after it (not at its start)
+                late = problem.code == "tool_result_not_at_start"
+                exchanges.setdefault(problem.index - late, problem.code)
         for at, code in exchanges.items():
-            if at + 1 < len(views):
-                strays.pop(at + 1, None)  # the exchange rebuilds its next message
+            strays.pop(at + 1, None)  # the exchange rebuilds its next message
             _exchange(views, at, code, edits, answer)
         for i, code in strays.items():
             previous = views[i - 1] if i else {}
-            allowed: FrozenSet[Any] = frozenset()
-            if previous.get("role") == "assistant":
-                allowed = frozenset(tool_use_ids(blocks(previous), i - 1))
+            uses = blocks(previous) if previous.get("role") == "assistant" else ()
+            allowed = frozenset(tool_use_ids(uses, i - 1))
             content = blocks(views[i], i)
             gone = [k for k, b in enumerate(content) if _stray(b, allowed)]
-            _rebuild_next(edits, i, content, gone, [], [], code)
+            _rebuild_next(edits, i, content, gone, [], code)
 
     def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: a last assistant
@@ -204,15 +190,7 @@ class AnthropicFormat(WireFormat):
         if view.get("role") == "assistant":
             for k, block in enumerate(blocks(view)):
                 if is_block(block, "tool_use"):
-                    yield ToolCall(
-                        index,
-                        "content",
-                        k,
-                        text_name(block.get("name")),
-                        (block.get("id"),),
-                        arguments=("input",),
-                        no_arguments={},
-                    )
+                    yield self.object_call(index, "content", k, block, (block.get("id"),))
 
     def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user message's ``tool_result`` blocks."""
@@ -260,15 +238,22 @@ class AnthropicFormat(WireFormat):
             found = media_block(block, ("content", k))
             if found is not None:
                 yield found
-            elif is_block(block, "tool_result") and is_list(block.get("content")):
-                for j, inner in enumerate(block["content"]):
-                    found = media_block(inner, ("content", k, "content", j))
-                    if found is not None:
-                        yield found
+            elif is_block(block, "tool_result"):
+                yield from self.media_in(block.get("content"), media_block, "content", k, "content")
 
 
 # What a message of each role is among a turn's steps when it holds a block of this type.
 _STEPS = {"user": ("tool_result", ASIDE), "assistant": ("tool_use", CALLS)}
+
+
+def _unexpected(content: Sequence[Any], i: int, called: FrozenSet[Any]) -> Iterator[PairingProblem]:
+    """The ``tool_result`` blocks of ``content`` answering none of ``called``."""
+    for k, block in enumerate(content):
+        if is_block(block, "tool_result"):
+            use_id = key(block.get("tool_use_id"), i, "a tool_result block's tool_use_id")
+            if use_id not in called:
+                text = _UNEXPECTED.format(index=i, block=k, ids=use_id)
+                yield PairingProblem(i, "unexpected_tool_result", names([use_id]), PROVIDER, text)
 
 
 def _missing(at: int, ids: List[Any], index: int, code: str) -> PairingProblem:
@@ -312,19 +297,23 @@ def _exchange(views: Views, at: int, code: str, edits: Edits, answer: Optional[s
     found = {b.get("tool_use_id") for b in given if is_block(b, "tool_result")}
     unanswered = list(dict.fromkeys(u for u in uses if u not in found))
     added = _settle(content, at, unanswered, following is not None, code, edits, answer)
-    if following is None:
-        return
-    # The next message: its answers first, then the placeholders, then the rest.
-    kept = frozenset(uses) - frozenset(unanswered) if answer is None else frozenset(uses)
-    gone = [k for k, b in enumerate(given) if _stray(b, kept)]
-    dropped = set(gone)
-    answering = [k for k, b in enumerate(given) if is_block(b, "tool_result") and k not in dropped]
+    if following is not None:
+        kept = frozenset(uses) - frozenset(unanswered) if answer is None else frozenset(uses)
+        _answers_first(edits, nxt, given, kept, added, code)
+
+
+def _answers_first(
+    edits: Edits, i: int, given: Sequence[Any], kept: FrozenSet[Any], added: List[Any], code: str
+) -> None:
+    """The user message at ``i``: its results answering ``kept`` first; the others go."""
+    results = [k for k, b in enumerate(given) if is_block(b, "tool_result")]
+    answering = [k for k in results if given[k].get("tool_use_id") in kept]
     lead = len(leading_results(given))
-    late = [k for k in answering if k >= lead]
+    late = [given[k].get("tool_use_id") for k in answering if k >= lead]
     if late:
-        late_ids = [given[k].get("tool_use_id") for k in late]
-        edits.note(nxt, "moved_result", late_ids, PROVIDER, code)
-    _rebuild_next(edits, nxt, given, gone, answering, added, code)
+        edits.note(i, "moved_result", late, PROVIDER, code)
+    gone = [k for k in results if given[k].get("tool_use_id") not in kept]
+    _rebuild_next(edits, i, given, gone, [*answering, *added], code)
 
 
 def _settle(
@@ -351,28 +340,34 @@ def _settle(
         missing = frozenset(unanswered)
         parts = [k for k in parts if not _use_of(content[k], missing)]
         edits.note(at, "dropped_call", unanswered, PROVIDER, code)
-    parts = _text_first(content, parts, at, code, edits)
-    if not any(content[k].get("type") not in THINKING_BLOCKS for k in parts):
-        edits.drop(at)
-        edits.note(at, "dropped_empty", unanswered, PROVIDER, code)
-    elif parts != list(range(len(content))):
-        edits.rebuild(at, "content", parts)
+    _text_first(content, parts, at, unanswered, code, edits)
     return added
 
 
-def _text_first(
-    content: Sequence[Any], parts: List[int], at: int, code: str, edits: Edits
-) -> List[int]:
-    """``parts`` with the text after the first ``tool_use`` moved before it, when some
-    follows the last one (the results could not follow the calls immediately)."""
+def _text_after(content: Sequence[Any], parts: Sequence[int]) -> List[int]:
+    """The ``tool_use`` blocks among ``parts`` if a text block follows the last one."""
     uses = [k for k in parts if is_block(content[k], "tool_use")]
-    if not (uses and any(k > uses[-1] and is_block(content[k], "text") for k in parts)):
-        return parts
-    moved = [k for k in parts if k > uses[0] and is_block(content[k], "text")]
-    taken = set(moved)
-    rest = [k for k in parts if k >= uses[0] and k not in taken]
-    edits.note(at, "moved_text", [content[k].get("id") for k in uses], PROVIDER, code)
-    return [k for k in parts if k < uses[0]] + moved + rest
+    late = uses and any(k > uses[-1] and is_block(content[k], "text") for k in parts)
+    return uses if late else []
+
+
+def _text_first(
+    content: Sequence[Any], parts: List[int], at: int, ids: List[Any], code: str, edits: Edits
+) -> None:
+    """The assistant message at ``at`` made of ``parts``, with the text after its first
+    ``tool_use`` moved before it when some follows the last one; gone when only thinking
+    is left (for the calls ``ids``)."""
+    uses = _text_after(content, parts)
+    if uses:
+        texts = {k for k in parts if is_block(content[k], "text")}
+        edits.note(at, "moved_text", [content[k].get("id") for k in uses], PROVIDER, code)
+        # Stable: what comes before the first call, then the text after it, then the rest.
+        parts = sorted(parts, key=lambda k: 0 if k < uses[0] else 1 if k in texts else 2)
+    if all(content[k].get("type") in THINKING_BLOCKS for k in parts):
+        edits.drop(at)
+        edits.note(at, "dropped_empty", ids, PROVIDER, code)
+    elif parts != list(range(len(content))):
+        edits.rebuild(at, "content", parts)
 
 
 def _use_of(block: Any, ids: FrozenSet[Any]) -> bool:
@@ -380,25 +375,19 @@ def _use_of(block: Any, ids: FrozenSet[Any]) -> bool:
 
 
 def _rebuild_next(
-    edits: Edits,
-    i: int,
-    content: Sequence[Any],
-    gone: List[int],
-    first: List[int],
-    added: List[Dict[str, Any]],
-    code: str,
+    edits: Edits, i: int, content: Sequence[Any], gone: List[int], first: List[Part], code: str
 ) -> None:
-    """The user message at ``i`` without the blocks ``gone``, starting with its blocks
-    ``first`` and then ``added``; string content becomes a text block after them."""
+    """The user message at ``i`` without the blocks ``gone``, starting with ``first``;
+    string content becomes a text block after them."""
     for k in gone:
         ids = [content[k].get("tool_use_id")]
         edits.note(i, "dropped_result", ids, PROVIDER, "unexpected_tool_result")
-    text = edits.views[i].get("content")
-    if isinstance(text, str) and not added:
-        return  # a text message: nothing in it to move or drop
-    last = [{"type": "text", "text": text}] if isinstance(text, str) and text else []
     why = ((), PROVIDER, code)
-    edits.arrange(i, "content", len(content), [*first, *added], gone, last, why=why)
+    edits.remove(i, "content", gone, first, action=None, why=why, text=_text)
+
+
+def _text(text: str) -> Dict[str, Any]:
+    return {"type": "text", "text": text}
 
 
 ANTHROPIC = AnthropicFormat()

@@ -11,7 +11,7 @@ from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, S
 
 from .._problems import PairingProblem, names
 from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, turn_step
-from ._edits import Edits, Part, Problems
+from ._edits import Edits, Part, Problems, Why
 from ._shapes import View, Views, is_list, key, text_name
 
 PROVIDER = "bedrock"
@@ -129,11 +129,7 @@ class BedrockFormat(WireFormat):
                 continue
             result = _inner(block, "toolResult")
             inner: Any = result.get("content") if result is not None else None
-            if is_list(inner):
-                for j, part in enumerate(inner):
-                    found = media_block(part, ("content", k, "toolResult", "content", j))
-                    if found is not None:
-                        yield found
+            yield from self.media_in(inner, media_block, "content", k, "toolResult", "content")
 
     def carries(self, view: View) -> bool:
         """Whether ``view``'s content holds ``toolUse`` or ``toolResult`` blocks."""
@@ -224,15 +220,8 @@ class BedrockFormat(WireFormat):
         for problem in problems:
             i, code = problem.index, problem.code
             if code == "too_many_tool_results":
-                called = set(_ids(uses(views[i - 1]), i - 1)) if i else set()
-                gone, ids, seen = [], [], set()
-                for k, result in results(views[i]):
-                    use_id = result.get("toolUseId")
-                    if use_id not in called or use_id in seen:
-                        gone.append(k)
-                        ids.append(use_id)
-                    seen.add(use_id)
-                _rebuild(views, i, gone, [], edits, "dropped_result", ids, code)
+                gone, ids = _extra_results(views, i)
+                edits.remove(i, "content", gone, action="dropped_result", why=(ids, PROVIDER, code))
             elif code == "missing_tool_results":
                 _answer(views, i, edits, answer, code)
 
@@ -272,16 +261,7 @@ class BedrockFormat(WireFormat):
         """An assistant message's ``toolUse`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
             for k, use in uses(view):
-                yield ToolCall(
-                    index,
-                    "content",
-                    k,
-                    text_name(use.get("name")),
-                    (use.get("toolUseId"),),
-                    inner="toolUse",
-                    arguments=("input",),
-                    no_arguments={},
-                )
+                yield self.object_call(index, "content", k, use, (use.get("toolUseId"),), "toolUse")
 
     def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user message's ``toolResult`` blocks (their ``content`` list)."""
@@ -309,11 +289,7 @@ def _order_problems(previous: Optional[View], view: View, i: int) -> Iterator[Pa
 def _pairing_problems(previous: Optional[View], view: View, i: int) -> Iterator[PairingProblem]:
     """More ``toolResult`` blocks in ``view`` than ``toolUse`` blocks in ``previous``, and
     ``toolUse`` ids of ``previous`` that ``view`` does not answer."""
-    called = (
-        _ids(uses(previous), i - 1)
-        if previous is not None and previous.get("role") == "assistant"
-        else []
-    )
+    called = _calls_before(previous, i)
     answered = _ids(results(view), i) if view.get("role") == "user" else []
     if len(answered) > len(called):
         asked = set(called)
@@ -334,14 +310,7 @@ def _reorder(views: Views, order: Sequence[PairingProblem], edits: Edits) -> Non
     for problem in order:
         i = problem.index
         if problem.code == "first_message_not_user":
-            # The assistant messages right after it would open the conversation in turn:
-            # they go with it, in this pass.
-            end = i + 1
-            while end < len(views) and is_message(views[end]) and views[end]["role"] == "assistant":
-                end += 1
-            for k in range(i, end):
-                edits.drop(k)
-                edits.note(k, "dropped_message", (), PROVIDER, problem.code)
+            _drop_leading(views, i, problem.code, edits)
             continue
         target = root.get(i - 1, i - 1)
         if target in edits.dropped:
@@ -356,61 +325,67 @@ def _reorder(views: Views, order: Sequence[PairingProblem], edits: Edits) -> Non
         edits.rebuild(at, "content", blocks)
 
 
-def _rebuild(
-    views: Views,
-    i: int,
-    gone: List[int],
-    first: List[Part],
-    edits: Edits,
-    action: str,
-    ids: Sequence[Any],
-    code: str,
-) -> None:
-    """The message at ``i`` starting with ``first``, without its blocks ``gone``."""
-    if gone:
-        edits.note(i, action, ids, PROVIDER, code)
-    content = views[i].get("content")
-    if isinstance(content, str) and not first:
-        return  # a text message: nothing in it to drop
-    last = [{"text": content}] if isinstance(content, str) and content else []
-    count = len(_blocks(views[i]))
-    edits.arrange(i, "content", count, first, gone, last, why=(ids, PROVIDER, code))
+def _drop_leading(views: Views, i: int, code: str, edits: Edits) -> None:
+    """The leading assistant messages dropped: each would open the conversation."""
+    end = i + 1
+    while end < len(views) and is_message(views[end]) and views[end]["role"] == "assistant":
+        end += 1
+    for k in range(i, end):
+        edits.drop(k)
+        edits.note(k, "dropped_message", (), PROVIDER, code)
+
+
+def _extra_results(views: Views, i: int) -> Tuple[List[int], List[Any]]:
+    """The blocks (and ids) of toolResults beyond the previous turn's calls."""
+    called = set(_ids(uses(views[i - 1]), i - 1)) if i else set()
+    gone, ids, seen = [], [], set()
+    for k, result in results(views[i]):
+        use_id = result.get("toolUseId")
+        if use_id not in called or use_id in seen:
+            gone.append(k)
+            ids.append(use_id)
+        seen.add(use_id)
+    return gone, ids
 
 
 def _answer(views: Views, i: int, edits: Edits, answer: Optional[str], code: str) -> None:
     """The ``toolUse`` ids of the message before ``i`` that ``i`` does not answer: answered
     at its start, or dropped from the message before it. Calls awaiting their results at
     the end (reported at the calls themselves) are answered in a new message after them."""
-    if i == len(views) - 1 and views[i].get("role") == "assistant" and uses(views[i]):
-        _answer_at_end(views, i, edits, answer, code)
-        return
-    called = _ids(uses(views[i - 1]), i - 1)
-    user = views[i].get("role") == "user"
+    at_end = i == len(views) - 1 and views[i].get("role") == "assistant" and uses(views[i])
+    at = i if at_end else i - 1
+    user = views[i].get("role") == "user"  # never at the end: that message is the assistant's
     answered = set(_ids(results(views[i]), i)) if user else set()
-    missing = [c for c in dict.fromkeys(called) if c not in answered]
+    missing = [c for c in dict.fromkeys(_ids(uses(views[at]), at)) if c not in answered]
+    why = (missing, PROVIDER, code)
     if answer is None:
-        gone_ids = set(missing)
-        gone = [k for k, use in uses(views[i - 1]) if use.get("toolUseId") in gone_ids]
-        _rebuild(views, i - 1, gone, [], edits, "dropped_call", missing, code)
+        _drop_uses(views, at, edits, why)
         return
     added: List[Part] = [_placeholder(m, answer) for m in missing]
     if not user:  # no message of Bedrock's holds results there: a new user message does
-        edits.insert(i - 1, {"role": "user", "content": added})
-        edits.note(i - 1, "answered_call", missing, PROVIDER, code)
+        edits.insert(at, {"role": "user", "content": added})
+        edits.note(at, "answered_call", *why)
         return
-    edits.note(i - 1, "answered_call", missing, PROVIDER, code, i)
-    _rebuild(views, i, [], added, edits, "answered_call", missing, code)
+    edits.note(at, "answered_call", *why, i)
+    edits.remove(i, "content", [], added, action="answered_call", why=why, text=_text)
 
 
-def _answer_at_end(views: Views, i: int, edits: Edits, answer: Optional[str], code: str) -> None:
-    missing = list(dict.fromkeys(_ids(uses(views[i]), i)))
-    if answer is None:
-        gone = [k for k, _ in uses(views[i])]
-        _rebuild(views, i, gone, [], edits, "dropped_call", missing, code)
-        return
-    added: List[Part] = [_placeholder(m, answer) for m in missing]
-    edits.insert(i, {"role": "user", "content": added})
-    edits.note(i, "answered_call", missing, PROVIDER, code)
+def _text(text: str) -> Dict[str, Any]:
+    return {"text": text}
+
+
+def _calls_before(previous: Optional[View], i: int) -> List[Any]:
+    """The ``toolUse`` ids of the message before ``i`` if it is an assistant message."""
+    if previous is None or previous.get("role") != "assistant":
+        return []
+    return _ids(uses(previous), i - 1)
+
+
+def _drop_uses(views: Views, at: int, edits: Edits, why: Why) -> None:
+    """The ``toolUse`` blocks of the message at ``at`` with the ids ``why[0]`` dropped."""
+    gone_ids = set(why[0])
+    gone = [k for k, use in uses(views[at]) if use.get("toolUseId") in gone_ids]
+    edits.remove(at, "content", gone, action="dropped_call", why=why, text=_text)
 
 
 def _placeholder(use_id: Any, answer: str) -> Dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any, Deque, Dict, FrozenSet, Iterator, List, NamedTuple, Opti
 from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
 from ._base import ASIDE, CALLS, EMPTY_ARGUMENTS, Links, Media, ToolCall, ToolResult, WireFormat
-from ._edits import Edits, Problems
+from ._edits import Edits, Problems, Why
 from ._shapes import View, Views, blocks, data_url, hashable, id_set, is_list, key, text_name
 
 PROVIDER = "openai"
@@ -50,8 +50,6 @@ _OLLAMA_MISSING = (
     "An assistant message's 'tool_calls' without an 'id' must be answered in order by the "
     "'tool' messages right after it; Ollama would show the model calls without results: {names}"
 )
-_NO_IDS: FrozenSet[Any] = frozenset()
-_NO_CALLS: Tuple[Any, ...] = ()
 
 
 def call_ids(message: View, index: int) -> Optional[FrozenSet[Any]]:
@@ -85,13 +83,9 @@ def idless_calls(message: View) -> Tuple[Optional[str], ...]:
 
 def _calls_of(message: View, index: int) -> Tuple[FrozenSet[Any], Tuple[Any, ...]]:
     """An assistant message's call ids and the names of its id-less calls."""
-    ids = call_ids(message, index) if message.get("tool_calls") else None
-    if not ids:
-        ids = _NO_IDS
+    ids = call_ids(message, index) or frozenset()
     calls = message.get("tool_calls")
-    if calls and len(ids) < len(calls):
-        return ids, idless_calls(message)
-    return ids, _NO_CALLS
+    return ids, idless_calls(message) if calls and len(ids) < len(calls) else ()
 
 
 class _IdlessCalls:
@@ -170,16 +164,20 @@ class _OpenCalls(NamedTuple):
     idless: _IdlessCalls  # its id-less calls
 
 
-def _missing(calls: _OpenCalls) -> Iterator[PairingProblem]:
-    if calls.unanswered:
+def _missing(calls: Optional[_OpenCalls]) -> Iterator[PairingProblem]:
+    if calls is not None and calls.unanswered:
         ids = names(list(calls.unanswered))
         text = _MISSING.format(ids=", ".join(ids))
         yield PairingProblem(calls.at, "missing_tool_results", ids, PROVIDER, text)
-    if calls.idless:
-        left = [calls.idless.names[k] for k in calls.idless.unanswered()]
-        found = names(["?" if name is None else name for name in left])
+    if calls is not None and calls.idless:
+        found = names(_shown([calls.idless.names[k] for k in calls.idless.unanswered()]))
         text = _OLLAMA_MISSING.format(names=", ".join(found))
         yield PairingProblem(calls.at, "missing_tool_results", found, OLLAMA, text)
+
+
+def _shown(tool_names: List[Optional[str]]) -> List[str]:
+    """Id-less calls as a problem names them: by their tool, ``?`` for none."""
+    return ["?" if name is None else name for name in tool_names]
 
 
 def _idless_orphan(index: int, tool_name: Any, open_calls: Optional[_OpenCalls]) -> PairingProblem:
@@ -190,9 +188,8 @@ def _idless_orphan(index: int, tool_name: Any, open_calls: Optional[_OpenCalls])
     else:
         what = f"no unanswered id-less call of {tool_name!r} comes before it"
     found = () if tool_name is None else names([tool_name])
-    return PairingProblem(
-        index, "orphan_tool_result", found, OLLAMA, _OLLAMA_ORPHAN.format(what=what)
-    )
+    text = _OLLAMA_ORPHAN.format(what=what)
+    return PairingProblem(index, "orphan_tool_result", found, OLLAMA, text)
 
 
 def _open_calls(message: View, index: int) -> Optional[_OpenCalls]:
@@ -207,64 +204,45 @@ def _open_calls(message: View, index: int) -> Optional[_OpenCalls]:
 
 def _answer_problem(
     message: View, index: int, open_calls: Optional[_OpenCalls]
-) -> Optional[PairingProblem]:
+) -> Iterator[PairingProblem]:
     """What is wrong with the ``tool`` message at ``index`` answering ``open_calls``, if
     anything; the call it answers is answered."""
     call_id = key(message.get("tool_call_id"), index, "tool_call_id")
     if call_id is None:  # Ollama's, answered by order (OpenAI refuses it)
         tool_name = message.get("tool_name")
         if open_calls is None or open_calls.idless.answer(tool_name) < 0:
-            return _idless_orphan(index, tool_name, open_calls)
-        return None
+            yield _idless_orphan(index, tool_name, open_calls)
+        return
     found = names([call_id])
     if open_calls is None:
-        return PairingProblem(index, "orphan_tool_result", found, PROVIDER, _ORPHAN)
-    if call_id in open_calls.unanswered:
+        yield PairingProblem(index, "orphan_tool_result", found, PROVIDER, _ORPHAN)
+    elif call_id in open_calls.unanswered:
         del open_calls.unanswered[call_id]
     elif call_id not in open_calls.called:
         text = _UNKNOWN_ID.format(id=call_id)
-        return PairingProblem(index, "unknown_tool_call_id", found, PROVIDER, text)
-    return None
+        yield PairingProblem(index, "unknown_tool_call_id", found, PROVIDER, text)
 
 
-def _unanswered(views: Views, at: int, end: int) -> Dict[Any, None]:
-    """The ids of the calls of the assistant message at ``at`` that its run of ``tool``
-    messages (to ``end``) does not answer, in call order."""
+def _unanswered(views: Views, at: int, end: int) -> Tuple[Dict[Any, None], List[int]]:
+    """The calls of the assistant message at ``at`` that its run of ``tool`` messages (to
+    ``end``) does not answer: their ids in call order, and the positions in ``tool_calls``
+    of the id-less ones (answered by order, as ``_IdlessCalls`` pairs them)."""
     calls = views[at].get("tool_calls") or ()
     order = dict.fromkeys(c.get("id") for c in calls if c.get("id") is not None)
+    pending = [k for k, call in enumerate(calls) if call.get("id") is None]
+    waiting = _IdlessCalls(idless_calls(views[at]) if pending else ())
     for k in range(at + 1, end + 1):
-        order.pop(views[k].get("tool_call_id"), None)
-    return order
+        call_id = views[k].get("tool_call_id")
+        if call_id is None:
+            waiting.answer(views[k].get("tool_name"))
+        else:
+            order.pop(call_id, None)
+    return order, [pending[k] for k in waiting.unanswered()]
 
 
 def _function_name(call: View) -> Optional[str]:
     function = call.get("function")
     return text_name(function.get("name")) if isinstance(function, Mapping) else None
-
-
-def _idless_unanswered(views: Views, at: int, end: int) -> List[int]:
-    """The positions in ``tool_calls`` of the assistant message at ``at`` of its id-less
-    calls that its run of ``tool`` messages (to ``end``) does not answer (by order, as
-    ``_IdlessCalls`` pairs them)."""
-    calls = views[at].get("tool_calls") or ()
-    pending = [k for k, call in enumerate(calls) if call.get("id") is None]
-    if not pending:
-        return pending
-    waiting = _IdlessCalls(idless_calls(views[at]))
-    for k in range(at + 1, end + 1):
-        if views[k].get("tool_call_id") is None:
-            waiting.answer(views[k].get("tool_name"))
-    return [pending[k] for k in waiting.unanswered()]
-
-
-def _run_ends(views: Views) -> List[int]:
-    """For each message, the last message of the run of ``tool`` messages after it (itself
-    if none)."""
-    ends = list(range(len(views)))
-    for i in range(len(views) - 2, -1, -1):
-        if views[i + 1].get("role") == "tool":
-            ends[i] = ends[i + 1]
-    return ends
 
 
 class _Owed:
@@ -275,7 +253,8 @@ class _Owed:
     messages owe the id: the messages passed are stacked, the rest queued.
     """
 
-    def __init__(self, unanswered: Dict[int, Dict[Any, None]]) -> None:
+    def __init__(self, unanswered: Dict[int, Dict[Any, None]], ends: List[int]) -> None:
+        self._unanswered, self._ends = unanswered, ends  # the caller's: a call taken leaves it
         self._later: Dict[Any, Deque[int]] = {}
         self._earlier: Dict[Any, List[int]] = {}
         for at in sorted(unanswered):
@@ -284,22 +263,24 @@ class _Owed:
                 self._earlier.setdefault(call_id, [])
 
     def take(self, call_id: Any, index: int) -> Optional[int]:
-        """The message the ``tool`` message at ``index`` answering ``call_id`` goes to
-        (that call now answered), or ``None`` when no message owes it."""
+        """The message the ``tool`` message at ``index`` answering ``call_id`` goes after (the
+        last of the run of the message owing it, that call now answered), or ``None`` when
+        no message owes it."""
         later = self._later.get(call_id)
         if later is None:
             return None
         earlier = self._earlier[call_id]
         while later and later[0] < index:
             earlier.append(later.popleft())
-        if earlier:
-            return earlier.pop()
-        return later.popleft() if later else None
+        if not (earlier or later):
+            return None
+        at = earlier.pop() if earlier else later.popleft()
+        del self._unanswered[at][call_id]
+        return self._ends[at]
 
 
 def _open_function_calls(views: Views) -> List[int]:
-    """The assistant ``function_call`` messages with no ``function`` message right after,
-    in order."""
+    """The assistant ``function_call`` messages with no ``function`` message right after."""
     n = len(views)
     return [
         at
@@ -307,6 +288,21 @@ def _open_function_calls(views: Views) -> List[int]:
         if opens_function_call(views[at])
         and not (at + 1 < n and views[at + 1].get("role") == "function")
     ]
+
+
+def _function_homes(views: Views, problems: Problems) -> Dict[int, Optional[int]]:
+    """Where each stray ``function`` message goes: after the nearest assistant
+    ``function_call`` before it with no ``function`` message right after it and not given
+    one yet; ``None`` for none (it is dropped)."""
+    strays = [p.index for p in problems if p.code == "orphan_function_result"]
+    functions = deque(_open_function_calls(views) if strays else ())
+    passed: List[int] = []  # those before the stray, not given one yet
+    homes: Dict[int, Optional[int]] = {}
+    for i in strays:
+        while functions and functions[0] < i:
+            passed.append(functions.popleft())
+        homes[i] = passed.pop() if passed else None
+    return homes
 
 
 def _settle(
@@ -324,27 +320,35 @@ def _settle(
     problem = "missing_tool_results"
     calls = views[at].get("tool_calls") or ()
     function_names = [_function_name(calls[k]) for k in idless]
-    shown = ["?" if name is None else name for name in function_names]
+    shown = _shown(function_names)
     if answer is not None:
-        for call_id in ids:
-            edits.insert(end, {"role": "tool", "tool_call_id": call_id, "content": answer})
-        for name in function_names:
-            named = {} if name is None else {"tool_name": name}
-            edits.insert(end, {"role": "tool", "content": answer, **named})
+        _answer_calls(edits, end, ids, function_names, answer)
     action = "dropped_call" if answer is None else "answered_call"
     if ids:
         edits.note(at, action, ids, PROVIDER, problem)
     if idless:
         edits.note(at, action, shown, OLLAMA, problem)
-    if answer is None and not _drop_calls(views[at], at, frozenset(idless), frozenset(ids), edits):
-        edits.note(at, "dropped_empty", ids or shown, PROVIDER if ids else OLLAMA, problem)
+    if answer is None:
+        why = (ids, PROVIDER, problem) if ids else (shown, OLLAMA, problem)
+        _drop_calls(views[at], at, frozenset(idless), frozenset(ids), edits, why)
+
+
+def _answer_calls(
+    edits: Edits, end: int, ids: List[Any], function_names: List[Optional[str]], answer: str
+) -> None:
+    """``tool`` messages answering ``answer`` to the calls ``ids``, then the id-less ones."""
+    for call_id in ids:
+        edits.insert(end, {"role": "tool", "tool_call_id": call_id, "content": answer})
+    for name in function_names:
+        named = {} if name is None else {"tool_name": name}
+        edits.insert(end, {"role": "tool", "content": answer, **named})
 
 
 def _drop_calls(
-    view: View, at: int, gone: FrozenSet[int], gone_ids: FrozenSet[Any], edits: Edits
-) -> bool:
+    view: View, at: int, gone: FrozenSet[int], gone_ids: FrozenSet[Any], edits: Edits, why: Why
+) -> None:
     """The assistant message at ``at`` without the calls at the positions ``gone`` and with
-    the ids ``gone_ids``; ``False`` when nothing is left and it goes."""
+    the ids ``gone_ids``; gone when nothing is left (``dropped_empty``, for ``why``)."""
     calls = view.get("tool_calls") or ()
     kept = [k for k, call in enumerate(calls) if k not in gone and call.get("id") not in gone_ids]
     if kept:
@@ -353,8 +357,7 @@ def _drop_calls(
         edits.rebuild(at, None, unset=("tool_calls",))
     else:
         edits.drop(at)
-        return False
-    return True
+        edits.note(at, "dropped_empty", *why)
 
 
 def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
@@ -364,26 +367,57 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
     kind = part.get("type")
     if kind == "image_url":
         image = part.get("image_url")
-        if isinstance(image, Mapping):
-            url, detail = image.get("url"), image.get("detail")
-        else:
-            url, detail = image, None
+        url, detail = (
+            (image.get("url"), image.get("detail")) if isinstance(image, Mapping) else (image, None)
+        )
         mime, data, start = data_url(url)
         return Media(path, PROVIDER, "image", data, start, mime, text_name(detail))
     if kind == "input_audio":
         audio = part.get("input_audio")
         audio = audio if isinstance(audio, Mapping) else {}
-        data = audio.get("data")
-        data = data if isinstance(data, str) else None
+        data = text_name(audio.get("data"))
         return Media(path, PROVIDER, "audio", data, 0, text_name(audio.get("format")))
     if kind == "file":
         file = part.get("file")
-        file = file if isinstance(file, Mapping) else {}
-        mime, data, start = data_url(file.get("file_data"))
-        if mime is None and data is None and isinstance(file.get("file_data"), str):
-            data = file["file_data"]  # bare base64
+        mime, data, start = data_url(
+            file.get("file_data") if isinstance(file, Mapping) else None, bare=True
+        )
         return Media(path, PROVIDER, "document", data, start, mime or "application/pdf")
     return None
+
+
+def _tool_link(view: View, index: int, links: Links) -> int:
+    """``ChatFormat.link`` of a ``tool`` message: the assistant message whose call it answers."""
+    left = links.left
+    call_id = view.get("tool_call_id")
+    if type(left) is not _Run:
+        links.left = None
+        key(call_id, index, "tool_call_id")
+        return -1
+    if left.function_call:
+        left = links.left = left._replace(function_call=False)
+    if call_id is None and left.idless:
+        return left.at if left.idless.answer(view.get("tool_name")) >= 0 else -1
+    try:
+        if call_id in left.ids:  # checks the id is hashable
+            return left.at
+    except TypeError:
+        key(call_id, index, "tool_call_id")  # raises, naming the field
+    return -1
+
+
+def _left_open(views: Views, at: int) -> bool:
+    """Whether the ``tool`` messages after the call at ``at`` leave a call unanswered."""
+    ids, idless_names = _calls_of(views[at], at)
+    owed = set(ids)
+    idless = _IdlessCalls(idless_names)
+    for k in range(at + 1, len(views)):
+        call_id = hashable(views[k].get("tool_call_id"))
+        if call_id is None:
+            idless.answer(views[k].get("tool_name"))
+        else:
+            owed.discard(call_id)
+    return bool(owed or idless)
 
 
 class ChatFormat(WireFormat):
@@ -420,21 +454,7 @@ class ChatFormat(WireFormat):
         role = view.get("role")
         left = links.left
         if role == "tool":
-            call_id = view.get("tool_call_id")
-            if type(left) is _Run:
-                if left.function_call:
-                    left = links.left = left._replace(function_call=False)
-                if call_id is None and left.idless:
-                    return left.at if left.idless.answer(view.get("tool_name")) >= 0 else -1
-                try:
-                    if call_id in left.ids:  # checks the id is hashable
-                        return left.at
-                except TypeError:
-                    key(call_id, index, "tool_call_id")  # raises, naming the field
-                return -1
-            links.left = None
-            key(call_id, index, "tool_call_id")
-            return -1
+            return _tool_link(view, index, links)
         if role == "function":
             links.left = None
             return index - 1 if type(left) is _Run and left.function_call else -1
@@ -452,61 +472,34 @@ class ChatFormat(WireFormat):
         for i, message in enumerate(views):
             role = message.get("role")
             if role == "tool":
-                problem = _answer_problem(message, i, open_calls)
-                if problem is not None:
-                    yield problem
+                yield from _answer_problem(message, i, open_calls)
                 continue
-            if open_calls is not None:
-                yield from _missing(open_calls)
-                open_calls = None
-            if role == "assistant":
-                open_calls = _open_calls(message, i)
-            elif role == "function" and not (i and opens_function_call(views[i - 1])):
+            yield from _missing(open_calls)
+            open_calls = _open_calls(message, i) if role == "assistant" else None
+            if role == "function" and not (i and opens_function_call(views[i - 1])):
                 name = message.get("name")
                 found = () if name is None else names([name])
                 yield PairingProblem(i, "orphan_function_result", found, PROVIDER, _FUNCTION)
-        if open_calls is not None:
-            yield from _missing(open_calls)
+        yield from _missing(open_calls)
 
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
         """Repair this format's ``problems`` (see docs/repair.md): stray results moved into the
         run owing them or dropped, calls answered with ``answer`` or dropped."""
-        ends = _run_ends(views)
+        ends = self.run_ends(views, lambda view: view.get("role") == "tool")
         unanswered: Dict[int, Dict[Any, None]] = {}
         idless: Dict[int, List[int]] = {}  # Ollama's calls: positions in tool_calls
         for problem in problems:
             at = problem.index
             if problem.code == "missing_tool_results" and at not in unanswered:
-                unanswered[at] = _unanswered(views, at, ends[at])
-                idless[at] = _idless_unanswered(views, at, ends[at])
-        owed = _Owed(unanswered)
-        functions = None  # the function calls without their message, once a stray needs one
-        passed: List[int] = []  # those before the stray function message, not given one yet
+                unanswered[at], idless[at] = _unanswered(views, at, ends[at])
+        owed = _Owed(unanswered, ends)
+        homes = _function_homes(views, problems)
         for problem in problems:
             i = problem.index
             if problem.code in ("orphan_tool_result", "unknown_tool_call_id"):
-                call_id = views[i].get("tool_call_id")
-                target = None if call_id is None else owed.take(call_id, i)
-                if target is None:
-                    edits.drop(i)
-                    edits.note(i, "dropped_result", problem.ids, problem.provider, problem.code)
-                else:
-                    del unanswered[target][call_id]
-                    end = ends[target]
-                    edits.move(i, end)
-                    edits.note(i, "moved_result", problem.ids, problem.provider, problem.code, end)
+                edits.place(i, owed.take(views[i].get("tool_call_id"), i), problem)
             elif problem.code == "orphan_function_result":
-                if functions is None:
-                    functions = deque(_open_function_calls(views))
-                while functions and functions[0] < i:
-                    passed.append(functions.popleft())
-                if not passed:
-                    edits.drop(i)
-                    edits.note(i, "dropped_result", problem.ids, PROVIDER, problem.code)
-                else:
-                    target = passed.pop()
-                    edits.move(i, target)
-                    edits.note(i, "moved_result", problem.ids, PROVIDER, problem.code, target)
+                edits.place(i, homes[i], problem)
         for at, ids in unanswered.items():
             if ids or idless[at]:
                 _settle(views, at, ends[at], list(ids), idless[at], edits, answer)
@@ -524,16 +517,7 @@ class ChatFormat(WireFormat):
         calling = views[at]
         if calling.get("function_call") and at == n - 1:
             return at
-        ids, names = _calls_of(calling, at)
-        owed = set(ids)
-        idless = _IdlessCalls(names)
-        for k in range(at + 1, n):
-            call_id = hashable(views[k].get("tool_call_id"))
-            if call_id is None:
-                idless.answer(views[k].get("tool_name"))
-            else:
-                owed.discard(call_id)
-        return at if owed or idless else n
+        return at if _left_open(views, at) else n
 
     def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's calls, with the tool each names."""
@@ -569,10 +553,7 @@ class ChatFormat(WireFormat):
 
     def media(self, view: View) -> Iterator[Media]:
         """The ``image_url``, ``input_audio`` and ``file`` parts of ``view``'s content."""
-        for k, part in enumerate(blocks(view)):
-            found = media_part(part, ("content", k))
-            if found is not None:
-                yield found
+        return self.media_in(blocks(view), media_part, "content")
 
 
 CHAT = ChatFormat()

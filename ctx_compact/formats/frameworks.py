@@ -13,7 +13,8 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
-from typing import Any, Dict, List, Optional
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._shapes import View
 
@@ -28,25 +29,18 @@ _LANGCHAIN_ROLES = {
     "FunctionMessage": "function",
     "ChatMessage": None,  # carries its own role
 }
-_AGENTS_ITEMS = frozenset(
-    {
-        "MessageOutputItem",
-        "ToolCallItem",
-        "ToolCallOutputItem",
-        "ReasoningItem",
-        "HandoffCallItem",
-        "HandoffOutputItem",
-        "MCPApprovalRequestItem",
-        "MCPApprovalResponseItem",
-        "MCPListToolsItem",
-    }
+_AGENTS_ITEMS = (
+    "MessageOutputItem",
+    "ToolCallItem",
+    "ToolCallOutputItem",
+    "ReasoningItem",
+    "HandoffCallItem",
+    "HandoffOutputItem",
+    "MCPApprovalRequestItem",
+    "MCPApprovalResponseItem",
+    "MCPListToolsItem",
 )
-
-
-_MISTRAL_MESSAGES = frozenset({"UserMessage", "AssistantMessage", "SystemMessage", "ToolMessage"})
-_AUTOGEN_MESSAGES = frozenset(
-    {"SystemMessage", "UserMessage", "AssistantMessage", "FunctionExecutionResultMessage"}
-)
+_MISTRAL_MESSAGES = ("UserMessage", "AssistantMessage", "SystemMessage", "ToolMessage")
 # smolagents' roles and the ones it sends them as (its tool_role_conversions).
 _SMOLAGENTS_ROLES = {"tool-call": "assistant", "tool-response": "user"}
 
@@ -68,23 +62,11 @@ def framework_view(message: object) -> Optional[View]:
         ``raw_item`` is neither a mapping nor a pydantic model).
     """
     for cls in type(message).__mro__:
-        module, name = cls.__module__, cls.__name__
-        if module.startswith("langchain_core.messages") and name in _LANGCHAIN_ROLES:
-            return _langchain_view(message, _LANGCHAIN_ROLES[name])
-        if module == "pydantic_ai.messages" and name == "ModelResponse":
-            return {"role": "assistant", "content": _response_blocks(message)}
-        if module == "pydantic_ai.messages" and name == "ModelRequest":
-            return {"role": "user", "content": _request_blocks(message)}
-        if module.startswith("agents.items") and name in _AGENTS_ITEMS:
-            return _agents_view(message)
-        if module.startswith("mistralai.") and name in _MISTRAL_MESSAGES:
-            return _mistral_view(message)
-        if module.startswith("llama_index.core.") and name == "ChatMessage":
-            return _llama_index_view(message)
-        if module.startswith("autogen_core.models") and name in _AUTOGEN_MESSAGES:
-            return _autogen_view(message, name)
-        if module == "smolagents.models" and name == "ChatMessage":
-            return _smolagents_view(message)
+        module = cls.__module__
+        for prefix, exact, readers in _READERS:
+            read = readers.get(cls.__name__)
+            if read is not None and (module == prefix if exact else module.startswith(prefix)):
+                return read(message)
     return None
 
 
@@ -154,35 +136,35 @@ def _calls(view: View) -> bool:
 def _langchain_view(message: Any, role: Optional[str]) -> Json:
     # Chat Completions form, as ChatOpenAI sends it; the content as every integration
     # sends it (their tool-call blocks in tool_calls, standard data blocks as media parts).
-    assistant = role == "assistant"
-    content = _langchain_content(message.content, assistant)
+    content = _langchain_content(message.content, role == "assistant")
+    if role == "tool":
+        return {"content": content, "role": "tool", "tool_call_id": message.tool_call_id}
+    extra = message.additional_kwargs or {}
     view: Json = {"content": content}
-    name = message.name or (message.additional_kwargs or {}).get("name")
+    name = message.name or extra.get("name")
     if name is not None:
         view["name"] = name
     if role is None:
         view["role"] = message.role
-    elif role == "system":
-        view["role"] = (message.additional_kwargs or {}).get("__openai_role__", "system")
     else:
-        view["role"] = role
-    if assistant:
-        calls = _langchain_calls(message)
-        if calls:
-            view["tool_calls"] = calls
-        elif "tool_calls" in (message.additional_kwargs or {}):
-            view["tool_calls"] = message.additional_kwargs["tool_calls"]
-        elif "function_call" in (message.additional_kwargs or {}):
-            view["function_call"] = message.additional_kwargs["function_call"]
-        if "tool_calls" in view or "function_call" in view:
-            view["content"] = view["content"] or None
-        provider = (getattr(message, "response_metadata", None) or {}).get("model_provider")
-        rule = _TURN_RULES.get(provider) if isinstance(provider, str) else None
-        if rule is not None:
-            return _ModelTurn(view, rule)
-    elif role == "tool":
-        return {"content": content, "role": "tool", "tool_call_id": message.tool_call_id}
-    return view
+        view["role"] = extra.get("__openai_role__", "system") if role == "system" else role
+    return _langchain_calls_view(message, view, extra) if role == "assistant" else view
+
+
+def _langchain_calls_view(message: Any, view: Json, extra: Json) -> Json:
+    """An ``AIMessage``'s view with its calls (a ``_ModelTurn`` where its provider has rules)."""
+    calls = _langchain_calls(message)
+    if calls:
+        view["tool_calls"] = calls
+    elif "tool_calls" in extra:
+        view["tool_calls"] = extra["tool_calls"]
+    elif "function_call" in extra:
+        view["function_call"] = extra["function_call"]
+    if "tool_calls" in view or "function_call" in view:
+        view["content"] = view["content"] or None
+    provider = (getattr(message, "response_metadata", None) or {}).get("model_provider")
+    rule = _TURN_RULES.get(provider) if isinstance(provider, str) else None
+    return view if rule is None else _ModelTurn(view, rule)
 
 
 def _langchain_calls(message: Any) -> List[Json]:
@@ -244,21 +226,28 @@ def _langchain_content(content: Any, assistant: bool) -> Any:
 def _media_part(block: View) -> Any:
     """A LangChain standard data block (v1, or v0 with ``source_type``) as the Chat
     Completions part the media-aware count reads; any other block as it is."""
-    kind = block.get("type")
-    data = block.get("base64")
-    if data is None and block.get("source_type") == "base64":
-        data = block.get("data")
-    mime = block.get("mime_type")
+    kind, mime = block.get("type"), block.get("mime_type")
+    data = _block_data(block)
     if kind == "image":
         url = block.get("url") if data is None else f"data:{mime};base64,{data}"
         if isinstance(url, str):
             return {"type": "image_url", "image_url": {"url": url}}
-    elif kind == "file" and data is not None:
+    elif data is None:
+        return block
+    elif kind == "file":
         return {"type": "file", "file": {"file_data": f"data:{mime};base64,{data}"}}
-    elif kind == "audio" and data is not None:
+    elif kind == "audio":
         audio_format = str(mime or "audio/wav").rpartition("/")[2]
         return {"type": "input_audio", "input_audio": {"data": data, "format": audio_format}}
     return block
+
+
+def _block_data(block: View) -> Any:
+    """A standard data block's base64 payload (v1 ``base64``, v0 ``data``), or ``None``."""
+    data = block.get("base64")
+    if data is None and block.get("source_type") == "base64":
+        return block.get("data")
+    return data
 
 
 # --- pydantic-ai --------------------------------------------------------------
@@ -268,7 +257,7 @@ def _text(value: Any) -> Json:
     return {"type": "text", "text": value if isinstance(value, str) else str(value)}
 
 
-def _response_blocks(response: Any) -> List[Json]:
+def _pydantic_response(response: Any) -> Json:
     blocks: List[Json] = []
     for part in response.parts:
         kind = getattr(part, "part_kind", None)
@@ -286,7 +275,7 @@ def _response_blocks(response: Any) -> List[Json]:
         else:
             # Text, and built-in tool calls/returns the provider pairs itself.
             blocks.append(_text(getattr(part, "content", "")))
-    return blocks
+    return {"role": "assistant", "content": blocks}
 
 
 def _call_arguments(part: Any) -> Any:
@@ -302,7 +291,7 @@ def _call_arguments(part: Any) -> Any:
     return args if args is not None else {}
 
 
-def _request_blocks(request: Any) -> List[Json]:
+def _pydantic_request(request: Any) -> Json:
     blocks: List[Json] = []
     trailing: List[Json] = []  # a return's audio and video, which a tool_result cannot hold
     for part in request.parts:
@@ -329,7 +318,7 @@ def _request_blocks(request: Any) -> List[Json]:
         else:
             # user-prompt text, system-prompt, retry feedback
             blocks.append(_text(getattr(part, "content", "")))
-    return blocks + trailing
+    return {"role": "user", "content": blocks + trailing}
 
 
 def _returned(part: Any, method: str) -> Any:
@@ -351,21 +340,24 @@ def _tool_result(part: Any, trailing: List[Json]) -> Json:
     items = content if isinstance(content, list) else [content]
     files = [item for item in items if getattr(item, "kind", None) in _FILE_KINDS]
     block: Json = {"type": "tool_result", "tool_use_id": part.tool_call_id}
+    text = _returned(part, "model_response_str")
     if not files:
-        block["content"] = _returned(part, "model_response_str")
+        block["content"] = text
         return block
     # As Anthropic's model sends a return with files: its text, then the files' blocks.
-    text = _returned(part, "model_response_str")
-    inner: List[Json] = [_text(text)] if text else []
-    for item in files:
-        media = _prompt_block(item)
-        if media is not None:
-            # An image or a document goes in the result; audio and video after it.
-            (inner if media.get("type") in ("image", "document") else trailing).append(media)
-    block["content"] = inner or ""
+    block["content"] = _with_files(text, files, trailing) or ""
     if getattr(part, "outcome", "success") in ("failed", "retried"):
         block["is_error"] = True
     return block
+
+
+def _with_files(text: Any, files: List[Any], trailing: List[Json]) -> List[Json]:
+    """A tool return's text and its files' blocks; its audio and video go to ``trailing``."""
+    inner: List[Json] = [_text(text)] if text else []
+    for media in map(_prompt_block, files):
+        if media is not None:
+            (inner if media.get("type") in ("image", "document") else trailing).append(media)
+    return inner
 
 
 def _prompt_block(item: Any) -> Optional[Json]:
@@ -379,19 +371,22 @@ def _prompt_block(item: Any) -> Optional[Json]:
         return None  # a marker, not content
     if kind == "binary":
         return _binary_block(item)
-    if kind == "image-url":
-        return {"type": "image", "source": {"type": "url", "url": item.url}}
-    if kind == "document-url":
-        return {"type": "document", "source": {"type": "url", "url": item.url}}
-    if kind == "audio-url":
-        return {"type": "input_audio", "input_audio": {"url": item.url}}
-    if kind == "video-url":
-        return {"video": {"source": {"s3Location": {"uri": item.url}}}}
+    if kind in _URL_BLOCKS:
+        return _URL_BLOCKS[kind](item.url)
     if kind == "uploaded-file":
         image = str(getattr(item, "media_type", "")).startswith("image/")
         source = {"type": "file", "file_id": item.file_id}
         return {"type": "image" if image else "document", "source": source}
     return {"type": str(kind if kind is not None else type(item).__name__)}  # named, not counted
+
+
+# pydantic-ai's URL items, as the block each is sent as.
+_URL_BLOCKS: Dict[str, Callable[[Any], Json]] = {
+    "image-url": lambda url: {"type": "image", "source": {"type": "url", "url": url}},
+    "document-url": lambda url: {"type": "document", "source": {"type": "url", "url": url}},
+    "audio-url": lambda url: {"type": "input_audio", "input_audio": {"url": url}},
+    "video-url": lambda url: {"video": {"source": {"s3Location": {"uri": url}}}},
+}
 
 
 def _binary_block(item: Any) -> Json:
@@ -459,7 +454,18 @@ def _llama_index_view(message: Any) -> Json:
     # The shape llama-index-llms-openai sends: role, text, then additional_kwargs.
     role = _enum_value(message.role)
     view: Json = {"role": role, "content": message.content}
-    calls: List[Json] = []
+    calls = _llama_index_calls(message)
+    if calls:
+        view["tool_calls"] = calls
+    extra = message.additional_kwargs or {}
+    view.update({k: v for k, v in extra.items() if not (k == "tool_calls" and calls)})
+    if _calls(view):
+        view["content"] = view["content"] or None
+    return view
+
+
+def _llama_index_calls(message: Any) -> List[Json]:
+    calls = []
     for block in getattr(message, "blocks", None) or ():
         if type(block).__name__ == "ToolCallBlock":
             arguments = block.tool_kwargs
@@ -467,52 +473,55 @@ def _llama_index_view(message: Any) -> Json:
                 arguments = json.dumps(arguments)
             function = {"name": block.tool_name, "arguments": arguments}
             calls.append({"id": block.tool_call_id, "type": "function", "function": function})
-    if calls:
-        view["tool_calls"] = calls
-    extra = message.additional_kwargs or {}
-    view.update({k: v for k, v in extra.items() if not (k == "tool_calls" and calls)})
-    if view.get("tool_calls") or view.get("function_call"):
-        view["content"] = view["content"] or None
-    return view
+    return calls
 
 
 # --- AutoGen ------------------------------------------------------------------
+# What AutoGen's OpenAI client sends, where it fits one Anthropic-form message: a user
+# message's source as its name, a call's arguments as the very text the model wrote.
 
 
-def _autogen_view(message: Any, name: str) -> Json:
-    # What AutoGen's OpenAI client sends, where it fits one Anthropic-form
-    # message: a user message's source as its name, a call's arguments as the
-    # very text the model wrote.
+def _autogen_system(message: Any) -> Json:
+    return {"role": "system", "content": message.content}
+
+
+def _autogen_user(message: Any) -> Json:
     content = message.content
-    if name == "SystemMessage":
-        return {"role": "system", "content": content}
-    if name == "UserMessage":
-        if isinstance(content, str):
-            return {"role": "user", "name": message.source, "content": content}
-        parts = [_user_content(item) for item in content]
-        return {"role": "user", "name": message.source, "content": parts}
-    if name == "FunctionExecutionResultMessage":
-        blocks: List[Json] = []
-        for result in content:
-            block: Json = {
-                "type": "tool_result",
-                "tool_use_id": result.call_id,
-                "content": result.content,
-            }
-            if getattr(result, "is_error", False):
-                block["is_error"] = True
-            blocks.append(block)
-        return {"role": "user", "content": blocks}
-    # An AssistantMessage: its text, or its function calls after its thought.
+    if not isinstance(content, str):
+        content = [_user_content(item) for item in content]
+    return {"role": "user", "name": message.source, "content": content}
+
+
+def _autogen_results(message: Any) -> Json:
+    blocks: List[Json] = []
+    for result in message.content:
+        block: Json = {"type": "tool_result", "tool_use_id": result.call_id}
+        block["content"] = result.content
+        if getattr(result, "is_error", False):
+            block["is_error"] = True
+        blocks.append(block)
+    return {"role": "user", "content": blocks}
+
+
+def _autogen_assistant(message: Any) -> Json:
+    # Its text, or its function calls after its thought.
+    content = message.content
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
-    uses: List[Json] = []
     thought = getattr(message, "thought", None)
-    if thought:
-        uses.append(_text(thought))
-    for call in content:
-        uses.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+    uses = [_text(thought)] if thought else []
+    uses += [
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in content
+    ]
     return {"role": "assistant", "content": uses}
+
+
+_AUTOGEN = {
+    "SystemMessage": _autogen_system,
+    "UserMessage": _autogen_user,
+    "FunctionExecutionResultMessage": _autogen_results,
+    "AssistantMessage": _autogen_assistant,
+}
 
 
 # --- smolagents ---------------------------------------------------------------
@@ -521,3 +530,22 @@ def _autogen_view(message: Any, name: str) -> Json:
 def _smolagents_view(message: Any) -> Json:
     role = _enum_value(message.role)
     return {"role": _SMOLAGENTS_ROLES.get(role, role), "content": message.content}
+
+
+# Per framework, in the order they are tried on each class of a message's MRO: the
+# module its classes live in (the module itself when ``exact``, else any module under
+# that prefix), and the reader of each message class it sends.
+_LANGCHAIN = {name: partial(_langchain_view, role=role) for name, role in _LANGCHAIN_ROLES.items()}
+_READERS: Tuple[Tuple[str, bool, Mapping[str, Callable[[Any], Optional[Json]]]], ...] = (
+    ("langchain_core.messages", False, _LANGCHAIN),
+    (
+        "pydantic_ai.messages",
+        True,
+        {"ModelResponse": _pydantic_response, "ModelRequest": _pydantic_request},
+    ),
+    ("agents.items", False, dict.fromkeys(_AGENTS_ITEMS, _agents_view)),
+    ("mistralai.", False, dict.fromkeys(_MISTRAL_MESSAGES, _mistral_view)),
+    ("llama_index.core.", False, {"ChatMessage": _llama_index_view}),
+    ("autogen_core.models", False, _AUTOGEN),
+    ("smolagents.models", True, {"ChatMessage": _smolagents_view}),
+)

@@ -15,7 +15,7 @@ from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
 from ._base import Links, Media, Thinking, ToolCall, ToolResult, WireFormat, turn_step
 from ._edits import Edits, Part, Problems
-from ._shapes import View, Views, dump_failed, is_list, key, sdk_dump, text_name
+from ._shapes import View, Views, dump_failed, hashable, is_list, key, sdk_dump, text_name
 
 PROVIDER = "gemini"
 ROLES = ("user", "model")
@@ -179,13 +179,7 @@ class GeminiFormat(WireFormat):
 
     def media(self, view: View) -> Iterator[Media]:
         """The ``inline_data`` and ``file_data`` parts of a content (either spelling)."""
-        found: Any = view.get("parts")
-        if not is_list(found):
-            return
-        for k, part in enumerate(found):
-            media = media_part(part, ("parts", k))
-            if media is not None:
-                yield media
+        return self.media_in(view.get("parts"), media_part, "parts")
 
     def carries(self, view: View) -> bool:
         """Whether ``view``'s parts hold a function call or response."""
@@ -270,19 +264,10 @@ class GeminiFormat(WireFormat):
         previous: Optional[View] = None
         for i, view in enumerate(views):
             if is_call_turn(view) and not (previous is not None and _role_of(previous) == "user"):
-                ids = names([c.get("id") or c.get("name") for _, c in calls(view)])
-                yield PairingProblem(
-                    i, "function_call_not_after_user", ids, PROVIDER, _CALL_AFTER_USER
-                )
+                ids, text = names(_shown(calls(view))), _CALL_AFTER_USER
+                yield PairingProblem(i, "function_call_not_after_user", ids, PROVIDER, text)
             if is_response_turn(view):
-                answered = responses(view)
-                ids = names([r.get("id") or r.get("name") for _, r in answered])
-                if not is_call_turn(previous):
-                    yield PairingProblem(
-                        i, "orphan_function_response", ids, PROVIDER, _RESPONSE_AFTER_CALL
-                    )
-                elif previous is not None and len(calls(previous)) != len(answered):
-                    yield PairingProblem(i, "function_response_count", ids, PROVIDER, _PART_COUNT)
+                yield from _response_problems(previous, view, i)
             previous = view
 
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
@@ -332,33 +317,15 @@ class GeminiFormat(WireFormat):
         ]
         if not thoughts:
             return None
-        # A call part with "thought" set is still the call; a signed part is the signature's.
-        clearable = tuple(
-            (k, "thought")
-            for k in thoughts
-            if _field(found[k], SIGNATURE_KEYS)[1] is None
-            and _field(found[k], CALL_KEYS)[1] is None
-        )
-        if len(clearable) == len(found):
-            clearable = ()
-        return Thinking(clearable, items="parts")
+        clearable = tuple((k, "thought") for k in thoughts if _clearable(found[k]))
+        return Thinking(clearable if len(clearable) < len(found) else (), items="parts")
 
     def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """A model turn's function calls; one without an id is answered through its name."""
         if role(view) == "model":
             for k, call in calls(view):
-                name = text_name(call.get("name"))
                 spelling, _ = _field(parts(view)[k], CALL_KEYS)
-                yield ToolCall(
-                    index,
-                    "parts",
-                    k,
-                    name,
-                    (_call_key(call),),
-                    inner=spelling,
-                    arguments=("args",),
-                    no_arguments={},
-                )
+                yield self.object_call(index, "parts", k, call, (_call_key(call),), spelling)
 
     def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
         """A user turn's function responses (their ``response`` object)."""
@@ -377,6 +344,21 @@ class GeminiFormat(WireFormat):
                 )
 
 
+def _response_problems(previous: Optional[View], view: View, i: int) -> Iterator[PairingProblem]:
+    """A function-response turn after no call turn, or with another number of parts."""
+    answered = responses(view)
+    ids = names(_shown(answered))
+    if previous is None or not is_call_turn(previous):
+        yield PairingProblem(i, "orphan_function_response", ids, PROVIDER, _RESPONSE_AFTER_CALL)
+    elif len(calls(previous)) != len(answered):
+        yield PairingProblem(i, "function_response_count", ids, PROVIDER, _PART_COUNT)
+
+
+def _clearable(part: View) -> bool:
+    """Whether a thought part may go: not a call part, not a signed part."""
+    return _field(part, SIGNATURE_KEYS)[1] is None and _field(part, CALL_KEYS)[1] is None
+
+
 # What the message kept before a turn is, when it is not a model turn (a _Turn).
 _START = "start"  # none: the turn opens the conversation
 _USER = "user"  # a user turn, a function-response turn, another format's user message
@@ -389,11 +371,7 @@ class _Turn:
     among them, and whether a user turn comes before it (calls may follow only one)."""
 
     def __init__(
-        self,
-        views: Views,
-        at: int,
-        after_user: bool,
-        found: List[Tuple[int, View]],
+        self, views: Views, at: int, after_user: bool, found: List[Tuple[int, View]]
     ) -> None:
         self.at = at
         self.after_user = after_user
@@ -430,14 +408,11 @@ class _Turn:
 
     def finish(self, views: Views, edits: Edits) -> None:
         """Record what became of the turn."""
-        if not self.changed:
-            return
-        kept = self.kept()
-        if not kept:
-            edits.drop(self.at)
-            edits.note(self.at, "dropped_empty", self.gone_ids, PROVIDER, "function_response_count")
-        elif kept != list(range(len(parts(views[self.at])))):
-            edits.rebuild(self.at, "parts", kept)
+        if self.changed:  # its own parts kept, then those merged into it
+            count = len(parts(views[self.at]))
+            last = [p for k, p in enumerate(self.parts[count:], count) if k not in self.gone]
+            why = (self.gone_ids, PROVIDER, "function_response_count")
+            edits.arrange(self.at, "parts", count, (), sorted(self.gone), last, why=why)
 
 
 class _Pass:
@@ -456,10 +431,9 @@ class _Pass:
             self.members = []
             return
         if found and (isinstance(state, _Turn) or state is not _USER):
-            code, gone = "function_call_not_after_user", [k for k, _ in found]
-            if not _rebuild(
-                self.views, i, gone, [], self.edits, "dropped_call", _shown(found), code
-            ):
+            why = (_shown(found), PROVIDER, "function_call_not_after_user")
+            gone = [k for k, _ in found]
+            if not self.edits.remove(i, "parts", gone, action="dropped_call", why=why):
                 return
             found = []
         if isinstance(state, _Turn):
@@ -473,8 +447,9 @@ class _Pass:
         if not given:
             self.state, self.members = _USER, []
         elif not (isinstance(state, _Turn) and not self.members and state.calls):
-            code, gone = "orphan_function_response", [k for k, _ in given]
-            if _rebuild(self.views, i, gone, [], self.edits, "dropped_result", _shown(given), code):
+            why = (_shown(given), PROVIDER, "orphan_function_response")
+            gone = [k for k, _ in given]
+            if self.edits.remove(i, "parts", gone, action="dropped_result", why=why):
                 self.state, self.members = _USER, []
         elif (
             len(state.calls) == len(given)
@@ -489,32 +464,10 @@ def _shown(found: Sequence[Tuple[int, View]]) -> List[Any]:
     return [part.get("id") or part.get("name") for _, part in found]
 
 
-def _rebuild(
-    views: Views,
-    i: int,
-    gone: List[int],
-    first: List[Part],
-    edits: Edits,
-    action: str,
-    ids: Sequence[Any],
-    code: str,
-) -> bool:
-    """The turn at ``i`` starting with ``first``, without its parts ``gone``; gone when
-    empty (then ``False``)."""
-    if gone:
-        edits.note(i, action, ids, PROVIDER, code)
-    count = len(parts(views[i]))
-    return edits.arrange(i, "parts", count, first, gone, why=(ids, PROVIDER, code))
-
-
 def _name(part: View) -> Any:
     """A call's or response's name, to look up (one that cannot be matches nothing)."""
     found = part.get("name")
-    try:
-        hash(found)
-    except TypeError:
-        return object()
-    return found
+    return found if found is None or hashable(found) is not None else object()
 
 
 def _match(asked: Sequence[Tuple[int, View]], given: Sequence[Tuple[int, View]]) -> Dict[int, int]:
@@ -558,9 +511,6 @@ def _recount(views: Views, i: int, turn: _Turn, edits: Edits, answer: Optional[s
     asked = turn.calls
     given = responses(views[i])
     matched = _match(asked, given)
-    answering = set(matched.values())
-    extra_ids = [_call_key(r) for k, r in given if k not in answering]
-    extra = [k for k, _ in given if k not in answering]
     unanswered = [c for c in range(len(asked)) if c not in matched]
     ids = [_call_key(asked[c][1]) for c in unanswered]
     first: List[Part]
@@ -571,12 +521,25 @@ def _recount(views: Views, i: int, turn: _Turn, edits: Edits, answer: Optional[s
         first = _in_order(views[i], given, asked, matched, answer)
         if unanswered:
             edits.note(turn.at, "answered_call", ids, PROVIDER, code, i)
-    order = [k for k in first if isinstance(k, int)]
-    if order != sorted(order):  # put in the calls' order: Gemini pairs by position
-        placed = set(order)
-        ids = [_call_key(r) for k, r in given if k in placed]
-        edits.note(i, "moved_result", ids, PROVIDER, code)
-    return _rebuild(views, i, extra, first, edits, "dropped_result", extra_ids, code)
+    _note_moved(i, first, given, edits, code)
+    extra = sorted({k for k, _ in given} - set(matched.values()))
+    why = (_keys(given, extra), PROVIDER, code)
+    return edits.remove(i, "parts", extra, first, action="dropped_result", why=why)
+
+
+def _note_moved(
+    i: int, first: List[Part], given: Sequence[Tuple[int, View]], edits: Edits, code: str
+) -> None:
+    """Note the responses ``first`` puts in the calls' order (Gemini pairs by position)."""
+    own = [k for k in first if isinstance(k, int)]
+    if own != sorted(own):
+        edits.note(i, "moved_result", _keys(given, own), PROVIDER, code)
+
+
+def _keys(given: Sequence[Tuple[int, View]], among: Sequence[int]) -> List[Any]:
+    """The call keys of the responses of ``given`` at the positions ``among``, in order."""
+    found = set(among)
+    return [_call_key(r) for k, r in given if k in found]
 
 
 def _in_order(

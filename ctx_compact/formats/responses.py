@@ -170,9 +170,7 @@ def media_part(part: Any, path: Tuple[Any, ...]) -> Optional[Media]:
         mime, data, start = data_url(part.get("image_url"))
         return Media(path, _BILLED_AS, "image", data, start, mime, text_name(part.get("detail")))
     if kind == "input_file":
-        mime, data, start = data_url(part.get("file_data"))
-        if data is None and isinstance(part.get("file_data"), str):
-            data = part["file_data"]  # bare base64
+        mime, data, start = data_url(part.get("file_data"), bare=True)
         if mime is None:
             name = part.get("filename")
             pdf = not isinstance(name, str) or name.lower().endswith(".pdf")
@@ -265,7 +263,6 @@ class ResponsesFormat(WireFormat):
         """What OpenAI rejects: a call without its output, an output without its call,
         a reasoning item without its following item."""
         calls = Matcher()  # the grouping matches outputs to calls through the same class
-        n = len(views)
         for i, item in enumerate(views):
             if item.get("role") is not None:
                 continue
@@ -275,77 +272,35 @@ class ResponsesFormat(WireFormat):
             elif kind in OUTPUT_TYPES:
                 call_id = output_key(item, i)
                 if calls.answer(call_id) is None:
-                    what = _what(kind[: -len("_output")])
-                    yield PairingProblem(
-                        i,
-                        "orphan_call_output",
-                        names([call_id]),
-                        PROVIDER,
-                        _NO_CALL.format(what=what, id=call_id),
-                    )
+                    text = _NO_CALL.format(what=_what(kind[: -len("_output")]), id=call_id)
+                    yield PairingProblem(i, "orphan_call_output", names([call_id]), PROVIDER, text)
             elif kind == "reasoning":
-                following = views[i + 1] if i + 1 < n else None
-                if (
-                    following is None
-                    or item_type(following, i + 1) in OUTPUT_TYPES
-                    or (following.get("role") in ("user", "system", "developer"))
-                ):
-                    item_id = item.get("id")
-                    yield PairingProblem(
-                        i,
-                        "reasoning_without_following_item",
-                        names([item_id]),
-                        PROVIDER,
-                        _REASONING.format(id=item_id),
-                    )
+                yield from _lone_reasoning(views, i)
         for index, call_id in calls.unanswered():
-            yield PairingProblem(
-                index,
-                "missing_call_output",
-                names([call_id]),
-                PROVIDER,
-                _NO_OUTPUT.format(what=_what(views[index]["type"]), id=call_id),
-            )
+            text = _NO_OUTPUT.format(what=_what(views[index]["type"]), id=call_id)
+            yield PairingProblem(index, "missing_call_output", names([call_id]), PROVIDER, text)
 
     def repair(self, views: Views, problems: Problems, edits: Edits, answer: Optional[str]) -> None:
         """Repair this format's ``problems`` (see docs/repair.md): outputs moved after their
         call or dropped, calls answered with ``answer`` or dropped, lone reasoning dropped."""
-        ends = _calls_ends(views)
+        ends = self.run_ends(views, _is_call)  # for a call, the last call of its run
         unanswered = dict.fromkeys(p.index for p in problems if p.code == "missing_call_output")
-        waiting = _Waiting(views, unanswered)
+        waiting = _Waiting(views, unanswered, ends)
         for problem in problems:
             i = problem.index
             if problem.code == "orphan_call_output":
-                target = waiting.take(output_key(views[i], i), i)
-                if target is None:
-                    edits.drop(i)
-                    edits.note(i, "dropped_result", problem.ids, PROVIDER, problem.code)
-                else:
-                    del unanswered[target]
-                    edits.move(i, ends[target])
-                    note = (PROVIDER, problem.code, ends[target])
-                    edits.note(i, "moved_result", problem.ids, *note)
+                edits.place(i, waiting.take(output_key(views[i], i), i), problem)
             elif problem.code == "reasoning_without_following_item":
-                # The reasoning items right before it lose their follower with it: they go
-                # in this pass, not one a pass.
-                start = i
-                while start > 0 and _is_reasoning(views[start - 1]):
-                    start -= 1
-                for k in range(start, i + 1):
-                    edits.drop(k)
-                    shown = problem.ids if k == i else names([views[k].get("id")])
-                    edits.note(k, "dropped_reasoning", shown, PROVIDER, problem.code)
-        code = "missing_call_output"
+                _drop_reasoning(views, i, problem, edits)
         for j in unanswered:
-            view = views[j]
-            ids = [call_keys(view, j)[0]]
-            output = None if answer is None else answer_output(view, answer)
+            ids = [call_keys(views[j], j)[0]]
+            output = None if answer is None else answer_output(views[j], answer)
             if output is None:
                 edits.drop(j)
-                edits.note(j, "dropped_call", ids, PROVIDER, code)
+                edits.note(j, "dropped_call", ids, PROVIDER, "missing_call_output")
             else:
                 edits.insert(ends[j], output)
-                edits.note(j, "answered_call", ids, PROVIDER, code)
+                edits.note(j, "answered_call", ids, PROVIDER, "missing_call_output")
 
     def awaiting(self, views: Views) -> int:
         """Where calls still awaiting their results end ``views``: in the items after the
@@ -356,34 +311,17 @@ class ResponsesFormat(WireFormat):
         run = n
         while run > 0 and views[run - 1].get("role") is None:
             run -= 1
-        called: Set[Any] = set()  # what the run's calls and requests may be answered by
-        for i in range(run, n):
-            item = views[i]
-            kind = item.get("type")
-            if kind in CALL_OUTPUTS:
-                called.update(hashable(k) for k in _answerable(item))
-            elif kind == "mcp_approval_request":
-                called.add(("approval", hashable(item.get("id"))))
+        # What the run's calls and requests may be answered by.
+        called = {k for i in range(run, n) for k in _asked(views[i])}
         answered: Set[Any] = set()
         found = n
         for i in range(n - 1, run - 1, -1):
-            item = views[i]
-            kind = item.get("type")
-            if kind in OUTPUT_TYPES or kind == "mcp_approval_response":
-                answer = (
-                    hashable(item_call_id(item))
-                    if kind in OUTPUT_TYPES
-                    else ("approval", hashable(item.get("approval_request_id")))
-                )
-                if answer not in called:
-                    break  # an answer to something earlier: what precedes it is not waiting
-                answered.add(answer)
-            elif kind in CALL_OUTPUTS:
-                if not any(hashable(k) in answered for k in _answerable(item)):
-                    found = i
-            elif kind == "mcp_approval_request" and (
-                ("approval", hashable(item.get("id"))) not in answered
-            ):
+            answers = _answers(views[i])
+            if answers and answers[0] not in called:
+                break  # an answer to something earlier: what precedes it is not waiting
+            answered.update(answers)
+            asked = _asked(views[i])
+            if asked and answered.isdisjoint(asked):
                 found = i
         return found
 
@@ -391,11 +329,9 @@ class ResponsesFormat(WireFormat):
         """A call item, answerable by its ``call_id`` (a ``local_shell_call`` also by its id)."""
         kind = view.get("type")
         if view.get("role") is None and kind in CALL_OUTPUTS:
-            ids: Tuple[Any, ...] = (item_call_id(view),)
-            if kind == "local_shell_call":
-                ids += (view.get("id"),)
             arguments, empty = _ARGUMENTS.get(kind, ((), None))
             name = text_name(view.get("name")) or kind
+            ids = _answerable(view)
             yield ToolCall(index, "item", 0, name, ids, arguments=arguments, no_arguments=empty)
 
     def tool_results(self, view: View, index: int) -> Iterator[ToolResult]:
@@ -431,20 +367,55 @@ class ResponsesFormat(WireFormat):
 
     def media(self, view: View) -> Iterator[Media]:
         """The ``input_image`` and ``input_file`` parts of a message's content or an output's."""
-        parts: Sequence[Any] = ()
         if view.get("role") is not None:
-            field = "content"
-            parts = blocks(view)
-        else:
-            kind = view.get("type")
-            field = OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
-            output: Any = view.get(field)
-            if is_list(output):
-                parts = output
-        for k, part in enumerate(parts):
-            found = media_part(part, (field, k))
-            if found is not None:
-                yield found
+            return self.media_in(blocks(view), media_part, "content")
+        kind = view.get("type")
+        field = OUTPUT_FIELDS.get(kind, "output") if type(kind) is str else "output"
+        return self.media_in(view.get(field), media_part, field)
+
+
+def _asked(item: View) -> Tuple[Any, ...]:
+    """What may answer a call item or an approval request; ``()`` for any other."""
+    kind = item.get("type")
+    if kind in CALL_OUTPUTS:
+        return tuple(hashable(k) for k in _answerable(item))
+    if kind == "mcp_approval_request":
+        return (("approval", hashable(item.get("id"))),)
+    return ()
+
+
+def _answers(item: View) -> Tuple[Any, ...]:
+    """What an output or an approval response answers, as ``_asked`` names it."""
+    kind = item.get("type")
+    if kind in OUTPUT_TYPES:
+        return (hashable(item_call_id(item)),)
+    if kind == "mcp_approval_response":
+        return (("approval", hashable(item.get("approval_request_id"))),)
+    return ()
+
+
+def _lone_reasoning(views: Views, i: int) -> Iterator[PairingProblem]:
+    """The problem of the reasoning item at ``i`` when no item it may lead to follows it."""
+    following = views[i + 1] if i + 1 < len(views) else None
+    if (
+        following is None
+        or item_type(following, i + 1) in OUTPUT_TYPES
+        or (following.get("role") in ("user", "system", "developer"))
+    ):
+        found = names([views[i].get("id")])
+        text = _REASONING.format(id=views[i].get("id"))
+        yield PairingProblem(i, "reasoning_without_following_item", found, PROVIDER, text)
+
+
+def _drop_reasoning(views: Views, i: int, problem: PairingProblem, edits: Edits) -> None:
+    """The lone reasoning at ``i`` dropped, with the reasoning items right before it."""
+    start = i
+    while start > 0 and _is_reasoning(views[start - 1]):
+        start -= 1
+    for k in range(start, i + 1):
+        edits.drop(k)
+        shown = problem.ids if k == i else names([views[k].get("id")])
+        edits.note(k, "dropped_reasoning", shown, PROVIDER, problem.code)
 
 
 def _reasoning_required(views: Views, at: int) -> bool:
@@ -457,19 +428,12 @@ def _reasoning_required(views: Views, at: int) -> bool:
     return False
 
 
+def _is_call(view: View) -> bool:
+    return view.get("role") is None and view.get("type") in CALL_OUTPUTS
+
+
 def _is_reasoning(view: View) -> bool:
     return view.get("role") is None and view.get("type") == "reasoning"
-
-
-def _calls_ends(views: Views) -> List[int]:
-    """For each item, the last item of the run of call items after it (itself if none):
-    for a call, the last call of its run."""
-    ends = list(range(len(views)))
-    for i in range(len(views) - 2, -1, -1):
-        following = views[i + 1]
-        if following.get("role") is None and following.get("type") in CALL_OUTPUTS:
-            ends[i] = ends[i + 1]
-    return ends
 
 
 class _Waiting:
@@ -477,20 +441,24 @@ class _Waiting:
     that it answers. Asked in item order (``take``), each answer costs the same however
     many calls wait: the calls are queued per id, and those passed or taken skipped once."""
 
-    def __init__(self, views: Views, unanswered: Dict[int, None]) -> None:
-        self._unanswered = unanswered  # the caller's: a call answered otherwise leaves it
+    def __init__(self, views: Views, unanswered: Dict[int, None], ends: List[int]) -> None:
+        self._unanswered, self._ends = unanswered, ends  # the caller's: a call taken leaves it
         self._by_id: Dict[Any, Deque[int]] = {}
         for j in unanswered:
             for k in dict.fromkeys(call_keys(views[j], j)):
                 self._by_id.setdefault(k, deque()).append(j)
 
     def take(self, call_id: Any, index: int) -> Optional[int]:
-        """The first unanswered call after ``index`` that an output naming ``call_id``
-        answers, or ``None``."""
+        """Where an output at ``index`` naming ``call_id`` goes: after the run of call items
+        of the first unanswered call after it that it answers (now answered), or ``None``."""
         queue = self._by_id.get(call_id)
         while queue and (queue[0] <= index or queue[0] not in self._unanswered):
             queue.popleft()
-        return queue.popleft() if queue else None
+        if not queue:
+            return None
+        at = queue.popleft()
+        del self._unanswered[at]
+        return self._ends[at]
 
 
 def answer_output(call: View, answer: str) -> Optional[Dict[str, Any]]:
