@@ -19,7 +19,7 @@ from ._checks import (
     must,
 )
 from ._clearing import ThinkingClearing, ToolResultClearing
-from ._compact import Compaction, MessageRow, measure, prepare
+from ._compact import Compaction, MessageRow, measure, pinned_groups, prepare
 from ._defaults import KEEP_HEAD, KEEP_RESULTS, KEEP_TAIL, REPAIR_PLACEHOLDER
 from ._grouping import group_bounds
 from ._media import MEDIA_AWARE, media_parts
@@ -76,6 +76,7 @@ __all__ = [
     "message_views",
     "must",
     "pairing_problems",
+    "pinned_groups",
     "prefix_sums",
     "prepare",
     "sdk_dump",

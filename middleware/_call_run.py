@@ -18,11 +18,13 @@ from ctx_compact._contract import (
     Compaction,
     CountTokens,
     ToolResultClearing,
+    ToolResultTruncation,
     check_messages,
     count_all,
     group_bounds,
     measure,
     message_views,
+    pinned_groups,
     prefix_sums,
 )
 
@@ -49,6 +51,8 @@ class Cleared(NamedTuple):
         uncleared: The prefix sums of the messages before clearing tool results
             edited them (what ``Compaction``'s ``uncleared`` takes); ``None`` when
             it did not run.
+        truncated: The tool results cut to their caps (indexing the caller's list).
+        pinned: The indices of ``messages`` in a pinned group.
     """
 
     messages: List[Any]
@@ -58,6 +62,26 @@ class Cleared(NamedTuple):
     results: Tuple[Any, ...] = ()
     origin: Optional[List[int]] = None
     uncleared: Optional[List[int]] = None
+    truncated: Tuple[Any, ...] = ()
+    pinned: Tuple[int, ...] = ()
+
+
+def _here(cleared: Cleared, indices: Iterable[int]) -> List[int]:
+    """The caller's ``indices`` as indices of ``cleared.messages`` (those still there)."""
+    origin = cleared.origin
+    if origin is None:
+        return list(indices)
+    wanted = set(indices)
+    return [k for k, i in enumerate(origin) if i in wanted]
+
+
+def _in_caller(index: int, origin: Optional[List[int]]) -> int:
+    return index if origin is None else origin[index]
+
+
+def _caller(item: Any, origin: Optional[List[int]]) -> Any:
+    """A cleared or cut result with its indices in the caller's list."""
+    return item if origin is None else _moved(item, origin)
 
 
 def _cleared(
@@ -69,15 +93,20 @@ def _cleared(
     budget: float,
     target: Optional[float],
 ) -> Cleared:
-    """Clear old thinking, then old tool results, until the messages fit ``budget``.
+    """Clear old thinking, then old tool results, until the messages fit ``budget``; then cut
+    every result over its cap (``truncate_tool_results``); the pinned groups' results
+    are neither cleared nor cut.
 
     ``counter`` counts the copies clearing edits (the call's, ``CallRun.counter``).
 
     With ``target`` (the budget's ``target_tokens``), tool results are cleared in
     the core's steps, and dropping takes off the rest of the reduction.
     """
-    cleared = Cleared(messages, pre, bounds)
-    if pre[-1] <= budget or (options.clear_thinking is None and options.clear_tool_results is None):
+    pinned = tuple(pinned_groups(messages, bounds, options.pin))
+    cleared = Cleared(messages, pre, bounds, pinned=pinned)
+    truncation = options.truncation
+    over = pre[-1] > budget and (options.clear_thinking or options.clear_tool_results)
+    if not over and truncation is None:
         return cleared
     counts = [pre[i + 1] - pre[i] for i in range(len(messages))]
     if options.clear_thinking is not None:
@@ -90,6 +119,23 @@ def _cleared(
         cleared, counts = _results_cleared(
             options.clear_tool_results, counter, cleared, counts, budget, target
         )
+    if truncation is not None:
+        whole = counts
+        cut, counts = truncation.apply(
+            cleared.messages,
+            message_views(cleared.messages),
+            counts,
+            count_tokens=counter,
+            protected=cleared.pinned,
+        )
+        if cut.cleared:
+            uncleared = cleared.uncleared
+            if target is not None and uncleared is None:  # the step rule reads them whole
+                uncleared = prefix_sums(whole)
+            truncated = tuple(_caller(c, cleared.origin) for c in cut.cleared)
+            cleared = cleared._replace(
+                messages=cut.messages, truncated=truncated, uncleared=uncleared
+            )
     return cleared._replace(pre=prefix_sums(counts))
 
 
@@ -101,7 +147,8 @@ def _thinking_cleared(before: Cleared, messages: List[Any], thinking: Tuple[Any,
         origin = [i for i in range(len(before.messages)) if i not in gone]
     # A removed reasoning item shifts what follows.
     bounds = group_bounds(message_views(messages))
-    return before._replace(messages=messages, bounds=bounds, thinking=thinking, origin=origin)
+    moved = before._replace(messages=messages, bounds=bounds, thinking=thinking, origin=origin)
+    return moved._replace(pinned=tuple(_here(moved, before.pinned)))
 
 
 def _results_cleared(
@@ -122,11 +169,11 @@ def _results_cleared(
         max_tokens=budget,
         count_tokens=counter,
         target_tokens=target,
+        protected=before.pinned,
     )
     if not edited.cleared:
         return before._replace(uncleared=uncleared), counts
-    origin = before.origin
-    results = tuple(c if origin is None else _moved(c, origin) for c in edited.cleared)
+    results = tuple(_caller(c, before.origin) for c in edited.cleared)
     # The same groups: results are edited, never removed.
     return before._replace(messages=edited.messages, results=results, uncleared=uncleared), counts
 
@@ -254,6 +301,7 @@ class CallRun:
             )
         cleared = _cleared(options, counter, messages, pre, bounds, budget, target)
         self.cleared_thinking, self.cleared_results = cleared.thinking, cleared.results
+        self.truncated = cleared.truncated
         # When clearing edited the list: the caller's, and where each message of
         # the edited one came from (None: where it was), for what is dropped.
         self.given = messages if cleared.messages is not messages else None
@@ -272,6 +320,7 @@ class CallRun:
             target_tokens=target,
             uncleared=cleared.uncleared,
             restart=restart,
+            pinned=cleared.pinned,
         )
         self.cut_reused = plan.step is not None and _cut_stood(plan)
 
@@ -339,6 +388,11 @@ class CallRun:
             result = plan.result_with_summary(summary, options.summary_role, covered)
             kept, gone, after = result.messages, result.dropped, result.tokens_after
             summary = result.summary
+        truncated = self.truncated
+        last = options.last_resort
+        if last is not None and after > plan.max_tokens:
+            kept, after, more = self._last_resort(last, list(kept))
+            truncated += more
         messages, dropped = tuple(kept), tuple(self._callers(len(gone)))
         fits = after <= plan.max_tokens
         problems: Tuple[Any, ...] = ()
@@ -369,6 +423,7 @@ class CallRun:
             problems=problems,
             calibration=self.calibration,
             cleared_results=self.cleared_results,
+            truncated_results=truncated,
             cleared_thinking=self.cleared_thinking,
             cut_reused=self.cut_reused,
             retried=self.retried,
@@ -376,6 +431,38 @@ class CallRun:
             repairs=repairs,
             store_error=store_error,
         )
+
+    def _last_resort(
+        self, truncation: ToolResultTruncation, kept: List[Any]
+    ) -> Tuple[List[Any], int, Tuple[Any, ...]]:
+        """The last resort when the kept messages alone are over the budget: their largest
+        tool results cut just enough (the pinned ones' never); the messages, their tokens and
+        what was cut (indexing the caller's list)."""
+        plan = self.plan
+        at = {id(message): j for j, message in enumerate(plan.messages)}
+        pinned = {id(plan.messages[i]) for i in plan.pinned}
+        # A message compaction made (the summary, a head joined with it) is not cut either.
+        protected = [k for k, m in enumerate(kept) if id(m) in pinned or id(m) not in at]
+        views = message_views(kept)
+        fitted, _ = truncation.fit(
+            kept,
+            views,
+            count_all(views, self.counter),
+            max_tokens=plan.max_tokens,
+            count_tokens=self.counter,
+            protected=protected,
+        )
+        # Where each kept message is in the decision's list, then in the caller's.
+        index = {k: _in_caller(at[id(m)], self.origin) for k, m in enumerate(kept) if id(m) in at}
+        cut = tuple(
+            dataclasses.replace(
+                c,
+                index=index[c.index],
+                call_index=None if c.call_index is None else index.get(c.call_index),
+            )
+            for c in fitted.cleared
+        )
+        return fitted.messages, fitted.tokens_after, cut
 
     def arguments(self, event: CompactionEvent) -> Arguments:
         """The call's arguments with the compacted list, or the overflow or pairing error."""

@@ -67,6 +67,8 @@ class CompactionEvent:
         provider_tokens: The prompt size the provider reported, or ``None``.
         calibration: The factor a calibrating session applied (``1.0`` otherwise).
         cleared_results: With ``clear_tool_results=``, the ``ClearedToolResult``s.
+        truncated_results: The ``TruncatedToolResult``s: results cut to their caps
+            (``truncate_tool_results=``) or by the last resort.
         cleared_thinking: With ``clear_thinking=``, the ``ClearedThinking``s.
         cut_reused: With ``target_tokens=``, whether the prompt's prefix stood.
         retried: With ``on_overflow="retry"``, whether this is the retry's event.
@@ -89,6 +91,7 @@ class CompactionEvent:
     provider_tokens: Optional[int] = None
     calibration: float = 1.0
     cleared_results: Tuple[Any, ...] = ()
+    truncated_results: Tuple[Any, ...] = ()
     cleared_thinking: Tuple[Any, ...] = ()
     cut_reused: bool = False
     retried: bool = False

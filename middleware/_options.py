@@ -34,6 +34,7 @@ from ctx_compact._contract import (
     CountTokens,
     ThinkingClearing,
     ToolResultClearing,
+    ToolResultTruncation,
     check_callable,
     check_flag,
     check_keep,
@@ -108,6 +109,17 @@ class SharedOptions(TypedDict, total=False):
     clear_thinking: Clearing
     """``True`` (or ``{"keep_turns": n}``): old thinking blocks and reasoning items are
     cleared first, likewise."""
+    truncate_tool_results: Clearing
+    """``None`` (the default): the last resort only: when the head, the pins and the tail
+    alone do not fit, the largest tool results they hold are cut to their head and tail
+    just enough to fit (docs/truncation.md). ``True`` (or a dict of
+    ``ctx_compact.truncate_tool_results``' options, ``{"max_result_tokens": 2000, ...}``)
+    also cuts every result over its cap before anything is dropped (``True``: a quarter of
+    ``max_tokens``); ``False``: neither. The event's ``truncated_results`` say what was cut."""
+    pin: Optional[Callable[[Any], Any]]
+    """A predicate ``(message) -> bool`` called with each of the caller's messages: the
+    group of a message it accepts is never dropped, and its results never cleared or cut;
+    it stays in place between the head and the tail."""
     target_tokens: Optional[float]
     """Cut in steps of ``max_tokens - target_tokens``, as ``ctx_compact.compact`` does, so
     the prompt's prefix (and the provider's prompt cache) stays the same between cuts."""
@@ -156,6 +168,8 @@ class CompactionOptions:
     validate: Optional[str] = None
     clear_tool_results: Optional[ToolResultClearing] = None
     clear_thinking: Optional[ThinkingClearing] = None
+    truncate_tool_results: Union[bool, ToolResultTruncation, Mapping[str, Any], None] = None
+    pin: Optional[Callable[[Any], Any]] = None
     target_tokens: Optional[float] = None
     store: Optional[SummaryStore] = None
 
@@ -176,7 +190,26 @@ class CompactionOptions:
         budget = check_max_tokens(max_tokens)
         checked = check_options(caller, options)
         check_target_tokens(checked["target_tokens"], budget)
+        truncating = checked["truncate_tool_results"]
+        if isinstance(truncating, Mapping):  # True, or options without a cap: a quarter
+            cap = max(int(budget // 4), 1)
+            checked["truncate_tool_results"] = ToolResultTruncation.checked(
+                **{"max_result_tokens": cap, **truncating}
+            )
         return cls(max_tokens=budget, **checked)
+
+    @property
+    def truncation(self) -> Optional[ToolResultTruncation]:
+        """The up-front cut of every result over its cap, or ``None``."""
+        value = self.truncate_tool_results
+        return value if isinstance(value, ToolResultTruncation) else None
+
+    @property
+    def last_resort(self) -> Optional[ToolResultTruncation]:
+        """The cut of the largest results when nothing else fits, or ``None`` (``False``)."""
+        if self.truncate_tool_results is False:
+            return None
+        return self.truncation or _LAST_RESORT
 
     @property
     def counter(self) -> Optional[CountTokens]:
@@ -190,6 +223,8 @@ class CompactionOptions:
         return MEDIA_AWARE
 
 
+# The last resort's options: what it cuts is decided by the budget, not by a cap.
+_LAST_RESORT = ToolResultTruncation.checked(max_result_tokens=1)
 _FIELDS = [f for f in dataclasses.fields(CompactionOptions) if f.name != "max_tokens"]
 _DEFAULTS = {f.name: f.default for f in _FIELDS}
 
@@ -258,6 +293,8 @@ def check_options(caller: str, options: Mapping[str, Any]) -> Dict[str, Any]:
     merged["clear_thinking"] = _clearing(
         "clear_thinking", merged["clear_thinking"], ThinkingClearing
     )
+    merged["truncate_tool_results"] = _truncating(merged["truncate_tool_results"])
+    check_callable(merged["pin"], "pin")
     check_store(merged["store"])
     if merged["target_tokens"] is not None:
         merged["target_tokens"] = check_max_tokens(merged["target_tokens"], "target_tokens")
@@ -278,6 +315,23 @@ def _clearing(name: str, value: Any, kind: Any) -> Any:
         except TypeError as exc:
             raise TypeError(f"{name!r}: {exc}") from None
     raise must(name, "True, False or a dict of its options", value)
+
+
+def _truncating(value: Any) -> Any:
+    """``truncate_tool_results`` checked: ``None`` and ``False`` as given, the core's options
+    when they name a cap, else the options alone (``True``: none), the cap to come from
+    the budget (``CompactionOptions.build``)."""
+    if value is None or value is False or isinstance(value, ToolResultTruncation):
+        return value
+    if value is True:
+        return {}
+    if not isinstance(value, Mapping):
+        raise must("truncate_tool_results", "None, True, False or a dict of its options", value)
+    try:
+        checked = ToolResultTruncation.checked(**{"max_result_tokens": 1, **value})
+    except TypeError as exc:
+        raise TypeError(f"'truncate_tool_results': {exc}") from None
+    return checked if "max_result_tokens" in value else dict(value)
 
 
 def _choice(name: str, value: Any, choices: Sequence[Any]) -> None:

@@ -27,6 +27,7 @@ def compaction_attributes(event: CompactionEvent) -> Dict[str, Attribute]:
         **figures(event),
         "messages_dropped": len(event.dropped),
         "tool_results_cleared": len(event.cleared_results),
+        "tool_results_truncated": len(event.truncated_results),
         "thinking_cleared": len(event.cleared_thinking),
         "cut_reused": event.cut_reused,
         "calibration": event.calibration,

@@ -368,3 +368,51 @@ def test_a_session_intercepting_the_sdk_records_one_event_per_call(provider: Fak
     # The middleware's call is exclusive: the SDK's interception underneath passes through.
     check_integration(run, seen, expected_requests=2 * TURNS)
     assert {event.function for event in run.session.events} == {"langchain wrap_model_call"}
+
+
+LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
+
+
+def read_log(name: str) -> str:
+    """Read a service's whole log."""
+    return LOG_LINES
+
+
+@pytest.mark.parametrize("name", list(INTEGRATIONS))
+def test_a_tool_output_larger_than_the_budget_is_cut_and_the_agent_goes_on(
+    provider: FakeProvider, name: str
+) -> None:
+    integration = INTEGRATIONS[name]
+    provider.tool_calls = 1
+    seen: List[CompactionEvent] = []
+    middleware = CompactionMiddleware(
+        LIMIT, on_compact=seen.append, pin=lambda m: str(m.content).startswith("TASK")
+    )
+    model = integration.make(provider)
+    agent = create_agent(
+        model, tools=[read_log], system_prompt=SYSTEM, middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )  # fmt: skip
+    try:
+        agent.invoke({"messages": [("user", "TASK: which worker is slow?")]}, CONFIG)
+    finally:
+        integration.close(model)
+    cut = [e for e in seen if e.truncated_results]
+    assert cut, "the log is over the budget: the last resort cut it"
+    assert all(e.fits for e in seen)
+    assert all(e.tokens_after <= LIMIT for e in seen)
+    history = agent.get_state(CONFIG).values["messages"]
+    assert history[-2].content == LOG_LINES  # the state keeps the whole output
+
+
+def test_without_the_last_resort_the_provider_refuses_the_request(provider: FakeProvider) -> None:
+    openai = pytest.importorskip("openai")
+    provider.tool_calls = 1
+    middleware = CompactionMiddleware(LIMIT, truncate_tool_results=False)
+    model = OPENAI.make(provider)
+    agent = create_agent(model, tools=[read_log], system_prompt=SYSTEM, middleware=[middleware])
+    try:
+        with pytest.raises(openai.BadRequestError, match="context length"):
+            agent.invoke({"messages": [("user", "TASK: which worker is slow?")]})
+    finally:
+        OPENAI.close(model)
