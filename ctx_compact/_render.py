@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
     from ._breakdown import Breakdown
@@ -59,57 +59,82 @@ def chart(result: Breakdown, *, width: int = 80, color: bool = False, largest: i
     messages and what compaction would do. ``color``: ANSI colours and block characters;
     without, plain characters only."""
     width = max(width, 20)
-    budget = result.max_tokens
-    scale = max(result.tokens, budget or 0)
     first, *rest = _headline(result).split("; ")
-    lines = _wrapped(first, rest, width, ";")
-    cells = width - 2
     used = [(c, t) for c, t in result.categories.items() if t]
-    shares = _shares([t for _, t in used], cells, scale)
-    bar = []
-    for (category, _), share in zip(used, shares):
-        mark, code, _ = _MARKS[category]
-        bar.append(_paint(("█" if color else mark) * share, code, color))
-    filled = sum(shares)
-    # The budget's cell: the last one it reaches (the bar's last when the history fits).
-    at = None if budget is None else min(max(round(budget * cells / scale) - 1, 0), cells - 1)
-    free = "." * (cells - filled)
-    if at is not None and at >= filled:
-        free = free[: at - filled] + "|" + free[at - filled + 1 :]
-    lines.append("[" + "".join(bar) + free + "]")
-    if at is not None and at < filled:
-        label = f"^ budget {budget:,.0f}"
-        if at + 1 + len(label) <= width:
-            lines.append(" " * (at + 1) + label)
-        else:  # the mark near the end: the label to its left
-            label = f"budget {budget:,.0f} ^"
-            lines.append(_fit(" " * max(at + 2 - len(label), 0) + label, width))
-    name_width = max((len(c) for c, _ in used), default=6)
-    figure_width = max((len(f"{t:,}") for _, t in used), default=1)
-    bar_cells = max(width - name_width - figure_width - 10, 0)
-    top = max((t for _, t in used), default=1)
-    for category, tokens in used:
-        mark, code, _ = _MARKS[category]
-        percent = f"{100 * tokens / result.tokens:5.1f}%" if result.tokens else "  0.0%"
-        cells_here = round(tokens * bar_cells / top) if top else 0
-        line = f"{category:<{name_width}} {tokens:>{figure_width},} {percent} "
-        lines.append(_fit(line, width) + _paint(("█" if color else mark) * cells_here, code, color))
-    if result.rows and largest > 0:
-        lines.append(_fit("largest messages:", width))
-        for row in result.largest(largest):
-            what = f"  #{row.index} {row.role or '-'} {row.category} {row.tokens:,}"
-            if row.tool:
-                what += f" {row.tool}"
-            if row.status:
-                what += f" [{row.status}]"
-            lines.append(_fit(what, width))
-    if budget is not None:
+    lines = [
+        *_wrapped(first, rest, width, ";"),
+        *_bar(result, used, width, color),
+        *_categories(result, used, width, color),
+        *_largest(result, largest, width),
+    ]
+    if result.max_tokens is not None:
         counts: Dict[str, int] = {}
         for row in result.rows:
             counts[row.status or "kept"] = counts.get(row.status or "kept", 0) + 1
         said = [f"{counts[s]} {s}" for s in _STATUS_ORDER if counts.get(s)]
-        lines.extend(_wrapped(f"at {budget:,.0f}:", said, width))
+        lines.extend(_wrapped(f"at {result.max_tokens:,.0f}:", said, width))
     return "\n".join(lines) + "\n"
+
+
+def _bar(result: Breakdown, used: List[Tuple[str, int]], width: int, color: bool) -> List[str]:
+    """The categories as one bar against the window, and the budget's mark under it when the
+    history is over it."""
+    budget = result.max_tokens
+    scale = max(result.tokens, budget or 0)
+    cells = width - 2
+    shares = _shares([t for _, t in used], cells, scale)
+    bar = [
+        _paint(("█" if color else _MARKS[category][0]) * share, _MARKS[category][1], color)
+        for (category, _), share in zip(used, shares)
+    ]
+    filled = sum(shares)
+    free = "." * (cells - filled)
+    if budget is None:
+        return ["[" + "".join(bar) + free + "]"]
+    # The budget's cell: the last one it reaches (the bar's last when the history fits).
+    at = min(max(round(budget * cells / scale) - 1, 0), cells - 1)
+    if at >= filled:
+        free = free[: at - filled] + "|" + free[at - filled + 1 :]
+        return ["[" + "".join(bar) + free + "]"]
+    label = f"^ budget {budget:,.0f}"
+    if at + 1 + len(label) > width:  # the mark near the end: the label to its left
+        label = f"budget {budget:,.0f} ^"
+        return [
+            "[" + "".join(bar) + free + "]",
+            _fit(" " * max(at + 2 - len(label), 0) + label, width),
+        ]
+    return ["[" + "".join(bar) + free + "]", " " * (at + 1) + label]
+
+
+def _categories(
+    result: Breakdown, used: List[Tuple[str, int]], width: int, color: bool
+) -> List[str]:
+    """A line per category: its tokens, its share and a bar against the largest."""
+    name_width = max((len(c) for c, _ in used), default=6)
+    figure_width = max((len(f"{t:,}") for _, t in used), default=1)
+    bar_cells = max(width - name_width - figure_width - 10, 0)
+    top = max((t for _, t in used), default=1)
+    lines = []
+    for category, tokens in used:
+        mark, code, _ = _MARKS[category]
+        percent = f"{100 * tokens / result.tokens:5.1f}%" if result.tokens else "  0.0%"
+        line = f"{category:<{name_width}} {tokens:>{figure_width},} {percent} "
+        bar = ("█" if color else mark) * round(tokens * bar_cells / top)
+        lines.append(_fit(line, width) + _paint(bar, code, color))
+    return lines
+
+
+def _largest(result: Breakdown, count: int, width: int) -> List[str]:
+    """The ``count`` largest messages, one line each."""
+    if not result.rows or count <= 0:
+        return []
+    lines = [_fit("largest messages:", width)]
+    for row in result.largest(count):
+        tool = f" {row.tool}" if row.tool else ""
+        status = f" [{row.status}]" if row.status else ""
+        what = f"  #{row.index} {row.role or '-'} {row.category} {row.tokens:,}{tool}{status}"
+        lines.append(_fit(what, width))
+    return lines
 
 
 def _wrapped(head: str, words: List[str], width: int, mark: str = ",") -> List[str]:
