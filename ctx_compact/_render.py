@@ -13,20 +13,17 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 if TYPE_CHECKING:
     from ._breakdown import Breakdown
 
-# One mark per category for a chart without colour, and its colour with one (ANSI, page).
+# Per category: its mark in a chart without colour, its ANSI colour and its colour on a page.
+_TABLE = """
+system S 245 #8a8f98    tools T 141 #a98be0       user u 39 #3b8fe0      assistant a 42 #2bb673
+tool_calls c 214 #f0a020   tool_results r 208 #e8671c   images i 205 #e0489a
+documents d 170 #b0409e   audio A 176 #c27bc0   thinking t 110 #7aa6c8
+compaction C 250 #b8bcc4   summary s 190 #c8c81e
+"""
+_WORDS = _TABLE.split()
 _MARKS = {
-    "system": ("S", "38;5;245", "#8a8f98"),
-    "tools": ("T", "38;5;141", "#a98be0"),
-    "user": ("u", "38;5;39", "#3b8fe0"),
-    "assistant": ("a", "38;5;42", "#2bb673"),
-    "tool_calls": ("c", "38;5;214", "#f0a020"),
-    "tool_results": ("r", "38;5;208", "#e8671c"),
-    "images": ("i", "38;5;205", "#e0489a"),
-    "documents": ("d", "38;5;170", "#b0409e"),
-    "audio": ("A", "38;5;176", "#c27bc0"),
-    "thinking": ("t", "38;5;110", "#7aa6c8"),
-    "compaction": ("C", "38;5;250", "#b8bcc4"),
-    "summary": ("s", "38;5;190", "#c8c81e"),
+    _WORDS[k]: (_WORDS[k + 1], f"38;5;{_WORDS[k + 2]}", _WORDS[k + 3])
+    for k in range(0, len(_WORDS), 4)
 }
 _STATUS_ORDER = ("kept", "pinned", "awaiting", "cleared", "truncated", "dropped")
 

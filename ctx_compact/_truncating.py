@@ -364,9 +364,7 @@ class ToolResultTruncation:
     def fit(
         self,
         messages: Sequence[Any],
-        views: Sequence[Mapping[str, Any]],
         counts: Sequence[int],
-        *,
         max_tokens: float,
         count_tokens: Optional[CountTokens],
         protected: Iterable[int] = (),
@@ -378,6 +376,7 @@ class ToolResultTruncation:
         far as the total is over ``max_tokens``, and again while the markers keep it over;
         ``max_result_tokens`` is not read. ``fits``: the total fits ``max_tokens``.
         """
+        views = message_views(messages)
         counts = list(counts)
         before = sum(counts)
         editor = _Editor(messages, views)

@@ -443,15 +443,8 @@ class CallRun:
         pinned = {id(plan.messages[i]) for i in plan.pinned}
         # A message compaction made (the summary, a head joined with it) is not cut either.
         protected = [k for k, m in enumerate(kept) if id(m) in pinned or id(m) not in at]
-        views = message_views(kept)
-        fitted, _ = truncation.fit(
-            kept,
-            views,
-            count_all(views, self.counter),
-            max_tokens=plan.max_tokens,
-            count_tokens=self.counter,
-            protected=protected,
-        )
+        counts = count_all(message_views(kept), self.counter)
+        fitted, _ = truncation.fit(kept, counts, plan.max_tokens, self.counter, protected)
         # Where each kept message is in the decision's list, then in the caller's.
         index = {k: _in_caller(at[id(m)], self.origin) for k, m in enumerate(kept) if id(m) in at}
         cut = tuple(

@@ -475,10 +475,8 @@ def test_counting_work_is_bounded_on_a_huge_result() -> None:
 
 def fitted(messages: List[Message], budget: float, **options: Any) -> Any:
     truncation = ToolResultTruncation.checked(max_result_tokens=1, **options.pop("checked", {}))
-    views = message_views(messages)
-    result, counts = truncation.fit(
-        messages, views, count_all(views, None), max_tokens=budget, count_tokens=None, **options
-    )
+    counts = count_all(message_views(messages), None)
+    result, counts = truncation.fit(messages, counts, budget, None, **options)
     assert counts == [estimate_tokens(m) for m in result.messages]
     return result
 
