@@ -2,7 +2,8 @@
 
 Both keep every call with its result (ids, roles and block or item types stay), so the list's
 groups and pairing are what they were. An edited message is a new object made of shallow copies
-along the edited path; everything else is the caller's own (docs/clearing.md).
+along the edited path; everything else is the caller's own (docs/clearing.md). The editor,
+the result finder and the writer serve ``_truncating`` too.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class ClearResult(Generic[E]):
 
 
 @dataclass(frozen=True)
-class _Result:
+class FoundResult:
     """A tool result with the call it answers, and what clearing it writes."""
 
     found: ToolResult
@@ -157,12 +158,14 @@ def _written(result: ToolResult, placeholder: str) -> Tuple[Any, bool]:
         return written, True
 
 
-def _find_results(views: Sequence[Mapping[str, Any]], placeholder: Optional[str]) -> List[_Result]:
+def find_results(
+    views: Sequence[Mapping[str, Any]], placeholder: Optional[str]
+) -> List[FoundResult]:
     """Every tool result in order, each with the call it answers (the latest one with its id),
     read by the format that recognises its message (which refuses what none does). Without
     a ``placeholder``, what clearing would write is not worked out (``written`` is ``None``)."""
     calls: Dict[Any, ToolCall] = {}
-    results: List[_Result] = []
+    results: List[FoundResult] = []
     for i, view in enumerate(views):
         fmt = recognise(view, i)
         if fmt is None:
@@ -179,14 +182,14 @@ def _find_results(views: Sequence[Mapping[str, Any]], placeholder: Optional[str]
                 (None, False) if placeholder is None else _written(result, placeholder)
             )
             answered = calls.get(hashable(result.call_id))
-            results.append(_Result(result, answered, clearable, written))
+            results.append(FoundResult(result, answered, clearable, written))
     return results
 
 
 # --- editing, along the edited path only ----------------------------------------
 
 
-class _Editor:
+class Editor:
     """New message objects for the edited messages; the caller's stay untouched.
 
     Every container reached through ``message``/``content``/``entry`` is a copy
@@ -245,12 +248,13 @@ class _Editor:
         return self.block(i, k, key) if inner is None else self.inner(i, key, k, inner)
 
 
-def _clear_result(editor: _Editor, result: _Result) -> None:
+def write_result(editor: Editor, result: FoundResult) -> None:
+    """Write ``result.written`` where the result's content is, in ``editor``'s copies."""
     found = result.found
     editor.held(found.index, found.items, found.block, found.inner)[found.field] = result.written
 
 
-def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
+def _clear_input(editor: Editor, call: ToolCall, placeholder: str) -> bool:
     """Clear a call's arguments where its format gives them a place (``ToolCall.arguments``)."""
     if not call.arguments:
         return False  # the call is its own input: nothing may replace it
@@ -273,7 +277,8 @@ def _clear_input(editor: _Editor, call: ToolCall, placeholder: str) -> bool:
     return True
 
 
-def _output(messages: Sequence[Any], edited: Mapping[int, Any]) -> List[Any]:
+def edited_list(messages: Sequence[Any], edited: Mapping[int, Any]) -> List[Any]:
+    """``messages`` with the edited ones in their places, as a new list."""
     return [edited.get(i, message) for i, message in enumerate(messages)]
 
 
@@ -330,8 +335,8 @@ class ToolResultClearing:
         counts = list(counts)
         before = total = sum(counts)
         cleared: List[ClearedToolResult] = []
-        editor = _Editor(messages, views)
-        results = _find_results(views, self.placeholder)  # validates, even when it fits
+        editor = Editor(messages, views)
+        results = find_results(views, self.placeholder)  # validates, even when it fits
         shielded = set(protected)
         results = [r for r in results if r.found.index not in shielded] if shielded else results
         if total > max_tokens:
@@ -342,18 +347,18 @@ class ToolResultClearing:
                 done, change = self._clear(editor, result, counts, count_tokens)
                 cleared.append(done)
                 total += change
-        out = _output(messages, editor.edited)
+        out = edited_list(messages, editor.edited)
         return ClearResult(out, cleared, before, total, total <= max_tokens), counts
 
     def _clear(
         self,
-        editor: _Editor,
-        result: _Result,
+        editor: Editor,
+        result: FoundResult,
         counts: List[int],
         count_tokens: Optional[CountTokens],
     ) -> Tuple[ClearedToolResult, int]:
         """Clear one result (and its call's input, with ``clear_inputs``); the change in tokens."""
-        _clear_result(editor, result)
+        write_result(editor, result)
         call = result.call
         touched = [result.found.index]
         input_cleared = False
@@ -369,11 +374,11 @@ class ToolResultClearing:
 
     def _clearable(
         self,
-        results: List[_Result],
+        results: List[FoundResult],
         counts: List[int],
         max_tokens: float,
         target_tokens: Optional[float],
-    ) -> Tuple[List[_Result], float]:
+    ) -> Tuple[List[FoundResult], float]:
         """The results that may be cleared, oldest first, and the total to clear down to."""
         goal = max_tokens
         step = step_size(max_tokens, target_tokens)
@@ -392,9 +397,7 @@ class ToolResultClearing:
         ], goal
 
 
-def _recount(
-    editor: _Editor, i: int, counts: List[int], count_tokens: Optional[CountTokens]
-) -> int:
+def _recount(editor: Editor, i: int, counts: List[int], count_tokens: Optional[CountTokens]) -> int:
     """Count edited message ``i`` again, in ``counts``; the change in tokens."""
     new = count_one(editor.edited[i], count_tokens, i)
     change = new - counts[i]
@@ -519,7 +522,7 @@ def _kept_turns(
 
 
 def _clear_one(
-    editor: _Editor,
+    editor: Editor,
     i: int,
     thought: Thinking,
     counts: List[int],
@@ -569,7 +572,7 @@ class ThinkingClearing:
         counts = list(counts)
         before = total = sum(counts)
         cleared: List[ClearedThinking] = []
-        editor = _Editor(messages, views)
+        editor = Editor(messages, views)
         removed: Set[int] = set()
         for i, item in _find_thinking(views, self.keep_turns) if total > goal else ():
             if total <= goal:
@@ -577,7 +580,7 @@ class ThinkingClearing:
             change, done = _clear_one(editor, i, item, counts, count_tokens, removed)
             total += change
             cleared.extend(done)
-        out = [m for i, m in enumerate(_output(messages, editor.edited)) if i not in removed]
+        out = [m for i, m in enumerate(edited_list(messages, editor.edited)) if i not in removed]
         counts = [c for i, c in enumerate(counts) if i not in removed]
         fits = max_tokens is None or total <= max_tokens
         return ClearResult(out, cleared, before, total, fits), counts

@@ -26,7 +26,7 @@ from typing import (
 )
 
 from ._checks import check_callable, check_messages, check_tool_names, must
-from ._clearing import ClearResult, _clear_result, _Editor, _find_results, _output, _Result
+from ._clearing import ClearResult, Editor, FoundResult, edited_list, find_results, write_result
 from ._compact import Pin, pinned_groups
 from ._defaults import KEEP_RATIO, TRUNCATION_MARKER
 from ._grouping import group_bounds
@@ -275,11 +275,11 @@ class ToolResultTruncation:
         """
         counts = list(counts)
         before = sum(counts)
-        editor = _Editor(messages, views)
+        editor = Editor(messages, views)
         done: List[TruncatedToolResult] = []
         fits = True
         shielded = set(protected)
-        for result in _find_results(views, None):
+        for result in find_results(views, None):
             tool = result.call.name if result.call is not None else None
             kept = tool in self.exclude_tools or result.found.index in shielded
             cap = None if kept else self.cap(tool)
@@ -290,7 +290,7 @@ class ToolResultTruncation:
                 done.append(cut)
             fits = fits and tokens <= cap
         outcome = ClearResult(
-            messages=_output(messages, editor.edited),
+            messages=edited_list(messages, editor.edited),
             cleared=done,
             tokens_before=before,
             tokens_after=sum(counts),
@@ -300,8 +300,8 @@ class ToolResultTruncation:
 
     def _truncate(
         self,
-        editor: _Editor,
-        result: _Result,
+        editor: Editor,
+        result: FoundResult,
         tool: Optional[str],
         cap: int,
         counts: List[int],
@@ -318,8 +318,8 @@ class ToolResultTruncation:
         def counted(value: Any) -> int:
             """The message's count with ``value`` as the result's content."""
             own = editor.edited.get(i, editor.messages[i])
-            trial = _Editor({i: own}, {i: editor.views[i]})  # type: ignore[arg-type]
-            _clear_result(trial, replace(result, written=value))
+            trial = Editor({i: own}, {i: editor.views[i]})  # type: ignore[arg-type]
+            write_result(trial, replace(result, written=value))
             return count_one(trial.edited[i], count_tokens, i)
 
         base = counted(_empty(found.value))
@@ -346,7 +346,7 @@ class ToolResultTruncation:
             if over <= 0 or keep == 0:
                 break
             keep = max(0, keep - max(1, math.ceil(over / cutter.per_char)))
-        _clear_result(editor, replace(result, written=value))
+        write_result(editor, replace(result, written=value))
         counts[i] = total
         call = result.call
         truncated = TruncatedToolResult(
@@ -379,10 +379,10 @@ class ToolResultTruncation:
         views = message_views(messages)
         counts = list(counts)
         before = sum(counts)
-        editor = _Editor(messages, views)
+        editor = Editor(messages, views)
         shielded = set(protected)
         results = []
-        for result in _find_results(views, None):
+        for result in find_results(views, None):
             tool = result.call.name if result.call is not None else None
             kept = result.found.index in shielded or tool in self.exclude_tools
             if result.found.value and not kept:
@@ -408,7 +408,7 @@ class ToolResultTruncation:
                 break
         total = sum(counts)
         outcome = ClearResult(
-            messages=_output(messages, editor.edited),
+            messages=edited_list(messages, editor.edited),
             cleared=[done[k] for k in sorted(done)],
             tokens_before=before,
             tokens_after=total,
@@ -418,12 +418,12 @@ class ToolResultTruncation:
 
     @staticmethod
     def _size(
-        editor: _Editor, result: _Result, counts: List[int], count_tokens: Optional[CountTokens]
+        editor: Editor, result: FoundResult, counts: List[int], count_tokens: Optional[CountTokens]
     ) -> int:
         """What the result's content adds to its message's count."""
         i = result.found.index
-        trial = _Editor({i: editor.messages[i]}, {i: editor.views[i]})  # type: ignore[arg-type]
-        _clear_result(trial, replace(result, written=_empty(result.found.value)))
+        trial = Editor({i: editor.messages[i]}, {i: editor.views[i]})  # type: ignore[arg-type]
+        write_result(trial, replace(result, written=_empty(result.found.value)))
         return counts[i] - count_one(trial.edited[i], count_tokens, i)
 
 
