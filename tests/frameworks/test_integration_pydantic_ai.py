@@ -185,3 +185,40 @@ def test_cleared_thinking_and_returns_come_back_as_copies_of_their_messages() ->
         for p in m.parts
         if isinstance(p, ToolReturnPart)
     )
+
+
+LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
+
+
+def read_log(name: str) -> str:
+    """Read a service's whole log."""
+    return LOG_LINES
+
+
+@pytest.mark.parametrize("how", ["capability", "history_processor"])
+def test_a_tool_output_larger_than_the_budget_is_cut_and_the_run_goes_on(
+    provider: FakeProvider, how: str
+) -> None:
+    provider.tool_calls = 1
+    seen: List[CompactionEvent] = []
+    options: Any = {"on_compact": seen.append, "pin": lambda m: "TASK" in str(m)}
+    if how == "capability":
+        capabilities: Any = [CompactionCapability(LIMIT, **options)]
+    else:
+        processor = history_processor(LIMIT, instructions=SYSTEM, tools=[read_log], **options)
+        capabilities = [ProcessHistory(processor)]
+
+    async def main() -> Any:
+        client = openai.AsyncOpenAI(base_url=provider.base_url + "/v1", api_key="t", max_retries=0)
+        async with client:
+            model = OpenAIChatModel(OPENAI_MODEL, provider=OpenAIProvider(openai_client=client))
+            agent = Agent(model, tools=[read_log], instructions=SYSTEM, capabilities=capabilities)
+            return await agent.run("TASK: which worker is slow?")
+
+    result = asyncio.run(main())
+    assert result.output
+    assert any(event.truncated_results for event in seen)
+    assert all(event.fits for event in seen)
+    sent = provider.requests[-1].body["messages"]
+    assert any("TASK: which worker is slow?" in str(m.get("content")) for m in sent)
+    assert check_pairing(sent) == []
