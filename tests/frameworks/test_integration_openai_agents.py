@@ -149,3 +149,40 @@ def test_summaries_and_cleared_outputs_are_sent_as_input_items(
 def test_retrying_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot retry"):
         input_filter(LIMIT, on_overflow="retry")
+
+
+LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
+
+
+def read_log(name: str) -> str:
+    """Read a service's whole log."""
+    return LOG_LINES
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_tool_output_larger_than_the_budget_is_cut_and_the_run_goes_on(
+    provider: FakeProvider, name: str
+) -> None:
+    provider.tool_calls = 1
+    seen: List[CompactionEvent] = []
+    model_class, _ = MODELS[name]
+    config = RunConfig(
+        call_model_input_filter=input_filter(
+            LIMIT, on_compact=seen.append, pin=lambda m: "TASK" in str(m)
+        )
+    )
+
+    async def main() -> Any:
+        client = openai.AsyncOpenAI(base_url=provider.base_url + "/v1", api_key="t", max_retries=0)
+        async with client:
+            model = model_class(model=OPENAI_MODEL, openai_client=client)
+            agent = Agent(
+                name="ops", instructions=SYSTEM, tools=[function_tool(read_log)], model=model
+            )
+            return await Runner.run(agent, "TASK: which worker is slow?", run_config=config)
+
+    result = asyncio.run(main())
+    assert result.final_output
+    assert any(event.truncated_results for event in seen)
+    assert all(event.fits for event in seen)
+    assert "TASK: which worker is slow?" in str(provider.requests[-1].body)
