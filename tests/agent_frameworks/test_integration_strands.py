@@ -264,3 +264,34 @@ def test_without_strands_the_import_names_the_pip_line() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
     assert "pip install 'strands-agents'" in done.stderr
+
+
+LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
+
+
+def read_log(name: str) -> str:
+    """Read a service's whole log."""
+    return LOG_LINES
+
+
+@pytest.mark.parametrize("bedrock", [False, True], ids=["openai", "bedrock"])
+def test_a_tool_output_larger_than_the_budget_is_cut_and_the_agent_goes_on(
+    provider: FakeProvider, bedrock: bool
+) -> None:
+    seen: List[CompactionEvent] = []
+    manager = CompactingConversationManager(
+        max_tokens=LIMIT, on_compact=seen.append, pin=lambda m: "TASK" in str(m)
+    )
+    agent = Agent(
+        model=bedrock_model(provider) if bedrock else openai_model(provider),
+        tools=[tool(read_log)],
+        system_prompt=SYSTEM_PROMPT,
+        callback_handler=None,
+        conversation_manager=manager,
+    )
+    provider.tool_calls = 1
+    agent("TASK: which worker is slow?")
+    assert any(event.truncated_results for event in seen)
+    assert all(event.fits for event in seen)
+    assert "TASK: which worker is slow?" in json.dumps(agent.messages)
+    assert check_pairing(agent.messages) == []
