@@ -246,3 +246,48 @@ def test_without_autogen_the_import_names_the_pip_line() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
     assert "pip install 'autogen-core'" in done.stderr
+
+
+LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
+
+
+def read_log(name: str) -> str:
+    """Read a service's whole log."""
+    return LOG_LINES
+
+
+def test_a_tool_output_larger_than_the_budget_is_cut_and_the_agent_goes_on(
+    provider: FakeProvider,
+) -> None:
+    provider.tool_calls = 1
+    seen: List[CompactionEvent] = []
+    tools = [FunctionTool(read_log, description="Read a service's whole log.")]
+    context = CompactingChatCompletionContext(
+        LIMIT,
+        system_message=SYSTEM_PROMPT,
+        tool_schema=tools,
+        on_compact=seen.append,
+        pin=lambda m: "TASK" in str(m),
+    )
+
+    async def main() -> None:
+        client = OpenAIChatCompletionClient(
+            model=MODEL, base_url=provider.openai_url, api_key="test", max_retries=0
+        )
+        agent = AssistantAgent(
+            "ops",
+            model_client=client,
+            tools=tools,
+            system_message=SYSTEM_PROMPT,
+            reflect_on_tool_use=True,
+            model_context=context,
+        )
+        try:
+            await agent.run(task="TASK: which worker is slow?")
+        finally:
+            await client.close()
+
+    anyio.run(main)
+    assert any(event.truncated_results for event in seen)
+    assert all(event.fits for event in seen)
+    assert "TASK: which worker is slow?" in str(provider.requests[-1].body)
