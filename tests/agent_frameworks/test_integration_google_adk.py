@@ -126,3 +126,27 @@ def test_without_google_adk_the_import_names_the_pip_line() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
     assert "pip install 'google-adk'" in done.stderr
+
+
+LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
+
+
+def read_log(name: str) -> str:
+    """Read a service's whole log."""
+    return LOG_LINES
+
+
+def test_a_tool_output_larger_than_the_budget_is_cut_and_the_agent_goes_on(
+    provider: FakeProvider,
+) -> None:
+    provider.tool_calls = 1
+    seen: List[CompactionEvent] = []
+    callback = before_model_callback(LIMIT, on_compact=seen.append, pin=lambda m: "TASK" in str(m))
+    agent = make_agent(provider, before_model_callback=callback)
+    agent.tools = [read_log]
+
+    anyio.run(converse, agent, ["TASK: which worker is slow?"])
+
+    assert any(event.truncated_results for event in seen)
+    assert all(event.fits for event in seen)
+    assert "TASK: which worker is slow?" in str(provider.requests[-1].body)
