@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ._checks import check_callable, check_max_tokens, check_messages, check_options
 from ._clearing import ToolResultClearing
@@ -271,13 +271,15 @@ def _statuses(
     messages: List[Any],
     views: Sequence[Mapping[str, Any]],
     counts: List[int],
+    bounds: List[int],
     options: Dict[str, Any],
     clearing: Optional[ToolResultClearing],
     truncation: Optional[ToolResultTruncation],
     restarts: List[int],
 ) -> Tuple[List[Tuple[str, str]], int]:
     """Each message's status and reason, and the messages' tokens left, as the steps would
-    leave them: clear old results, truncate oversized ones, then drop."""
+    leave them: clear old results, truncate oversized ones, then drop (the groups stay the
+    input's ``bounds``: results are edited, never removed)."""
     edited: Dict[int, str] = {}
     count_tokens, budget = options["count_tokens"], options["max_tokens"]
     current: List[Any] = messages
@@ -288,14 +290,12 @@ def _statuses(
         current = cleared.messages
         edited.update((entry.index, "cleared") for entry in cleared.cleared)
     if truncation is not None:
-        done, counts = truncation.apply(
-            current, message_views(current), counts, count_tokens=count_tokens
-        )
+        seen = views if current is messages else message_views(current)
+        done, counts = truncation.apply(current, seen, counts, count_tokens=count_tokens)
         current = done.messages
         edited.update((cut.index, "truncated") for cut in done.cleared)
     pin = options.pop("pin", None)
     pinned = [] if pin is None else [i for i, m in enumerate(messages) if pin(m)]
-    bounds = group_bounds(message_views(current))
     plan = Compaction(
         current,
         prefix_sums(counts),
@@ -326,10 +326,12 @@ def _statuses(
     tools="The tool schemas sent with the request, counted as the ``tools`` category.",
     max_tokens="``None`` (the default) for the figures alone; a budget to also say what "
     "compaction with the options below would do to each message.",
-    clear_tool_results="Whether compaction would clear old tool results first, with "
-    "``clear_tool_results``' defaults.",
+    clear_tool_results="Whether compaction would clear old tool results first: ``True`` "
+    "with ``clear_tool_results``' defaults, or a dict of its options (``keep``, "
+    "``placeholder``, ``clear_inputs``).",
     max_result_tokens="``None``, or ``truncate_tool_results``' ``max_result_tokens``: "
     "compaction would first cut every result over it.",
+    exclude_tools="Names of tools whose results clearing and cutting leave whole.",
     summaries="The indices of messages that are summaries (an inserted summary), counted "
     "as the ``summary`` category.",
 )
@@ -344,8 +346,9 @@ def breakdown(
     keep_tail: int = KEEP_TAIL,
     target_tokens: Optional[float] = None,
     pin: Optional[Pin] = None,
-    clear_tool_results: bool = False,
+    clear_tool_results: Union[bool, Mapping[str, Any]] = False,
     max_result_tokens: Any = None,
+    exclude_tools: Iterable[str] = (),
     summaries: Iterable[int] = (),
 ) -> Breakdown:
     """Where a request's tokens go, and what compaction would do to each message.
@@ -367,11 +370,16 @@ def breakdown(
     """
     check_callable(count_tokens, "count_tokens")
     options = None if max_tokens is None else check_options(locals())
-    clearing = ToolResultClearing.checked() if clear_tool_results else None
+    clearing = None
+    if clear_tool_results:
+        given = clear_tool_results if isinstance(clear_tool_results, Mapping) else {}
+        clearing = ToolResultClearing.checked(**given, exclude_tools=exclude_tools)
     truncation = (
         None
         if max_result_tokens is None
-        else ToolResultTruncation.checked(max_result_tokens=max_result_tokens)
+        else ToolResultTruncation.checked(
+            max_result_tokens=max_result_tokens, exclude_tools=exclude_tools
+        )
     )
     msgs = list(check_messages(messages))
     views = message_views(msgs)
@@ -393,7 +401,9 @@ def breakdown(
     if options is not None:
         # What is sent beside the messages counts against the budget, as in the middleware.
         options["max_tokens"] = max(options["max_tokens"] - beside, 1)
-        found, after = _statuses(msgs, views, counts, options, clearing, truncation, restarts)
+        found, after = _statuses(
+            msgs, views, counts, bounds, options, clearing, truncation, restarts
+        )
         statuses = list(found)
     rows: List[BreakdownRow] = []
     restart_at = set(restarts)

@@ -1,4 +1,4 @@
-"""One parser builder for the three modes: every option defined once, its help, what it refuses."""
+"""One parser builder for the four modes: every option defined once, its help, what it refuses."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from .words import PROG, SHOWN_SKIPPED, Budget, number
 # Only as the first argument: "ctx-compact --max-tokens 9 check" still compacts a file named check.
 CHECK = "check"
 REPAIR = "repair"
+INSPECT = "inspect"
 COMPACT = "compact"  # no mode word: the command compacts
+MODES = (CHECK, REPAIR, INSPECT)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -134,6 +136,13 @@ _DESCRIPTIONS = {
         "the calls moves before them; a Responses reasoning item without its following\n"
         "item is dropped. A conversation without problems is written as it is."
     ),
+    INSPECT: (
+        "Show where a conversation's tokens go: a chart of the categories (system\n"
+        "prompt, user and assistant text, tool calls and results, images, documents,\n"
+        "thinking, ...) against the budget, the largest messages, and, with\n"
+        "--max-tokens, what compaction would do to each message. The input is only\n"
+        "read, never changed."
+    ),
 }
 _EPILOGS = {
     COMPACT: (
@@ -148,12 +157,13 @@ _EPILOGS = {
         "  ctx-compact --max-tokens 150 --keep-tail 2 --stats examples/weather.json\n"
         "  ctx-compact --jsonl --max-tokens 4000 -o trimmed.jsonl train.jsonl\n"
         "\n"
-        "checking and repairing tool pairing:\n"
+        "checking, repairing and inspecting:\n"
         "  ctx-compact check [--jsonl] [FILE] reports every tool call separated from\n"
         "  its result instead of compacting; see ctx-compact check --help.\n"
         "  ctx-compact repair [--jsonl] [FILE] writes the conversations repaired so the\n"
-        "  provider takes them; see ctx-compact repair --help. To compact a file named\n"
-        "  check or repair, write it ./check or ./repair.\n"
+        "  provider takes them; see ctx-compact repair --help. ctx-compact inspect\n"
+        "  [FILE] draws where the tokens go; see ctx-compact inspect --help. To compact a\n"
+        "  file named check, repair or inspect, write it ./check, ./repair or ./inspect.\n"
     ),
     CHECK: (
         "input:\n"
@@ -190,12 +200,30 @@ _EPILOGS = {
         "  ctx-compact repair --explain -o fixed.json examples/broken.json\n"
         "  ctx-compact repair --jsonl --report changes.jsonl -o fixed.jsonl train.jsonl\n"
     ),
+    INSPECT: (
+        "input:\n"
+        "  The same as compaction: a JSON array of messages, or an object whose\n"
+        '  "messages" key holds one. With --jsonl, one such value per line: --line N\n'
+        "  (counted from 1, as editors count) picks one conversation; without it the\n"
+        "  whole dataset is summed up (streamed, in bounded memory).\n"
+        "\n"
+        "output:\n"
+        "  The chart on standard output (coloured on a terminal, plain characters when\n"
+        "  piped or NO_COLOR is set); --json prints the breakdown as JSON instead;\n"
+        "  --html FILE also writes one self-contained page.\n"
+        "\n"
+        "examples:\n"
+        "  ctx-compact inspect --max-tokens 150 examples/weather.json\n"
+        "  ctx-compact inspect --jsonl --line 12 --html report.html train.jsonl\n"
+    ),
 }
 # The help of the options whose meaning depends on the mode.
 _JSONL = {
     COMPACT: "read one conversation per line and write one compacted conversation per line",
     CHECK: "read one conversation per line and name each problem's line",
     REPAIR: "read one conversation per line and write one repaired conversation per line",
+    INSPECT: "read one conversation per line: with --line N, that one's chart; without, the"
+    " dataset's figures",
 }
 _EXPLAIN = {
     COMPACT: "print a table of every message, its group and why it was kept or dropped"
@@ -212,9 +240,9 @@ _REPORT = {
 def _parser(mode: str) -> _Parser:
     """The parser of ``mode``: the options it shares with the other modes are said once."""
     parser = _Parser(mode, _DESCRIPTIONS[mode], _EPILOGS[mode])
-    compacts, writes = mode == COMPACT, mode != CHECK
+    compacts, writes = mode in (COMPACT, INSPECT), mode in (COMPACT, REPAIR)
     if compacts:
-        _add_limits(parser)
+        _add_limits(parser, required=mode == COMPACT)
     parser.add_argument("--jsonl", action="store_true", help=_JSONL[mode])
     if compacts:
         parser.add_argument(
@@ -257,7 +285,7 @@ def _parser(mode: str) -> _Parser:
             " when the run succeeds, so it may also be the input file; a device, FIFO or"
             " /dev/stdout is written directly",
         )
-    if compacts:
+    if mode == COMPACT:
         parser.add_argument(
             "--stats",
             action="store_true",
@@ -266,20 +294,25 @@ def _parser(mode: str) -> _Parser:
     if writes:
         parser.add_argument("--explain", action="store_true", help=_EXPLAIN[mode])
     if compacts:
-        _add_clearing_options(parser)
-    _add_dataset_options(parser, mode)
+        _add_clearing_options(parser, strict=mode == COMPACT)
+    if mode == INSPECT:
+        _add_inspect_options(parser)
+    else:
+        _add_dataset_options(parser, mode)
     # check writes to standard output, and has no report.
     parser.set_defaults(output=None, report=None)
     return parser.done()
 
 
-def _add_limits(parser: _Parser) -> None:
+def _add_limits(parser: _Parser, required: bool) -> None:
     parser.add_argument(
         "--max-tokens",
-        required=True,
+        required=required,
         type=_budget,
         metavar="N",
-        help="the token budget (required): a positive number",
+        help="the token budget (required): a positive number"
+        if required
+        else "the token budget: the chart marks it and says what compaction would do",
     )
     parser.add_argument(
         "--target-tokens",
@@ -346,7 +379,52 @@ def _add_dataset_options(parser: _Parser, mode: str) -> None:
         batch.add_argument("--report", metavar="FILE", help=_REPORT[mode])
 
 
-def _add_clearing_options(parser: _Parser) -> None:
+def _add_inspect_options(parser: _Parser) -> None:
+    parser.add_argument(
+        "--line",
+        type=_line,
+        metavar="N",
+        help="with --jsonl, the conversation on line N (counted from 1)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the breakdown as JSON instead of the chart"
+    )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained HTML page to FILE (of the dataset, with --jsonl"
+        " and no --line)",
+    )
+    parser.add_argument(
+        "--width",
+        type=_line,
+        metavar="N",
+        help="the chart's width in characters (default: the terminal's, or 80)",
+    )
+    parser.add_argument(
+        "--no-color", dest="color", action="store_false", default=None, help="no colours"
+    )
+    # inspect takes none of the dataset options and writes no conversation.
+    parser.set_defaults(
+        skip_invalid=False,
+        max_errors=None,
+        rejects=None,
+        progress=False,
+        jobs=1,
+        indent=None,
+        explain=False,
+        strict=False,
+    )
+
+
+def _line(text: str) -> int:
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _add_clearing_options(parser: _Parser, strict: bool = True) -> None:
     parser.add_argument(
         "--clear-tool-results",
         action="store_true",
@@ -393,6 +471,8 @@ def _add_clearing_options(parser: _Parser) -> None:
         action="store_true",
         help="never drop the first user message (the task) and its group",
     )
+    if not strict:
+        return
     parser.add_argument(
         "--strict",
         action="store_true",
@@ -411,7 +491,7 @@ def _usage_error(parser: argparse.ArgumentParser, message: str) -> int:
 
 # What argparse reads as a value although it starts with "-", as it does.
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
-_MODE_NAMES = {COMPACT: "compaction", CHECK: f"{PROG} {CHECK}", REPAIR: f"{PROG} {REPAIR}"}
+_MODE_NAMES = {COMPACT: "compaction", **{mode: f"{PROG} {mode}" for mode in MODES}}
 
 
 def _unknown_option(parser: _Parser, arguments: Sequence[str]) -> Optional[str]:
@@ -458,11 +538,11 @@ def _meant(option: str, options: List[str]) -> List[str]:
 def parse_arguments(arguments: List[str]) -> Union[Tuple[argparse.Namespace, str], int]:
     """``(arguments, mode)``, or the exit status when there is nothing to run.
 
-    The mode is ``"check"`` or ``"repair"`` when that word is the first
-    argument (so that ``ctx-compact --max-tokens 9 check`` still compacts a
+    The mode is ``"check"``, ``"repair"`` or ``"inspect"`` when that word is the
+    first argument (so that ``ctx-compact --max-tokens 9 check`` still compacts a
     file named check), else ``"compact"``.
     """
-    mode = arguments[0] if arguments[:1] in ([CHECK], [REPAIR]) else COMPACT
+    mode = arguments[0] if arguments[:1] and arguments[0] in MODES else COMPACT
     parser = _parser(mode)
     given = arguments if mode == COMPACT else arguments[1:]
     # Before argparse, whose complaint about a misspelt option is often another one
@@ -493,6 +573,8 @@ _INDENT_WITH_JSONL = (
 def _mode_conflict(args: argparse.Namespace, mode: str) -> Optional[str]:
     if mode == CHECK:
         return None
+    if mode == INSPECT:
+        return _inspect_conflict(args)
     indent = _INDENT_WITH_JSONL if args.jsonl and args.indent is not None else None
     if mode == REPAIR:
         return _repair_conflict(args, indent)
@@ -503,6 +585,23 @@ def _mode_conflict(args: argparse.Namespace, mode: str) -> Optional[str]:
             f" ({number(args.max_tokens)})"
         )
     return indent
+
+
+def _inspect_conflict(args: argparse.Namespace) -> Optional[str]:
+    if args.line is not None and not args.jsonl:
+        return "--line needs --jsonl"
+    if args.target_tokens is not None and args.max_tokens is None:
+        return "--target-tokens needs --max-tokens"
+    if args.target_tokens is not None and args.target_tokens > args.max_tokens:
+        return (
+            f"--target-tokens ({number(args.target_tokens)}) must not exceed --max-tokens"
+            f" ({number(args.max_tokens)})"
+        )
+    if args.html is not None and file_identity(args.html, sys.stdout) == file_identity(
+        args.input, sys.stdin
+    ):
+        return f"--html is the input file ({args.html}); it would be written over the input"
+    return None
 
 
 def _repair_conflict(args: argparse.Namespace, indent: Optional[str]) -> Optional[str]:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
 from . import status
-from .args import CHECK, COMPACT, REPAIR, parse_arguments
+from .args import CHECK, COMPACT, INSPECT, REPAIR, parse_arguments
+from .inspect import run_inspect
 from .interrupts import Terminated, held, sigterm_raises
 from .io import (
     Failure,
@@ -422,7 +423,8 @@ def _isatty(stream: Any) -> bool:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the ``ctx-compact`` command (``check`` or ``repair`` when that word comes first).
+    """Run the ``ctx-compact`` command (``check``, ``repair`` or ``inspect`` when that word
+    comes first).
 
     Args:
         argv: The arguments without the program name; ``sys.argv[1:]`` when ``None``.
@@ -432,7 +434,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     try:
         parsed = parse_arguments(list(sys.argv[1:] if argv is None else argv))
-        return parsed if isinstance(parsed, int) else _run(*parsed)
+        if isinstance(parsed, int):
+            return parsed
+        args, mode = parsed
+        if mode == INSPECT:
+            return run_inspect(args, _settings(args, mode))
+        return _run(args, mode)
     except KeyboardInterrupt:  # before the run started or as it ended: still no traceback
         return status.INTERRUPTED
     except Terminated:  # as the run ended

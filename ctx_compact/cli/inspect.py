@@ -1,0 +1,174 @@
+"""``ctx-compact inspect``: where a conversation's tokens go, as a chart, JSON or a page."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from .. import Breakdown, breakdown
+from .._render import ConversationFigures, dataset_page
+from . import status
+from .interrupts import sigterm_raises
+from .io import (
+    Failure,
+    Temporaries,
+    conversation,
+    decode,
+    open_input,
+    output,
+    parse,
+    read_array,
+    read_jsonl,
+)
+from .words import PROG
+from .work import Settings
+
+
+def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
+    """Inspect one conversation (or, with ``--jsonl`` and no ``--line``, a dataset)."""
+    temporaries = Temporaries()
+    with sigterm_raises():
+        try:
+            if args.jsonl and args.line is None:
+                return _dataset(args, settings, temporaries)
+            name, messages = _one(args)
+            result = _breakdown(settings, messages, name)
+            _print(_json(result) if args.json else result.chart(**_looks(args)))
+            if args.html is not None:
+                _write(args.html, result.html(title=f"Where the tokens go: {name}"), temporaries)
+            return status.OK
+        except Failure as exc:
+            sys.stderr.write(f"{PROG}: {exc}\n")
+            return status.USAGE if exc.status is None else exc.status
+        except BrokenPipeError:
+            return status.CLOSED_OR_PROBLEMS
+        except KeyboardInterrupt:
+            return status.INTERRUPTED
+        finally:
+            temporaries.remove()
+
+
+def _one(args: argparse.Namespace) -> Tuple[str, List[Any]]:
+    """The conversation to inspect, and how to name it: the file, or ``FILE:LINE``."""
+    if not args.jsonl:
+        name, messages, _ = read_array(args.input)
+        return name, messages
+    lines = 0
+    with open_input(args.input) as source:
+        for lineno, raw in read_jsonl(source.stream, source.name):
+            lines = lineno
+            if lineno == args.line:
+                where = f"{source.name}:{lineno}"
+                text = decode(raw, source.name, lineno, lineno == 1)
+                messages, _ = conversation(parse(text, source.name, lineno), where)
+                return where, messages
+        raise Failure(f"{source.name}: there is no line {args.line} (it has {lines})")
+
+
+def _breakdown(settings: Settings, messages: List[Any], where: str) -> Breakdown:
+    chosen = {id(messages[i]) for i in settings.pinned(messages)}
+    clearing: Any = {"keep": settings.keep_results} if settings.clear_tool_results else False
+    try:
+        return breakdown(
+            messages,
+            count_tokens=settings.counter,
+            max_tokens=settings.max_tokens,
+            keep_head=settings.keep_head,
+            keep_tail=settings.keep_tail,
+            target_tokens=settings.target_tokens,
+            pin=(lambda message: id(message) in chosen) if chosen else None,
+            clear_tool_results=clearing,
+            max_result_tokens=settings.caps,
+            exclude_tools=settings.exclude_tools,
+        )
+    except (TypeError, ValueError) as exc:  # InvalidMessageError is a ValueError
+        raise Failure(f"{where}: {exc}") from None
+
+
+def _dataset(args: argparse.Namespace, settings: Settings, temporaries: Temporaries) -> int:
+    """The dataset's figures: one breakdown at a time, only its totals kept."""
+    figures: List[ConversationFigures] = []
+    totals: Dict[str, int] = {}
+    with open_input(args.input) as source:
+        for lineno, raw in read_jsonl(source.stream, source.name):
+            text = decode(raw, source.name, lineno, lineno == 1)
+            if not text.strip(" \t\r\n"):
+                continue
+            where = f"{source.name}:{lineno}"
+            messages, _ = conversation(parse(text, source.name, lineno), where)
+            result = _breakdown(settings, messages, where)
+            for category, tokens in result.categories.items():
+                totals[category] = totals.get(category, 0) + tokens
+            figures.append(
+                ConversationFigures(lineno, result.tokens, result.tokens_after, result.fits)
+            )
+    if args.json:
+        _print(json.dumps({"conversations": len(figures), "categories": totals}, indent=2))
+    else:
+        _print(_dataset_lines(figures, totals, settings.max_tokens))
+    if args.html is not None:
+        _write(args.html, dataset_page(figures, max_tokens=settings.max_tokens), temporaries)
+    return status.OK
+
+
+def _dataset_lines(
+    figures: List[ConversationFigures], totals: Dict[str, int], budget: Optional[float]
+) -> str:
+    tokens = sorted(f.tokens for f in figures)
+    if not tokens:
+        return "0 conversations\n"
+
+    def share(q: float) -> int:
+        return tokens[min(int(q * len(tokens)), len(tokens) - 1)]
+
+    lines = [
+        f"{len(tokens):,} conversations, {sum(tokens):,} tokens: median {share(0.5):,},"
+        f" 90% under {share(0.9):,}, largest {tokens[-1]:,}"
+    ]
+    if budget is not None:
+        over = sum(1 for t in tokens if t > budget)
+        fit = sum(1 for f in figures if f.fits)
+        lines.append(f"budget {budget:,.0f}: {over:,} over it, {fit:,} fit after compaction")
+    whole = sum(totals.values()) or 1
+    lines += [f"  {c:<13} {t:>12,} {100 * t / whole:5.1f}%" for c, t in totals.items() if t]
+    return "\n".join(lines) + "\n"
+
+
+def _json(result: Breakdown) -> str:
+    record = {
+        "tokens": result.tokens,
+        "max_tokens": result.max_tokens,
+        "tokens_after": result.tokens_after,
+        "fits": result.fits,
+        "categories": result.categories,
+        "tools": result.tools,
+        "rows": [dataclasses.asdict(row) for row in result.rows],
+    }
+    return json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+
+
+def _looks(args: argparse.Namespace) -> Dict[str, Any]:
+    """The chart's width and colours: asked for, else the terminal's (plain when piped or
+    ``NO_COLOR`` is set)."""
+    terminal = sys.stdout is not None and sys.stdout.isatty()
+    width = args.width or (shutil.get_terminal_size().columns if terminal else 80)
+    color = terminal and not os.environ.get("NO_COLOR") if args.color is None else args.color
+    return {"width": width, "color": bool(color)}
+
+
+def _print(text: str) -> None:
+    if sys.stdout is None:
+        raise Failure("<stdout>: cannot write: standard output is closed")
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _write(path: str, page: str, temporaries: Temporaries) -> None:
+    """The page to ``path``, replacing a regular file only once it is whole."""
+    with output(path, temporaries) as stream:
+        stream.write(page.encode("utf-8"))
