@@ -198,6 +198,7 @@ _SCRIPT = """
   }
   var strip=document.getElementById('strip');
   strip.setAttribute('data-px',strip.getBoundingClientRect().width.toFixed(3));
+  strip.setAttribute('data-drawn-ms',performance.now().toFixed(1));
   document.getElementById('measured').textContent=JSON.stringify(seen);
 })();
 """
