@@ -6,9 +6,14 @@ on the import path); ``conftest.py`` holds only fixtures and the run's settings.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
 
+import pytest
 from hypothesis import strategies as st
+
+from ctx_compact.cli import main
 
 Message = Dict[str, Any]
 
@@ -218,3 +223,23 @@ def output_item(kind: str, call_id: str, output: str = '{"tempF":72}') -> Messag
     if kind == "program":  # the API names a program's output its result
         return {"type": "program_output", "call_id": call_id, "result": output}
     return {"type": RESPONSES_CALLS[kind], "call_id": call_id, "output": output}
+
+
+# A tool output over any test's budget: a service's whole log (agents reading it must go on).
+LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
+
+
+def read_log(name: str) -> str:
+    """Read a service's whole log."""
+    return LOG_LINES
+
+
+def run_cli(
+    args: List[str], data: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> Tuple[int, Any, str]:
+    """``ctx-compact ARGS -o out.json in.json`` on ``data``: the status, the output, stderr."""
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(data))
+    out = tmp_path / "out.json"
+    status = main([*args, "-o", str(out), str(source)])
+    return status, json.loads(out.read_text()), capsys.readouterr().err

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, List, Tuple
 
 import pytest
+from helpers import run_cli as run
 
 from ctx_compact import check_pairing, clear_tool_results, compact, estimate_tokens
 from ctx_compact.cli import main
@@ -31,16 +32,6 @@ def loop(results: int, tools: Tuple[str, ...] = ("read",)) -> List[Any]:
         )
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "x" * 400})
     return messages
-
-
-def run(
-    args: List[str], data: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> Tuple[int, Any, str]:
-    source = tmp_path / "in.json"
-    source.write_text(json.dumps(data))
-    out = tmp_path / "out.json"
-    status = main([*args, "-o", str(out), str(source)])
-    return status, json.loads(out.read_text()), capsys.readouterr().err
 
 
 def test_clearing_alone_fits_and_keeps_every_message(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, List
 
 import media_files as files
 import pytest
+from helpers import run_cli as run
 
 from ctx_compact import compact, estimate_tokens, media_aware_counter
 from ctx_compact.cli import main
@@ -25,16 +26,6 @@ def chat() -> List[Any]:
         messages.append({"role": "user", "content": content})
         messages.append({"role": "assistant", "content": f"Answer {turn} " * 5})
     return messages
-
-
-def run(
-    args: List[str], data: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> Tuple[int, Any, str]:
-    source = tmp_path / "in.json"
-    source.write_text(json.dumps(data))
-    out = tmp_path / "out.json"
-    status = main([*args, "-o", str(out), str(source)])
-    return status, json.loads(out.read_text()), capsys.readouterr().err
 
 
 @pytest.mark.parametrize("mode", [[], ["--explain"], ["--clear-tool-results"], ["--indent", "0"]])

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List
 
 import pytest
+from helpers import run_cli as run
 
 from ctx_compact import check_pairing, clear_tool_results, compact, truncate_tool_results
 from ctx_compact.cli import main
@@ -29,16 +30,6 @@ def agent(turns: int = 6) -> List[Dict[str, Any]]:
         messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": LOG[: 2000 * (n + 1)]})
         messages.append({"role": "assistant", "content": f"Step {n} done."})
     return messages
-
-
-def run(
-    args: List[str], data: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> Tuple[int, Any, str]:
-    source = tmp_path / "in.json"
-    source.write_text(json.dumps(data))
-    out = tmp_path / "out.json"
-    status = main([*args, "-o", str(out), str(source)])
-    return status, json.loads(out.read_text()), capsys.readouterr().err
 
 
 def test_every_result_over_n_is_cut_before_anything_is_dropped(

@@ -27,6 +27,7 @@ from autogen_core.models import (
 from autogen_core.tools import FunctionTool
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 from autogen_ext.models.openai._openai_client import to_oai_type
+from helpers import read_log
 
 from ctx_compact._contract import message_views
 from ctx_compact.testing import FakeProvider, count_tokens
@@ -246,14 +247,6 @@ def test_without_autogen_the_import_names_the_pip_line() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
     assert "pip install 'autogen-core'" in done.stderr
-
-
-LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
-
-
-def read_log(name: str) -> str:
-    """Read a service's whole log."""
-    return LOG_LINES
 
 
 def test_a_tool_output_larger_than_the_budget_is_cut_and_the_agent_goes_on(

@@ -14,6 +14,7 @@ from typing import Any, List
 
 import anyio
 import pytest
+from helpers import read_log
 
 from ctx_compact.testing import FakeProvider, count_tokens
 from middleware import CompactingSession, CompactionEvent
@@ -126,14 +127,6 @@ def test_without_google_adk_the_import_names_the_pip_line() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
     assert "pip install 'google-adk'" in done.stderr
-
-
-LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
-
-
-def read_log(name: str) -> str:
-    """Read a service's whole log."""
-    return LOG_LINES
 
 
 def test_a_tool_output_larger_than_the_budget_is_cut_and_the_agent_goes_on(

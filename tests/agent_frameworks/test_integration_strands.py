@@ -19,6 +19,7 @@ from typing import Any, List
 
 import anyio
 import pytest
+from helpers import read_log
 from strands import Agent, tool
 from strands.session import FileSessionManager, SessionManager, SnapshotSessionManager
 from strands.storage import LocalFileStorage
@@ -264,14 +265,6 @@ def test_without_strands_the_import_names_the_pip_line() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 1
     assert "pip install 'strands-agents'" in done.stderr
-
-
-LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
-
-
-def read_log(name: str) -> str:
-    """Read a service's whole log."""
-    return LOG_LINES
 
 
 @pytest.mark.parametrize("bedrock", [False, True], ids=["openai", "bedrock"])

@@ -16,6 +16,7 @@ from importlib.metadata import version
 from typing import Any, List
 
 import pytest
+from helpers import LOG_LINES, read_log
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -368,14 +369,6 @@ def test_a_session_intercepting_the_sdk_records_one_event_per_call(provider: Fak
     # The middleware's call is exclusive: the SDK's interception underneath passes through.
     check_integration(run, seen, expected_requests=2 * TURNS)
     assert {event.function for event in run.session.events} == {"langchain wrap_model_call"}
-
-
-LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
-
-
-def read_log(name: str) -> str:
-    """Read a service's whole log."""
-    return LOG_LINES
 
 
 @pytest.mark.parametrize("name", list(INTEGRATIONS))

@@ -26,6 +26,7 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from helpers import read_log
 from media_files import data_url, png
 
 from ctx_compact import check_pairing
@@ -149,14 +150,6 @@ def test_summaries_and_cleared_outputs_are_sent_as_input_items(
 def test_retrying_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot retry"):
         input_filter(LIMIT, on_overflow="retry")
-
-
-LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
-
-
-def read_log(name: str) -> str:
-    """Read a service's whole log."""
-    return LOG_LINES
 
 
 @pytest.mark.parametrize("name", list(MODELS))

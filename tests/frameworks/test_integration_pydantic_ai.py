@@ -14,6 +14,7 @@ from typing import Any, List
 
 import openai
 import pytest
+from helpers import read_log
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
@@ -185,14 +186,6 @@ def test_cleared_thinking_and_returns_come_back_as_copies_of_their_messages() ->
         for p in m.parts
         if isinstance(p, ToolReturnPart)
     )
-
-
-LOG_LINES = "".join(f"worker-{n % 7} request {n} served in {n % 97} ms\n" for n in range(8000))
-
-
-def read_log(name: str) -> str:
-    """Read a service's whole log."""
-    return LOG_LINES
 
 
 @pytest.mark.parametrize("how", ["capability", "history_processor"])
