@@ -38,7 +38,7 @@ def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
                 return _dataset(args, settings, temporaries)
             name, messages = _one(args)
             result = _breakdown(settings, messages, name)
-            _print(_json(result) if args.json else result.chart(**_looks(args)))
+            _write(None, _json(result) if args.json else result.chart(**_looks(args)), temporaries)
             if args.html is not None:
                 _write(args.html, result.html(title=f"Where the tokens go: {name}"), temporaries)
             return status.OK
@@ -63,15 +63,24 @@ def _one(args: argparse.Namespace) -> Tuple[str, List[Any]]:
         for lineno, raw in read_jsonl(source.stream, source.name):
             lines = lineno
             if lineno == args.line:
-                where = f"{source.name}:{lineno}"
-                text = decode(raw, source.name, lineno, lineno == 1)
-                messages, _ = conversation(parse(text, source.name, lineno), where)
-                return where, messages
+                found = _conversation(source.name, lineno, raw)
+                if found is None:
+                    raise Failure(f"{source.name}:{lineno}: the line is blank")
+                return found
         raise Failure(f"{source.name}: there is no line {args.line} (it has {lines})")
 
 
+def _conversation(name: str, lineno: int, raw: bytes) -> Optional[Tuple[str, List[Any]]]:
+    """``FILE:LINE`` and the messages of a JSONL line; ``None`` for a blank line."""
+    text = decode(raw, name, lineno, lineno == 1)
+    if not text.strip(" \t\r\n"):
+        return None
+    where = f"{name}:{lineno}"
+    messages, _ = conversation(parse(text, name, lineno), where)
+    return where, messages
+
+
 def _breakdown(settings: Settings, messages: List[Any], where: str) -> Breakdown:
-    chosen = {id(messages[i]) for i in settings.pinned(messages)}
     clearing: Any = {"keep": settings.keep_results} if settings.clear_tool_results else False
     try:
         return breakdown(
@@ -81,7 +90,7 @@ def _breakdown(settings: Settings, messages: List[Any], where: str) -> Breakdown
             keep_head=settings.keep_head,
             keep_tail=settings.keep_tail,
             target_tokens=settings.target_tokens,
-            pin=(lambda message: id(message) in chosen) if chosen else None,
+            pin=settings.pin(messages),
             clear_tool_results=clearing,
             max_result_tokens=settings.caps,
             exclude_tools=settings.exclude_tools,
@@ -96,21 +105,20 @@ def _dataset(args: argparse.Namespace, settings: Settings, temporaries: Temporar
     totals: Dict[str, int] = {}
     with open_input(args.input) as source:
         for lineno, raw in read_jsonl(source.stream, source.name):
-            text = decode(raw, source.name, lineno, lineno == 1)
-            if not text.strip(" \t\r\n"):
+            found = _conversation(source.name, lineno, raw)
+            if found is None:
                 continue
-            where = f"{source.name}:{lineno}"
-            messages, _ = conversation(parse(text, source.name, lineno), where)
-            result = _breakdown(settings, messages, where)
+            result = _breakdown(settings, found[1], found[0])
             for category, tokens in result.categories.items():
                 totals[category] = totals.get(category, 0) + tokens
             figures.append(
                 ConversationFigures(lineno, result.tokens, result.tokens_after, result.fits)
             )
     if args.json:
-        _print(json.dumps({"conversations": len(figures), "categories": totals}, indent=2))
+        text = json.dumps({"conversations": len(figures), "categories": totals}, indent=2) + "\n"
     else:
-        _print(_dataset_lines(figures, totals, settings.max_tokens))
+        text = _dataset_lines(figures, totals, settings.max_tokens)
+    _write(None, text, temporaries)
     if args.html is not None:
         _write(args.html, dataset_page(figures, max_tokens=settings.max_tokens), temporaries)
     return status.OK
@@ -161,14 +169,8 @@ def _looks(args: argparse.Namespace) -> Dict[str, Any]:
     return {"width": width, "color": bool(color)}
 
 
-def _print(text: str) -> None:
-    if sys.stdout is None:
-        raise Failure("<stdout>: cannot write: standard output is closed")
-    sys.stdout.write(text)
-    sys.stdout.flush()
-
-
-def _write(path: str, page: str, temporaries: Temporaries) -> None:
-    """The page to ``path``, replacing a regular file only once it is whole."""
+def _write(path: Optional[str], text: str, temporaries: Temporaries) -> None:
+    """``text`` to standard output (``None``) or ``path``, a regular file replaced only once it
+    is whole, as compaction writes its output."""
     with output(path, temporaries) as stream:
-        stream.write(page.encode("utf-8"))
+        stream.write(text.encode("utf-8"))

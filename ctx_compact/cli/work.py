@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .. import (
     CompactResult,
@@ -94,6 +94,12 @@ class Settings:
             if first is not None:
                 chosen = sorted({*chosen, first})
         return chosen
+
+    def pin(self, messages: Sequence[Any]) -> Optional[Callable[[Any], bool]]:
+        """``pinned`` as the predicate the public functions take: the chosen messages, by
+        identity, so that edited copies of other messages are never taken for them."""
+        chosen = {id(messages[i]) for i in self.pinned(messages)}
+        return (lambda message: id(message) in chosen) if chosen else None
 
     @property
     def counter(self) -> Optional[SpecCounter]:
@@ -224,8 +230,7 @@ def _public(settings: Settings, messages: List[Any]) -> Decision:
     and followed through the steps by identity (an edited message is never a pinned one).
     """
     counter = settings.counter
-    chosen = {id(messages[i]) for i in settings.pinned(messages)}
-    pin = (lambda message: id(message) in chosen) if chosen else None
+    pin = settings.pin(messages)
     original, edited, before = messages, False, None
     marks: Dict[int, str] = {}  # what --explain says was done to a message's results
     if settings.clear_tool_results:
