@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from importlib.metadata import version
-from typing import Any, List
+from typing import Any, List, Optional
 
 import anyio
 import pytest
@@ -54,7 +54,15 @@ MODEL = "gpt-4o-2024-08-06"  # what the kit's replies name: AutoGen warns when t
 TOOLS = [FunctionTool(get_report, description="Get the detailed weather report for a city.")]
 
 
-def run_agent(provider: FakeProvider, context: CompactingChatCompletionContext, turns: int) -> None:
+def run_agent(
+    provider: FakeProvider,
+    context: CompactingChatCompletionContext,
+    turns: int,
+    tools: Any = TOOLS,
+    tasks: Optional[List[str]] = None,
+) -> None:
+    """The agent given ``tasks`` one after the other (the scenario's ``turns`` prompts)."""
+
     async def main() -> None:
         client = OpenAIChatCompletionClient(
             model=MODEL, base_url=provider.openai_url, api_key="test", max_retries=0
@@ -62,13 +70,13 @@ def run_agent(provider: FakeProvider, context: CompactingChatCompletionContext, 
         agent = AssistantAgent(
             "weather",
             model_client=client,
-            tools=TOOLS,
+            tools=tools,
             system_message=SYSTEM_PROMPT,
             reflect_on_tool_use=True,
             model_context=context,
         )
         try:
-            for prompt in prompts(turns):
+            for prompt in prompts(turns) if tasks is None else tasks:
                 await agent.run(task=prompt)
         finally:
             await client.close()
@@ -76,9 +84,9 @@ def run_agent(provider: FakeProvider, context: CompactingChatCompletionContext, 
     anyio.run(main)
 
 
-def make_context(**options: Any) -> CompactingChatCompletionContext:
+def make_context(tools: Any = TOOLS, **options: Any) -> CompactingChatCompletionContext:
     return CompactingChatCompletionContext(
-        LIMIT, system_message=SYSTEM_PROMPT, tool_schema=TOOLS, **options
+        LIMIT, system_message=SYSTEM_PROMPT, tool_schema=tools, **options
     )
 
 
@@ -255,32 +263,10 @@ def test_a_tool_output_larger_than_the_budget_is_cut_and_the_agent_goes_on(
     provider.tool_calls = 1
     seen: List[CompactionEvent] = []
     tools = [FunctionTool(read_log, description="Read a service's whole log.")]
-    context = CompactingChatCompletionContext(
-        LIMIT,
-        system_message=SYSTEM_PROMPT,
-        tool_schema=tools,
-        on_compact=seen.append,
-        pin=lambda m: "TASK" in str(m),
-    )
+    context = make_context(tools, on_compact=seen.append, pin=lambda m: "TASK" in str(m))
 
-    async def main() -> None:
-        client = OpenAIChatCompletionClient(
-            model=MODEL, base_url=provider.openai_url, api_key="test", max_retries=0
-        )
-        agent = AssistantAgent(
-            "ops",
-            model_client=client,
-            tools=tools,
-            system_message=SYSTEM_PROMPT,
-            reflect_on_tool_use=True,
-            model_context=context,
-        )
-        try:
-            await agent.run(task="TASK: which worker is slow?")
-        finally:
-            await client.close()
+    run_agent(provider, context, 1, tools, ["TASK: which worker is slow?"])
 
-    anyio.run(main)
     assert any(event.truncated_results for event in seen)
     assert all(event.fits for event in seen)
     assert "TASK: which worker is slow?" in str(provider.requests[-1].body)
