@@ -274,7 +274,8 @@ class CallRun:
         self.located = located
         self.retried = retried
         # Counted against the budget, never dropped: a system prompt, instructions.
-        self.fixed = located.fixed_tokens
+        self.beside = located.beside
+        self.fixed = located.beside.total
         # What counts the messages compaction makes (a summary, a cleared copy), and
         # the messages themselves unless the site counted them.
         counter = self.counter = located.recount if located.recount is not None else options.counter

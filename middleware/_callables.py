@@ -77,6 +77,24 @@ def qualified_name(fn: Any) -> str:
 Arguments = Tuple[Tuple[Any, ...], Dict[str, Any]]
 
 
+class Beside(NamedTuple):
+    """Tokens a request sends beside its messages: counted against the budget, never dropped.
+
+    Attributes:
+        system: The system prompt's (a system message, the Responses API's
+            ``instructions``, Gemini's ``system_instruction``).
+        tools: The tool schemas'.
+    """
+
+    system: int = 0
+    tools: int = 0
+
+    @property
+    def total(self) -> int:
+        """``system + tools``."""
+        return self.system + self.tools
+
+
 class Located(NamedTuple):
     """Where one call carries its messages, and how to make the call with others.
 
@@ -87,9 +105,9 @@ class Located(NamedTuple):
         value: The messages as the caller passed them.
         rebuild: ``(messages) -> (args, kwargs)``: the call's arguments with
             ``messages`` in their place; the caller's objects are left alone.
-        fixed_tokens: Tokens the request sends beside the messages that count
+        beside: Tokens the request sends beside the messages that count
             against the budget but cannot be dropped (a system prompt, the
-            Responses API's ``instructions``).
+            Responses API's ``instructions``, tool schemas), as a ``Beside``.
         function: The name for the event, when the site knows better than
             the callable's (an SDK request names its route).
         counts: Each message's tokens, when the site counts them itself (a
@@ -102,7 +120,7 @@ class Located(NamedTuple):
 
     value: Any
     rebuild: Callable[[List[Any]], Arguments]
-    fixed_tokens: int = 0
+    beside: Beside = Beside()
     function: Optional[str] = None
     counts: Optional[Sequence[int]] = None
     recount: Optional[CountTokens] = None

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact._contract import CountTokens, count_value
 
-from ._callables import ArgSpec, Arguments, Located, replace
+from ._callables import ArgSpec, Arguments, Beside, Located, replace
 from .sdks import Route, Sdk
 
 
@@ -82,4 +82,4 @@ class RequestSite:
             sent.json_data = {**body, key: new}
             return replace(args, kwargs, "options", index, sent)
 
-        return Located(messages, rebuild, fixed, f"{self.sdk} {route.path}")
+        return Located(messages, rebuild, Beside(fixed), f"{self.sdk} {route.path}")

@@ -19,6 +19,7 @@ import pytest
 
 from ctx_compact.testing import count_tokens
 from middleware import BudgetExceededError, CompactingSession, CompactionEvent, budgeted
+from middleware._callables import Beside
 from middleware.integrations._common import Compactor, HookOptions
 
 
@@ -45,10 +46,11 @@ def test_the_fixed_tokens_count_against_the_budget() -> None:
     seen: List[CompactionEvent] = []
     compactor = Compactor("T", "test hook", 600, {"on_compact": seen.append}, wraps_call=False)
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
-    fixed = compactor.fixed_tokens(parts=[tool] * 4)
+    beside = compactor.beside(tools=[tool] * 4)
+    fixed = beside.total
     messages = conversation(8)
 
-    kept = compactor.compacted(messages, fixed)
+    kept = compactor.compacted(messages, beside)
 
     (event,) = seen
     assert fixed == 4 * count_tokens(tool)
@@ -68,8 +70,10 @@ def test_an_active_session_records_the_event_sync_and_async() -> None:
         return "reply"
 
     with CompactingSession() as session:
-        assert compactor.run(messages, 0, lambda kept: sent.append(kept) or "reply") == "reply"
-        assert anyio.run(compactor.arun, messages, 0, asend) == "reply"
+        assert (
+            compactor.run(messages, Beside(), lambda kept: sent.append(kept) or "reply") == "reply"
+        )
+        assert anyio.run(compactor.arun, messages, Beside(), asend) == "reply"
 
     assert [len(e.messages) for e in session.events] == [len(kept) for kept in sent]
     assert all(event.dropped for event in session.events)
@@ -82,7 +86,7 @@ def test_a_sync_call_refuses_an_async_summarizer() -> None:
     compactor = Compactor("T", "test hook", 600, {"summarize": summarize}, wraps_call=True)
 
     with pytest.raises(TypeError, match="a sync model call cannot await"):
-        compactor.compacted(conversation(8), 0)
+        compactor.compacted(conversation(8), Beside())
 
 
 def test_an_unmet_budget_is_reported_then_raised_with_on_overflow_raise() -> None:
@@ -92,7 +96,9 @@ def test_an_unmet_budget_is_reported_then_raised_with_on_overflow_raise() -> Non
     sent: List[Any] = []
 
     with pytest.raises(BudgetExceededError):
-        compactor.run(conversation(8), 590, sent.append)  # the tools alone nearly fill it
+        compactor.run(
+            conversation(8), Beside(tools=590), sent.append
+        )  # the tools alone nearly fill it
 
     assert sent == []
     (event,) = seen
@@ -105,7 +111,7 @@ def test_a_failing_hook_never_breaks_the_call(caplog: pytest.LogCaptureFixture) 
 
     compactor = Compactor("T", "test hook", 600, {"on_compact": hook}, wraps_call=False)
 
-    kept = compactor.compacted(conversation(8), 0)
+    kept = compactor.compacted(conversation(8), Beside())
 
     assert kept
     assert "on_compact hook" in caplog.text

@@ -33,7 +33,7 @@ from ctx_compact._contract import (
     message_views,
 )
 
-from .._callables import Arguments, Kind, Located, is_async_callable
+from .._callables import Arguments, Beside, Kind, Located, is_async_callable
 from .._calls import Interceptor
 from .._events import Hooks, check_hooks
 from .._options import CompactionOptions, SharedOptions
@@ -107,8 +107,8 @@ class _HookSite:
     def locate(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
     ) -> Optional[Located]:
-        messages, fixed, (counts, recount) = args
-        return Located(messages, _rebuild, fixed, self.function, counts, recount)
+        messages, beside, (counts, recount) = args
+        return Located(messages, _rebuild, beside, self.function, counts, recount)
 
 
 class _SentCounter(SpecCounter):
@@ -144,7 +144,7 @@ class Compactor:
             (``"CompactionMiddleware"``).
         function: The events' ``function`` (``"langchain wrap_model_call"``).
         max_tokens: The budget for everything the model call sends: the
-            messages and the ``fixed_tokens`` beside them.
+            messages and what is sent beside them (``beside``).
         options: ``HookOptions`` by keyword (``on_compact`` among them).
         wraps_call: Whether the hook makes the model call (``run``/``arun``)
             and may make it again; without it ``on_overflow="retry"`` is refused.
@@ -201,21 +201,27 @@ class Compactor:
             awaited.insert(0, self.options.summarize)
         self._async_helpers = [helper for helper in awaited if is_async_callable(helper)]
 
-    def fixed_tokens(self, messages: Sequence[Any] = (), parts: Sequence[Any] = ()) -> int:
+    def beside(
+        self, messages: Sequence[Any] = (), system: Sequence[Any] = (), tools: Sequence[Any] = ()
+    ) -> Beside:
         """Tokens sent beside the compacted messages, counted with the options' counter.
 
         Args:
             messages: Messages that are sent but never dropped (a system
                 message), counted as messages are.
-            parts: Other JSON values (a tool's schema), counted as the
-                estimator counts any value, or by a custom ``count_tokens`` as
-                the content of a system message.
+            system: Other parts of the system prompt as sent (JSON values: a
+                system block, the Responses API's ``instructions``).
+            tools: The tool schemas as sent.
+
+        Other values than messages are counted as the estimator counts any
+        value, or by a custom ``count_tokens`` as the content of a system message.
         """
         counter = self._counted.recount or self.options.counter
-        total = measure(list(messages), counter)[0][-1] if messages else 0
-        for part in parts:
-            total += count_value(part, counter)
-        return int(total)
+        own = measure(list(messages), counter)[0][-1] if messages else 0
+        return Beside(
+            int(own + sum(count_value(part, counter) for part in system)),
+            sum(count_value(part, counter) for part in tools),
+        )
 
     def _check_sync(self) -> None:
         if self._async_helpers:
@@ -228,7 +234,7 @@ class Compactor:
     def run(
         self,
         messages: Sequence[Any],
-        fixed: int,
+        beside: Beside,
         send: Callable[[List[Any]], Any],
         *,
         counted: Optional[Counted] = None,
@@ -248,30 +254,30 @@ class Compactor:
             InvalidMessageError: A message the core cannot read.
         """
         self._check_sync()
-        return self._interceptor.call(send, None, (messages, fixed, counted or self._counted), {})
+        return self._interceptor.call(send, None, (messages, beside, counted or self._counted), {})
 
     async def arun(
         self,
         messages: Sequence[Any],
-        fixed: int,
+        beside: Beside,
         send: Callable[[List[Any]], Awaitable[Any]],
         *,
         counted: Optional[Counted] = None,
     ) -> Any:
         """``run`` for an async model call: ``await send(compacted)``."""
-        args = (messages, fixed, counted or self._counted)
+        args = (messages, beside, counted or self._counted)
         return await self._interceptor.acall(send, None, args, {})
 
     def compacted(
-        self, messages: Sequence[Any], fixed: int, *, counted: Optional[Counted] = None
+        self, messages: Sequence[Any], beside: Beside, *, counted: Optional[Counted] = None
     ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (sync)."""
-        result: List[Any] = self.run(messages, fixed, _same, counted=counted)
+        result: List[Any] = self.run(messages, beside, _same, counted=counted)
         return result
 
     async def acompacted(
-        self, messages: Sequence[Any], fixed: int, *, counted: Optional[Counted] = None
+        self, messages: Sequence[Any], beside: Beside, *, counted: Optional[Counted] = None
     ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (async)."""
-        result: List[Any] = await self.arun(messages, fixed, _asame, counted=counted)
+        result: List[Any] = await self.arun(messages, beside, _asame, counted=counted)
         return result

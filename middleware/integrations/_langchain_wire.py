@@ -30,6 +30,7 @@ from langchain_core.runnables import RunnableBinding
 
 from ctx_compact._contract import count_all, message_views
 
+from .._callables import Beside
 from ._common import Compactor, Counted
 from ._langchain_messages import native
 
@@ -790,17 +791,17 @@ def measured(
     messages: Sequence[Any],
     system: Optional[BaseMessage],
     tools: Sequence[Any],
-) -> Tuple[Optional[Counted], int]:
+) -> Tuple[Optional[Counted], Beside]:
     """The messages (to compact), the system message and the tools, counted as ``model`` sends them.
 
     ``tools`` are in OpenAI's form (``convert_to_openai_tool``) or a provider's
-    own. Returns ``(counted, fixed)``: ``counted`` is ``None`` when the messages
+    own. Returns ``(counted, beside)``: ``counted`` is ``None`` when the messages
     are counted as the core reads them (a model of another class, or a
-    ``count_tokens`` given); ``fixed`` the system message's and the tools' tokens.
+    ``count_tokens`` given); ``beside`` the system message's and the tools' tokens.
     """
     wire = sender(model) if compactor.options.count_tokens is None else None
     if wire is None:
-        return None, compactor.fixed_tokens([system] if system is not None else [], tools)
+        return None, compactor.beside([system] if system is not None else [], tools=tools)
     options = compactor.options
     counter = options.counter
     names = _names(messages)
@@ -828,5 +829,4 @@ def measured(
         isinstance(message, SystemMessage) for message in messages
     )
     sent, parts = wire.system(system, joined)
-    fixed = compactor.fixed_tokens(sent, [*parts, *wire.tools(tools)])
-    return Counted(counts, recount), fixed
+    return Counted(counts, recount), compactor.beside(sent, parts, wire.tools(tools))

@@ -43,8 +43,9 @@ class Sent:
         messages: For each message given, the wire messages it becomes.
         system: Wire messages sent beside them that are never dropped (Chat
             Completions' system messages for the instructions).
-        parts: Other values sent beside them (the Responses ``instructions``,
-            Anthropic's ``system`` blocks, each tool's definition).
+        parts: Other values of the system prompt sent beside them (the
+            Responses ``instructions``, Anthropic's ``system`` blocks).
+        tools: Each tool's definition, as sent.
         prepared: Each message given as the model maps it (prepared, the
             framework's statement on frames taken out), for ``wire``.
     """
@@ -52,6 +53,7 @@ class Sent:
     messages: List[List[Json]]
     system: List[Json]
     parts: List[Any]
+    tools: List[Any]
     prepared: List[Any]
     mapper: _Mapper
 
@@ -104,7 +106,7 @@ def sent(
     wire = [mapper.message(message) for message in prepared]
     tools = [mapper.tool(tool) for tool in (*parameters.function_tools, *parameters.output_tools)]
     system, beside = mapper.beside(added, instructions)
-    return Sent(wire, system, [*beside, *tools], prepared, mapper)
+    return Sent(wire, system, beside, tools, prepared, mapper)
 
 
 def _prepared(model: Any, given: List[Any], parameters: Any) -> Tuple[List[Any], List[str]]:

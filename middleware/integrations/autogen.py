@@ -177,12 +177,12 @@ class CompactingChatCompletionContext(ChatCompletionContext):  # type: ignore[mi
             )
         system = [{"role": "system", "content": system_message}] if system_message else []
         tools = [_schema(tool) for tool in tool_schema or ()]
-        self._fixed = self._compactor.fixed_tokens(system, tools)
+        self._beside = self._compactor.beside(system, tools=tools)
 
     async def get_messages(self) -> List[LLMMessage]:
         """The messages for the next model call, compacted to the budget."""
         given = list(self._messages)
-        kept = await self._compactor.acompacted(given, self._fixed)
+        kept = await self._compactor.acompacted(given, self._beside)
         return [_native(message, given) for message in kept]
 
 

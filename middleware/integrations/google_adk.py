@@ -95,13 +95,14 @@ def before_model_callback(max_tokens: float, **options: Unpack[HookOptions]) -> 
         callback_context: CallbackContext, llm_request: LlmRequest
     ) -> Optional[LlmResponse]:
         config = llm_request.config
-        parts: List[Any] = []
+        system: List[Any] = []
+        tools: List[Any] = []
         if config is not None:
             if config.system_instruction is not None:
-                parts.append(_sent(config.system_instruction))
-            parts += [_sent(tool) for tool in config.tools or ()]
+                system.append(_sent(config.system_instruction))
+            tools = [_sent(tool) for tool in config.tools or ()]
         contents = llm_request.contents
-        kept = await compactor.acompacted(contents, compactor.fixed_tokens(parts=parts))
+        kept = await compactor.acompacted(contents, compactor.beside(system=system, tools=tools))
         if changed(kept, contents):
             llm_request.contents = [_content(message) for message in kept]
         return None

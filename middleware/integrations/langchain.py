@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, Optional, Tuple, Union
 
+from .._callables import Beside
 from ._common import Compactor, Counted, HookOptions, changed, missing
 
 try:
@@ -115,7 +116,7 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
             wraps_call=True,
         )
 
-    def _measured(self, request: ModelRequest) -> Tuple[Optional[Counted], int]:
+    def _measured(self, request: ModelRequest) -> Tuple[Optional[Counted], Beside]:
         # A dict is a provider's own tool ({"type": "web_search"}) or a schema already.
         tools = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools]
         return measured(
@@ -149,8 +150,8 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
             sent[:] = native(kept, request.messages)
             return _Answered(handler(request.override(messages=list(sent))))
 
-        counted, fixed = self._measured(request)
-        answered = self._compactor.run(request.messages, fixed, send, counted=counted)
+        counted, beside = self._measured(request)
+        answered = self._compactor.run(request.messages, beside, send, counted=counted)
         return self._result(request, sent, answered.reply)
 
     async def awrap_model_call(
@@ -163,6 +164,6 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
             sent[:] = native(kept, request.messages)
             return _Answered(await handler(request.override(messages=list(sent))))
 
-        counted, fixed = self._measured(request)
-        answered = await self._compactor.arun(request.messages, fixed, send, counted=counted)
+        counted, beside = self._measured(request)
+        answered = await self._compactor.arun(request.messages, beside, send, counted=counted)
         return self._result(request, sent, answered.reply)

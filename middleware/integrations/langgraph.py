@@ -121,12 +121,12 @@ def pre_model_hook(
 
     def hook(state: Any) -> Dict[str, Any]:
         given = _messages(state)
-        counted, fixed = measured(compactor, model, given, system, schemas)
-        return update(given, compactor.compacted(given, fixed, counted=counted))
+        counted, beside = measured(compactor, model, given, system, schemas)
+        return update(given, compactor.compacted(given, beside, counted=counted))
 
     async def ahook(state: Any) -> Dict[str, Any]:
         given = _messages(state)
-        counted, fixed = measured(compactor, model, given, system, schemas)
-        return update(given, await compactor.acompacted(given, fixed, counted=counted))
+        counted, beside = measured(compactor, model, given, system, schemas)
+        return update(given, await compactor.acompacted(given, beside, counted=counted))
 
     return RunnableLambda(hook, afunc=ahook, name="pre_model_hook")

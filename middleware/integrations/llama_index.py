@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
+from .._callables import Beside
 from ._common import Compactor, HookOptions, missing
 
 try:
@@ -97,7 +98,7 @@ class CompactingMemory(BaseChatStoreMemory):  # type: ignore[misc]
     """
 
     _compactor: Compactor = PrivateAttr()
-    _fixed: int = PrivateAttr()
+    _beside: Beside = PrivateAttr()
 
     def __init__(
         self,
@@ -119,10 +120,10 @@ class CompactingMemory(BaseChatStoreMemory):  # type: ignore[misc]
                 f"{compactor.options.summary_role!r}"
             )
         system = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        fixed = compactor.fixed_tokens(system, [_schema(tool) for tool in tools])
+        beside = compactor.beside(system, tools=[_schema(tool) for tool in tools])
         super().__init__(chat_store=chat_store or SimpleChatStore(), chat_store_key=chat_store_key)
         self._compactor = compactor
-        self._fixed = fixed
+        self._beside = beside
 
     @classmethod
     def class_name(cls) -> str:
@@ -162,10 +163,10 @@ class CompactingMemory(BaseChatStoreMemory):  # type: ignore[misc]
     def get(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
         """The history, compacted to the budget (``input`` is not used)."""
         given = self.chat_store.get_messages(self.chat_store_key, **kwargs)
-        return [_native(m) for m in self._compactor.compacted(given, self._fixed)]
+        return [_native(m) for m in self._compactor.compacted(given, self._beside)]
 
     async def aget(self, input: Optional[str] = None, **kwargs: Any) -> List[ChatMessage]:
         """The history, compacted to the budget (``input`` is not used)."""
         given = await self.chat_store.aget_messages(self.chat_store_key, **kwargs)
-        kept = await self._compactor.acompacted(given, self._fixed)
+        kept = await self._compactor.acompacted(given, self._beside)
         return [_native(m) for m in kept]

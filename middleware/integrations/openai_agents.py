@@ -102,13 +102,11 @@ def input_filter(
         schemas = _schemas(agent)
         if chat is None:
             # The Responses API's instructions field: a string beside the items.
-            fixed = compactor.fixed_tokens(
-                parts=[instructions, *schemas] if instructions else schemas
-            )
+            beside = compactor.beside(system=[instructions] if instructions else [], tools=schemas)
         else:
             system = [{"content": instructions, "role": "system"}] if instructions else []
-            fixed = compactor.fixed_tokens(system, schemas)
-        kept = await compactor.acompacted(data.model_data.input, fixed)
+            beside = compactor.beside(system, tools=schemas)
+        kept = await compactor.acompacted(data.model_data.input, beside)
         return ModelInputData(input=kept, instructions=instructions)
 
     return compact_input

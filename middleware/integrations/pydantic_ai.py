@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .._callables import Beside
 from ._common import Compactor, Counted, HookOptions, missing
 
 try:
@@ -79,18 +80,18 @@ def _system(texts: List[str]) -> List[Dict[str, Any]]:
 
 def _measured(
     compactor: Compactor, model: Any, messages: Sequence[Any], parameters: Any, settings: Any
-) -> Tuple[Optional[Counted], int]:
+) -> Tuple[Optional[Counted], Beside]:
     # Counted as ``model`` sends the request; for a model class not followed, the messages
     # as the core reads them, the instructions and tools as the OpenAI chat model sends them.
     request = sent(model, messages, parameters, settings)
     if request is None:
         texts = [part.content for part in parameters.instruction_parts or ()]
         tools = [*parameters.function_tools, *parameters.output_tools]
-        return None, compactor.fixed_tokens(_system(texts), [_schema(tool) for tool in tools])
+        return None, compactor.beside(_system(texts), tools=[_schema(tool) for tool in tools])
     counter = compactor.options.counter
     counts = [sum(count_all(wire, counter)) for wire in request.messages]
     recount = _Recount(request, messages, counter)
-    return Counted(counts, recount), compactor.fixed_tokens(request.system, request.parts)
+    return Counted(counts, recount), compactor.beside(request.system, request.parts, request.tools)
 
 
 class _Recount:
@@ -276,8 +277,8 @@ def history_processor(
     async def compact_history(
         ctx: RunContext[Any], messages: List[ModelMessage]
     ) -> List[ModelMessage]:
-        counted, fixed = _measured(compactor, ctx.model, messages, parameters, ctx.model_settings)
-        return native(await compactor.acompacted(messages, fixed, counted=counted), messages)
+        counted, beside = _measured(compactor, ctx.model, messages, parameters, ctx.model_settings)
+        return native(await compactor.acompacted(messages, beside, counted=counted), messages)
 
     return compact_history
 
@@ -332,7 +333,7 @@ class CompactionCapability(AbstractCapability[Any]):  # type: ignore[misc]
     ) -> Any:
         """Compact this request's messages, then make it (pydantic-ai's hook)."""
         given = list(request_context.messages)
-        counted, fixed = _measured(
+        counted, beside = _measured(
             self._compactor,
             request_context.model,
             given,
@@ -344,7 +345,7 @@ class CompactionCapability(AbstractCapability[Any]):  # type: ignore[misc]
             compacted = dataclasses.replace(request_context, messages=native(kept, given))
             return _Answered(await handler(compacted))
 
-        answered = await self._compactor.arun(given, fixed, send, counted=counted)
+        answered = await self._compactor.arun(given, beside, send, counted=counted)
         return answered.response
 
     @classmethod

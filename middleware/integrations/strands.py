@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ctx_compact._contract import MEDIA_AWARE
 
+from .._callables import Beside
 from ._common import Compactor, HookOptions, Sent, changed, missing
 
 try:
@@ -166,7 +167,7 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         self._prepend = list(state.get(_STATE) or ())
         return list(self._prepend) or None
 
-    def _fixed(self, agent: Agent, compactor: Compactor) -> int:
+    def _beside(self, agent: Agent, compactor: Compactor) -> Beside:
         # Sent beside the messages as the model sends them: an OpenAI-compatible
         # model's system messages and function tools, or Converse's system blocks
         # and one {"toolSpec": ...} per tool.
@@ -175,20 +176,18 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         if writer is not None:
             content = agent.system_prompt_content
             parts = [*writer([], agent.system_prompt, system_prompt_content=content)]
-            parts += [_chat_tool(spec) for spec in specs]
-        else:
-            system: Optional[List[Any]] = agent.system_prompt_content
-            if system is None and agent.system_prompt:
-                system = [{"text": agent.system_prompt}]
-            parts = [system] if system else []
-            parts += [{"toolSpec": spec} for spec in specs]
-        return compactor.fixed_tokens(parts=parts)
+            return compactor.beside(system=parts, tools=[_chat_tool(spec) for spec in specs])
+        system: Optional[List[Any]] = agent.system_prompt_content
+        if system is None and agent.system_prompt:
+            system = [{"text": agent.system_prompt}]
+        tools = [{"toolSpec": spec} for spec in specs]
+        return compactor.beside(system=[system] if system else [], tools=tools)
 
     async def _before_model_call(self, event: BeforeModelCallEvent) -> None:
         agent = event.agent
         messages = agent.messages
         compactor = self._compactor_for(agent.model)
-        kept = await compactor.acompacted(messages, self._fixed(agent, compactor))
+        kept = await compactor.acompacted(messages, self._beside(agent, compactor))
         if changed(kept, messages):
             self._note_kept(messages, kept)
             messages[:] = kept

@@ -30,7 +30,8 @@ class Route:
     Attributes:
         path: The end of the request's path (``/chat/completions``).
         key: The body's key holding the messages.
-        counted: Keys sent beside them, counted against the budget, never dropped.
+        counted: Keys sent beside them, counted against the budget, never dropped
+            (the system prompt's: no route counts tool schemas).
     """
 
     path: str

@@ -13,14 +13,15 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact._contract import CountTokens, count_value
 
-from .._callables import ArgSpec, Arguments, Located, replace
+from .._callables import ArgSpec, Arguments, Beside, Located, replace
 from . import Point, Sdk
 
 SERVICE = "bedrock-runtime"
 # The operations whose messages are compacted, and their names in events.
 OPERATIONS = {"Converse": "bedrock Converse", "ConverseStream": "bedrock ConverseStream"}
-# What a request sends beside the messages, counted against the budget.
-COUNTED = ("system", "toolConfig")
+# What a request sends beside the messages, counted against the budget: its system
+# prompt, its tool schemas.
+SYSTEM, TOOLS = "system", "toolConfig"
 
 
 def _service(client: Any) -> Optional[str]:
@@ -58,10 +59,11 @@ class ConverseSite:
         messages = params.get("messages")
         if not isinstance(messages, list):
             return None  # botocore's own validation reports it
-        fixed = sum(
-            count_value(params[key], self.count_tokens)
-            for key in COUNTED
-            if params.get(key) is not None
+        fixed = Beside(
+            *(
+                0 if params.get(key) is None else count_value(params[key], self.count_tokens)
+                for key in (SYSTEM, TOOLS)
+            )
         )
 
         def rebuild(new: List[Any]) -> Arguments:

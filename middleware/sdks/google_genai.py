@@ -15,14 +15,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact._contract import CountTokens, count_value
 
-from .._callables import ArgSpec, Arguments, Located, replace
+from .._callables import ArgSpec, Arguments, Beside, Located, replace
 from . import Point, Sdk, field, figures
 
 # The content classes of google.genai.types (UserContent and ModelContent derive from Content).
 _CONTENT_CLASSES = frozenset({"Content"})
 _PACKAGE = "google.genai"
-# What the config sends beside the contents, counted against the budget.
-_COUNTED = ("system_instruction", "tools")
 
 
 def _from_sdk(value: Any) -> bool:
@@ -79,19 +77,19 @@ class ContentsSite:
         self.config = ArgSpec.of(fn, "config", "gemini request")
         self.count_tokens = count_tokens
 
-    def fixed_tokens(self, config: Any) -> int:
-        """The tokens of the config's ``system_instruction`` and ``tools``."""
+    def beside(self, config: Any) -> Beside:
+        """The tokens of the config's ``system_instruction`` and ``tools``, counted against
+        the budget."""
         if config is None:
-            return 0
-        total = 0
-        for name in _COUNTED:
-            value = field(config, name)
-            if value is None:
-                continue
-            if name == "system_instruction":
-                value = _instruction(value)
-            total += count_value(_plain(value), self.count_tokens)
-        return total
+            return Beside()
+        instruction, tools = field(config, "system_instruction"), field(config, "tools")
+        return Beside(
+            0 if instruction is None else self._count(_instruction(instruction)),
+            0 if tools is None else self._count(tools),
+        )
+
+    def _count(self, value: Any) -> int:
+        return count_value(_plain(value), self.count_tokens)
 
     def locate(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]
@@ -107,7 +105,7 @@ class ContentsSite:
         def rebuild(new: List[Any]) -> Arguments:
             return replace(args, kwargs, "contents", index, new)
 
-        return Located(contents, rebuild, self.fixed_tokens(config))
+        return Located(contents, rebuild, self.beside(config))
 
 
 SDK = Sdk(
