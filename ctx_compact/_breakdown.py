@@ -42,7 +42,7 @@ CATEGORIES = (
 )
 _MEDIA = {"image": "images", "document": "documents", "audio": "audio", "video": "audio"}
 # What compaction would do to a message, most telling first: a row shows the first that applies.
-STATUSES = ("dropped", "truncated", "cleared", "pinned", "awaiting", "kept")
+STATUSES = ("summarized", "dropped", "truncated", "cleared", "pinned", "awaiting", "kept")
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,8 @@ class BreakdownRow:
         tool: The tool it calls or answers (the first one), or ``None``.
         status: With ``max_tokens``: ``"kept"``, ``"dropped"``, ``"cleared"``,
             ``"truncated"``, ``"pinned"`` or ``"awaiting"`` (a call awaiting its result,
-            kept with the tail); ``None`` without a budget.
+            kept with the tail); ``None`` without a budget. A middleware event's
+            breakdown also says ``"summarized"`` (dropped, and in the summary).
         reason: Why compaction keeps or drops it (``MessageRow.reason``), or ``None``.
     """
 
@@ -386,25 +387,69 @@ def breakdown(
     counts = count_all(views, count_tokens)
     restarts: List[int] = []
     bounds = group_bounds(views, 0, restarts)
-    summary_at = set(summaries)
-    reader = _Reader(views, count_tokens)
-    categories = dict.fromkeys(CATEGORIES, 0)
-    by_tool: Dict[str, Dict[str, int]] = {}
-    fixed = {
+    beside = {
         category: count_value(value, count_tokens)
         for category, value in (("system", system), ("tools", tools))
         if value is not None
     }
-    beside = sum(fixed.values())
-    statuses: List[Tuple[Optional[str], Optional[str]]] = [(None, None)] * len(msgs)
+    fixed = sum(beside.values())
+    statuses: Optional[List[Tuple[str, str]]] = None
     after: Optional[int] = None
     if options is not None:
         # What is sent beside the messages counts against the budget, as in the middleware.
-        options["max_tokens"] = max(options["max_tokens"] - beside, 1)
-        found, after = _statuses(
+        options["max_tokens"] = max(options["max_tokens"] - fixed, 1)
+        statuses, after = _statuses(
             msgs, views, counts, bounds, options, clearing, truncation, restarts
         )
-        statuses = list(found)
+        after += fixed
+    budget = None if max_tokens is None else check_max_tokens(max_tokens)
+    return tally(
+        views,
+        counts,
+        bounds,
+        restarts,
+        count_tokens,
+        beside,
+        statuses,
+        summaries=summaries,
+        max_tokens=budget,
+        tokens_after=after,
+        fits=None if after is None or budget is None else after <= budget,
+    )
+
+
+def tally(
+    views: Sequence[Mapping[str, Any]],
+    counts: Sequence[int],
+    bounds: Sequence[int],
+    restarts: Sequence[int],
+    count_tokens: Optional[CountTokens],
+    beside: Mapping[str, int],
+    statuses: Optional[Sequence[Tuple[str, str]]],
+    *,
+    summaries: Iterable[int] = (),
+    max_tokens: Optional[float] = None,
+    tokens_after: Optional[int] = None,
+    fits: Optional[bool] = None,
+) -> Breakdown:
+    """The ``Breakdown`` of messages already counted and grouped, with what was (or would
+    be) done to each: ``breakdown``'s, and a middleware event's for the call it reports.
+
+    Args:
+        views: The messages' JSON views.
+        counts: Each message's count; the categories sum to these and ``beside``.
+        bounds, restarts: Their group boundaries and the messages holding a provider's
+            compaction item (``group_bounds``).
+        count_tokens: The counter each message's parts are apportioned with.
+        beside: Tokens sent beside the messages, by category (``system``, ``tools``).
+        statuses: Each message's ``(status, reason)``, or ``None`` without a budget.
+        summaries: The indices of messages that are summaries.
+        max_tokens, tokens_after, fits: The budget and what compaction leaves of it.
+    """
+    summary_at = set(summaries)
+    reader = _Reader(views, count_tokens)
+    categories = dict.fromkeys(CATEGORIES, 0)
+    by_tool: Dict[str, Dict[str, int]] = {}
     rows: List[BreakdownRow] = []
     restart_at = set(restarts)
     for i, tokens in enumerate(counts):
@@ -417,7 +462,7 @@ def breakdown(
             if tool is not None and category in ("tool_calls", "tool_results"):
                 entry = by_tool.setdefault(tool, {"calls": 0, "results": 0})
                 entry["calls" if category == "tool_calls" else "results"] += figure
-        status, reason = statuses[i]
+        status, reason = (None, None) if statuses is None else statuses[i]
         rows.append(
             BreakdownRow(
                 index=i,
@@ -431,17 +476,15 @@ def breakdown(
                 reason=reason,
             )
         )
-    for category, figure in fixed.items():
+    for category, figure in beside.items():
         categories[category] += figure
-    total = sum(counts) + beside
-    budget = None if max_tokens is None else check_max_tokens(max_tokens)
     return Breakdown(
-        tokens=total,
+        tokens=sum(counts) + sum(beside.values()),
         categories=categories,
         tools=by_tool,
         rows=tuple(rows),
-        max_tokens=budget,
-        tokens_after=None if after is None else after + beside,
-        fits=None if after is None or budget is None else after + beside <= budget,
+        max_tokens=max_tokens,
+        tokens_after=tokens_after,
+        fits=fits,
         views=views,
     )

@@ -25,7 +25,7 @@ _MARKS = {
     _WORDS[k]: (_WORDS[k + 1], f"38;5;{_WORDS[k + 2]}", _WORDS[k + 3])
     for k in range(0, len(_WORDS), 4)
 }
-_STATUS_ORDER = ("kept", "pinned", "awaiting", "cleared", "truncated", "dropped")
+_STATUS_ORDER = ("kept", "pinned", "awaiting", "cleared", "truncated", "dropped", "summarized")
 
 
 def _paint(text: str, code: str, color: bool) -> str:
@@ -164,11 +164,11 @@ def _headline(result: Breakdown) -> str:
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fff}
 h1{font-size:20px;margin:0 0 8px}
-#strip{position:relative;display:flex;height:64px;border:1px solid #999;margin:16px 0 4px}
+#strip{position:relative;display:flex;height:64px;border:1px solid #999;margin:28px 0 4px}
 .block{min-width:0;height:100%;box-sizing:border-box;cursor:pointer;
  box-shadow:inset -1px 0 rgba(255,255,255,.5)}
 .free{background:repeating-linear-gradient(45deg,#f4f4f4,#f4f4f4 6px,#e8e8e8 6px,#e8e8e8 12px)}
-.st-dropped{opacity:.28}
+.st-dropped,.st-summarized{opacity:.28}
 .st-cleared{background-image:repeating-linear-gradient(0deg,transparent,transparent 4px,
  rgba(255,255,255,.6) 4px,rgba(255,255,255,.6) 6px)}
 .st-truncated{border-top:6px solid #000}
@@ -253,7 +253,8 @@ def page(result: Breakdown, *, title: str = "Where the tokens go") -> str:
     )
     legend = (
         "<p class='legend'><span>faded: dropped</span><span>striped: cleared</span>"
-        "<span>bar above: truncated</span><span>bar below: pinned</span></p>"
+        "<span>bar above: truncated</span><span>bar below: pinned</span>"
+        "<span>dashed: summarized</span></p>"
     )
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"

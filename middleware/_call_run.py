@@ -29,7 +29,7 @@ from ctx_compact._contract import (
 )
 
 from ._callables import Arguments, Located
-from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError
+from ._events import BudgetExceededError, CompactionEvent, Received, UnpairedMessagesError
 from ._options import CompactionOptions
 from ._state import SessionState, calibration_factor
 
@@ -285,6 +285,7 @@ class CallRun:
             # or other one-shot iterable would give it none.
             self.located = located._replace(value=messages)
         pre, bounds, restart = _measured(located, messages, counter, self.function)
+        self.received, self.pre = messages, pre
         self.calibration = calibration_factor(states)
         self.tokens_before = pre[-1] + self.fixed
         # Calibrated: the estimate times the factor is what the provider will count.
@@ -307,6 +308,7 @@ class CallRun:
         # the edited one came from (None: where it was), for what is dropped.
         self.given = messages if cleared.messages is not messages else None
         self.origin = cleared.origin
+        self.pinned = frozenset(_in_caller(i, self.origin) for i in cleared.pinned)
         if restart >= 0 and self.origin is not None:
             # Clearing removed reasoning items before it: where the item is now.
             restart = bisect_left(self.origin, restart)
@@ -325,13 +327,17 @@ class CallRun:
         )
         self.cut_reused = plan.step is not None and _cut_stood(plan)
 
-    def _callers(self, count: int) -> List[Any]:
-        """The caller's messages for the ``count`` dropped from the decision's head on."""
+    def _dropped_at(self, count: int) -> List[int]:
+        """Where the ``count`` messages the call drops are in the caller's list: what came
+        before the latest compaction item, then the oldest after the head but the pinned."""
         plan = self.plan
-        head_end, start = plan.head_end, plan.start
-        if start:  # what came before the latest compaction item went first
-            return self.originals(0, start) + self.originals(head_end, head_end + count - start)
-        return self.originals(head_end, head_end + count)
+        at = list(range(plan.start))
+        i = plan.head_end
+        while len(at) < count:
+            if not plan.is_pinned(i):
+                at.append(i)
+            i += 1
+        return [_in_caller(i, self.origin) for i in at]
 
     def originals(self, start: int, stop: int) -> List[Any]:
         """The caller's messages for the decision's ``[start, stop)``.
@@ -394,7 +400,8 @@ class CallRun:
         if last is not None and after > plan.max_tokens:
             kept, after, more = self._last_resort(last, list(kept))
             truncated += more
-        messages, dropped = tuple(kept), tuple(self._callers(len(gone)))
+        gone_at = self._dropped_at(len(gone))
+        messages, dropped = tuple(kept), tuple(self.received[i] for i in gone_at)
         fits = after <= plan.max_tokens
         problems: Tuple[Any, ...] = ()
         repairs: Tuple[Any, ...] = ()
@@ -431,6 +438,14 @@ class CallRun:
             summary_error=summary_error,
             repairs=repairs,
             store_error=store_error,
+            _received=Received(
+                tuple(self.received),
+                tuple(self.pre[i + 1] - self.pre[i] for i in range(len(self.received))),
+                self.beside,
+                options.counter,
+                frozenset(gone_at),
+                self.pinned,
+            ),
         )
 
     def _last_resort(

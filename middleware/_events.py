@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import inspect
 import logging
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 from anyio import to_thread
 
-from ctx_compact import PairingError, PairingProblem
-from ctx_compact._contract import must
+from ctx_compact import Breakdown, PairingError, PairingProblem
+from ctx_compact._breakdown import tally
+from ctx_compact._contract import CountTokens, group_bounds, message_views, must
 
-from ._callables import is_async_callable
+from ._callables import Beside, is_async_callable
 
 logger = logging.getLogger("ctx_compact.middleware")
 
@@ -35,6 +36,28 @@ def _summary_args(event: CompactionEvent) -> Tuple[Any, ...]:
         ", summary inserted" if event.summary is not None else "",
         "fits" if event.fits else "does not fit",
     )
+
+
+@dataclass(frozen=True)
+class Received:
+    """The history a call received, as the call counted it: what ``breakdown`` reads.
+
+    Attributes:
+        messages: The caller's messages.
+        counts: Each one's tokens, as the call counted them.
+        beside: The tokens sent beside them.
+        counter: The options' ``count_tokens``, which apportions a message's count
+            among its parts.
+        dropped: The indices of the messages the call left out.
+        pinned: The indices of the messages in a pinned group.
+    """
+
+    messages: Tuple[Any, ...]
+    counts: Tuple[int, ...]
+    beside: Beside
+    counter: Optional[CountTokens]
+    dropped: FrozenSet[int]
+    pinned: FrozenSet[int]
 
 
 @dataclass(frozen=True, repr=False)
@@ -98,9 +121,85 @@ class CompactionEvent:
     summary_error: Optional[str] = None
     repairs: Tuple[Any, ...] = ()
     store_error: Optional[str] = None
+    # The history the call received, for ``breakdown``; it stays in the process (not
+    # pickled or copied): its messages may be large and its counter a closure.
+    _received: Optional[Received] = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         return f"<CompactionEvent {_SUMMARY % _summary_args(self)}>"
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {**self.__dict__, "_received": None}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def breakdown(self) -> Breakdown:
+        """Where the tokens of the history this call received went, and what the call did
+        to each message (``ctx_compact.breakdown``'s result, computed now).
+
+        Its ``tokens`` is the event's ``tokens_before`` (the messages as the call counted
+        them, and what it sent beside them: ``system``, ``tools``); its rows' ``status``
+        is what the call did: ``"kept"``, ``"dropped"``, ``"summarized"`` (dropped, and
+        in the summary), ``"cleared"``, ``"truncated"`` or ``"pinned"``; its
+        ``max_tokens``, ``tokens_after`` and ``fits`` are the event's. ``chart()``,
+        ``html()`` and a notebook's inline display draw it.
+
+        Raises:
+            ValueError: The event is a copy or was unpickled: the history it received
+                stays with the event the call reported.
+        """
+        received = self._received
+        if received is None:
+            raise ValueError(
+                f"{self.function}: this event was copied or unpickled, and the history the "
+                "call received stays with the event the call reported: call breakdown() "
+                "on that one (in a hook, or on session.events)"
+            )
+        views = message_views(received.messages)
+        restarts: List[int] = []
+        bounds = group_bounds(views, 0, restarts)
+        beside = {"system": received.beside.system, "tools": received.beside.tools}
+        return tally(
+            views,
+            received.counts,
+            bounds,
+            restarts,
+            received.counter,
+            {category: tokens for category, tokens in beside.items() if tokens},
+            self._statuses(received),
+            max_tokens=self.max_tokens,
+            tokens_after=self.tokens_after,
+            fits=self.fits,
+        )
+
+    def _statuses(self, received: Received) -> List[Tuple[str, str]]:
+        edited = {
+            entry.index: ("cleared", "its thinking cleared") for entry in self.cleared_thinking
+        }
+        edited.update(
+            (entry.index, ("cleared", "its tool result cleared")) for entry in self.cleared_results
+        )
+        edited.update(
+            (entry.index, ("truncated", f"its tool result cut to {entry.tokens_after:,} tokens"))
+            for entry in self.truncated_results
+        )
+        gone = (
+            ("dropped", "dropped to fit the budget")
+            if self.summary is None
+            else ("summarized", "dropped, and in the summary")
+        )
+        statuses: List[Tuple[str, str]] = []
+        for i in range(len(received.messages)):
+            if i in received.dropped:
+                statuses.append(gone)
+            elif i in edited:
+                statuses.append(edited[i])
+            elif i in received.pinned:
+                statuses.append(("pinned", "in a pinned group"))
+            else:
+                statuses.append(("kept", "kept"))
+        return statuses
 
     @property
     def compacted(self) -> bool:

@@ -11,6 +11,7 @@ import dataclasses
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Type, TypeVar, Union
 
+from ctx_compact import Breakdown
 from ctx_compact._contract import check_flag, check_keep, must
 
 from ._callables import kind_of, qualified_name
@@ -187,6 +188,18 @@ class CompactingSession:
     def stats(self) -> SessionStats:
         """Totals over the recorded events."""
         return self._state.stats
+
+    def breakdown(self) -> Breakdown:
+        """Where the tokens of the last request the session compacted went: that call's
+        ``CompactionEvent.breakdown()``, also when ``max_events`` keeps no events.
+
+        Raises:
+            LookupError: The session has compacted no call yet.
+        """
+        last = self._state.last
+        if last is None:
+            raise LookupError("this CompactingSession has compacted no call yet")
+        return last.breakdown()
 
     @property
     def calibration(self) -> float:

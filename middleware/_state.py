@@ -90,6 +90,7 @@ class SessionState:
         self.calibrate = calibrate
         self._lock = threading.RLock()  # record learns while holding it
         self._events: Deque[CompactionEvent] = deque(maxlen=max_events)
+        self._last: Optional[CompactionEvent] = None  # kept also when max_events keeps none
         self._stats = SessionStats()
         self._ratios: Deque[float] = deque(maxlen=CALIBRATION_WINDOW)
         self._calibration = 1.0
@@ -138,6 +139,7 @@ class SessionState:
         """Count ``event`` in the figures and keep it."""
         with self._lock:
             self._events.append(event)
+            self._last = event
             self._stats = self._stats.plus(event)
             if event.provider_tokens is not None:
                 self.learn(event.provider_tokens, event.tokens_after, event.function)
@@ -170,6 +172,12 @@ class SessionState:
         """The events recorded so far, in order (a copy)."""
         with self._lock:
             return list(self._events)
+
+    @property
+    def last(self) -> Optional[CompactionEvent]:
+        """The latest event recorded, or ``None``."""
+        with self._lock:
+            return self._last
 
     @property
     def stats(self) -> SessionStats:

@@ -354,6 +354,30 @@ def test_bad_options_are_refused_when_the_middleware_is_made() -> None:
         CompactionMiddleware(LIMIT, messages_arg="messages")  # type: ignore[call-arg]
 
 
+def test_each_events_breakdown_is_the_request_as_sent(
+    provider: FakeProvider, integration: Integration
+) -> None:
+    seen: List[CompactionEvent] = []
+    model = integration.make(provider)
+    agent = make_agent(model, CompactionMiddleware(LIMIT, on_compact=seen.append))
+    try:
+        with Run(f"{LANGCHAIN} {integration.label} breakdown", integration.route, provider):
+            converse(agent)
+    finally:
+        integration.close(model)
+
+    assert any(event.dropped for event in seen)
+    for event in seen:
+        result = event.breakdown()
+        # The system prompt and the tool's schema as sent, beside the messages.
+        assert result.categories["system"] > 0
+        assert result.categories["tools"] > 0
+        assert sum(result.categories.values()) == result.tokens == event.tokens_before
+        assert len(result.rows) == event.messages_before
+        assert sum(row.status == "dropped" for row in result.rows) == len(event.dropped)
+    assert seen[-1].breakdown().tools["get_report"]["results"] > 0
+
+
 def test_a_session_intercepting_the_sdk_records_one_event_per_call(provider: FakeProvider) -> None:
     seen: List[CompactionEvent] = []
     model = OPENAI.make(provider)

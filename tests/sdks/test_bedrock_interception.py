@@ -24,6 +24,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ctx_compact import estimate_tokens
+from ctx_compact._contract import count_value
 from ctx_compact.testing import FakeProvider, count_tokens
 from middleware import CompactingSession, CompactionEvent
 
@@ -161,6 +162,14 @@ def test_converse_is_compacted_with_the_system_blocks_counted(
     check_one(provider, event, response["usage"]["inputTokens"])
     assert provider.requests[0].body["system"] == SYSTEM
     assert all(any(m is h for h in history) for m in event.messages)
+    # Its breakdown: the system blocks and the tool specs apart, summing to the event.
+    result = session.breakdown()
+    assert result.categories["system"] == count_value(SYSTEM, None)
+    assert result.categories["tools"] == count_value(TOOL_CONFIG, None)
+    assert sum(result.categories.values()) == result.tokens == event.tokens_before
+    assert [history[row.index] for row in result.rows if row.status == "dropped"] == list(
+        event.dropped
+    )
 
 
 def test_converse_stream_reports_its_metadata_events_usage(
