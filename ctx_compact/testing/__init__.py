@@ -25,6 +25,8 @@ With pytest, the plugin this package registers offers the same as fixtures:
 ``gemini.validate_contents`` and ``bedrock.validate_messages`` give the
 ``Problem``s those providers would reject, for property tests.
 ``python -m ctx_compact.testing`` serves it in the foreground for scripts.
+``retention_check`` measures what a summarizer keeps of the facts an agent needs;
+``literal_summary`` scripts a model that follows a summarizing prompt literally.
 
 Standard library only; the SDK clients are the caller's own.
 """
@@ -32,6 +34,26 @@ Standard library only; the SDK clients are the caller's own.
 from __future__ import annotations
 
 from ._api import Problem, count_tokens
+from ._retention import (
+    Fact,
+    FactCheck,
+    RetentionReport,
+    literal_summary,
+    planted_history,
+    retention_check,
+)
 from ._server import FakeProvider, RecordedRequest, main
 
-__all__ = ["FakeProvider", "Problem", "RecordedRequest", "count_tokens", "main"]
+__all__ = [
+    "Fact",
+    "FactCheck",
+    "FakeProvider",
+    "Problem",
+    "RecordedRequest",
+    "RetentionReport",
+    "count_tokens",
+    "literal_summary",
+    "main",
+    "planted_history",
+    "retention_check",
+]

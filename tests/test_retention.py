@@ -1,0 +1,128 @@
+"""ctx_compact.testing.retention_check: what a summary keeps of the facts an agent needs."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import openai
+import pytest
+
+from ctx_compact import check_pairing
+from ctx_compact.testing import (
+    FakeProvider,
+    RetentionReport,
+    literal_summary,
+    planted_history,
+    retention_check,
+)
+
+Message = Dict[str, Any]
+
+
+def text_of(messages: List[Message]) -> str:
+    return "\n".join(str(m.get("content")) for m in messages)
+
+
+def test_the_history_states_every_fact_early_and_is_well_formed() -> None:
+    history, facts = planted_history(40)
+    assert len(history) == 1 + 4 * 40
+    assert check_pairing(history) == []
+    early = text_of(history[:25])
+    assert all(fact.value in early for fact in facts)
+    assert history[-4]["content"].startswith("Now write the postmortem")
+
+
+def test_a_summary_that_keeps_nothing_loses_every_fact() -> None:
+    report = retention_check(lambda dropped: "We looked at some logs.")
+
+    assert report.kept == 0
+    assert report.ratio == 0.0
+    assert len(report.missing) == len(report.checks) == 11
+    assert report.summary == "We looked at some logs."
+    assert report.dropped > 100
+    assert report.tokens_after <= 3000 < report.tokens_before
+    assert "0 of 11 facts kept" in str(report)
+    assert "LOST" in str(report)
+
+
+def test_without_a_summary_the_facts_are_gone_with_the_dropped_messages() -> None:
+    # The check measures the summary: compaction alone keeps none of them.
+    report = retention_check(lambda dropped: "", max_tokens=3000)
+    assert report.kept == 0
+
+
+def test_a_literal_rolling_summary_keeps_every_fact() -> None:
+    calls: List[Any] = []
+
+    def summarize(dropped: List[Message], previous: Optional[str] = None) -> str:
+        calls.append((len(dropped), previous))
+        earlier = [] if previous is None else [{"role": "user", "content": previous}]
+        return literal_summary(earlier + dropped)
+
+    report = retention_check(summarize, rounds=4)
+
+    assert isinstance(report, RetentionReport)
+    assert report.kept == 11, str(report)
+    assert all(check.how == "verbatim" for check in report.checks)
+    # Rolling: each call got only what was dropped since, and the previous summary.
+    assert len(calls) >= 3
+    assert calls[0][1] is None
+    assert all(previous is not None for _, previous in calls[1:])
+    assert sum(count for count, _ in calls) == report.dropped
+    assert report.summary in text_of(list(report.messages))
+
+
+def test_ask_checks_the_facts_a_paraphrase_may_keep() -> None:
+    asked: List[str] = []
+
+    def paraphrase(dropped: List[Message]) -> str:
+        return "Incident INC-40917; rolled back to the previous release (v2.14.3)."
+
+    def ask(messages: List[Message], question: str) -> str:
+        asked.append(question)
+        return "v2.14.3" if "version" in question else "I do not know."
+
+    report = retention_check(paraphrase, ask=ask)
+    by_name = {check.fact.name: check for check in report.checks}
+
+    assert by_name["rollback"].kept
+    assert by_name["rollback"].how == "asked"
+    assert not by_name["standing rule"].kept
+    assert by_name["incident id"].kept
+    assert by_name["incident id"].how == "verbatim"
+    assert len(asked) == 5  # the rule, the decision, the error and its fix, the task
+
+
+def test_through_the_kits_scripted_model_offline() -> None:
+    with FakeProvider(reply=literal_summary) as provider:
+        client = openai.OpenAI(base_url=provider.openai_url, api_key="test", max_retries=0)
+
+        def summarize(dropped: List[Message]) -> str:
+            prompt = [
+                {"role": "system", "content": "Summarize; keep every identifier verbatim."},
+                *dropped,
+                {"role": "user", "content": "Summarize the conversation above."},
+            ]
+            reply = client.chat.completions.create(model="gpt-4o", messages=prompt)
+            return reply.choices[0].message.content or ""
+
+        report = retention_check(summarize, rounds=2)
+
+    assert report.kept == 11, str(report)
+    assert len(provider.requests) == 2
+    assert report.summary is not None
+    assert "## Identifiers, paths, URLs, numbers and names" in report.summary
+
+
+def test_bad_arguments_and_an_async_summarizer_are_refused() -> None:
+    async def summarize(dropped: List[Message]) -> str:
+        return "never awaited"
+
+    with pytest.raises(TypeError, match="sync summarizer"):
+        retention_check(summarize)
+    with pytest.raises(TypeError, match="summarize"):
+        retention_check("summary")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="turns must be at least 7"):
+        retention_check(lambda d: "", turns=3)
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        retention_check(lambda d: "", rounds=0)
