@@ -183,7 +183,7 @@ class GeminiFormat(WireFormat):
 
     def carries(self, view: View) -> bool:
         """Whether ``view``'s parts hold a function call or response."""
-        return any(
+        return "parts" in view and any(
             _field(p, CALL_KEYS)[1] is not None or _field(p, RESPONSE_KEYS)[1] is not None
             for p in parts(view)
         )
