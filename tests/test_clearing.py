@@ -881,3 +881,52 @@ def test_the_results_of_a_pinned_group_are_never_cleared() -> None:
     assert pinned.messages[2] is messages[2]
     with pytest.raises(TypeError, match="'pin' must be"):
         clear_tool_results(messages, max_tokens=budget, pin="call_0")  # type: ignore[arg-type]
+
+
+def answers(call_id: str) -> Any:
+    """A pin accepting the message that holds the result of ``call_id``, in any format."""
+
+    def pin(message: Any) -> bool:
+        if message.get("call_id") == call_id and message.get("type") != "function_call":
+            return True
+        content = message.get("content")
+        return isinstance(content, list) and any(
+            b.get("tool_use_id") == call_id for b in content if isinstance(b, dict)
+        )
+
+    return pin
+
+
+def test_the_thinking_of_a_pinned_group_is_never_cleared() -> None:
+    messages = claude_turns(3)
+    assert [c.index for c in clear_thinking(messages).cleared] == [1, 3, 5, 7]
+    # The first tool exchange (the thinking call and its result) is one group: pinning the
+    # result keeps the call's thinking, and the rest is cleared as before.
+    pinned = clear_thinking(messages, pin=answers("toolu_0"))
+    assert [c.index for c in pinned.cleared] == [3, 5, 7]
+    assert pinned.messages[1] is messages[1]
+    assert pinned.messages[2] is messages[2]
+    assert pinned.tokens_after == total(pinned.messages)
+    # With a budget, the pinned thinking is passed over, not what stops the clearing.
+    budgeted = clear_thinking(messages, max_tokens=10, pin=answers("toolu_0"))
+    assert [c.index for c in budgeted.cleared] == [3, 5, 7]
+    assert not budgeted.fits
+    with pytest.raises(TypeError, match="'pin' must be"):
+        clear_thinking(messages, pin="toolu_0")  # type: ignore[arg-type]
+
+
+def test_a_pinned_groups_reasoning_item_stays_in_the_list() -> None:
+    without_ids = {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"}
+    messages = [
+        {"role": "user", "content": "First?"},
+        reasoning_item("rs_1"),
+        without_ids,
+        output_item("function_call", "c1"),
+        {"role": "user", "content": "Second?"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    assert [c.index for c in clear_thinking(messages, keep_turns=0).cleared] == [1]
+    pinned = clear_thinking(messages, keep_turns=0, pin=answers("c1"))
+    assert pinned.cleared == []
+    assert all(m is o for m, o in zip(pinned.messages, messages))
+    assert len(pinned.messages) == len(messages)
