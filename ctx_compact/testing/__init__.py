@@ -24,6 +24,8 @@ With pytest, the plugin this package registers offers the same as fixtures:
 ``fake_async_gemini`` and ``fake_bedrock`` (clients already pointed at it).
 ``gemini.validate_contents`` and ``bedrock.validate_messages`` give the
 ``Problem``s those providers would reject, for property tests.
+``large_tool_output(tokens)`` is what a test's tool returns to play an output larger than
+the context (a log, a page), with recognisable first and last lines.
 ``python -m ctx_compact.testing`` serves it in the foreground for scripts.
 
 Standard library only; the SDK clients are the caller's own.
@@ -32,6 +34,14 @@ Standard library only; the SDK clients are the caller's own.
 from __future__ import annotations
 
 from ._api import Problem, count_tokens
+from ._outputs import large_tool_output
 from ._server import FakeProvider, RecordedRequest, main
 
-__all__ = ["FakeProvider", "Problem", "RecordedRequest", "count_tokens", "main"]
+__all__ = [
+    "FakeProvider",
+    "Problem",
+    "RecordedRequest",
+    "count_tokens",
+    "large_tool_output",
+    "main",
+]
