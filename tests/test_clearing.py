@@ -930,3 +930,28 @@ def test_a_pinned_groups_reasoning_item_stays_in_the_list() -> None:
     assert pinned.cleared == []
     assert all(m is o for m, o in zip(pinned.messages, messages))
     assert len(pinned.messages) == len(messages)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.one_of(anthropic_conversations(), responses_conversations()),
+    st.integers(0, 2),
+    st.sets(st.integers(0, 20), max_size=3),
+)
+def test_pinned_groups_keep_their_thinking_and_the_rest_is_cleared_as_before(
+    messages: List[Message], keep_turns: int, chosen: Any
+) -> None:
+    pinned = [m for i, m in enumerate(messages) if i in chosen]
+    result = clear_thinking(messages, keep_turns=keep_turns, pin=lambda m: m in pinned)
+    bounds = group_bounds(message_views(messages))
+    held = {
+        i
+        for start, stop in zip(bounds, bounds[1:])
+        if any(m in pinned for m in messages[start:stop])
+        for i in range(start, stop)
+    }
+    assert all(c.index not in held for c in result.cleared)
+    assert all(any(m is o for o in result.messages) for i, m in enumerate(messages) if i in held)
+    # Without a budget, the others' thinking is cleared exactly as with no pins.
+    unpinned = clear_thinking(messages, keep_turns=keep_turns)
+    assert result.cleared == [c for c in unpinned.cleared if c.index not in held]
