@@ -471,7 +471,7 @@ def _cleared(
     options: Any, messages: object, count_tokens: Any, pin: Optional[Pin] = None, **limits: Any
 ) -> ClearResult[Any]:
     """``options.apply`` to the checked messages, counted once: a ``clear_*`` function's result
-    (the results in a group ``pin`` holds are protected)."""
+    (the results and thinking in a group ``pin`` holds are protected)."""
     msgs = check_messages(messages)
     views = message_views(msgs)
     counts = count_all(views, count_tokens)
@@ -560,9 +560,11 @@ class ThinkingClearing:
         *,
         max_tokens: Optional[float],
         count_tokens: Optional[CountTokens],
+        protected: Iterable[int] = (),
     ) -> Tuple[ClearResult[ClearedThinking], List[int]]:
         """Clear the thinking of earlier turns, as ``ToolResultClearing.apply`` clears results;
-        ``max_tokens``: stop once the total fits (``None`` clears all that may be).
+        ``max_tokens``: stop once the total fits (``None`` clears all that may be). The
+        thinking of the ``protected`` messages (pinned ones) is never cleared.
 
         Returns:
             The result and the token count of each message of ``result.messages``
@@ -574,9 +576,12 @@ class ThinkingClearing:
         cleared: List[ClearedThinking] = []
         editor = Editor(messages, views)
         removed: Set[int] = set()
+        shielded = set(protected)
         for i, item in _find_thinking(views, self.keep_turns) if total > goal else ():
             if total <= goal:
                 break
+            if i in shielded:  # still a turn with thinking for keep_turns; only not cleared
+                continue
             change, done = _clear_one(editor, i, item, counts, count_tokens, removed)
             total += change
             cleared.extend(done)
@@ -591,6 +596,8 @@ class ThinkingClearing:
     max_tokens="When given, clear oldest first only until the total fits it (nothing when it "
     "already fits: cleared thinking changes the prompt's prefix and so the provider's prompt "
     "cache). ``None``, the default, clears everything that may be cleared.",
+    pin="``None``, or a predicate ``(message) -> bool``: the thinking in the group of a "
+    "message it accepts is never cleared (as ``compact`` never drops it).",
 )
 def clear_thinking(
     messages: Sequence[Any],
@@ -598,6 +605,7 @@ def clear_thinking(
     keep_turns: int = KEEP_TURNS,
     max_tokens: Optional[float] = None,
     count_tokens: Optional[CountTokens] = None,
+    pin: Optional[Pin] = None,
 ) -> ClearResult[ClearedThinking]:
     """Remove the thinking of earlier turns, in every format that carries it.
 
@@ -618,7 +626,7 @@ def clear_thinking(
 
     Raises:
         TypeError: ``keep_turns`` is not an int, ``max_tokens`` is given and is not
-            a finite positive number, ``count_tokens`` is not callable, or
+            a finite positive number, ``count_tokens`` or ``pin`` is not callable, or
             ``messages`` is not a sequence.
         ValueError: ``keep_turns`` is negative.
         InvalidMessageError: A message is malformed or cannot be counted; the
@@ -627,4 +635,5 @@ def clear_thinking(
     budget = None if max_tokens is None else check_max_tokens(max_tokens)
     check_callable(count_tokens, "count_tokens")
     options = ThinkingClearing.checked(keep_turns=keep_turns)
-    return _cleared(options, messages, count_tokens, max_tokens=budget)
+    check_callable(pin, "pin")
+    return _cleared(options, messages, count_tokens, pin, max_tokens=budget)

@@ -94,8 +94,8 @@ def _cleared(
     target: Optional[float],
 ) -> Cleared:
     """Clear old thinking, then old tool results, until the messages fit ``budget``; then cut
-    every result over its cap (``truncate_tool_results``); the pinned groups' results
-    are neither cleared nor cut.
+    every result over its cap (``truncate_tool_results``); the pinned groups' thinking is not
+    cleared, nor their results cleared or cut.
 
     ``counter`` counts the copies clearing edits (the call's, ``CallRun.counter``).
 
@@ -111,7 +111,12 @@ def _cleared(
     counts = [pre[i + 1] - pre[i] for i in range(len(messages))]
     if options.clear_thinking is not None:
         done, counts = options.clear_thinking.apply(
-            messages, message_views(messages), counts, max_tokens=budget, count_tokens=counter
+            messages,
+            message_views(messages),
+            counts,
+            max_tokens=budget,
+            count_tokens=counter,
+            protected=pinned,
         )
         if done.cleared:
             cleared = _thinking_cleared(cleared, done.messages, tuple(done.cleared))

@@ -881,3 +881,77 @@ def test_the_results_of_a_pinned_group_are_never_cleared() -> None:
     assert pinned.messages[2] is messages[2]
     with pytest.raises(TypeError, match="'pin' must be"):
         clear_tool_results(messages, max_tokens=budget, pin="call_0")  # type: ignore[arg-type]
+
+
+def answers(call_id: str) -> Any:
+    """A pin accepting the message that holds the result of ``call_id``, in any format."""
+
+    def pin(message: Any) -> bool:
+        if message.get("call_id") == call_id and message.get("type") != "function_call":
+            return True
+        content = message.get("content")
+        return isinstance(content, list) and any(
+            b.get("tool_use_id") == call_id for b in content if isinstance(b, dict)
+        )
+
+    return pin
+
+
+def test_the_thinking_of_a_pinned_group_is_never_cleared() -> None:
+    messages = claude_turns(3)
+    assert [c.index for c in clear_thinking(messages).cleared] == [1, 3, 5, 7]
+    # The first tool exchange (the thinking call and its result) is one group: pinning the
+    # result keeps the call's thinking, and the rest is cleared as before.
+    pinned = clear_thinking(messages, pin=answers("toolu_0"))
+    assert [c.index for c in pinned.cleared] == [3, 5, 7]
+    assert pinned.messages[1] is messages[1]
+    assert pinned.messages[2] is messages[2]
+    assert pinned.tokens_after == total(pinned.messages)
+    # With a budget, the pinned thinking is passed over, not what stops the clearing.
+    budgeted = clear_thinking(messages, max_tokens=10, pin=answers("toolu_0"))
+    assert [c.index for c in budgeted.cleared] == [3, 5, 7]
+    assert not budgeted.fits
+    with pytest.raises(TypeError, match="'pin' must be"):
+        clear_thinking(messages, pin="toolu_0")  # type: ignore[arg-type]
+
+
+def test_a_pinned_groups_reasoning_item_stays_in_the_list() -> None:
+    without_ids = {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"}
+    messages = [
+        {"role": "user", "content": "First?"},
+        reasoning_item("rs_1"),
+        without_ids,
+        output_item("function_call", "c1"),
+        {"role": "user", "content": "Second?"},
+        {"role": "assistant", "content": "Done."},
+    ]
+    assert [c.index for c in clear_thinking(messages, keep_turns=0).cleared] == [1]
+    pinned = clear_thinking(messages, keep_turns=0, pin=answers("c1"))
+    assert pinned.cleared == []
+    assert all(m is o for m, o in zip(pinned.messages, messages))
+    assert len(pinned.messages) == len(messages)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.one_of(anthropic_conversations(), responses_conversations()),
+    st.integers(0, 2),
+    st.sets(st.integers(0, 20), max_size=3),
+)
+def test_pinned_groups_keep_their_thinking_and_the_rest_is_cleared_as_before(
+    messages: List[Message], keep_turns: int, chosen: Any
+) -> None:
+    pinned = [m for i, m in enumerate(messages) if i in chosen]
+    result = clear_thinking(messages, keep_turns=keep_turns, pin=lambda m: m in pinned)
+    bounds = group_bounds(message_views(messages))
+    held = {
+        i
+        for start, stop in zip(bounds, bounds[1:])
+        if any(m in pinned for m in messages[start:stop])
+        for i in range(start, stop)
+    }
+    assert all(c.index not in held for c in result.cleared)
+    assert all(any(m is o for o in result.messages) for i, m in enumerate(messages) if i in held)
+    # Without a budget, the others' thinking is cleared exactly as with no pins.
+    unpinned = clear_thinking(messages, keep_turns=keep_turns)
+    assert result.cleared == [c for c in unpinned.cleared if c.index not in held]

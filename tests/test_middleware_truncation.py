@@ -154,6 +154,41 @@ def test_a_pinned_message_stays_and_its_results_are_never_cleared_or_cut() -> No
     assert check_pairing(sent) == []
 
 
+def test_a_pinned_groups_thinking_is_never_cleared() -> None:
+    events: List[CompactionEvent] = []
+    messages: List[Message] = [{"role": "user", "content": "TASK: find the slow worker."}]
+    for n in range(4):
+        thought = {"type": "thinking", "thinking": f"Worker {n}? " * 40, "signature": "sig"}
+        use = {"type": "tool_use", "id": f"tu{n}", "name": "logs", "input": {}}
+        result = {"type": "tool_result", "tool_use_id": f"tu{n}", "content": f"worker {n} ok"}
+        messages.append({"role": "assistant", "content": [thought, use]})
+        messages.append({"role": "user", "content": [result]})
+        messages.append({"role": "assistant", "content": f"Worker {n} is fine."})
+        messages.append({"role": "user", "content": f"And worker {n + 1}?"})
+    pinned_result = messages[6]  # the second exchange: its call, with thinking, is at 5
+
+    def pin(message: Any) -> bool:
+        return message is pinned_result
+
+    whole = sum(estimate_tokens(m) for m in messages)
+    call = budgeted(max_tokens=whole - 150, clear_thinking=True, pin=pin, on_compact=events.append)(
+        lambda messages: messages
+    )
+    sent = call(messages)
+    [event] = events
+    assert event.fits
+    assert event.dropped == ()
+    # Oldest first, the pinned group's thinking passed over.
+    assert [c.index for c in event.cleared_thinking] == [1, 9]
+    assert sent[5] is messages[5]
+    assert sent[6] is messages[6]
+    unpinned: List[CompactionEvent] = []
+    budgeted(max_tokens=whole - 150, clear_thinking=True, on_compact=unpinned.append)(
+        lambda messages: messages
+    )(messages)
+    assert [c.index for c in unpinned[0].cleared_thinking] == [1, 5]
+
+
 def test_pin_must_be_callable() -> None:
     with pytest.raises(TypeError, match="'pin' must be"):
         budgeted(max_tokens=100, pin="TASK")(lambda messages: messages)

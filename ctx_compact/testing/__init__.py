@@ -24,6 +24,8 @@ With pytest, the plugin this package registers offers the same as fixtures:
 ``fake_async_gemini`` and ``fake_bedrock`` (clients already pointed at it).
 ``gemini.validate_contents`` and ``bedrock.validate_messages`` give the
 ``Problem``s those providers would reject, for property tests.
+``large_tool_output(tokens)`` is what a test's tool returns to play an output larger than
+the context (a log, a page), with recognisable first and last lines.
 ``python -m ctx_compact.testing`` serves it in the foreground for scripts.
 ``retention_check`` measures what a summarizer keeps of the facts an agent needs;
 ``literal_summary`` scripts a model that follows a summarizing prompt literally.
@@ -34,6 +36,7 @@ Standard library only; the SDK clients are the caller's own.
 from __future__ import annotations
 
 from ._api import Problem, count_tokens
+from ._outputs import large_tool_output
 from ._retention import (
     Fact,
     FactCheck,
@@ -52,6 +55,7 @@ __all__ = [
     "RecordedRequest",
     "RetentionReport",
     "count_tokens",
+    "large_tool_output",
     "literal_summary",
     "main",
     "planted_history",
