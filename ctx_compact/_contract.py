@@ -7,6 +7,7 @@ names have one path, ``ctx_compact``; nothing in the core imports this module's 
 
 from __future__ import annotations
 
+from ._breakdown import tally
 from ._checks import (
     check_callable,
     check_flag,
@@ -81,6 +82,7 @@ __all__ = [
     "prepare",
     "sdk_dump",
     "step",
+    "tally",
     "tokens_of_units",
     "utf16_length",
 ]

@@ -10,8 +10,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tup
 from anyio import to_thread
 
 from ctx_compact import Breakdown, PairingError, PairingProblem
-from ctx_compact._breakdown import tally
-from ctx_compact._contract import CountTokens, group_bounds, message_views, must
+from ctx_compact._contract import CountTokens, group_bounds, message_views, must, tally
 
 from ._callables import Beside, is_async_callable
 
