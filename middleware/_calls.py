@@ -39,7 +39,7 @@ from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
 from ._observe import Pending, observe, primed
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
-from ._state import ExclusiveCall, SessionState, active_states
+from ._state import ExclusiveCall, SessionState, SummarizerCall, active_states
 from ._summaries import Step, Summaries, Summarize, Visit
 from ._usage import with_response
 
@@ -302,7 +302,8 @@ class Interceptor:
                     self._report(step.event, step.states)
                 else:
                     function, given, _ = self._summaries().task(step)
-                    steps.reply = function(*given)
+                    with SummarizerCall():
+                        steps.reply = function(*given)
         return steps.result
 
     async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -331,13 +332,15 @@ class Interceptor:
                 else:
                     # A store that may block or a sync summarizer (often an LLM call)
                     # runs on a worker thread; an async summarizer is awaited.
+                    # Its model call passes through the sessions' interceptions.
                     function, given, blocking = self._summaries().task(step)
-                    if blocking:
-                        reply = await anyio.to_thread.run_sync(function, *given)
-                    else:
-                        reply = function(*given)
-                    if isinstance(step, Summarize) and inspect.isawaitable(reply):
-                        reply = await reply
+                    with SummarizerCall():
+                        if blocking:
+                            reply = await anyio.to_thread.run_sync(function, *given)
+                        else:
+                            reply = function(*given)
+                        if isinstance(step, Summarize) and inspect.isawaitable(reply):
+                            reply = await reply
                     steps.reply = reply
         return steps.result
 

@@ -5,8 +5,9 @@ activation, the events and figures it records, its calibration and the
 interceptions it holds. The call path reaches the active
 states through ``active_states()``, a context variable, so that tasks started
 inside a session and worker threads started through anyio (which copy the
-context) see it, and other tasks and threads do not. A second context variable
-says whether an intercepted callee is running (``inside_exclusive_call``).
+context) see it, and other tasks and threads do not. Two more context variables
+say whether an intercepted callee is running (``inside_exclusive_call``) and
+whether a summarizer is (``inside_summarizer``).
 """
 
 from __future__ import annotations
@@ -241,3 +242,26 @@ class ExclusiveCall:
 
     def __exit__(self, *exc: object) -> None:
         _exclusive_call.reset(self._token)
+
+
+# Set while a summarizer runs, so that the model call it makes through an
+# intercepted client passes through: it is neither compacted nor reported as a
+# call of the user's.
+_summarizer_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "ctx_compact_summarizer_call", default=False
+)
+
+
+def inside_summarizer() -> bool:
+    """Whether the current context is inside a summarizer's work."""
+    return _summarizer_call.get()
+
+
+class SummarizerCall:
+    """``with SummarizerCall():`` the block is a summarizer's work."""
+
+    def __enter__(self) -> None:
+        self._token = _summarizer_call.set(True)
+
+    def __exit__(self, *exc: object) -> None:
+        _summarizer_call.reset(self._token)
