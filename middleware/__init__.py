@@ -16,6 +16,7 @@ from ._otel import trace_compaction
 from ._session import CompactingSession
 from ._state import SessionStats
 from ._store import RedisStore, SQLiteStore, SummaryStore
+from ._summarizer import llm_summarizer
 from ._usage import provider_prompt_tokens
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "SummaryStore",
     "UnpairedMessagesError",
     "budgeted",
+    "llm_summarizer",
     "log_compaction",
     "provider_prompt_tokens",
     "trace_compaction",
