@@ -234,7 +234,7 @@ class Interceptor:
         try:
             while True:
                 given = run.summary_input(covered)
-                summary, error = yield from summaries.flow(*given, visit)
+                summary, error = yield from summaries.flow(*given, visit, run.located.request)
                 if summary is None:
                     break
                 # The summary's own tokens may push the cut further: then the summary
