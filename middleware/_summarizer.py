@@ -16,6 +16,7 @@ import contextvars
 import hashlib
 import threading
 import time
+from collections.abc import Mapping
 from operator import attrgetter
 from typing import Any, Awaitable, Callable, Generator, List, Optional, Sequence, Union
 
@@ -60,6 +61,9 @@ DEFAULT_MAX_SUMMARY_TOKENS = 2_000
 DEFAULT_MAX_INPUT_TOKENS = 32_000
 DEFAULT_TIMEOUT = 60.0
 
+# Seconds a request's own timeout leaves beyond the summarizer's deadline, so that the
+# deadline ends the work first and says so, rather than the client's timeout error.
+_GRACE = 1.0
 # The least room a request must leave for the previous summary and the messages.
 _MIN_ROOM = 256
 _CUT = "\n[... {} characters cut to fit the summarizer's input ...]"
@@ -170,29 +174,49 @@ def _text(value: object, source: str) -> str:
 
 
 def _ask(
-    client: Any, found: Optional[SummaryClient], model: Optional[str], max_summary: int
-) -> Callable[[Prompt, Optional[float]], Any]:
-    """How one prompt is sent: ``(prompt, seconds left) -> text`` (or its awaitable)."""
+    client: Any, found: Optional[SummaryClient], max_summary: int
+) -> Callable[[Prompt, Optional[float], Optional[str]], Any]:
+    """How one prompt is sent: ``(prompt, seconds left, model) -> text`` (or its awaitable)."""
     if found is None:
-        return lambda prompt, _left: client(prompt)
+        return lambda prompt, _left, _model: client(prompt)
     api = found.api
-    assert model is not None
     method = attrgetter(api.method)(client)
     if found.is_async:
 
-        async def asend(prompt: Prompt, left: Optional[float]) -> str:
+        async def asend(prompt: Prompt, left: Optional[float], model: Optional[str]) -> str:
+            assert model is not None
             return api.text(await method(**api.request(model, prompt, max_summary, left)))
 
         return asend
-    return lambda prompt, left: api.text(method(**api.request(model, prompt, max_summary, left)))
+
+    def send(prompt: Prompt, left: Optional[float], model: Optional[str]) -> str:
+        assert model is not None
+        return api.text(method(**api.request(model, prompt, max_summary, left)))
+
+    return send
+
+
+def _model(
+    given: Optional[str], found: Optional[SummaryClient], request: Optional[Mapping[str, Any]]
+) -> Optional[str]:
+    """The model to summarize with: the one given, else the one of the call being compacted."""
+    if found is None or given is not None:
+        return given
+    named = request.get("model") if isinstance(request, Mapping) else None
+    if not isinstance(named, str):
+        raise ValueError(
+            "the call being compacted names no model the summarizer can see (a decorated "
+            "function's model is inside it); give llm_summarizer a model="
+        )
+    return named
 
 
 def _in_thread(work: Callable[[], str], timeout: Optional[float]) -> str:
     """``work()`` on a thread of its own, waited for at most ``timeout`` seconds.
 
     A sync client cannot be interrupted: past the timeout the call goes on without
-    its summary, and the thread ends on its own (the requests' own timeouts are
-    the seconds that were left).
+    its summary, and the thread ends on its own (each request's own timeout is the
+    seconds that were left, and ``_GRACE``).
     """
     if timeout is None:
         return work()
@@ -256,9 +280,13 @@ def llm_summarizer(
             client, or any callable (sync or async) that takes the prompt
             messages (a ``{"role": "system", ...}`` message, then one
             ``{"role": "user", ...}`` message) and returns the model's text.
-        model: The model that writes the summaries; required for an SDK client
-            (summarizing with the model of the call being compacted is not
-            offered yet). Not taken with a plain callable, which picks its own.
+        model: The model that writes the summaries. ``None`` (the default) uses
+            the model of the call being compacted, where the summarizer can see
+            it: a call through a session's interception, or a bound
+            ``budgeted(...)(client.chat.completions.create)``; a decorated
+            function's model is inside its body, so there give ``model=`` (else
+            each summary fails, named in ``summary_error``). Not taken with a
+            plain callable, which picks its own.
         instructions: The system prompt, replacing ``DEFAULT_INSTRUCTIONS`` (its
             sections: the goal and standing instructions, decisions, identifiers
             verbatim, tool results, errors, open tasks and the latest request).
@@ -273,12 +301,12 @@ def llm_summarizer(
             not the call (the event's ``summary_error``).
 
     Returns:
-        ``summarize(dropped, *, previous=None) -> str``, or a coroutine function
-        of that shape for an async client.
+        ``summarize(dropped, *, previous=None, request=None) -> str``, or a
+        coroutine function of that shape for an async client.
 
     Raises:
-        TypeError: ``client`` is neither a supported client nor callable, an SDK
-            client has no ``model``, or an option has the wrong type.
+        TypeError: ``client`` is neither a supported client nor callable, or an
+            option has the wrong type.
         ValueError: An option's value is out of range, ``model`` is given with a
             plain callable, or ``max_input_tokens`` leaves too little room beside
             the instructions.
@@ -290,8 +318,8 @@ def llm_summarizer(
             f"a client ({', '.join(SUMMARY_CLIENTS)}) or a callable",
             client,
         )
-    if found is not None and not isinstance(model, str):
-        raise must("model", f"the model's name for a {type(client).__name__} client", model)
+    if model is not None and not isinstance(model, str):
+        raise must("model", "a model's name or None", model)
     if found is None and model is not None:
         raise must(
             "model", "None with a plain callable (it picks its own model)", model, ValueError
@@ -308,18 +336,26 @@ def llm_summarizer(
         if not timeout > 0:
             raise must("timeout", "positive", timeout, ValueError)
     settings = _Settings(instructions, max_summary, max_input)
-    ask = _ask(client, found, model, max_summary)
+    ask = _ask(client, found, max_summary)
     source = f"{type(client).__name__} summarizer" if found is not None else repr(client)
 
     if found.is_async if found is not None else is_async_callable(client):
 
-        async def asummarize(dropped: List[Any], *, previous: Optional[str] = None) -> str:
+        async def asummarize(
+            dropped: List[Any],
+            *,
+            previous: Optional[str] = None,
+            request: Optional[Mapping[str, Any]] = None,
+        ) -> str:
+            chosen = _model(model, found, request)
             with SummarizerCall(), anyio.fail_after(timeout) as scope:
                 rounds = settings.rounds(dropped, previous)
                 prompt = next(rounds)
                 while True:
-                    left = max(scope.deadline - anyio.current_time(), 0.0)
-                    text = _text(await ask(prompt, None if timeout is None else left), source)
+                    left = (
+                        None if timeout is None else scope.deadline - anyio.current_time() + _GRACE
+                    )
+                    text = _text(await ask(prompt, left, chosen), source)
                     try:
                         prompt = rounds.send(text)
                     except StopIteration as done:
@@ -328,21 +364,32 @@ def llm_summarizer(
         summarize: Callable[..., Any] = asummarize
     else:
 
-        def work(dropped: List[Any], previous: Optional[str], deadline: Optional[float]) -> str:
+        def work(
+            dropped: List[Any],
+            previous: Optional[str],
+            chosen: Optional[str],
+            deadline: Optional[float],
+        ) -> str:
             rounds = settings.rounds(dropped, previous)
             prompt = next(rounds)
             while True:
-                left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-                text = _text(ask(prompt, left), source)
+                left = None if deadline is None else deadline - time.monotonic() + _GRACE
+                text = _text(ask(prompt, left, chosen), source)
                 try:
                     prompt = rounds.send(text)
                 except StopIteration as done:
                     return str(done.value)
 
-        def summarize_(dropped: List[Any], *, previous: Optional[str] = None) -> str:
+        def summarize_(
+            dropped: List[Any],
+            *,
+            previous: Optional[str] = None,
+            request: Optional[Mapping[str, Any]] = None,
+        ) -> str:
+            chosen = _model(model, found, request)
             with SummarizerCall():
                 deadline = None if timeout is None else time.monotonic() + timeout
-                return _in_thread(lambda: work(dropped, previous, deadline), timeout)
+                return _in_thread(lambda: work(dropped, previous, chosen, deadline), timeout)
 
         summarize = summarize_
     name = _identity(client, found, model, instructions, max_summary, max_input)

@@ -151,10 +151,14 @@ def client(sdk: Sdk, server: FakeProvider) -> Iterator[Any]:
         yield made
 
 
+def is_summarization(request: RecordedRequest) -> bool:
+    return "<messages>\\n" in json.dumps(request.body, ensure_ascii=False)
+
+
 def summarizing(sdk: Sdk, server: FakeProvider) -> Tuple[List[RecordedRequest], RecordedRequest]:
-    """The summarization requests the server received, and the user's last request."""
-    requests = [r for r in server.requests if r.body["model"] == SUMMARY_MODEL]
-    (user,) = [r for r in server.requests if r.body["model"] == MODEL]
+    """The summarization requests the server received, and the user's one request."""
+    requests = [r for r in server.requests if is_summarization(r)]
+    (user,) = [r for r in server.requests if not is_summarization(r)]
     return requests, user
 
 
@@ -325,9 +329,47 @@ def test_a_failing_client_costs_only_the_summary(
     assert user.body["messages"] == [json.loads(json.dumps(m)) for m in event.messages]
 
 
-def test_an_sdk_client_needs_a_model(client: Any) -> None:
-    with pytest.raises(TypeError, match="'model' must be the model's name for a"):
-        llm_summarizer(client)
+@pytest.mark.parametrize("how", ["intercepted", "bound"])
+def test_without_a_model_it_summarizes_with_the_model_of_the_call(
+    sdk: Sdk, server: FakeProvider, client: Any, how: str
+) -> None:
+    events: List[CompactionEvent] = []
+    options: Dict[str, Any] = {
+        "max_tokens": sdk.budget,
+        "summarize": llm_summarizer(client),
+        "on_compact": events.append,
+    }
+    if how == "intercepted":
+        with CompactingSession(intercept=sdk.name, **options):
+            sdk.create(client, sdk.history())
+    else:
+        method = client.chat.completions if sdk.name == "openai" else client.messages
+        budgeted(**options)(method.create)(
+            model=MODEL,
+            messages=sdk.history(),
+            **({} if sdk.name == "openai" else {"max_tokens": 9}),
+        )
+
+    (request,), user = summarizing(sdk, server)
+    assert request.body["model"] == user.body["model"] == MODEL
+    assert_summary_sent(sdk, events[0], user)
+
+
+def test_without_a_model_a_decorated_function_costs_the_summary_saying_why(
+    sdk: Sdk, server: FakeProvider, client: Any
+) -> None:
+    events: List[CompactionEvent] = []
+    ask = budgeted(
+        max_tokens=sdk.budget, summarize=llm_summarizer(client), on_compact=events.append
+    )(lambda messages: sdk.create(client, messages))
+    ask(sdk.history())
+
+    (event,) = events
+    assert event.summary is None
+    assert (event.summary_error or "").startswith(
+        "ValueError: the call being compacted names no model the summarizer can see"
+    )
+    assert len(server.requests) == 1  # the user's only
 
 
 # --- async clients -------------------------------------------------------------------------
