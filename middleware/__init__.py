@@ -17,6 +17,7 @@ from ._session import CompactingSession
 from ._state import SessionStats
 from ._store import RedisStore, SQLiteStore, SummaryStore
 from ._summarizer import llm_summarizer
+from ._summary_usage import SummaryUsage
 from ._usage import provider_prompt_tokens
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "SQLiteStore",
     "SessionStats",
     "SummaryStore",
+    "SummaryUsage",
     "UnpairedMessagesError",
     "budgeted",
     "llm_summarizer",

@@ -13,6 +13,7 @@ from ctx_compact import PairingError, PairingProblem
 from ctx_compact._contract import must
 
 from ._callables import is_async_callable
+from ._summary_usage import SummaryUsage
 
 logger = logging.getLogger("ctx_compact.middleware")
 
@@ -75,6 +76,8 @@ class CompactionEvent:
         summary_error: With ``summarize=``, why the summarizer failed, or ``None``.
         repairs: With ``validate="repair"``, the ``RepairChange``s made.
         store_error: With ``summarize=``, what went wrong with the store, or ``None``.
+        summary_usage: With a summarizer that reports it (``llm_summarizer``), the
+            ``SummaryUsage`` of its model calls in this call; ``None`` when none was made.
     """
 
     function: str
@@ -98,6 +101,7 @@ class CompactionEvent:
     summary_error: Optional[str] = None
     repairs: Tuple[Any, ...] = ()
     store_error: Optional[str] = None
+    summary_usage: Optional[SummaryUsage] = None
 
     def __repr__(self) -> str:
         return f"<CompactionEvent {_SUMMARY % _summary_args(self)}>"

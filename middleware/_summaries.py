@@ -35,6 +35,7 @@ from ctx_compact._contract import check_summary
 from ._callables import is_async_callable, qualified_name
 from ._prefix import _digests
 from ._store import MemoryStore, SummaryStore, store_timeout
+from ._summary_usage import UsageSink
 
 logger = logging.getLogger("ctx_compact.middleware")
 
@@ -54,12 +55,14 @@ class Summarize(NamedTuple):
     """Call the summarizer; the reply is what it returned (awaited on async paths).
 
     ``request`` is what the call being compacted sends beside its messages
-    (``Located.request``), for a summarizer that takes it.
+    (``Located.request``), for a summarizer that takes it; ``usage`` counts what
+    the summarizer's model calls report (``_state.SummarizerCall``).
     """
 
     dropped: List[Any]
     previous: Optional[str]
     request: Optional[Mapping[str, Any]] = None
+    usage: Optional[UsageSink] = None
 
 
 class Keep(NamedTuple):
@@ -213,6 +216,7 @@ class Summaries:
         boundaries: Sequence[int],
         visit: Visit,
         request: Optional[Mapping[str, Any]] = None,
+        usage: Optional[UsageSink] = None,
     ) -> Flow:
         """The summary of the cut after ``prefix``: the stored one, else a new one, stored.
 
@@ -224,6 +228,7 @@ class Summaries:
             visit: The store's part in this call, shared by the call's flows.
             request: What the call sends beside its messages, for a summarizer
                 that takes ``request``.
+            usage: Where the summarizer's usage is counted, shared by the call's flows.
 
         Yields:
             The steps for the shell to carry out, each answered with its reply.
@@ -247,7 +252,7 @@ class Summaries:
                 return stored, None
             since, previous = yield from self._previous(head_end, boundaries, digests, visit)
         try:
-            returned = yield Summarize(prefix[since:], previous, request)
+            returned = yield Summarize(prefix[since:], previous, request, usage)
         except Exception as exc:
             logger.warning(
                 "%s: summarize raised %s; the call goes on without a summary and the next "

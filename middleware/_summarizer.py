@@ -25,7 +25,8 @@ import anyio
 from ctx_compact._contract import compact_json, default_count_tokens, must
 
 from ._callables import is_async_callable, qualified_name
-from ._state import SummarizerCall
+from ._state import SummarizerCall, report_usage
+from ._summary_usage import SummaryUsage
 from .sdks import SUMMARY_CLIENTS, PromptMessages, SummaryClient, summary_client
 
 DEFAULT_INSTRUCTIONS = """\
@@ -176,22 +177,32 @@ def _text(value: object, source: str) -> str:
 def _ask(
     client: Any, found: Optional[SummaryClient], max_summary: int
 ) -> Callable[[Prompt, Optional[float], Optional[str]], Any]:
-    """How one prompt is sent: ``(prompt, seconds left, model) -> text`` (or its awaitable)."""
+    """How one prompt is sent: ``(prompt, seconds left, model) -> text`` (or its awaitable).
+
+    An SDK client's usage is reported for the call being summarized (``report_usage``).
+    """
     if found is None:
         return lambda prompt, _left, _model: client(prompt)
     api = found.api
     method = attrgetter(api.method)(client)
+
+    def text(response: Any) -> str:
+        figures = api.usage(response)
+        if figures is not None:
+            report_usage(SummaryUsage(*figures, requests=1))
+        return api.text(response)
+
     if found.is_async:
 
         async def asend(prompt: Prompt, left: Optional[float], model: Optional[str]) -> str:
             assert model is not None
-            return api.text(await method(**api.request(model, prompt, max_summary, left)))
+            return text(await method(**api.request(model, prompt, max_summary, left)))
 
         return asend
 
     def send(prompt: Prompt, left: Optional[float], model: Optional[str]) -> str:
         assert model is not None
-        return api.text(method(**api.request(model, prompt, max_summary, left)))
+        return text(method(**api.request(model, prompt, max_summary, left)))
 
     return send
 

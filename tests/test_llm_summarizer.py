@@ -73,6 +73,7 @@ def test_the_summary_is_the_models_text_and_the_prompt_has_the_default_sections(
     (prompt,) = model.prompts
     assert event.summary == "summary 1"
     assert event.summary_error is None
+    assert event.summary_usage is None  # a plain callable reports none
     assert sent[1] == {"role": "user", "content": "summary 1"}
     system, user = prompt
     assert system == {"role": "system", "content": DEFAULT_INSTRUCTIONS}

@@ -90,6 +90,8 @@ class SummaryApi:
         request: ``(model, prompt, max_tokens, timeout)`` to the call's keyword
             arguments; ``prompt`` is a system message, then one user message.
         text: The reply's text, read off the call's response.
+        usage: The response's input tokens (the cached ones included), cached
+            input tokens and output tokens; ``None`` when it reports none.
     """
 
     clients: FrozenSet[str]
@@ -97,6 +99,7 @@ class SummaryApi:
     method: str
     request: Callable[[str, PromptMessages, int, Optional[float]], Dict[str, Any]]
     text: Callable[[Any], str]
+    usage: Callable[[Any], Optional[Tuple[int, int, int]]]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ system prompt is sent beside the messages and counted, never dropped.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from . import Point, PromptMessages, Route, Sdk, SummaryApi, figures
 
@@ -35,6 +35,16 @@ def _summary_text(response: Any) -> str:
     )
 
 
+def _summary_usage(response: Any) -> Optional[Tuple[int, int, int]]:
+    usage = response.usage
+    if usage is None:
+        return None
+    # input_tokens leaves out the cached parts: added back, as for provider_tokens.
+    read = usage.cache_read_input_tokens or 0
+    written = usage.cache_creation_input_tokens or 0
+    return usage.input_tokens + read + written, read, usage.output_tokens
+
+
 SDK = Sdk(
     name="anthropic",
     points=(
@@ -58,5 +68,6 @@ SDK = Sdk(
         method="messages.create",
         request=_summary_request,
         text=_summary_text,
+        usage=_summary_usage,
     ),
 )

@@ -8,7 +8,7 @@ the class at call time; the body is already plain JSON in ``options.json_data``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from . import Point, PromptMessages, Route, Sdk, SummaryApi, figures
 
@@ -29,6 +29,15 @@ def _summary_request(
 def _summary_text(response: Any) -> str:
     # A refusal or a reply cut at max_completion_tokens before any text holds None.
     return response.choices[0].message.content or ""
+
+
+def _summary_usage(response: Any) -> Optional[Tuple[int, int, int]]:
+    usage = response.usage
+    if usage is None:
+        return None
+    details = usage.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details is not None else 0
+    return usage.prompt_tokens, cached, usage.completion_tokens
 
 
 SDK = Sdk(
@@ -66,5 +75,6 @@ SDK = Sdk(
         method="chat.completions.create",
         request=_summary_request,
         text=_summary_text,
+        usage=_summary_usage,
     ),
 )

@@ -25,13 +25,15 @@ openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
 from ctx_compact import check_pairing, estimate_tokens  # noqa: E402
-from ctx_compact.testing import FakeProvider, RecordedRequest  # noqa: E402
+from ctx_compact.testing import FakeProvider, RecordedRequest, count_tokens  # noqa: E402
 from middleware import (  # noqa: E402
     CompactingSession,
     CompactionEvent,
+    SummaryUsage,
     budgeted,
     llm_summarizer,
 )
+from middleware.sdks import summary_client  # noqa: E402
 
 from ._conversations import (  # noqa: E402
     ANTHROPIC_BUDGET,
@@ -99,6 +101,11 @@ class Sdk:
         """The summarization request's user message."""
         (user,) = [m for m in request.body["messages"] if m["role"] == "user"]
         return str(user["content"])
+
+    def billed(self, request: RecordedRequest) -> int:
+        """The input tokens the provider reports for a text-only request."""
+        system = [request.body["system"]] if self.name == "anthropic" else []
+        return sum(map(count_tokens, [*system, *request.body["messages"]]))
 
     def size(self, request: RecordedRequest) -> int:
         """The request's prompt messages in the library's estimate."""
@@ -266,7 +273,7 @@ def test_an_oversized_input_is_summarized_in_chunks_within_the_bound(
     summarize = llm_summarizer(client, model=SUMMARY_MODEL, max_input_tokens=bound)
     with CompactingSession(
         max_tokens=sdk.budget, intercept=sdk.name, summarize=summarize, on_compact=events.append
-    ):
+    ) as session:
         sdk.create(client, sdk.history())
 
     (event,) = events
@@ -283,6 +290,81 @@ def test_an_oversized_input_is_summarized_in_chunks_within_the_bound(
     assert all(fed.count(text) == 1 for text in texts)
     assert event.summary == f"SUMMARY-{len(requests)}"
     assert event.summary in json.dumps(user.body["messages"])
+    # What every chunk's request cost, as the provider reported it, on the event and in stats.
+    assert event.summary_usage == SummaryUsage(
+        input_tokens=sum(map(sdk.billed, requests)),
+        cached_input_tokens=0,
+        output_tokens=sum(count_tokens(f"SUMMARY-{n}") for n in range(1, len(requests) + 1)),
+        requests=len(requests),
+    )
+    assert session.stats.summary_usage == event.summary_usage
+
+
+def test_a_summary_reused_from_the_store_costs_nothing(
+    sdk: Sdk, server: FakeProvider, client: Any
+) -> None:
+    events: List[CompactionEvent] = []
+    ask = budgeted(
+        max_tokens=sdk.budget,
+        summarize=llm_summarizer(client, model=SUMMARY_MODEL),
+        on_compact=events.append,
+    )(lambda messages: sdk.create(client, messages))
+    with CompactingSession() as session:
+        ask(sdk.history())
+        ask(sdk.history())
+
+    first, again = events
+    assert first.summary == again.summary == "SUMMARY-1"
+    assert first.summary_usage is not None
+    assert first.summary_usage.requests == 1
+    assert again.summary_usage is None
+    assert session.stats.summary_usage == first.summary_usage
+
+
+def test_the_usage_read_counts_the_cached_input(sdk: Sdk, client: Any) -> None:
+    found = summary_client(client)
+    assert found is not None
+    if sdk.name == "openai":
+        response = openai.types.chat.ChatCompletion.model_validate(
+            {
+                "id": "c",
+                "object": "chat.completion",
+                "created": 0,
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "S"},
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": 100,
+                    "completion_tokens": 7,
+                    "total_tokens": 107,
+                    "prompt_tokens_details": {"cached_tokens": 80},
+                },
+            }
+        )
+    else:
+        response = anthropic.types.Message.model_validate(
+            {
+                "id": "m",
+                "type": "message",
+                "role": "assistant",
+                "model": MODEL,
+                "content": [{"type": "text", "text": "S"}],
+                "stop_reason": "end_turn",
+                "usage": {
+                    "input_tokens": 15,
+                    "cache_read_input_tokens": 80,
+                    "cache_creation_input_tokens": 5,
+                    "output_tokens": 7,
+                },
+            }
+        )
+    assert found.api.usage(response) == (100, 80, 7)
+    assert found.api.text(response) == "S"
 
 
 def test_a_slow_model_costs_only_the_summary(
@@ -400,6 +482,10 @@ async def test_an_async_client_makes_an_async_summarizer_a_session_lets_through(
     assert event.summary == f"SUMMARY-{len(requests)}"
     assert event.summary in json.dumps(user.body["messages"])
     assert [e.summary for e in session.events] == [None, event.summary]
+    assert event.summary_usage is not None
+    assert event.summary_usage.requests == len(requests)
+    assert event.summary_usage.input_tokens == sum(map(sdk.billed, requests))
+    assert session.stats.summary_usage == event.summary_usage
 
 
 @pytest.mark.anyio
