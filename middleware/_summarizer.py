@@ -118,8 +118,8 @@ class _Settings:
     def __init__(self, instructions: str, max_summary: int, max_input: int) -> None:
         self.instructions = instructions
         self.max_summary = max_summary
-        # In the library's estimate of the prompt messages.
-        # What every request holds besides the previous summary and the messages.
+        # What every request holds besides the previous summary and the messages, in the
+        # library's estimate of the prompt messages (the bound's unit).
         fixed = sum(map(default_count_tokens, self.prompt("", [])))
         self.room = max_input - fixed
         if self.room < _MIN_ROOM:

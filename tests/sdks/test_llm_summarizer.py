@@ -88,10 +88,10 @@ class Sdk:
     budget: int
     max_tokens_key: str
 
-    def create(self, client: Any, messages: List[Any]) -> Any:
+    def create(self, client: Any, messages: List[Any], **extra: Any) -> Any:
         if self.name == "openai":
-            return client.chat.completions.create(model=MODEL, messages=messages)
-        return client.messages.create(model=MODEL, max_tokens=256, messages=messages)
+            return client.chat.completions.create(model=MODEL, messages=messages, **extra)
+        return client.messages.create(model=MODEL, max_tokens=256, messages=messages, **extra)
 
     def system(self, request: RecordedRequest) -> str:
         body = request.body
@@ -298,6 +298,21 @@ def test_an_oversized_input_is_summarized_in_chunks_within_the_bound(
         requests=len(requests),
     )
     assert session.stats.summary_usage == event.summary_usage
+
+
+def test_a_streamed_call_gets_its_summary_too(sdk: Sdk, server: FakeProvider, client: Any) -> None:
+    summarize = llm_summarizer(client)
+    with CompactingSession(
+        max_tokens=sdk.budget, intercept=sdk.name, summarize=summarize
+    ) as session:
+        chunks = list(sdk.create(client, sdk.history(), stream=True))
+
+    assert chunks
+    (event,) = session.events  # reported once the stream ended
+    (request,), user = summarizing(sdk, server)
+    assert user.body["stream"] is True
+    assert "stream" not in request.body  # the summary itself is one plain request
+    assert_summary_sent(sdk, event, user)
 
 
 def test_a_summary_reused_from_the_store_costs_nothing(
@@ -509,6 +524,25 @@ async def test_a_sync_clients_summarizer_serves_an_async_session(
     (request,), user = summarizing(sdk, server)
     assert_summary_sent(sdk, event, user)
     assert_in_order(dropped_texts(event), sdk.prompt(request))
+
+
+@pytest.mark.anyio
+async def test_an_async_streamed_call_gets_its_summary_too(sdk: Sdk, server: FakeProvider) -> None:
+    events: List[CompactionEvent] = []
+    async with sdk.async_(server.base_url) as client:
+        ask = budgeted(
+            max_tokens=sdk.budget, summarize=llm_summarizer(client), on_compact=events.append
+        )(client.chat.completions.create if sdk.name == "openai" else client.messages.create)
+        extra = {} if sdk.name == "openai" else {"max_tokens": 9}
+        stream = await ask(model=MODEL, messages=sdk.history(), stream=True, **extra)
+        chunks = [chunk async for chunk in stream]
+
+    assert chunks
+    (event,) = events
+    (request,), user = summarizing(sdk, server)
+    assert request.body["model"] == MODEL
+    assert user.body["stream"] is True
+    assert_summary_sent(sdk, event, user)
 
 
 @pytest.mark.anyio
