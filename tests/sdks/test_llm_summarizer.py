@@ -592,3 +592,14 @@ async def test_a_failing_async_client_costs_only_the_summary(
     assert event.summary is None
     assert (event.summary_error or "").startswith("APIConnectionError: ")
     assert len(server.requests) == 1
+
+
+def test_a_subclass_of_a_client_is_that_client() -> None:
+    with openai.AzureOpenAI(
+        api_key="test", api_version="2024-10-21", azure_endpoint="http://127.0.0.1:9"
+    ) as azure:
+        found = summary_client(azure)
+    assert found is not None
+    assert found.api.method == "chat.completions.create"
+    assert not found.is_async
+    assert summary_client(object()) is None
