@@ -22,7 +22,13 @@ from typing import Any, Awaitable, Callable, Generator, List, Optional, Sequence
 
 import anyio
 
-from ctx_compact._contract import compact_json, default_count_tokens, must
+from ctx_compact._contract import (
+    compact_json,
+    default_count_tokens,
+    media_parts,
+    message_views,
+    must,
+)
 
 from ._callables import is_async_callable, qualified_name
 from ._state import SummarizerCall, report_usage
@@ -90,11 +96,27 @@ def _cut(text: str, tokens: int) -> str:
     return text[:keep] + _CUT.format(len(text) - keep)
 
 
+def _at(value: Any, path: Sequence[Any], new: Any) -> Any:
+    """``value`` with what ``path`` leads to replaced by ``new``; copies only along the path."""
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    out: Any = dict(value) if isinstance(value, Mapping) else list(value)
+    out[head] = _at(value[head], rest, new)
+    return out
+
+
 def _rendered(message: Any) -> str:
-    """One dropped message as the summarizer reads it: its JSON, as the estimator writes it."""
+    """One dropped message as the summarizer reads it: its JSON, as the estimator writes it,
+    each image, document or recording in it named instead of sent (its payload would only
+    fill the summarizer's input)."""
     try:
-        return compact_json(message)
-    except (TypeError, ValueError):  # content JSON cannot hold: the summarizer reads its repr
+        (view,) = message_views([message])
+        for media in media_parts(view):
+            named = " ".join(filter(None, (media.mime, media.kind)))
+            view = _at(view, media.path, {"omitted": named})
+        return compact_json(view)
+    except Exception:  # content JSON cannot hold, or no message at all: its repr
         return repr(message)
 
 

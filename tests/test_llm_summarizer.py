@@ -5,6 +5,7 @@ The SDK clients are proved against the local provider in tests/sdks/test_llm_sum
 
 from __future__ import annotations
 
+import base64
 import inspect
 import json
 import threading
@@ -147,6 +148,24 @@ def test_one_message_over_the_bound_is_cut_to_fit() -> None:
     (prompt,) = model.prompts
     assert prompt_tokens(prompt) <= 1000
     assert "characters cut to fit the summarizer's input" in prompt[1]["content"]
+
+
+def test_media_in_the_dropped_messages_is_named_not_sent() -> None:
+    model = Model()
+    payload = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(30_000)).decode()
+    photo = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is in photo-17.png?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + payload}},
+        ],
+    }
+    llm_summarizer(model)([photo, {"role": "assistant", "content": "A cat."}])
+    (prompt,) = model.prompts
+    user = prompt[1]["content"]
+    assert payload[:100] not in user
+    assert '{"type":"text","text":"What is in photo-17.png?"},{"omitted":"image/png image"}' in user
+    assert photo["content"][1]["image_url"]["url"].endswith(payload)  # the caller's, untouched
 
 
 def test_a_long_previous_summary_is_cut_so_the_request_stays_in_bound() -> None:
