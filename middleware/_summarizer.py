@@ -1,6 +1,6 @@
 """``llm_summarizer``: a ready ``summarize=`` that asks a model, through the user's own client.
 
-The work of one summary is written once, as a generator of prompts (``_rounds``):
+The work of one summary is written once, as a generator of prompts (``_Settings.rounds``):
 it renders the dropped messages, packs them into chunks that fit the
 summarizer's input bound, and rolls the summary over the chunks. The sync and
 async summarizers are short loops over it that differ only in how they wait
@@ -299,8 +299,10 @@ def llm_summarizer(
     """A ready summarizer for ``summarize=``: your own model writes the summaries.
 
     It rolls (it takes ``previous``): the previous summary is updated with what
-    was dropped since. The dropped messages are sent as their JSON inside one user
-    message, after a system prompt of ``instructions``; those beyond
+    was dropped since. The dropped messages are sent as their JSON (media named,
+    not sent) inside one user message, after a system prompt of ``instructions``,
+    and what each model call reports of its usage is on the event
+    (``summary_usage``); those beyond
     ``max_input_tokens`` are summarized in chunks, each chunk's summary rolled on
     into the next. A summarizer for a sync client is a plain function and one for
     an async client a coroutine function, so the library runs each the right way.
