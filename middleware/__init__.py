@@ -16,6 +16,8 @@ from ._otel import trace_compaction
 from ._session import CompactingSession
 from ._state import SessionStats
 from ._store import RedisStore, SQLiteStore, SummaryStore
+from ._summarizer import llm_summarizer
+from ._summary_usage import SummaryUsage
 from ._usage import provider_prompt_tokens
 
 __all__ = [
@@ -27,8 +29,10 @@ __all__ = [
     "SQLiteStore",
     "SessionStats",
     "SummaryStore",
+    "SummaryUsage",
     "UnpairedMessagesError",
     "budgeted",
+    "llm_summarizer",
     "log_compaction",
     "provider_prompt_tokens",
     "trace_compaction",

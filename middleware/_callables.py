@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import enum
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ctx_compact._contract import CountTokens
@@ -116,6 +118,9 @@ class Located(NamedTuple):
         recount: What counts the messages compaction makes from ``value`` (a
             summary, a cleared copy), and ``value`` itself without ``counts``;
             ``None``: the options' counter.
+        request: What the call sends beside its messages, as far as the site
+            sees it (an SDK request's body, a call's keyword arguments), for a
+            summarizer that takes ``request``; ``None`` when it cannot say.
     """
 
     value: Any
@@ -124,6 +129,7 @@ class Located(NamedTuple):
     function: Optional[str] = None
     counts: Optional[Sequence[int]] = None
     recount: Optional[CountTokens] = None
+    request: Optional[Mapping[str, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +211,7 @@ class ArgSpec:
         def rebuild(messages: List[Any]) -> Arguments:
             return replace(args, kwargs, name, index, messages)
 
-        return Located(value, rebuild)
+        return Located(value, rebuild, request=MappingProxyType(kwargs))
 
 
 def _parameter(signature: inspect.Signature, name: str) -> Optional[Tuple[Optional[int], bool]]:

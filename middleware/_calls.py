@@ -14,6 +14,7 @@ differ only in how they wait, as tenacity's ``iter()`` and httpx's
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 from typing import (
     Any,
@@ -39,8 +40,9 @@ from ._events import CompactionEvent, Hook, adispatch, dispatch, logger
 from ._observe import Pending, observe, primed
 from ._options import CompactionOptions, check_awaitables
 from ._overflow import overflow_of
-from ._state import ExclusiveCall, SessionState, active_states
+from ._state import ExclusiveCall, SessionState, SummarizerCall, active_states
 from ._summaries import Step, Summaries, Summarize, Visit
+from ._summary_usage import UsageSink
 from ._usage import with_response
 
 
@@ -107,6 +109,17 @@ class _Steps:
     def __exit__(self, kind: Any, failure: Optional[BaseException], traceback: Any) -> bool:
         self.failure = failure
         return failure is not None
+
+
+def _sink(step: Step) -> Optional[UsageSink]:
+    """Where a summary step's usage is counted: its call's sink (a store's step has none)."""
+    return step.usage if isinstance(step, Summarize) else None
+
+
+def _with_usage(event: CompactionEvent, usage: UsageSink) -> CompactionEvent:
+    """``event`` with the summarizer's usage in the call, when it reported any."""
+    total = usage.total
+    return event if total is None else dataclasses.replace(event, summary_usage=total)
 
 
 class Interceptor:
@@ -231,10 +244,13 @@ class Interceptor:
         assert summaries is not None
         assert visit is not None
         covered = run.plan.cut
+        usage = UsageSink()
         try:
             while True:
                 given = run.summary_input(covered)
-                summary, error = yield from summaries.flow(*given, visit)
+                summary, error = yield from summaries.flow(
+                    *given, visit, run.located.request, usage
+                )
                 if summary is None:
                     break
                 # The summary's own tokens may push the cut further: then the summary
@@ -245,9 +261,10 @@ class Interceptor:
                     break
                 covered = cut
         except BaseException:
-            yield Report(run.event(None, store_error=visit.error), states, shield=True)
+            failed = _with_usage(run.event(None, store_error=visit.error), usage)
+            yield Report(failed, states, shield=True)
             raise
-        return run.event(summary, error, covered, visit.error)
+        return _with_usage(run.event(summary, error, covered, visit.error), usage)
 
     def _retry(
         self,
@@ -302,7 +319,8 @@ class Interceptor:
                     self._report(step.event, step.states)
                 else:
                     function, given, _ = self._summaries().task(step)
-                    steps.reply = function(*given)
+                    with SummarizerCall(_sink(step)):
+                        steps.reply = function(*given)
         return steps.result
 
     async def acall(self, wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -331,13 +349,15 @@ class Interceptor:
                 else:
                     # A store that may block or a sync summarizer (often an LLM call)
                     # runs on a worker thread; an async summarizer is awaited.
+                    # Its model call passes through the sessions' interceptions.
                     function, given, blocking = self._summaries().task(step)
-                    if blocking:
-                        reply = await anyio.to_thread.run_sync(function, *given)
-                    else:
-                        reply = function(*given)
-                    if isinstance(step, Summarize) and inspect.isawaitable(reply):
-                        reply = await reply
+                    with SummarizerCall(_sink(step)):
+                        if blocking:
+                            reply = await anyio.to_thread.run_sync(function, *given)
+                        else:
+                            reply = function(*given)
+                        if isinstance(step, Summarize) and inspect.isawaitable(reply):
+                            reply = await reply
                     steps.reply = reply
         return steps.result
 

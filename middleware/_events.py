@@ -13,6 +13,7 @@ from ctx_compact import Breakdown, PairingError, PairingProblem
 from ctx_compact._contract import CountTokens, group_bounds, message_views, must, tally
 
 from ._callables import Beside, is_async_callable
+from ._summary_usage import SummaryUsage
 
 logger = logging.getLogger("ctx_compact.middleware")
 
@@ -97,6 +98,8 @@ class CompactionEvent:
         summary_error: With ``summarize=``, why the summarizer failed, or ``None``.
         repairs: With ``validate="repair"``, the ``RepairChange``s made.
         store_error: With ``summarize=``, what went wrong with the store, or ``None``.
+        summary_usage: With a summarizer that reports it (``llm_summarizer``), the
+            ``SummaryUsage`` of its model calls in this call; ``None`` when none was made.
     """
 
     function: str
@@ -120,6 +123,7 @@ class CompactionEvent:
     summary_error: Optional[str] = None
     repairs: Tuple[Any, ...] = ()
     store_error: Optional[str] = None
+    summary_usage: Optional[SummaryUsage] = None
     # The history the call received, for ``breakdown``; it stays in the process (not
     # pickled or copied): its messages may be large and its counter a closure.
     _received: Optional[Received] = field(default=None, compare=False)

@@ -21,7 +21,7 @@ from ._callables import Kind, kind_of, qualified_name
 from ._calls import Interceptor, Site
 from ._options import CompactionOptions, check_awaitables
 from ._requests import RequestSite
-from ._state import SessionState, active_states, inside_exclusive_call
+from ._state import SessionState, active_states, inside_exclusive_call, inside_summarizer
 from .sdks import SdkTarget
 
 Target = Union[str, Tuple[Any, str]]
@@ -94,7 +94,8 @@ def resolve(target: Target) -> Tuple[Any, str]:
 
 def _make_wrapper(patch: Patch) -> Any:
     def intercepted(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        interceptor = None if inside_exclusive_call() else patch.active_interceptor()
+        passes = inside_exclusive_call() or inside_summarizer()
+        interceptor = None if passes else patch.active_interceptor()
         if interceptor is None:
             return wrapped(*args, **kwargs)
         return interceptor.handle(wrapped, instance, args, kwargs)

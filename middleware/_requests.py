@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact._contract import CountTokens, count_value
@@ -82,4 +83,10 @@ class RequestSite:
             sent.json_data = {**body, key: new}
             return replace(args, kwargs, "options", index, sent)
 
-        return Located(messages, rebuild, Beside(fixed), f"{self.sdk} {route.path}")
+        return Located(
+            messages,
+            rebuild,
+            Beside(fixed),
+            f"{self.sdk} {route.path}",
+            request=MappingProxyType(body),
+        )

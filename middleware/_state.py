@@ -5,8 +5,9 @@ activation, the events and figures it records, its calibration and the
 interceptions it holds. The call path reaches the active
 states through ``active_states()``, a context variable, so that tasks started
 inside a session and worker threads started through anyio (which copy the
-context) see it, and other tasks and threads do not. A second context variable
-says whether an intercepted callee is running (``inside_exclusive_call``).
+context) see it, and other tasks and threads do not. Two more context variables
+say whether an intercepted callee is running (``inside_exclusive_call``) and
+whether a summarizer is (``inside_summarizer``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import contextvars
 import statistics
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Deque, List, Optional, Tuple
 
 from ._events import CompactionEvent, Hook, logger
+from ._summary_usage import SummaryUsage, UsageSink
 
 # Provider tokens per estimated token outside this range are not a real
 # tokenizer's figure for the messages sent (a wrong usage object, a response
@@ -42,6 +44,8 @@ class SessionStats:
         messages_dropped: Messages left out, over all calls.
         tokens_before: Estimated tokens the callers passed, over all calls.
         tokens_after: Estimated tokens passed on, over all calls.
+        summary_usage: What the summarizers' model calls reported, over all calls
+            (``CompactionEvent.summary_usage``).
     """
 
     calls: int = 0
@@ -49,6 +53,7 @@ class SessionStats:
     messages_dropped: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
+    summary_usage: SummaryUsage = field(default_factory=SummaryUsage)
 
     @property
     def tokens_saved(self) -> int:
@@ -63,6 +68,9 @@ class SessionStats:
             messages_dropped=self.messages_dropped + len(event.dropped),
             tokens_before=self.tokens_before + event.tokens_before,
             tokens_after=self.tokens_after + event.tokens_after,
+            summary_usage=self.summary_usage
+            if event.summary_usage is None
+            else self.summary_usage.plus(event.summary_usage),
         )
 
 
@@ -249,3 +257,38 @@ class ExclusiveCall:
 
     def __exit__(self, *exc: object) -> None:
         _exclusive_call.reset(self._token)
+
+
+# Set while a summarizer runs, so that the model call it makes through an
+# intercepted client passes through: it is neither compacted nor reported as a
+# call of the user's. It holds where the summarizer's usage is counted.
+_summarizer_call: contextvars.ContextVar[Optional[UsageSink]] = contextvars.ContextVar(
+    "ctx_compact_summarizer_call", default=None
+)
+
+
+def inside_summarizer() -> bool:
+    """Whether the current context is inside a summarizer's work."""
+    return _summarizer_call.get() is not None
+
+
+def report_usage(usage: SummaryUsage) -> None:
+    """Count a summarizer's model call's ``usage`` for the call it summarizes, if any."""
+    sink = _summarizer_call.get()
+    if sink is not None:
+        sink.add(usage)
+
+
+class SummarizerCall:
+    """``with SummarizerCall(sink):`` the block is a summarizer's work, its usage
+    counted in ``sink``; without one, in the enclosing summarizer work's (or nowhere)."""
+
+    def __init__(self, sink: Optional[UsageSink] = None) -> None:
+        self._sink = sink
+
+    def __enter__(self) -> None:
+        sink = self._sink or _summarizer_call.get() or UsageSink()
+        self._token = _summarizer_call.set(sink)
+
+    def __exit__(self, *exc: object) -> None:
+        _summarizer_call.reset(self._token)

@@ -16,13 +16,26 @@ import inspect
 import logging
 import time
 from functools import partial
-from typing import Any, Callable, Generator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Generator,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from ctx_compact._contract import check_summary
 
 from ._callables import is_async_callable, qualified_name
 from ._prefix import _digests
 from ._store import MemoryStore, SummaryStore, store_timeout
+from ._summary_usage import UsageSink
 
 logger = logging.getLogger("ctx_compact.middleware")
 
@@ -39,10 +52,17 @@ class Lookup(NamedTuple):
 
 
 class Summarize(NamedTuple):
-    """Call the summarizer; the reply is what it returned (awaited on async paths)."""
+    """Call the summarizer; the reply is what it returned (awaited on async paths).
+
+    ``request`` is what the call being compacted sends beside its messages
+    (``Located.request``), for a summarizer that takes it; ``usage`` counts what
+    the summarizer's model calls report (``_state.SummarizerCall``).
+    """
 
     dropped: List[Any]
     previous: Optional[str]
+    request: Optional[Mapping[str, Any]] = None
+    usage: Optional[UsageSink] = None
 
 
 class Keep(NamedTuple):
@@ -113,15 +133,20 @@ def _wrong(values: Any, count: int, method: str) -> Optional[str]:
     return None
 
 
-def takes_previous(summarize: Callable[..., Any]) -> bool:
-    """Whether ``summarize`` accepts a keyword argument named ``previous`` (read once)."""
+def takes_keyword(summarize: Callable[..., Any], name: str) -> bool:
+    """Whether ``summarize`` accepts a keyword argument ``name`` (read once)."""
     target = getattr(summarize, "__func__", summarize)
     try:
         signature = inspect.signature(target)
     except (TypeError, ValueError):
         return False
-    param = signature.parameters.get("previous")
+    param = signature.parameters.get(name)
     return param is not None and param.kind in (param.KEYWORD_ONLY, param.POSITIONAL_OR_KEYWORD)
+
+
+def takes_previous(summarize: Callable[..., Any]) -> bool:
+    """Whether ``summarize`` accepts a keyword argument named ``previous`` (read once)."""
+    return takes_keyword(summarize, "previous")
 
 
 class Summaries:
@@ -138,6 +163,7 @@ class Summaries:
     ) -> None:
         self.summarize = summarize
         self.rolling = takes_previous(summarize)
+        self._takes_request = takes_keyword(summarize, "request")
         self.store: SummaryStore = store if store is not None else MemoryStore()
         # The default store never blocks, so async calls need no worker thread for it.
         self._blocking = store is not None
@@ -171,13 +197,13 @@ class Summaries:
             return self._get_many, (step.keys,), self._blocking
         if isinstance(step, Keep):
             return self.store.put, (step.key, step.summary), self._blocking
+        keywords: Dict[str, Any] = {}
         if self.rolling:
-            return (
-                partial(self.summarize, previous=step.previous),
-                (step.dropped,),
-                not self._awaited,
-            )
-        return self.summarize, (step.dropped,), not self._awaited
+            keywords["previous"] = step.previous
+        if self._takes_request:
+            keywords["request"] = step.request
+        summarize = partial(self.summarize, **keywords) if keywords else self.summarize
+        return summarize, (step.dropped,), not self._awaited
 
     def _key(self, head_end: int, digest: bytes) -> str:
         material = b"%s\0%d\0%s" % (self._identity, head_end, digest)
@@ -189,6 +215,8 @@ class Summaries:
         head_end: int,
         boundaries: Sequence[int],
         visit: Visit,
+        request: Optional[Mapping[str, Any]] = None,
+        usage: Optional[UsageSink] = None,
     ) -> Flow:
         """The summary of the cut after ``prefix``: the stored one, else a new one, stored.
 
@@ -198,6 +226,9 @@ class Summaries:
             boundaries: The group boundaries strictly between ``head_end`` and
                 the cut, ascending: where earlier calls may have cut.
             visit: The store's part in this call, shared by the call's flows.
+            request: What the call sends beside its messages, for a summarizer
+                that takes ``request``.
+            usage: Where the summarizer's usage is counted, shared by the call's flows.
 
         Yields:
             The steps for the shell to carry out, each answered with its reply.
@@ -221,7 +252,7 @@ class Summaries:
                 return stored, None
             since, previous = yield from self._previous(head_end, boundaries, digests, visit)
         try:
-            returned = yield Summarize(prefix[since:], previous)
+            returned = yield Summarize(prefix[since:], previous, request, usage)
         except Exception as exc:
             logger.warning(
                 "%s: summarize raised %s; the call goes on without a summary and the next "

@@ -457,3 +457,57 @@ def test_a_base_class_and_its_subclass_compact_one_call_once(order: Any) -> None
     assert session.stats.calls == 2
     assert "create" not in vars(SubService)
     assert BaseService.__dict__["create"].__name__ == "create"
+
+
+# --- a summarizer's own model call ------------------------------------------------------
+
+
+def test_a_summarizers_call_through_the_intercepted_method_passes_through() -> None:
+    client = Client()
+    replies: List[Reply] = []
+
+    def summarize(dropped: List[Any]) -> str:
+        replies.append(client.chat.completions.create(messages=list(dropped) * 3, model="m"))
+        return "summary"
+
+    with CompactingSession(
+        **WEATHER, intercept=SYNC_TARGET, summarize=summarize, summary_role="system"
+    ) as session:
+        sent = weather_messages()
+        reply = client.chat.completions.create(messages=sent, model="gpt-4o")
+    # Over the budget as it is, and sent whole: neither compacted nor reported.
+    assert replies
+    assert all(len(r.messages) >= 9 for r in replies)
+    (event,) = session.events
+    assert event.summary == "summary"
+    assert list(reply.messages) == list(event.messages)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("awaited", [True, False], ids=["async summarizer", "sync on a thread"])
+async def test_an_async_calls_summarizer_passes_through_too(awaited: bool) -> None:
+    client = AsyncClient()
+    sync_client = Client()
+    replies: List[Reply] = []
+
+    async def asummarize(dropped: List[Any]) -> str:
+        replies.append(await client.chat.completions.create(messages=list(dropped) * 3, model="m"))
+        return "summary"
+
+    def summarize(dropped: List[Any]) -> str:  # run on a worker thread, in the call's context
+        replies.append(sync_client.chat.completions.create(messages=list(dropped) * 3, model="m"))
+        return "summary"
+
+    async with CompactingSession(
+        **WEATHER,
+        # A sync point cannot await an async summarizer: it is refused there.
+        intercept=[ASYNC_TARGET] if awaited else [ASYNC_TARGET, SYNC_TARGET],
+        summarize=asummarize if awaited else summarize,
+        summary_role="system",
+    ) as session:
+        reply = await client.chat.completions.create(messages=weather_messages(), model="gpt-4o")
+    assert replies
+    assert all(len(r.messages) >= 9 for r in replies)
+    (event,) = session.events
+    assert event.summary == "summary"
+    assert list(reply.messages) == list(event.messages)

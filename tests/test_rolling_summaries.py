@@ -248,3 +248,43 @@ def test_a_cut_always_goes_out_with_the_summary_of_that_cut(target: Optional[int
         texts.setdefault(len(event.dropped), set()).add(event.summary)
     # One text per cut: a cut that stands is sent with the same summary on every call.
     assert all(len(sent) == 1 for sent in texts.values())
+
+
+# --- what the summarizer sees of the call --------------------------------------------------
+
+
+def test_a_summarizer_taking_request_sees_the_calls_other_arguments_read_only() -> None:
+    seen: List[Any] = []
+
+    def summarize(
+        dropped: List[Any], *, previous: Optional[str] = None, request: Any = None
+    ) -> str:
+        seen.append(request)
+        return "summary"
+
+    def create(*, model: str, messages: List[Any], temperature: float = 1.0) -> List[Any]:
+        return messages
+
+    budgeted(max_tokens=2000, summarize=summarize)(create)(
+        model="m1", messages=chat(40), temperature=0.5
+    )
+    (request,) = seen
+    assert request["model"] == "m1"
+    assert request["temperature"] == 0.5
+    with pytest.raises(TypeError):
+        request["model"] = "m2"
+
+
+@pytest.mark.anyio
+async def test_an_async_summarizer_taking_request_sees_them_too() -> None:
+    seen: List[Any] = []
+
+    async def summarize(dropped: List[Any], *, request: Any = None) -> str:
+        seen.append(request)
+        return "summary"
+
+    async def create(*, model: str, messages: List[Any]) -> List[Any]:
+        return messages
+
+    await budgeted(max_tokens=2000, summarize=summarize)(create)(model="m1", messages=chat(40))
+    assert [r["model"] for r in seen] == ["m1"]

@@ -18,7 +18,17 @@ import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Pattern, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    List,
+    NamedTuple,
+    Optional,
+    Pattern,
+    Tuple,
+)
 
 from ctx_compact._contract import CountTokens
 
@@ -64,6 +74,35 @@ class Figures:
     limit: int
 
 
+# A summarization request in the middle's own terms, before an SDK's ``SummaryApi``
+# turns it into a call: the model, the prompt as chat messages (a system message,
+# then one user message), the reply's token bound and the seconds it may take.
+PromptMessages = List[Dict[str, str]]
+
+
+@dataclass(frozen=True)
+class SummaryApi:
+    """How ``middleware.llm_summarizer`` asks one of the SDK's clients for a summary.
+
+    Attributes:
+        clients: The class names of its sync clients (their subclasses count too).
+        async_clients: The class names of its async clients.
+        method: The call's attribute path on a client (``"chat.completions.create"``).
+        request: ``(model, prompt, max_tokens, timeout)`` to the call's keyword
+            arguments; ``prompt`` is a system message, then one user message.
+        text: The reply's text, read off the call's response.
+        usage: The response's input tokens (the cached ones included), cached
+            input tokens and output tokens; ``None`` when it reports none.
+    """
+
+    clients: FrozenSet[str]
+    async_clients: FrozenSet[str]
+    method: str
+    request: Callable[[str, PromptMessages, int, Optional[float]], Dict[str, Any]]
+    text: Callable[[Any], str]
+    usage: Callable[[Any], Optional[Tuple[int, int, int]]]
+
+
 @dataclass(frozen=True)
 class Sdk:
     """Everything the middleware knows about one SDK.
@@ -97,6 +136,7 @@ class Sdk:
         overflow_codes: Error codes that mean one (with HTTP status 400).
         overflow_texts: Error texts that always mean a refusal for length.
         overflow_figures: Error texts naming the refused prompt's size and the limit.
+        summary: How ``llm_summarizer`` calls its clients, when it can.
     """
 
     name: str
@@ -118,6 +158,7 @@ class Sdk:
     overflow_codes: FrozenSet[str] = frozenset()
     overflow_texts: FrozenSet[str] = frozenset()
     overflow_figures: Tuple[Figures, ...] = ()
+    summary: Optional[SummaryApi] = None
 
     @property
     def package_names(self) -> Tuple[str, ...]:
@@ -223,6 +264,40 @@ def sdk_of_class(kind: type) -> bool:
 def is_sdk_name(target: object) -> bool:
     """Whether ``target`` names a whole SDK (``"openai"``, ``"gemini"``, ...: ``SDK_NAMES``)."""
     return isinstance(target, str) and target in SDKS
+
+
+class SummaryClient(NamedTuple):
+    """A client ``llm_summarizer`` can call: its SDK's ``SummaryApi`` and its kind."""
+
+    api: SummaryApi
+    is_async: bool
+
+
+# The client classes llm_summarizer can call, for its errors.
+SUMMARY_CLIENTS: Tuple[str, ...] = tuple(
+    name
+    for sdk in SDKS.values()
+    if sdk.summary is not None
+    for name in (*sorted(sdk.summary.clients), *sorted(sdk.summary.async_clients))
+)
+
+
+def summary_client(client: object) -> Optional[SummaryClient]:
+    """How to ask ``client`` for a summary, when it is one of an SDK's clients (or a
+    subclass of one: ``AzureOpenAI``); ``None`` otherwise."""
+    for kind in type(client).__mro__:
+        for sdk in SDKS.values():
+            api = sdk.summary
+            module = str(getattr(kind, "__module__", ""))
+            if api is None or not any(
+                module == p or module.startswith(p + ".") for p in sdk.package_names
+            ):
+                continue
+            if kind.__name__ in api.clients:
+                return SummaryClient(api, False)
+            if kind.__name__ in api.async_clients:
+                return SummaryClient(api, True)
+    return None
 
 
 def sdk_targets(name: str) -> List[SdkTarget]:

@@ -8,7 +8,37 @@ the class at call time; the body is already plain JSON in ``options.json_data``.
 
 from __future__ import annotations
 
-from . import Point, Route, Sdk, figures
+from typing import Any, Dict, Optional, Tuple
+
+from . import Point, PromptMessages, Route, Sdk, SummaryApi, figures
+
+
+def _summary_request(
+    model: str, prompt: PromptMessages, max_tokens: int, timeout: Optional[float]
+) -> Dict[str, Any]:
+    request: Dict[str, Any] = {
+        "model": model,
+        "messages": prompt,
+        "max_completion_tokens": max_tokens,
+    }
+    if timeout is not None:  # None would lift the client's own timeout
+        request["timeout"] = timeout
+    return request
+
+
+def _summary_text(response: Any) -> str:
+    # A refusal or a reply cut at max_completion_tokens before any text holds None.
+    return response.choices[0].message.content or ""
+
+
+def _summary_usage(response: Any) -> Optional[Tuple[int, int, int]]:
+    usage = response.usage
+    if usage is None:
+        return None
+    details = usage.prompt_tokens_details
+    cached = (details.cached_tokens or 0) if details is not None else 0
+    return usage.prompt_tokens, cached, usage.completion_tokens
+
 
 SDK = Sdk(
     name="openai",
@@ -37,5 +67,14 @@ SDK = Sdk(
             tokens=2,
             limit=1,
         ),
+    ),
+    # Chat Completions, which every OpenAI-compatible server speaks.
+    summary=SummaryApi(
+        clients=frozenset({"OpenAI"}),
+        async_clients=frozenset({"AsyncOpenAI"}),
+        method="chat.completions.create",
+        request=_summary_request,
+        text=_summary_text,
+        usage=_summary_usage,
     ),
 )

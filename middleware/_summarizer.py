@@ -1,0 +1,432 @@
+"""``llm_summarizer``: a ready ``summarize=`` that asks a model, through the user's own client.
+
+The work of one summary is written once, as a generator of prompts (``_Settings.rounds``):
+it renders the dropped messages, packs them into chunks that fit the
+summarizer's input bound, and rolls the summary over the chunks. The sync and
+async summarizers are short loops over it that differ only in how they wait
+and how they bound the whole work by ``timeout``. What a client is and how to
+call it is its SDK module's (``sdks.SummaryApi``); a plain callable is called
+with the prompt messages.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import hashlib
+import threading
+import time
+from collections.abc import Mapping
+from operator import attrgetter
+from typing import Any, Awaitable, Callable, Generator, List, Optional, Sequence, Union
+
+import anyio
+
+from ctx_compact._contract import (
+    compact_json,
+    default_count_tokens,
+    media_parts,
+    message_views,
+    must,
+)
+
+from ._callables import is_async_callable, qualified_name
+from ._state import SummarizerCall, report_usage
+from ._summary_usage import SummaryUsage
+from .sdks import SUMMARY_CLIENTS, PromptMessages, SummaryClient, summary_client
+
+DEFAULT_INSTRUCTIONS = """\
+You write the summary that replaces the earlier part of a conversation between a user and an \
+AI agent. The agent goes on from your summary alone, so keep everything it needs to continue \
+the work. Write these sections, in this order, under these headings:
+
+## Goal and standing instructions
+The user's goal, and every rule, preference or constraint they set that still applies.
+
+## Decisions
+What was decided, and why.
+
+## Identifiers, paths, URLs, numbers and names
+Every identifier, file path, URL, number and name that appeared, verbatim: never paraphrase, \
+round or shorten them.
+
+## Tool results
+What each tool call found: the tool, what it was asked, and what it returned that matters.
+
+## Errors and resolutions
+Every error met, and how it was resolved (or that it was not).
+
+## Open tasks and the latest request
+What remains to be done, and the user's latest request, in their own words.
+
+When a previous summary is given, update it with the new messages: keep everything in it \
+that still holds, add what is new and correct what changed; never start over. Write "None." \
+under a heading with nothing to report. Do not answer the user or continue the conversation: \
+write the summary only."""
+
+DEFAULT_MAX_SUMMARY_TOKENS = 2_000
+DEFAULT_MAX_INPUT_TOKENS = 32_000
+DEFAULT_TIMEOUT = 60.0
+
+# Seconds a request's own timeout leaves beyond the summarizer's deadline, so that the
+# deadline ends the work first and says so, rather than the client's timeout error.
+_GRACE = 1.0
+# The least room a request must leave for the previous summary and the messages.
+_MIN_ROOM = 256
+_CUT = "\n[... {} characters cut to fit the summarizer's input ...]"
+
+Prompt = PromptMessages
+# A summary's rounds: the prompts to send, each answered with the model's text; it
+# returns the summary.
+Rounds = Generator[Prompt, str, str]
+
+
+def _tokens(text: str) -> int:
+    # The library's estimator, over the text as a JSON string.
+    return default_count_tokens(text)
+
+
+def _cut(text: str, tokens: int) -> str:
+    """``text`` cut to about ``tokens`` estimated tokens, saying how much went."""
+    if _tokens(text) <= tokens:
+        return text
+    keep = max(tokens * 4 - 80, 0)
+    while keep and _tokens(text[:keep] + _CUT.format(len(text) - keep)) > tokens:
+        keep = keep * 9 // 10  # non-ASCII text counts more units per character
+    return text[:keep] + _CUT.format(len(text) - keep)
+
+
+def _at(value: Any, path: Sequence[Any], new: Any) -> Any:
+    """``value`` with what ``path`` leads to replaced by ``new``; copies only along the path."""
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    out: Any = dict(value) if isinstance(value, Mapping) else list(value)
+    out[head] = _at(value[head], rest, new)
+    return out
+
+
+def _rendered(message: Any) -> str:
+    """One dropped message as the summarizer reads it: its JSON, as the estimator writes it,
+    each image, document or recording in it named instead of sent (its payload would only
+    fill the summarizer's input)."""
+    try:
+        (view,) = message_views([message])
+        for media in media_parts(view):
+            named = " ".join(filter(None, (media.mime, media.kind)))
+            view = _at(view, media.path, {"omitted": named})
+        return compact_json(view)
+    except Exception:  # content JSON cannot hold, or no message at all: its repr
+        return repr(message)
+
+
+def _user_message(previous: Optional[str], messages: Sequence[str], max_summary: int) -> str:
+    parts = []
+    if previous is not None:
+        parts.append(f"<previous_summary>\n{previous}\n</previous_summary>")
+    parts.append("<messages>\n" + "\n".join(messages) + "\n</messages>")
+    task = (
+        "Update the previous summary with the messages above."
+        if previous is not None
+        else "Summarize the messages above."
+    )
+    parts.append(f"{task} Keep the summary under {max_summary} tokens.")
+    return "\n\n".join(parts)
+
+
+class _Settings:
+    """The checked options of one summarizer: what a summary's rounds need."""
+
+    def __init__(self, instructions: str, max_summary: int, max_input: int) -> None:
+        self.instructions = instructions
+        self.max_summary = max_summary
+        # What every request holds besides the previous summary and the messages, in the
+        # library's estimate of the prompt messages (the bound's unit).
+        fixed = sum(map(default_count_tokens, self.prompt("", [])))
+        self.room = max_input - fixed
+        if self.room < _MIN_ROOM:
+            raise must(
+                "max_input_tokens",
+                f"at least {fixed + _MIN_ROOM} with these instructions (room for the "
+                "previous summary and the messages)",
+                max_input,
+                ValueError,
+            )
+
+    def prompt(self, previous: Optional[str], messages: Sequence[str]) -> Prompt:
+        """The prompt messages of one request: the instructions, then the previous summary
+        and ``messages`` (their texts) in one user message."""
+        user = _user_message(previous, messages, self.max_summary)
+        return [
+            {"role": "system", "content": self.instructions},
+            {"role": "user", "content": user},
+        ]
+
+    def rounds(self, dropped: Sequence[Any], previous: Optional[str]) -> Rounds:
+        """The summary of ``dropped`` rolled on from ``previous``, one chunk per prompt.
+
+        Each chunk holds as many dropped messages as fit beside the previous
+        summary (cut to half the room when longer), and at least one (cut to
+        fit when it alone does not); every prompt stays within the input bound.
+        """
+        texts = [_rendered(m) for m in dropped]
+        start = 0
+        while True:
+            if previous is not None:
+                previous = _cut(previous, self.room // 2)
+            room = self.room - (_tokens(previous) if previous is not None else 0)
+            chunk: List[str] = []
+            used = 0
+            while start < len(texts):
+                # Each message on its own line: one more unit beside its tokens.
+                cost = _tokens(texts[start]) + 1
+                if chunk and used + cost > room:
+                    break
+                chunk.append(texts[start] if cost <= room else _cut(texts[start], room - 1))
+                used += cost
+                start += 1
+            previous = yield self.prompt(previous, chunk)
+            if start >= len(texts):
+                return previous
+
+
+def _text(value: object, source: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{source} returned {type(value).__name__}, not the summary's text")
+    return value
+
+
+def _ask(
+    client: Any, found: Optional[SummaryClient], max_summary: int
+) -> Callable[[Prompt, Optional[float], Optional[str]], Any]:
+    """How one prompt is sent: ``(prompt, seconds left, model) -> text`` (or its awaitable).
+
+    An SDK client's usage is reported for the call being summarized (``report_usage``).
+    """
+    if found is None:
+        return lambda prompt, _left, _model: client(prompt)
+    api = found.api
+    method = attrgetter(api.method)(client)
+
+    def text(response: Any) -> str:
+        figures = api.usage(response)
+        if figures is not None:
+            report_usage(SummaryUsage(*figures, requests=1))
+        return api.text(response)
+
+    if found.is_async:
+
+        async def asend(prompt: Prompt, left: Optional[float], model: Optional[str]) -> str:
+            assert model is not None
+            return text(await method(**api.request(model, prompt, max_summary, left)))
+
+        return asend
+
+    def send(prompt: Prompt, left: Optional[float], model: Optional[str]) -> str:
+        assert model is not None
+        return text(method(**api.request(model, prompt, max_summary, left)))
+
+    return send
+
+
+def _model(
+    given: Optional[str], found: Optional[SummaryClient], request: Optional[Mapping[str, Any]]
+) -> Optional[str]:
+    """The model to summarize with: the one given, else the one of the call being compacted."""
+    if found is None or given is not None:
+        return given
+    named = request.get("model") if isinstance(request, Mapping) else None
+    if not isinstance(named, str):
+        raise ValueError(
+            "the call being compacted names no model the summarizer can see (a decorated "
+            "function's model is inside it); give llm_summarizer a model="
+        )
+    return named
+
+
+def _in_thread(work: Callable[[], str], timeout: Optional[float]) -> str:
+    """``work()`` on a thread of its own, waited for at most ``timeout`` seconds.
+
+    A sync client cannot be interrupted: past the timeout the call goes on without
+    its summary, and the thread ends on its own (each request's own timeout is the
+    seconds that were left, and ``_GRACE``).
+    """
+    if timeout is None:
+        return work()
+    future: concurrent.futures.Future[str] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            future.set_result(context.run(work))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="llm_summarizer", daemon=True).start()
+    try:
+        return future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(
+            f"the summarizer took longer than its timeout of {timeout:g} s"
+        ) from None
+
+
+def _identity(client: Any, found: Optional[SummaryClient], *parts: object) -> str:
+    """A name that differs between summarizers that write different summaries: the
+    store keys summaries by the summarizer's name."""
+    what = qualified_name(client) if found is None else type(client).__qualname__
+    material = "\0".join(map(str, (what, *parts))).encode("utf-8", "surrogatepass")
+    return "llm_summarizer_" + hashlib.blake2b(material, digest_size=8).hexdigest()
+
+
+def _checked_tokens(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise must(name, "an int", value)
+    if value <= 0:
+        raise must(name, "positive", value, ValueError)
+    return value
+
+
+def llm_summarizer(
+    client: Any,
+    *,
+    model: Optional[str] = None,
+    instructions: Optional[str] = None,
+    max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
+    max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS,
+    timeout: Optional[float] = DEFAULT_TIMEOUT,
+) -> Callable[..., Union[str, Awaitable[str]]]:
+    """A ready summarizer for ``summarize=``: your own model writes the summaries.
+
+    It rolls (it takes ``previous``): the previous summary is updated with what
+    was dropped since. The dropped messages are sent as their JSON (media named,
+    not sent) inside one user message, after a system prompt of ``instructions``,
+    and what each model call reports of its usage is on the event
+    (``summary_usage``); those beyond
+    ``max_input_tokens`` are summarized in chunks, each chunk's summary rolled on
+    into the next. A summarizer for a sync client is a plain function and one for
+    an async client a coroutine function, so the library runs each the right way.
+    Its model calls are never compacted or reported by an active
+    ``CompactingSession``, even through a client the session intercepts.
+
+    Args:
+        client: An ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client (Chat
+            Completions), an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic``
+            client, or any callable (sync or async) that takes the prompt
+            messages (a ``{"role": "system", ...}`` message, then one
+            ``{"role": "user", ...}`` message) and returns the model's text.
+        model: The model that writes the summaries. ``None`` (the default) uses
+            the model of the call being compacted, where the summarizer can see
+            it: a call through a session's interception, or a bound
+            ``budgeted(...)(client.chat.completions.create)``; a decorated
+            function's model is inside its body, so there give ``model=`` (else
+            each summary fails, named in ``summary_error``). Not taken with a
+            plain callable, which picks its own.
+        instructions: The system prompt, replacing ``DEFAULT_INSTRUCTIONS`` (its
+            sections: the goal and standing instructions, decisions, identifiers
+            verbatim, tool results, errors, open tasks and the latest request).
+        max_summary_tokens: The longest summary, sent as the request's
+            ``max_tokens`` (``max_completion_tokens`` for OpenAI).
+        max_input_tokens: The most a summarization request may hold, in the
+            library's estimated tokens: the instructions, the previous summary
+            and the dropped messages.
+        timeout: Seconds the whole work of one summary may take, every chunk and
+            the client's retries included; ``None`` for no limit. Past it the
+            summarizer raises ``TimeoutError``, which costs the call its summary,
+            not the call (the event's ``summary_error``).
+
+    Returns:
+        ``summarize(dropped, *, previous=None, request=None) -> str``, or a
+        coroutine function of that shape for an async client.
+
+    Raises:
+        TypeError: ``client`` is neither a supported client nor callable, or an
+            option has the wrong type.
+        ValueError: An option's value is out of range, ``model`` is given with a
+            plain callable, or ``max_input_tokens`` leaves too little room beside
+            the instructions.
+    """
+    found = summary_client(client)
+    if found is None and not callable(client):
+        raise must(
+            "client",
+            f"a client ({', '.join(SUMMARY_CLIENTS)}) or a callable",
+            client,
+        )
+    if model is not None and not isinstance(model, str):
+        raise must("model", "a model's name or None", model)
+    if found is None and model is not None:
+        raise must(
+            "model", "None with a plain callable (it picks its own model)", model, ValueError
+        )
+    if instructions is None:
+        instructions = DEFAULT_INSTRUCTIONS
+    elif not isinstance(instructions, str):
+        raise must("instructions", "a str or None", instructions)
+    max_summary = _checked_tokens(max_summary_tokens, "max_summary_tokens")
+    max_input = _checked_tokens(max_input_tokens, "max_input_tokens")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise must("timeout", "a number of seconds or None", timeout)
+        if not timeout > 0:
+            raise must("timeout", "positive", timeout, ValueError)
+    settings = _Settings(instructions, max_summary, max_input)
+    ask = _ask(client, found, max_summary)
+    source = f"{type(client).__name__} summarizer" if found is not None else repr(client)
+
+    if found.is_async if found is not None else is_async_callable(client):
+
+        async def asummarize(
+            dropped: List[Any],
+            *,
+            previous: Optional[str] = None,
+            request: Optional[Mapping[str, Any]] = None,
+        ) -> str:
+            chosen = _model(model, found, request)
+            with SummarizerCall(), anyio.fail_after(timeout) as scope:
+                rounds = settings.rounds(dropped, previous)
+                prompt = next(rounds)
+                while True:
+                    left = (
+                        None if timeout is None else scope.deadline - anyio.current_time() + _GRACE
+                    )
+                    text = _text(await ask(prompt, left, chosen), source)
+                    try:
+                        prompt = rounds.send(text)
+                    except StopIteration as done:
+                        return str(done.value)
+
+        summarize: Callable[..., Any] = asummarize
+    else:
+
+        def work(
+            dropped: List[Any],
+            previous: Optional[str],
+            chosen: Optional[str],
+            deadline: Optional[float],
+        ) -> str:
+            rounds = settings.rounds(dropped, previous)
+            prompt = next(rounds)
+            while True:
+                left = None if deadline is None else deadline - time.monotonic() + _GRACE
+                text = _text(ask(prompt, left, chosen), source)
+                try:
+                    prompt = rounds.send(text)
+                except StopIteration as done:
+                    return str(done.value)
+
+        def summarize_(
+            dropped: List[Any],
+            *,
+            previous: Optional[str] = None,
+            request: Optional[Mapping[str, Any]] = None,
+        ) -> str:
+            chosen = _model(model, found, request)
+            with SummarizerCall():
+                deadline = None if timeout is None else time.monotonic() + timeout
+                return _in_thread(lambda: work(dropped, previous, chosen, deadline), timeout)
+
+        summarize = summarize_
+    name = _identity(client, found, model, instructions, max_summary, max_input)
+    summarize.__name__ = summarize.__qualname__ = name
+    return summarize
