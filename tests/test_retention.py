@@ -15,6 +15,7 @@ from ctx_compact.testing import (
     planted_history,
     retention_check,
 )
+from middleware import llm_summarizer
 
 Message = Dict[str, Any]
 
@@ -126,3 +127,19 @@ def test_bad_arguments_and_an_async_summarizer_are_refused() -> None:
         retention_check(lambda d: "", turns=3)
     with pytest.raises(ValueError, match="rounds must be at least 1"):
         retention_check(lambda d: "", rounds=0)
+
+
+def test_the_ready_summarizer_with_its_default_prompt_keeps_every_fact_of_a_literal_model() -> None:
+    # The harness's figure for llm_summarizer's default prompt: with a model that follows
+    # it literally, every fact; a real model's figure is measured with that model.
+    with FakeProvider(reply=literal_summary) as provider:
+        client = openai.OpenAI(base_url=provider.openai_url, api_key="test", max_retries=0)
+        report = retention_check(llm_summarizer(client, model="gpt-4o"))
+
+    assert report.kept == 11, str(report)
+    asked = provider.requests[-1].body["messages"]
+    assert asked[0]["role"] == "system"
+    assert "## Identifiers, paths, URLs, numbers and names" in asked[0]["content"]
+    assert "<previous_summary>" in asked[-1]["content"]  # rolled over the rounds
+    assert report.summary is not None
+    assert report.summary.startswith("## Goal and standing instructions")

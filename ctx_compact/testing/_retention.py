@@ -15,6 +15,7 @@ stated): give it to ``FakeProvider(reply=...)`` to test the check, or a summariz
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Set, Tuple
@@ -402,6 +403,23 @@ def _sentences(texts: Sequence[str], pattern: re.Pattern[str]) -> List[str]:
     return found
 
 
+def _decoded(value: Any) -> Any:
+    """``value`` with each line of its strings that is a JSON object read as that object."""
+    if isinstance(value, str):
+        lines: List[Any] = []
+        for line in value.splitlines():
+            try:
+                lines.append(json.loads(line) if line.startswith("{") else line)
+            except ValueError:
+                lines.append(line)
+        return lines
+    if isinstance(value, dict):
+        return {key: _decoded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_decoded(item) for item in value]
+    return value
+
+
 def literal_summary(messages: List[Json]) -> str:
     """The summary a model that follows a summarizing prompt literally would write of
     ``messages`` (a request in any format the kit serves): its standing rules, decisions,
@@ -411,9 +429,10 @@ def literal_summary(messages: List[Json]) -> str:
     It is a stand-in, to test a summarizer's plumbing and the retention check offline;
     what a real model keeps must be measured with that model.
     """
-    # What it summarizes: the messages, not the instructions it was given as a system prompt.
+    # What it summarizes: the messages, not the instructions it was given as a system prompt;
+    # messages a summarizer wrote into its prompt as JSON lines are read as messages.
     said = [m for m in messages if not (isinstance(m, dict) and m.get("role") in _INSTRUCTING)]
-    texts = [text for text in _strings(said) if text.strip()]
+    texts = [text for text in _strings(_decoded(said)) if text.strip()]
     every: List[str] = []
     for text in texts:
         for match in _VERBATIM.findall(text):
