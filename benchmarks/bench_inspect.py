@@ -10,8 +10,9 @@ and answers. Times ``ctx-compact --jsonl --stats`` (which compacts every line an
 ``ctx-compact inspect --jsonl`` (the dataset's figures) at the same budget, each in a fresh
 process, in turns round after round, and keeps each one's best CPU time (user + system), which
 a shared machine disturbs less than wall time; with orjson installed (which the command then
-reads and writes JSON with), again with the standard library (``CTX_COMPACT_JSON=stdlib``). Then measures the peak resident memory of
-``inspect`` at the two ``--memory`` sizes: a reader that streams holds about the same at both.
+reads and writes JSON with), again with the standard library (``CTX_COMPACT_JSON=stdlib``).
+Then measures the peak resident memory of ``inspect`` at the two ``--memory`` sizes: a reader
+that streams holds about the same at both.
 The exit status is 0 whatever the figures: nothing is asserted.
 """
 

@@ -20,7 +20,17 @@ from ._grouping import group_bounds
 from ._media import media_parts
 from ._option_docs import with_option_docs
 from ._render import chart, page
-from ._tokens import CountTokens, count_all, count_one, count_value, prefix_sums
+from ._tokens import (
+    CountTokens,
+    SpecCounter,
+    compact_json,
+    count_all,
+    count_one,
+    count_value,
+    prefix_sums,
+    tokens_of_units,
+    utf16_length,
+)
 from ._truncating import ToolResultTruncation
 from ._views import message_views
 from .formats import recognise, thinking
@@ -170,12 +180,6 @@ _NOT_TEXT = frozenset(
 # --- splitting one message ------------------------------------------------------------
 
 
-def _probe(field: str, part: Any, count_tokens: Optional[CountTokens]) -> int:
-    """What ``part`` adds to a user message holding it alone in ``field``, as counted."""
-    alone = count_one({"role": "user", field: [part]}, count_tokens, None)
-    return max(alone - count_one({"role": "user", field: []}, count_tokens, None), 0)
-
-
 def _at(view: Mapping[str, Any], path: Sequence[Any]) -> Any:
     held: Any = view
     for key in path:
@@ -204,10 +208,30 @@ class _Reader:
         self.views = views
         self.count_tokens = count_tokens
         self.calls: Dict[Any, Optional[str]] = {}  # call id -> tool name, as calls are met
+        # Where the count is the estimator's arithmetic on a part's JSON (no counter, or the
+        # specification's on a part without media), a part is measured once, not probed.
+        self.spec = count_tokens is None or isinstance(count_tokens, SpecCounter)
+        self.units: Dict[str, int] = {}  # field -> its empty user message's JSON, in units
+        self.empty: Dict[str, int] = {}  # field -> its empty user message's count
+
+    def figure(self, field: str, part: Any, media: bool) -> int:
+        """What ``part`` (``media``: holding media) adds to a user message holding it alone
+        in ``field``, as counted."""
+        count = self.count_tokens
+        if self.spec and not (media and count is not None):
+            empty = self.units.get(field)
+            if empty is None:
+                empty = self.units[field] = utf16_length(compact_json({"role": "user", field: []}))
+            units = utf16_length(compact_json(part))
+            return tokens_of_units(empty + units) - tokens_of_units(empty)
+        empty = self.empty.get(field)
+        if empty is None:
+            empty = self.empty[field] = count_one({"role": "user", field: []}, count, None)
+        return max(count_one({"role": "user", field: [part]}, count, None) - empty, 0)
 
     def split(self, i: int, tokens: int, restart: bool) -> Tuple[Dict[str, int], Optional[str]]:
         """Message ``i``'s tokens by category, and the tool it calls or answers."""
-        view, count = self.views[i], self.count_tokens
+        view = self.views[i]
         if restart:
             return {"compaction": tokens}, None
         whole: Optional[str] = None  # the message is itself one part
@@ -215,10 +239,12 @@ class _Reader:
         tool: Optional[str] = None
         # Media inside a result's block is the media's, not the result's: by block.
         inside: Dict[Tuple[Any, Any], int] = {}
-        for media in media_parts(view):
+        found = media_parts(view)
+        holding = {media.path[:2] for media in found}  # the parts that are or hold media
+        for media in found:
             part = _at(view, media.path)
             field = media.path[0] if len(media.path) == 2 else "content"
-            figure = _probe(field, part, count)
+            figure = self.figure(field, part, True)
             parts.append((_MEDIA.get(media.kind, "images"), figure))
             if len(media.path) > 2:
                 inside[media.path[0], media.path[1]] = inside.get(media.path[:2], 0) + figure
@@ -232,14 +258,16 @@ class _Reader:
                     whole = "tool_calls"
                 else:
                     held = view[call.where][call.position]
-                    parts.append(("tool_calls", _probe(call.where, held, count)))
+                    with_media = (call.where, call.position) in holding
+                    parts.append(("tool_calls", self.figure(call.where, held, with_media)))
             for result in fmt.tool_results(view, i):
                 tool = tool or self.calls.get(result.call_id, None)
                 if result.block is None:
                     whole = "tool_results"
                 else:
                     held = view[result.items][result.block]
-                    figure = _probe(result.items, held, count)
+                    with_media = (result.items, result.block) in holding
+                    figure = self.figure(result.items, held, with_media)
                     nested = inside.get((result.items, result.block), 0)
                     parts.append(("tool_results", max(figure - nested, 0)))
         thought = thinking(self.views, i)
@@ -247,7 +275,9 @@ class _Reader:
             if thought.item is not None or view.get("type") == "reasoning":
                 whole = "thinking"
             for k, _ in thought.blocks:
-                parts.append(("thinking", _probe(thought.items, view[thought.items][k], count)))
+                block = view[thought.items][k]
+                with_media = (thought.items, k) in holding
+                parts.append(("thinking", self.figure(thought.items, block, with_media)))
         return _shared(tokens, whole or _own(view), parts), tool
 
 
