@@ -95,7 +95,7 @@ class Breakdown:
             order (zeros included); they sum to ``tokens``.
         tools: By tool name, ``{"calls": tokens, "results": tokens}`` (a result whose
             call is not in the list is in ``categories`` only).
-        rows: One ``BreakdownRow`` per message, in order.
+        rows: One ``BreakdownRow`` per message, in order (none with ``per_message=False``).
         max_tokens: The budget given, or ``None``.
         tokens_after: What compaction would leave of ``tokens`` at ``max_tokens``, or ``None``.
         fits: Whether that fits the budget, or ``None`` without one.
@@ -307,10 +307,11 @@ def _statuses(
     clearing: Optional[ToolResultClearing],
     truncation: Optional[ToolResultTruncation],
     restarts: List[int],
+    per_message: bool,
 ) -> Tuple[List[Tuple[str, str]], int]:
-    """Each message's status and reason, and the messages' tokens left, as the steps would
-    leave them: clear old results, truncate oversized ones, then drop (the groups stay the
-    input's ``bounds``: results are edited, never removed)."""
+    """Each message's status and reason (none unless ``per_message``), and the messages'
+    tokens left, as the steps would leave them: clear old results, truncate oversized ones,
+    then drop (the groups stay the input's ``bounds``: results are edited, never removed)."""
     edited: Dict[int, str] = {}
     count_tokens, budget = options["count_tokens"], options["max_tokens"]
     current: List[Any] = messages
@@ -335,6 +336,8 @@ def _statuses(
         restart=restarts[-1] if restarts else -1,
         pinned=pinned,
     )
+    if not per_message:
+        return [], plan.tokens_after
     statuses: List[Tuple[str, str]] = []
     for row in plan.rows(options["keep_head"], options["keep_tail"]):
         status = row.status
@@ -365,6 +368,8 @@ def _statuses(
     exclude_tools="Names of tools whose results clearing and cutting leave whole.",
     summaries="The indices of messages that are summaries (an inserted summary), counted "
     "as the ``summary`` category.",
+    per_message="``False`` for the totals alone: no ``rows`` (a dataset's figures, where no "
+    "message is shown, cost less).",
 )
 def breakdown(
     messages: Sequence[Any],
@@ -381,6 +386,7 @@ def breakdown(
     max_result_tokens: Any = None,
     exclude_tools: Iterable[str] = (),
     summaries: Iterable[int] = (),
+    per_message: bool = True,
 ) -> Breakdown:
     """Where a request's tokens go, and what compaction would do to each message.
 
@@ -429,7 +435,7 @@ def breakdown(
         # What is sent beside the messages counts against the budget, as in the middleware.
         options["max_tokens"] = max(options["max_tokens"] - fixed, 1)
         statuses, after = _statuses(
-            msgs, views, counts, bounds, options, clearing, truncation, restarts
+            msgs, views, counts, bounds, options, clearing, truncation, restarts, per_message
         )
         after += fixed
     budget = None if max_tokens is None else check_max_tokens(max_tokens)
@@ -442,6 +448,7 @@ def breakdown(
         beside,
         statuses,
         summaries=summaries,
+        per_message=per_message,
         max_tokens=budget,
         tokens_after=after,
         fits=None if after is None or budget is None else after <= budget,
@@ -458,6 +465,7 @@ def tally(
     statuses: Optional[Sequence[Tuple[str, str]]],
     *,
     summaries: Iterable[int] = (),
+    per_message: bool = True,
     max_tokens: Optional[float] = None,
     tokens_after: Optional[int] = None,
     fits: Optional[bool] = None,
@@ -474,6 +482,7 @@ def tally(
         beside: Tokens sent beside the messages, by category (``system``, ``tools``).
         statuses: Each message's ``(status, reason)``, or ``None`` without a budget.
         summaries: The indices of messages that are summaries.
+        per_message: ``False`` for the totals alone (no ``rows``).
         max_tokens, tokens_after, fits: The budget and what compaction leaves of it.
     """
     summary_at = set(summaries)
@@ -492,6 +501,8 @@ def tally(
             if tool is not None and category in ("tool_calls", "tool_results"):
                 entry = by_tool.setdefault(tool, {"calls": 0, "results": 0})
                 entry["calls" if category == "tool_calls" else "results"] += figure
+        if not per_message:
+            continue
         status, reason = (None, None) if statuses is None else statuses[i]
         rows.append(
             BreakdownRow(

@@ -269,6 +269,15 @@ def test_any_conversation_sums_exactly_and_drops_what_compact_drops(
     assert result.tokens_after == compacted.tokens_after
     kept = [messages[r.index] for r in result.rows if r.status != "dropped"]
     assert kept == compacted.messages
+    totals = breakdown(messages, max_tokens=budget, per_message=False, **options)
+    assert totals.rows == ()
+    assert (totals.tokens, totals.tokens_after, totals.fits, totals.categories, totals.tools) == (
+        result.tokens,
+        result.tokens_after,
+        result.fits,
+        result.categories,
+        result.tools,
+    )
 
 
 SMALL_PHOTO = png(40, 30)

@@ -25,6 +25,7 @@ from .io import (
     read_array,
     read_jsonl,
 )
+from .json import loads_fast
 from .words import PROG
 from .work import Settings
 
@@ -71,16 +72,22 @@ def _one(args: argparse.Namespace) -> Tuple[str, List[Any]]:
 
 
 def _conversation(name: str, lineno: int, raw: bytes) -> Optional[Tuple[str, List[Any]]]:
-    """``FILE:LINE`` and the messages of a JSONL line; ``None`` for a blank line."""
-    text = decode(raw, name, lineno, lineno == 1)
-    if not text.strip(" \t\r\n"):
-        return None
+    """``FILE:LINE`` and the messages of a JSONL line; ``None`` for a blank line. The line is
+    parsed as compaction parses it: by orjson when installed, else the standard library."""
+    value = loads_fast(raw)
+    if value is None:
+        text = decode(raw, name, lineno, lineno == 1)
+        if not text.strip(" \t\r\n"):
+            return None
+        value = parse(text, name, lineno)
     where = f"{name}:{lineno}"
-    messages, _ = conversation(parse(text, name, lineno), where)
+    messages, _ = conversation(value, where)
     return where, messages
 
 
-def _breakdown(settings: Settings, messages: List[Any], where: str) -> Breakdown:
+def _breakdown(
+    settings: Settings, messages: List[Any], where: str, per_message: bool = True
+) -> Breakdown:
     clearing: Any = {"keep": settings.keep_results} if settings.clear_tool_results else False
     try:
         return breakdown(
@@ -94,6 +101,7 @@ def _breakdown(settings: Settings, messages: List[Any], where: str) -> Breakdown
             clear_tool_results=clearing,
             max_result_tokens=settings.caps,
             exclude_tools=settings.exclude_tools,
+            per_message=per_message,
         )
     except (TypeError, ValueError) as exc:  # InvalidMessageError is a ValueError
         raise Failure(f"{where}: {exc}") from None
@@ -108,7 +116,7 @@ def _dataset(args: argparse.Namespace, settings: Settings, temporaries: Temporar
             found = _conversation(source.name, lineno, raw)
             if found is None:
                 continue
-            result = _breakdown(settings, found[1], found[0])
+            result = _breakdown(settings, found[1], found[0], per_message=False)
             for category, tokens in result.categories.items():
                 totals[category] = totals.get(category, 0) + tokens
             figures.append(
