@@ -13,7 +13,8 @@ a shared machine disturbs less than wall time; with orjson installed (which the 
 reads and writes JSON with), again with the standard library (``CTX_COMPACT_JSON=stdlib``).
 Then measures the peak resident memory of ``inspect`` at the two ``--memory`` sizes: a reader
 that streams holds about the same at both.
-The exit status is 0 whatever the figures: nothing is asserted.
+Run it from the root of the tree to measure: ``python -m ctx_compact`` imports the package from
+the current directory first. The exit status is 0 whatever the figures: nothing is asserted.
 """
 
 from __future__ import annotations
