@@ -20,7 +20,17 @@ from ._grouping import group_bounds
 from ._media import media_parts
 from ._option_docs import with_option_docs
 from ._render import chart, page
-from ._tokens import CountTokens, count_all, count_one, count_value, prefix_sums
+from ._tokens import (
+    CountTokens,
+    SpecCounter,
+    compact_json,
+    count_all,
+    count_one,
+    count_value,
+    prefix_sums,
+    tokens_of_units,
+    utf16_length,
+)
 from ._truncating import ToolResultTruncation
 from ._views import message_views
 from .formats import recognise, thinking
@@ -85,7 +95,7 @@ class Breakdown:
             order (zeros included); they sum to ``tokens``.
         tools: By tool name, ``{"calls": tokens, "results": tokens}`` (a result whose
             call is not in the list is in ``categories`` only).
-        rows: One ``BreakdownRow`` per message, in order.
+        rows: One ``BreakdownRow`` per message, in order (none with ``per_message=False``).
         max_tokens: The budget given, or ``None``.
         tokens_after: What compaction would leave of ``tokens`` at ``max_tokens``, or ``None``.
         fits: Whether that fits the budget, or ``None`` without one.
@@ -170,12 +180,6 @@ _NOT_TEXT = frozenset(
 # --- splitting one message ------------------------------------------------------------
 
 
-def _probe(field: str, part: Any, count_tokens: Optional[CountTokens]) -> int:
-    """What ``part`` adds to a user message holding it alone in ``field``, as counted."""
-    alone = count_one({"role": "user", field: [part]}, count_tokens, None)
-    return max(alone - count_one({"role": "user", field: []}, count_tokens, None), 0)
-
-
 def _at(view: Mapping[str, Any], path: Sequence[Any]) -> Any:
     held: Any = view
     for key in path:
@@ -204,10 +208,30 @@ class _Reader:
         self.views = views
         self.count_tokens = count_tokens
         self.calls: Dict[Any, Optional[str]] = {}  # call id -> tool name, as calls are met
+        # Where the count is the estimator's arithmetic on a part's JSON (no counter, or the
+        # specification's on a part without media), a part is measured once, not probed.
+        self.spec = count_tokens is None or isinstance(count_tokens, SpecCounter)
+        self.units: Dict[str, int] = {}  # field -> its empty user message's JSON, in units
+        self.empty: Dict[str, int] = {}  # field -> its empty user message's count
+
+    def figure(self, field: str, part: Any, media: bool) -> int:
+        """What ``part`` (``media``: holding media) adds to a user message holding it alone
+        in ``field``, as counted."""
+        count = self.count_tokens
+        if self.spec and not (media and count is not None):
+            empty = self.units.get(field)
+            if empty is None:
+                empty = self.units[field] = utf16_length(compact_json({"role": "user", field: []}))
+            units = utf16_length(compact_json(part))
+            return tokens_of_units(empty + units) - tokens_of_units(empty)
+        empty = self.empty.get(field)
+        if empty is None:
+            empty = self.empty[field] = count_one({"role": "user", field: []}, count, None)
+        return max(count_one({"role": "user", field: [part]}, count, None) - empty, 0)
 
     def split(self, i: int, tokens: int, restart: bool) -> Tuple[Dict[str, int], Optional[str]]:
         """Message ``i``'s tokens by category, and the tool it calls or answers."""
-        view, count = self.views[i], self.count_tokens
+        view = self.views[i]
         if restart:
             return {"compaction": tokens}, None
         whole: Optional[str] = None  # the message is itself one part
@@ -215,10 +239,12 @@ class _Reader:
         tool: Optional[str] = None
         # Media inside a result's block is the media's, not the result's: by block.
         inside: Dict[Tuple[Any, Any], int] = {}
-        for media in media_parts(view):
+        found = media_parts(view)
+        holding = {media.path[:2] for media in found}  # the parts that are or hold media
+        for media in found:
             part = _at(view, media.path)
             field = media.path[0] if len(media.path) == 2 else "content"
-            figure = _probe(field, part, count)
+            figure = self.figure(field, part, True)
             parts.append((_MEDIA.get(media.kind, "images"), figure))
             if len(media.path) > 2:
                 inside[media.path[0], media.path[1]] = inside.get(media.path[:2], 0) + figure
@@ -232,14 +258,16 @@ class _Reader:
                     whole = "tool_calls"
                 else:
                     held = view[call.where][call.position]
-                    parts.append(("tool_calls", _probe(call.where, held, count)))
+                    with_media = (call.where, call.position) in holding
+                    parts.append(("tool_calls", self.figure(call.where, held, with_media)))
             for result in fmt.tool_results(view, i):
                 tool = tool or self.calls.get(result.call_id, None)
                 if result.block is None:
                     whole = "tool_results"
                 else:
                     held = view[result.items][result.block]
-                    figure = _probe(result.items, held, count)
+                    with_media = (result.items, result.block) in holding
+                    figure = self.figure(result.items, held, with_media)
                     nested = inside.get((result.items, result.block), 0)
                     parts.append(("tool_results", max(figure - nested, 0)))
         thought = thinking(self.views, i)
@@ -247,7 +275,9 @@ class _Reader:
             if thought.item is not None or view.get("type") == "reasoning":
                 whole = "thinking"
             for k, _ in thought.blocks:
-                parts.append(("thinking", _probe(thought.items, view[thought.items][k], count)))
+                block = view[thought.items][k]
+                with_media = (thought.items, k) in holding
+                parts.append(("thinking", self.figure(thought.items, block, with_media)))
         return _shared(tokens, whole or _own(view), parts), tool
 
 
@@ -277,10 +307,11 @@ def _statuses(
     clearing: Optional[ToolResultClearing],
     truncation: Optional[ToolResultTruncation],
     restarts: List[int],
+    per_message: bool,
 ) -> Tuple[List[Tuple[str, str]], int]:
-    """Each message's status and reason, and the messages' tokens left, as the steps would
-    leave them: clear old results, truncate oversized ones, then drop (the groups stay the
-    input's ``bounds``: results are edited, never removed)."""
+    """Each message's status and reason (none unless ``per_message``), and the messages'
+    tokens left, as the steps would leave them: clear old results, truncate oversized ones,
+    then drop (the groups stay the input's ``bounds``: results are edited, never removed)."""
     edited: Dict[int, str] = {}
     count_tokens, budget = options["count_tokens"], options["max_tokens"]
     current: List[Any] = messages
@@ -305,6 +336,8 @@ def _statuses(
         restart=restarts[-1] if restarts else -1,
         pinned=pinned,
     )
+    if not per_message:
+        return [], plan.tokens_after
     statuses: List[Tuple[str, str]] = []
     for row in plan.rows(options["keep_head"], options["keep_tail"]):
         status = row.status
@@ -335,6 +368,8 @@ def _statuses(
     exclude_tools="Names of tools whose results clearing and cutting leave whole.",
     summaries="The indices of messages that are summaries (an inserted summary), counted "
     "as the ``summary`` category.",
+    per_message="``False`` for the totals alone: no ``rows`` (a dataset's figures, where no "
+    "message is shown, cost less).",
 )
 def breakdown(
     messages: Sequence[Any],
@@ -351,6 +386,7 @@ def breakdown(
     max_result_tokens: Any = None,
     exclude_tools: Iterable[str] = (),
     summaries: Iterable[int] = (),
+    per_message: bool = True,
 ) -> Breakdown:
     """Where a request's tokens go, and what compaction would do to each message.
 
@@ -399,7 +435,7 @@ def breakdown(
         # What is sent beside the messages counts against the budget, as in the middleware.
         options["max_tokens"] = max(options["max_tokens"] - fixed, 1)
         statuses, after = _statuses(
-            msgs, views, counts, bounds, options, clearing, truncation, restarts
+            msgs, views, counts, bounds, options, clearing, truncation, restarts, per_message
         )
         after += fixed
     budget = None if max_tokens is None else check_max_tokens(max_tokens)
@@ -412,6 +448,7 @@ def breakdown(
         beside,
         statuses,
         summaries=summaries,
+        per_message=per_message,
         max_tokens=budget,
         tokens_after=after,
         fits=None if after is None or budget is None else after <= budget,
@@ -428,6 +465,7 @@ def tally(
     statuses: Optional[Sequence[Tuple[str, str]]],
     *,
     summaries: Iterable[int] = (),
+    per_message: bool = True,
     max_tokens: Optional[float] = None,
     tokens_after: Optional[int] = None,
     fits: Optional[bool] = None,
@@ -444,6 +482,7 @@ def tally(
         beside: Tokens sent beside the messages, by category (``system``, ``tools``).
         statuses: Each message's ``(status, reason)``, or ``None`` without a budget.
         summaries: The indices of messages that are summaries.
+        per_message: ``False`` for the totals alone (no ``rows``).
         max_tokens, tokens_after, fits: The budget and what compaction leaves of it.
     """
     summary_at = set(summaries)
@@ -462,6 +501,8 @@ def tally(
             if tool is not None and category in ("tool_calls", "tool_results"):
                 entry = by_tool.setdefault(tool, {"calls": 0, "results": 0})
                 entry["calls" if category == "tool_calls" else "results"] += figure
+        if not per_message:
+            continue
         status, reason = (None, None) if statuses is None else statuses[i]
         rows.append(
             BreakdownRow(

@@ -10,12 +10,14 @@ from helpers import (
     budgets,
     call_item,
     claude,
+    contents,
     conversations,
     keeps,
     output_item,
     reasoning_item,
     system,
     text_block,
+    texts,
     thinking_block,
     tool,
     tool_call,
@@ -34,7 +36,7 @@ from ctx_compact import (
     compact,
     media_aware_counter,
 )
-from ctx_compact._contract import count_value
+from ctx_compact._contract import count_value, default_count_tokens
 
 Message = Dict[str, Any]
 PHOTO = png(1024, 768)
@@ -129,6 +131,10 @@ def test_the_categories_sum_to_the_count_in_every_format(kind: str, counter: str
     for row in result.rows:
         assert sum(row.parts.values()) == row.tokens
         assert row.category in row.parts
+    probed = breakdown(
+        messages, count_tokens=(lambda m: count(m)) if count else default_count_tokens
+    )
+    assert [row.parts for row in result.rows] == [row.parts for row in probed.rows]
 
 
 def test_a_chat_history_by_category_and_tool() -> None:
@@ -263,6 +269,116 @@ def test_any_conversation_sums_exactly_and_drops_what_compact_drops(
     assert result.tokens_after == compacted.tokens_after
     kept = [messages[r.index] for r in result.rows if r.status != "dropped"]
     assert kept == compacted.messages
+    totals = breakdown(messages, max_tokens=budget, per_message=False, **options)
+    assert totals.rows == ()
+    assert (totals.tokens, totals.tokens_after, totals.fits, totals.categories, totals.tools) == (
+        result.tokens,
+        result.tokens_after,
+        result.fits,
+        result.categories,
+        result.tools,
+    )
+
+
+SMALL_PHOTO = png(40, 30)
+ANY_IMAGE = st.sampled_from(
+    [
+        ("chat", {"type": "image_url", "image_url": {"url": data_url("image/png", SMALL_PHOTO)}}),
+        ("anthropic", {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                   "data": b64(SMALL_PHOTO)}}),
+        ("gemini", {"inline_data": {"mime_type": "image/png", "data": b64(SMALL_PHOTO)}}),
+        ("bedrock", {"image": {"format": "png", "source": {"bytes": b64(SMALL_PHOTO)}}}),
+    ]
+)  # fmt: skip
+
+
+@st.composite
+def histories_in_every_format(draw: st.DrawFn) -> List[Message]:
+    """One format's history: text turns, tool rounds (parallel calls, results as blocks),
+    thinking, and images beside the text or inside a tool's result."""
+    kind = draw(st.sampled_from(["chat", "anthropic", "responses", "gemini", "bedrock"]))
+    images = [part for owner, part in draw(st.lists(ANY_IMAGE, max_size=2)) if owner == kind]
+    text = draw(texts)
+    messages: List[Message] = []
+    for n in range(draw(st.integers(1, 4))):
+        ids = [f"c{n}_{k}" for k in range(draw(st.integers(0, 3)))]
+        results = [draw(texts) for _ in ids]
+        inner = images[:1] if ids and draw(st.booleans()) else []
+        if kind == "chat":
+            content = [{"type": "text", "text": text}, *images] if images else text
+            messages.append({"role": "user", "content": content})
+            if ids:
+                messages.append(assistant(draw(contents), [tool_call(i, "read") for i in ids]))
+                messages += [tool(i, r) for i, r in zip(ids, results)]
+        elif kind == "anthropic":
+            messages.append(claude("user", text_block(text), *images))
+            if ids:
+                thought = [thinking_block(draw(texts))] if draw(st.booleans()) else []
+                messages.append(
+                    claude("assistant", *thought, *(tool_use_block(i, "read") for i in ids))
+                )
+                blocks = [tool_result_block(i, r) for i, r in zip(ids, results)]
+                if inner:
+                    blocks[0]["content"] = [text_block(results[0]), *inner]
+                messages.append(claude("user", *blocks))
+        elif kind == "responses":
+            messages.append({"role": "user", "content": text})
+            if ids and draw(st.booleans()):
+                messages.append(reasoning_item(f"rs_{n}"))
+            for i, r in zip(ids, results):
+                call = call_item("function_call", i)
+                call["name"] = "read"
+                messages += [call, output_item("function_call", i, r)]
+        elif kind == "gemini":
+            messages.append({"role": "user", "parts": [{"text": text}, *images]})
+            if ids:
+                calls = [{"function_call": {"name": "read", "args": {"n": i}}} for i in ids]
+                messages.append({"role": "model", "parts": calls})
+                answers = [
+                    {"function_response": {"name": "read", "response": {"out": r}}} for r in results
+                ]
+                messages.append({"role": "user", "parts": answers})
+        else:
+            messages.append({"role": "user", "content": [{"text": text}, *images]})
+            if ids:
+                uses = [{"toolUse": {"toolUseId": i, "name": "read", "input": {}}} for i in ids]
+                messages.append({"role": "assistant", "content": uses})
+                answers = [
+                    {"toolResult": {"toolUseId": i, "content": [{"text": r}]}}
+                    for i, r in zip(ids, results)
+                ]
+                if inner:
+                    answers[0]["toolResult"]["content"].append(inner[0])
+                messages.append({"role": "user", "content": answers})
+        reply = draw(texts)
+        if kind == "gemini":
+            messages.append({"role": "model", "parts": [{"text": reply}]})
+        elif kind in ("anthropic", "bedrock"):
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": reply}]
+                             if kind == "anthropic" else [{"text": reply}]})  # fmt: skip
+        else:
+            messages.append(assistant(reply))
+    return messages
+
+
+@settings(deadline=None)
+@given(histories_in_every_format(), st.booleans())
+def test_every_format_splits_its_count_as_a_counter_of_its_own_would(
+    messages: List[Message], media: bool
+) -> None:
+    # The estimator's parts are measured once each; a counter the library does not know
+    # (here the same arithmetic, as a plain function) has each part counted alone in a
+    # message: the two splits agree, and every split sums to compact's count.
+    known = media_aware_counter() if media else None
+    own = (lambda m: known(m)) if known is not None else default_count_tokens
+    result = breakdown(messages, count_tokens=known)
+    probed = breakdown(messages, count_tokens=own)
+    expected = compact(messages, max_tokens=10**9, count_tokens=known).tokens_before
+    assert sum(result.categories.values()) == result.tokens == expected
+    for row in result.rows:
+        assert sum(row.parts.values()) == row.tokens
+    assert [row.parts for row in result.rows] == [row.parts for row in probed.rows]
+    assert result.categories == probed.categories
 
 
 def test_a_messages_text_for_a_page_to_show() -> None:

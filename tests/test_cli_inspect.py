@@ -92,7 +92,12 @@ def test_a_whole_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("6 conversations, ")
-    assert "budget 300: " in out
+    lines = [json.loads(line) for line in source.read_text().splitlines()]
+    each = [breakdown(m, max_tokens=300, count_tokens=media_aware_counter()) for m in lines]
+    over = sum(1 for one in each if one.tokens > 300)
+    fit = sum(1 for one in each if one.fits)
+    assert f"budget 300: {over} over it, {fit} fit after compaction" in out
+    assert f"largest {max(one.tokens for one in each):,}" in out
     counts = re.findall(r'data-series="before" data-bin="\d+" data-count="(\d+)"', page.read_text())
     assert sum(map(int, counts)) == 6
     assert main(["inspect", "--jsonl", "--json", str(source)]) == 0

@@ -8,7 +8,8 @@ import json
 import os
 import shutil
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from array import array
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 from .. import Breakdown, breakdown
 from .._render import ConversationFigures, dataset_page
@@ -25,6 +26,7 @@ from .io import (
     read_array,
     read_jsonl,
 )
+from .json import loads_fast
 from .words import PROG
 from .work import Settings
 
@@ -71,16 +73,22 @@ def _one(args: argparse.Namespace) -> Tuple[str, List[Any]]:
 
 
 def _conversation(name: str, lineno: int, raw: bytes) -> Optional[Tuple[str, List[Any]]]:
-    """``FILE:LINE`` and the messages of a JSONL line; ``None`` for a blank line."""
-    text = decode(raw, name, lineno, lineno == 1)
-    if not text.strip(" \t\r\n"):
-        return None
+    """``FILE:LINE`` and the messages of a JSONL line; ``None`` for a blank line. The line is
+    parsed as compaction parses it: by orjson when installed, else the standard library."""
+    value = loads_fast(raw)
+    if value is None:
+        text = decode(raw, name, lineno, lineno == 1)
+        if not text.strip(" \t\r\n"):
+            return None
+        value = parse(text, name, lineno)
     where = f"{name}:{lineno}"
-    messages, _ = conversation(parse(text, name, lineno), where)
+    messages, _ = conversation(value, where)
     return where, messages
 
 
-def _breakdown(settings: Settings, messages: List[Any], where: str) -> Breakdown:
+def _breakdown(
+    settings: Settings, messages: List[Any], where: str, per_message: bool = True
+) -> Breakdown:
     clearing: Any = {"keep": settings.keep_results} if settings.clear_tool_results else False
     try:
         return breakdown(
@@ -94,6 +102,7 @@ def _breakdown(settings: Settings, messages: List[Any], where: str) -> Breakdown
             clear_tool_results=clearing,
             max_result_tokens=settings.caps,
             exclude_tools=settings.exclude_tools,
+            per_message=per_message,
         )
     except (TypeError, ValueError) as exc:  # InvalidMessageError is a ValueError
         raise Failure(f"{where}: {exc}") from None
@@ -101,19 +110,17 @@ def _breakdown(settings: Settings, messages: List[Any], where: str) -> Breakdown
 
 def _dataset(args: argparse.Namespace, settings: Settings, temporaries: Temporaries) -> int:
     """The dataset's figures: one breakdown at a time, only its totals kept."""
-    figures: List[ConversationFigures] = []
+    figures = _Figures()
     totals: Dict[str, int] = {}
     with open_input(args.input) as source:
         for lineno, raw in read_jsonl(source.stream, source.name):
             found = _conversation(source.name, lineno, raw)
             if found is None:
                 continue
-            result = _breakdown(settings, found[1], found[0])
+            result = _breakdown(settings, found[1], found[0], per_message=False)
             for category, tokens in result.categories.items():
                 totals[category] = totals.get(category, 0) + tokens
-            figures.append(
-                ConversationFigures(lineno, result.tokens, result.tokens_after, result.fits)
-            )
+            figures.append(lineno, result.tokens, result.tokens_after, result.fits)
     if args.json:
         text = json.dumps({"conversations": len(figures), "categories": totals}, indent=2) + "\n"
     else:
@@ -124,10 +131,45 @@ def _dataset(args: argparse.Namespace, settings: Settings, temporaries: Temporar
     return status.OK
 
 
-def _dataset_lines(
-    figures: List[ConversationFigures], totals: Dict[str, int], budget: Optional[float]
-) -> str:
-    tokens = sorted(f.tokens for f in figures)
+class _Figures(Sequence[ConversationFigures]):
+    """The conversations' figures as ``dataset_page`` reads them, held in arrays: 25 bytes a
+    line, not an object, beside the one conversation being read."""
+
+    def __init__(self) -> None:
+        self.lines = array("q")
+        self.tokens = array("q")
+        self.after = array("q")  # -1: no budget
+        self.fits = array("b")  # -1: no budget
+
+    def append(self, line: int, tokens: int, after: Optional[int], fits: Optional[bool]) -> None:
+        self.lines.append(line)
+        self.tokens.append(tokens)
+        self.after.append(-1 if after is None else after)
+        self.fits.append(-1 if fits is None else fits)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @overload
+    def __getitem__(self, k: int) -> ConversationFigures: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[ConversationFigures]: ...
+
+    def __getitem__(self, k: Union[int, slice]) -> Any:
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        after, fits = self.after[k], self.fits[k]
+        return ConversationFigures(
+            self.lines[k],
+            self.tokens[k],
+            None if after < 0 else after,
+            None if fits < 0 else bool(fits),
+        )
+
+
+def _dataset_lines(figures: _Figures, totals: Dict[str, int], budget: Optional[float]) -> str:
+    tokens = sorted(figures.tokens)
     if not tokens:
         return "0 conversations\n"
 
@@ -140,7 +182,7 @@ def _dataset_lines(
     ]
     if budget is not None:
         over = sum(1 for t in tokens if t > budget)
-        fit = sum(1 for f in figures if f.fits)
+        fit = figures.fits.count(1)
         lines.append(f"budget {budget:,.0f}: {over:,} over it, {fit:,} fit after compaction")
     whole = sum(totals.values()) or 1
     lines += [f"  {c:<13} {t:>12,} {100 * t / whole:5.1f}%" for c, t in totals.items() if t]
