@@ -19,14 +19,12 @@ from .io import (
     Failure,
     Temporaries,
     conversation,
-    decode,
+    jsonl_value,
     open_input,
     output,
-    parse,
     read_array,
     read_jsonl,
 )
-from .json import loads_fast
 from .words import PROG
 from .work import Settings
 
@@ -75,14 +73,11 @@ def _one(args: argparse.Namespace) -> Tuple[str, List[Any]]:
 def _conversation(name: str, lineno: int, raw: bytes) -> Optional[Tuple[str, List[Any]]]:
     """``FILE:LINE`` and the messages of a JSONL line; ``None`` for a blank line. The line is
     parsed as compaction parses it: by orjson when installed, else the standard library."""
-    value = loads_fast(raw)
-    if value is None:
-        text = decode(raw, name, lineno, lineno == 1)
-        if not text.strip(" \t\r\n"):
-            return None
-        value = parse(text, name, lineno)
+    read = jsonl_value(raw, name, lineno)
+    if read is None:
+        return None
     where = f"{name}:{lineno}"
-    messages, _ = conversation(value, where)
+    messages, _ = conversation(read[0], where)
     return where, messages
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
 from .interrupts import held
-from .json import utf8_line
+from .json import loads_fast, utf8_line
 
 STDIN_NAME = "<stdin>"
 STDOUT_NAME = "<stdout>"
@@ -111,6 +111,22 @@ def decode(data: Union[bytes, str], name: str, line: Optional[int], first: bool)
             " at the end of the line (cut short?)" if exc.reason == "unexpected end of data" else ""
         )
         raise Failure(f"{name}:{line}:{column}: not valid UTF-8 (byte 0x{bad}){cut}") from None
+
+
+def jsonl_value(raw: bytes, name: str, lineno: int) -> Optional[Tuple[Any, bool]]:
+    """A JSONL line's value, and whether orjson parsed it (else the standard library did);
+    ``None`` for a blank line.
+
+    Raises:
+        Failure: The line is not UTF-8 or not JSON; the message names it.
+    """
+    value = loads_fast(raw)
+    if value is not None:
+        return value, True
+    text = decode(raw, name, lineno, lineno == 1)
+    if not text.strip(" \t\r\n"):
+        return None
+    return parse(text, name, lineno), False
 
 
 def conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, Any]]]:

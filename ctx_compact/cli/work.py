@@ -37,8 +37,8 @@ from .._contract import (
     prepare,
     step,
 )
-from .io import Failure, conversation, decode, dump, parse, with_messages
-from .json import Pieces, Unencodable, loads_fast
+from .io import Failure, conversation, dump, jsonl_value, with_messages
+from .json import Pieces, Unencodable
 from .words import Budget, change_text, explain_table, figures, number, plural, problem_text
 
 
@@ -341,15 +341,11 @@ def do_line(
     """One JSONL line done, ``None`` for a blank line, or ``Rejected`` naming why it cannot be."""
     where = f"{name}:{lineno}"
     try:
-        value = loads_fast(raw)
-        fast = value is not None
-        if not fast:
-            text = decode(raw, name, lineno, lineno == 1)
-            if not text.strip(" \t\r\n"):
-                return None
-            value = parse(text, name, lineno)
-        messages, holder = conversation(value, where)
-        return run_one(settings, messages, holder, where, fast)
+        read = jsonl_value(raw, name, lineno)
+        if read is None:
+            return None
+        messages, holder = conversation(read[0], where)
+        return run_one(settings, messages, holder, where, read[1])
     except Failure as exc:
         return Rejected(lineno, str(exc), raw)
     except MemoryError:  # what it took is freed on the way here: the next line can go on
