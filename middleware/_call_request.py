@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any, Iterator, Mapping, Optional, Tuple
 
 
-class CallRequest(Mapping):  # type: ignore[type-arg]
+class CallRequest(Mapping[str, Any]):
     """A read-only mapping of what the call sends beside its messages, and where they go.
 
     As a mapping it is what it always was: an intercepted SDK request's body (its
