@@ -319,3 +319,27 @@ def test_request_shows_what_the_conversations_request_sent_before_the_dropped_me
     assert first[1] == {"role": "user", "content": "summary 1"}
     # What the first call kept after the summary starts with what the second one drops.
     assert first[2 : 2 + len(dropped2)] == dropped2
+
+
+def test_a_pinned_message_kept_after_the_previous_summary_is_in_sent_before() -> None:
+    seen: List[Any] = []
+
+    def summarize(
+        dropped: List[Any], *, previous: Optional[str] = None, request: Any = None
+    ) -> str:
+        seen.append(request)
+        return f"summary {len(seen)}"
+
+    def create(*, model: str, messages: List[Any]) -> List[Any]:
+        return messages
+
+    history = chat(32)
+    rule = history[9]  # a question early in the conversation, pinned in place
+    ask = budgeted(max_tokens=800, summarize=summarize, pin=lambda m: m is rule)(create)
+    first = ask(model="m1", messages=history[:60])
+    ask(model="m1", messages=history[:64])
+
+    # The first call sent the head, its summary, then the pinned question: so the second
+    # call's summarizer is shown all three before the messages dropped since.
+    assert first[:3] == [history[0], {"role": "user", "content": "summary 1"}, rule]
+    assert seen[1].sent_before == tuple(first[:3])

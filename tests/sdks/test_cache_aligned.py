@@ -329,3 +329,19 @@ def test_anthropic_at_four_breakpoints_the_latest_of_the_messages_own_gives_way(
 def test_another_apis_body_is_not_aligned() -> None:
     messages = [{"role": "user", "content": "Hello"}]
     assert anthropic_aligned({"model": MODEL}, messages, "openai /chat/completions") is None
+
+
+def test_openai_keeps_the_requests_prompt_cache_key() -> None:
+    api = summary_client(openai.OpenAI(api_key="test")).api  # type: ignore[union-attr]
+    assert api.aligned is not None
+    body = {"model": MODEL, "prompt_cache_key": "user-42"}
+    made = api.aligned(
+        body, "openai /chat/completions", [{"role": "user", "content": "Hi"}], "I", 9
+    )
+    assert made == {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Hi"}, {"role": "user", "content": "I"}],
+        "max_completion_tokens": 9,
+        "prompt_cache_key": "user-42",
+    }
+    assert api.aligned(body, "openai /responses", [], "I", 9) is None
