@@ -390,6 +390,13 @@ class Compaction:
         except InvalidMessageError as exc:
             raise InvalidMessageError(f"the summary message: {exc.reason}") from exc
 
+    def summary_message(self, summary: str, summary_role: str) -> Tuple[Any, bool]:
+        """The message ``result_with_summary`` inserts for ``summary``, and whether it
+        replaces the head's last message (the note joined to it, where roles alternate)
+        rather than following the head."""
+        note, merged, _ = self._summary_message(summary, summary_role)
+        return (note, False) if merged is None else (merged, True)
+
     def result_with_summary(
         self, summary: Optional[str], summary_role: str, at_least: int = 0
     ) -> CompactResultWithSummary:

@@ -9,6 +9,7 @@ on PyPI is also called ``middleware``; it is not this one.
 
 from __future__ import annotations
 
+from ._call_request import CallRequest
 from ._decorator import budgeted
 from ._events import BudgetExceededError, CompactionEvent, UnpairedMessagesError, log_compaction
 from ._options import CompactionOptions
@@ -22,6 +23,7 @@ from ._usage import provider_prompt_tokens
 
 __all__ = [
     "BudgetExceededError",
+    "CallRequest",
     "CompactingSession",
     "CompactionEvent",
     "CompactionOptions",

@@ -28,6 +28,7 @@ from ctx_compact._contract import (
     prefix_sums,
 )
 
+from ._call_request import CallRequest
 from ._callables import Arguments, Located
 from ._events import BudgetExceededError, CompactionEvent, Received, UnpairedMessagesError
 from ._options import CompactionOptions
@@ -369,6 +370,22 @@ class CallRun:
         the kept head ends, and the group boundaries between the two, where earlier calls
         may have cut (only where the conversation may resume after the head)."""
         return self.originals(0, cut), self.plan.head_end, self.plan.cut_points(cut)
+
+    def summary_request(self, previous: Optional[str], since: int) -> Optional[CallRequest]:
+        """What a summarizer taking ``request`` is shown of the call, when it summarizes the
+        messages from ``since`` rolling on from ``previous``: the call's request, and the
+        messages a request carrying ``previous`` sent before them (``CallRequest``)."""
+        located = self.located
+        if located.request is None:
+            return None
+        plan = self.plan
+        before = self.originals(plan.start, plan.head_end)
+        if previous is not None:
+            message, joins = plan.summary_message(previous, self.options.summary_role)
+            before = [*before[:-1], message] if joins else [*before, message]
+        pinned = plan.pinned_between(plan.head_end, since)
+        before.extend(self.originals(i, i + 1)[0] for i in pinned)
+        return CallRequest(located.request, located.api, tuple(before))
 
     def summary_cut(self, summary: str, covered: int) -> int:
         """Where the call cuts with ``summary`` (made of the messages before ``covered``) in.

@@ -121,6 +121,8 @@ class Located(NamedTuple):
         request: What the call sends beside its messages, as far as the site
             sees it (an SDK request's body, a call's keyword arguments), for a
             summarizer that takes ``request``; ``None`` when it cannot say.
+        api: The API whose request body ``request`` is (``"openai
+            /chat/completions"``), when the site reads an SDK request's body.
     """
 
     value: Any
@@ -130,6 +132,7 @@ class Located(NamedTuple):
     counts: Optional[Sequence[int]] = None
     recount: Optional[CountTokens] = None
     request: Optional[Mapping[str, Any]] = None
+    api: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -249,7 +249,7 @@ class Interceptor:
             while True:
                 given = run.summary_input(covered)
                 summary, error = yield from summaries.flow(
-                    *given, visit, run.located.request, usage
+                    *given, visit, run.summary_request, usage
                 )
                 if summary is None:
                     break

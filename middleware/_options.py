@@ -85,9 +85,10 @@ class SharedOptions(TypedDict, total=False):
     is inserted after the head. On async callables an async one is awaited and a sync one
     runs on a worker thread; an async one is refused for sync callables. With a keyword
     argument ``previous`` it rolls: it is given the previous summary and only the messages
-    dropped since. With a keyword argument ``request`` it is given a read-only mapping of
-    what the call sends beside its messages (an SDK request's body, a call's keyword
-    arguments; ``None`` when unknown), such as its ``model``. The summary of a cut is kept
+    dropped since. With a keyword argument ``request`` it is given a ``CallRequest``, a
+    read-only mapping of what the call sends beside its messages (an SDK request's body, a
+    call's keyword arguments; ``None`` when unknown), such as its ``model``, with the
+    messages sent before the dropped ones. The summary of a cut is kept
     (in ``store``) and reused while the cut stands; one that raises does not fail the call
     (the event's ``summary_error`` says why). See docs/summaries.md."""
     summary_role: str

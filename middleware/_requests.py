@@ -83,10 +83,7 @@ class RequestSite:
             sent.json_data = {**body, key: new}
             return replace(args, kwargs, "options", index, sent)
 
+        api = f"{self.sdk} {route.path}"
         return Located(
-            messages,
-            rebuild,
-            Beside(fixed),
-            f"{self.sdk} {route.path}",
-            request=MappingProxyType(body),
+            messages, rebuild, Beside(fixed), api, request=MappingProxyType(body), api=api
         )

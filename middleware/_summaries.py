@@ -54,8 +54,8 @@ class Lookup(NamedTuple):
 class Summarize(NamedTuple):
     """Call the summarizer; the reply is what it returned (awaited on async paths).
 
-    ``request`` is what the call being compacted sends beside its messages
-    (``Located.request``), for a summarizer that takes it; ``usage`` counts what
+    ``request`` is what the summarizer is shown of the call being compacted
+    (``CallRun.summary_request``), for a summarizer that takes it; ``usage`` counts what
     the summarizer's model calls report (``_state.SummarizerCall``).
     """
 
@@ -76,6 +76,9 @@ Step = Union[Lookup, Summarize, Keep]
 # The summary to insert (or None) and, when the summarizer failed, why.
 Outcome = Tuple[Optional[str], Optional[str]]
 Flow = Generator[Step, Any, Outcome]
+# What a summarizer taking ``request`` is shown of the call, given the previous summary
+# and where the messages it summarizes start (``CallRun.summary_request``).
+Shown = Callable[[Optional[str], int], Optional[Mapping[str, Any]]]
 
 
 class Visit:
@@ -215,7 +218,7 @@ class Summaries:
         head_end: int,
         boundaries: Sequence[int],
         visit: Visit,
-        request: Optional[Mapping[str, Any]] = None,
+        request: Optional[Shown] = None,
         usage: Optional[UsageSink] = None,
     ) -> Flow:
         """The summary of the cut after ``prefix``: the stored one, else a new one, stored.
@@ -226,8 +229,8 @@ class Summaries:
             boundaries: The group boundaries strictly between ``head_end`` and
                 the cut, ascending: where earlier calls may have cut.
             visit: The store's part in this call, shared by the call's flows.
-            request: What the call sends beside its messages, for a summarizer
-                that takes ``request``.
+            request: What a summarizer that takes ``request`` is shown of the call,
+                from the previous summary and where the summarized messages start.
             usage: Where the summarizer's usage is counted, shared by the call's flows.
 
         Yields:
@@ -252,7 +255,8 @@ class Summaries:
                 return stored, None
             since, previous = yield from self._previous(head_end, boundaries, digests, visit)
         try:
-            returned = yield Summarize(prefix[since:], previous, request, usage)
+            shown = request(previous, since) if request and self._takes_request else None
+            returned = yield Summarize(prefix[since:], previous, shown, usage)
         except Exception as exc:
             logger.warning(
                 "%s: summarize raised %s; the call goes on without a summary and the next "

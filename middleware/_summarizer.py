@@ -18,7 +18,18 @@ import threading
 import time
 from collections.abc import Mapping
 from operator import attrgetter
-from typing import Any, Awaitable, Callable, Generator, List, Optional, Sequence, Union
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    Generator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Union,
+)
 
 import anyio
 
@@ -30,6 +41,7 @@ from ctx_compact._contract import (
     must,
 )
 
+from ._call_request import CallRequest
 from ._callables import is_async_callable, qualified_name
 from ._state import SummarizerCall, report_usage
 from ._summary_usage import SummaryUsage
@@ -76,9 +88,17 @@ _MIN_ROOM = 256
 _CUT = "\n[... {} characters cut to fit the summarizer's input ...]"
 
 Prompt = PromptMessages
-# A summary's rounds: the prompts to send, each answered with the model's text; it
-# returns the summary.
-Rounds = Generator[Prompt, str, str]
+
+
+class Aligned(NamedTuple):
+    """A cache-aligned request, ready but for its timeout: the call's keyword arguments."""
+
+    request: Dict[str, Any]
+
+
+# A summary's rounds: the prompts (or the one aligned request) to send, each answered
+# with the model's text; it returns the summary.
+Rounds = Generator[Union[Prompt, Aligned], str, str]
 
 
 def _tokens(text: str) -> int:
@@ -140,6 +160,7 @@ class _Settings:
     def __init__(self, instructions: str, max_summary: int, max_input: int) -> None:
         self.instructions = instructions
         self.max_summary = max_summary
+        self.max_input = max_input
         # What every request holds besides the previous summary and the messages, in the
         # library's estimate of the prompt messages (the bound's unit).
         fixed = sum(map(default_count_tokens, self.prompt("", [])))
@@ -162,13 +183,66 @@ class _Settings:
             {"role": "user", "content": user},
         ]
 
-    def rounds(self, dropped: Sequence[Any], previous: Optional[str]) -> Rounds:
-        """The summary of ``dropped`` rolled on from ``previous``, one chunk per prompt.
+    def instruction(self, rolling: bool, count: int) -> str:
+        """The message that ends a cache-aligned request: the instructions, then the task
+        on the conversation above it."""
+        if rolling:
+            task = (
+                "The summary so far is the summary message above, after the opening "
+                f"messages: update it with the last {count} messages of the conversation."
+            )
+        else:
+            task = f"Summarize the last {count} messages of the conversation above."
+        return (
+            f"{self.instructions}\n\n{task} Keep the summary under {self.max_summary} "
+            "tokens. Call no tool."
+        )
+
+    def aligned(
+        self,
+        found: SummaryClient,
+        request: Optional[Mapping[str, Any]],
+        model: Optional[str],
+        dropped: Sequence[Any],
+        previous: Optional[str],
+    ) -> Optional[Aligned]:
+        """The cache-aligned request for ``dropped``, or ``None`` where it cannot be made.
+
+        It repeats the request's prefix as the conversation's last request sent it
+        (``CallRequest.sent_before``, then ``dropped``) with the request's own model,
+        and ends with ``instruction``; there is none for a call's keyword arguments
+        that name another model or no SDK request, for an SDK without one, and for
+        a request over the input bound (today's chunked requests then serve).
+        """
+        make = found.api.aligned
+        if make is None or not isinstance(request, CallRequest):
+            return None
+        if model is None or request.get("model") != model:
+            return None  # another model's cache would not serve it
+        messages = [*request.sent_before, *dropped]
+        instruction = self.instruction(previous is not None, len(dropped))
+        made = make(request, request.api, messages, instruction, self.max_summary)
+        if made is None:
+            return None
+        try:
+            size = sum(map(default_count_tokens, made["messages"]))
+            size += sum(default_count_tokens(made[k]) for k in ("system", "tools") if k in made)
+        except (TypeError, ValueError):  # messages JSON cannot hold: not to be measured
+            return None
+        return Aligned(made) if size <= self.max_input else None
+
+    def rounds(
+        self, dropped: Sequence[Any], previous: Optional[str], aligned: Optional[Aligned] = None
+    ) -> Rounds:
+        """The summary of ``dropped`` rolled on from ``previous``: the ``aligned`` request
+        when there is one, else one chunk per prompt.
 
         Each chunk holds as many dropped messages as fit beside the previous
         summary (cut to half the room when longer), and at least one (cut to
         fit when it alone does not); every prompt stays within the input bound.
         """
+        if aligned is not None:
+            return (yield aligned)
         texts = [_rendered(m) for m in dropped]
         start = 0
         while True:
@@ -198,8 +272,9 @@ def _text(value: object, source: str) -> str:
 
 def _ask(
     client: Any, found: Optional[SummaryClient], max_summary: int
-) -> Callable[[Prompt, Optional[float], Optional[str]], Any]:
-    """How one prompt is sent: ``(prompt, seconds left, model) -> text`` (or its awaitable).
+) -> Callable[[Union[Prompt, Aligned], Optional[float], Optional[str]], Any]:
+    """How one prompt (or aligned request) is sent: ``(prompt, seconds left, model) ->
+    text`` (or its awaitable).
 
     An SDK client's usage is reported for the call being summarized (``report_usage``).
     """
@@ -207,6 +282,15 @@ def _ask(
         return lambda prompt, _left, _model: client(prompt)
     api = found.api
     method = attrgetter(api.method)(client)
+
+    def arguments(
+        prompt: Union[Prompt, Aligned], left: Optional[float], model: Optional[str]
+    ) -> Dict[str, Any]:
+        if isinstance(prompt, Aligned):
+            # None would lift the client's own timeout.
+            return prompt.request if left is None else {**prompt.request, "timeout": left}
+        assert model is not None
+        return api.request(model, prompt, max_summary, left)
 
     def text(response: Any) -> str:
         figures = api.usage(response)
@@ -216,15 +300,15 @@ def _ask(
 
     if found.is_async:
 
-        async def asend(prompt: Prompt, left: Optional[float], model: Optional[str]) -> str:
-            assert model is not None
-            return text(await method(**api.request(model, prompt, max_summary, left)))
+        async def asend(
+            prompt: Union[Prompt, Aligned], left: Optional[float], model: Optional[str]
+        ) -> str:
+            return text(await method(**arguments(prompt, left, model)))
 
         return asend
 
-    def send(prompt: Prompt, left: Optional[float], model: Optional[str]) -> str:
-        assert model is not None
-        return text(method(**api.request(model, prompt, max_summary, left)))
+    def send(prompt: Union[Prompt, Aligned], left: Optional[float], model: Optional[str]) -> str:
+        return text(method(**arguments(prompt, left, model)))
 
     return send
 
@@ -294,17 +378,24 @@ def llm_summarizer(
     instructions: Optional[str] = None,
     max_summary_tokens: int = DEFAULT_MAX_SUMMARY_TOKENS,
     max_input_tokens: int = DEFAULT_MAX_INPUT_TOKENS,
+    cache_aligned: bool = True,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
 ) -> Callable[..., Union[str, Awaitable[str]]]:
     """A ready summarizer for ``summarize=``: your own model writes the summaries.
 
     It rolls (it takes ``previous``): the previous summary is updated with what
-    was dropped since. The dropped messages are sent as their JSON (media named,
-    not sent) inside one user message, after a system prompt of ``instructions``,
-    and what each model call reports of its usage is on the event
-    (``summary_usage``); those beyond
+    was dropped since. With an SDK client, for an intercepted SDK request (or a
+    budgeted SDK method) summarized with its own model, the request is
+    cache-aligned: it repeats the conversation's prefix as its last request sent
+    it (the call's system prompt, tools with tool use off, model, head, the
+    previous summary's message as inserted, then the dropped messages) and ends
+    with one message of ``instructions``, so the provider's prompt cache serves
+    the rest. Otherwise (or over ``max_input_tokens``, or ``cache_aligned=False``)
+    the dropped messages are sent as their JSON (media named, not sent) inside
+    one user message, after a system prompt of ``instructions``; those beyond
     ``max_input_tokens`` are summarized in chunks, each chunk's summary rolled on
-    into the next. A summarizer for a sync client is a plain function and one for
+    into the next. What each model call reports of its usage is on the event
+    (``summary_usage``). A summarizer for a sync client is a plain function and one for
     an async client a coroutine function, so the library runs each the right way.
     Its model calls are never compacted or reported by an active
     ``CompactingSession``, even through a client the session intercepts.
@@ -329,7 +420,12 @@ def llm_summarizer(
             ``max_tokens`` (``max_completion_tokens`` for OpenAI).
         max_input_tokens: The most a summarization request may hold, in the
             library's estimated tokens: the instructions, the previous summary
-            and the dropped messages.
+            and the dropped messages (and, cache-aligned, the repeated prefix,
+            system prompt and tools: over it, today's chunked requests serve).
+        cache_aligned: Whether to send cache-aligned requests where they can be
+            made (OpenAI Chat Completions and Anthropic Messages); ``False``
+            always sends the instructions as the system prompt and the dropped
+            messages as JSON.
         timeout: Seconds the whole work of one summary may take, every chunk and
             the client's retries included; ``None`` for no limit. Past it the
             summarizer raises ``TimeoutError``, which costs the call its summary,
@@ -370,8 +466,21 @@ def llm_summarizer(
             raise must("timeout", "a number of seconds or None", timeout)
         if not timeout > 0:
             raise must("timeout", "positive", timeout, ValueError)
+    if not isinstance(cache_aligned, bool):
+        raise must("cache_aligned", "a bool", cache_aligned)
     settings = _Settings(instructions, max_summary, max_input)
     ask = _ask(client, found, max_summary)
+
+    def aligned(
+        request: Optional[Mapping[str, Any]],
+        chosen: Optional[str],
+        dropped: Sequence[Any],
+        previous: Optional[str],
+    ) -> Optional[Aligned]:
+        if not cache_aligned or found is None:
+            return None
+        return settings.aligned(found, request, chosen, dropped, previous)
+
     source = f"{type(client).__name__} summarizer" if found is not None else repr(client)
 
     if found.is_async if found is not None else is_async_callable(client):
@@ -383,8 +492,9 @@ def llm_summarizer(
             request: Optional[Mapping[str, Any]] = None,
         ) -> str:
             chosen = _model(model, found, request)
+            ready = aligned(request, chosen, dropped, previous)
             with SummarizerCall(), anyio.fail_after(timeout) as scope:
-                rounds = settings.rounds(dropped, previous)
+                rounds = settings.rounds(dropped, previous, ready)
                 prompt = next(rounds)
                 while True:
                     left = (
@@ -403,9 +513,10 @@ def llm_summarizer(
             dropped: List[Any],
             previous: Optional[str],
             chosen: Optional[str],
+            ready: Optional[Aligned],
             deadline: Optional[float],
         ) -> str:
-            rounds = settings.rounds(dropped, previous)
+            rounds = settings.rounds(dropped, previous, ready)
             prompt = next(rounds)
             while True:
                 left = None if deadline is None else deadline - time.monotonic() + _GRACE
@@ -422,11 +533,12 @@ def llm_summarizer(
             request: Optional[Mapping[str, Any]] = None,
         ) -> str:
             chosen = _model(model, found, request)
+            ready = aligned(request, chosen, dropped, previous)
             with SummarizerCall():
                 deadline = None if timeout is None else time.monotonic() + timeout
-                return _in_thread(lambda: work(dropped, previous, chosen, deadline), timeout)
+                return _in_thread(lambda: work(dropped, previous, chosen, ready, deadline), timeout)
 
         summarize = summarize_
-    name = _identity(client, found, model, instructions, max_summary, max_input)
+    name = _identity(client, found, model, instructions, max_summary, max_input, cache_aligned)
     summarize.__name__ = summarize.__qualname__ = name
     return summarize

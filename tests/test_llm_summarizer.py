@@ -317,6 +317,7 @@ def test_summarizers_with_other_settings_keep_their_summaries_apart() -> None:
         ({"max_input_tokens": 300}, ValueError, "'max_input_tokens' must be at least"),
         ({"timeout": 0}, ValueError, "'timeout' must be positive"),
         ({"timeout": "1"}, TypeError, "'timeout' must be a number of seconds or None"),
+        ({"cache_aligned": "yes"}, TypeError, "'cache_aligned' must be a bool"),
     ],
 )
 def test_bad_options_are_refused_when_it_is_made(

@@ -8,7 +8,7 @@ import anyio
 import pytest
 from summary_workers import chat
 
-from middleware import CompactingSession, CompactionEvent, SQLiteStore, budgeted
+from middleware import CallRequest, CompactingSession, CompactionEvent, SQLiteStore, budgeted
 from middleware._summaries import takes_previous
 
 
@@ -288,3 +288,58 @@ async def test_an_async_summarizer_taking_request_sees_them_too() -> None:
 
     await budgeted(max_tokens=2000, summarize=summarize)(create)(model="m1", messages=chat(40))
     assert [r["model"] for r in seen] == ["m1"]
+
+
+def test_request_shows_what_the_conversations_request_sent_before_the_dropped_messages() -> None:
+    seen: List[Any] = []
+
+    def summarize(
+        dropped: List[Any], *, previous: Optional[str] = None, request: Any = None
+    ) -> str:
+        seen.append((list(dropped), previous, request))
+        return f"summary {len(seen)}"
+
+    def create(*, model: str, messages: List[Any]) -> List[Any]:
+        return messages
+
+    ask = budgeted(max_tokens=800, summarize=summarize)(create)
+    history = chat(32)
+    first = ask(model="m1", messages=history[:60])
+    ask(model="m1", messages=history[:64])
+
+    (_, none, request1), (dropped2, previous, request2) = seen
+    assert none is None
+    assert previous == "summary 1"
+    assert isinstance(request1, CallRequest)
+    assert request1.api is None  # a call's keyword arguments, not an SDK request's body
+    assert request1["model"] == "m1"
+    # The head, then (rolling) the previous summary's message as the first call inserted it.
+    assert request1.sent_before == (history[0],)
+    assert request2.sent_before == (history[0], first[1])
+    assert first[1] == {"role": "user", "content": "summary 1"}
+    # What the first call kept after the summary starts with what the second one drops.
+    assert first[2 : 2 + len(dropped2)] == dropped2
+
+
+def test_a_pinned_message_kept_after_the_previous_summary_is_in_sent_before() -> None:
+    seen: List[Any] = []
+
+    def summarize(
+        dropped: List[Any], *, previous: Optional[str] = None, request: Any = None
+    ) -> str:
+        seen.append(request)
+        return f"summary {len(seen)}"
+
+    def create(*, model: str, messages: List[Any]) -> List[Any]:
+        return messages
+
+    history = chat(32)
+    rule = history[9]  # a question early in the conversation, pinned in place
+    ask = budgeted(max_tokens=800, summarize=summarize, pin=lambda m: m is rule)(create)
+    first = ask(model="m1", messages=history[:60])
+    ask(model="m1", messages=history[:64])
+
+    # The first call sent the head, its summary, then the pinned question: so the second
+    # call's summarizer is shown all three before the messages dropped since.
+    assert first[:3] == [history[0], {"role": "user", "content": "summary 1"}, rule]
+    assert seen[1].sent_before == tuple(first[:3])

@@ -78,6 +78,12 @@ class Figures:
 # turns it into a call: the model, the prompt as chat messages (a system message,
 # then one user message), the reply's token bound and the seconds it may take.
 PromptMessages = List[Dict[str, str]]
+# A cache-aligned summarization request, before the call: ``(body, api, messages,
+# instruction, max_tokens)`` to the call's keyword arguments, or ``None`` when ``body``
+# is not a request of this SDK's API (``api``: ``CallRequest.api``).
+AlignedRequest = Callable[
+    [Mapping[str, Any], Optional[str], List[Any], str, int], Optional[Dict[str, Any]]
+]
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,10 @@ class SummaryApi:
         text: The reply's text, read off the call's response.
         usage: The response's input tokens (the cached ones included), cached
             input tokens and output tokens; ``None`` when it reports none.
+        aligned: How a cache-aligned request is made, for an SDK that offers one:
+            the body's model, system prompt and tools, ``messages`` (the
+            conversation's prefix as it was sent, then the dropped messages) and
+            ``instruction`` after them, tool use off.
     """
 
     clients: FrozenSet[str]
@@ -101,6 +111,7 @@ class SummaryApi:
     request: Callable[[str, PromptMessages, int, Optional[float]], Dict[str, Any]]
     text: Callable[[Any], str]
     usage: Callable[[Any], Optional[Tuple[int, int, int]]]
+    aligned: Optional[AlignedRequest] = None
 
 
 @dataclass(frozen=True)

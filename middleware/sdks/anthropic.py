@@ -6,9 +6,17 @@ system prompt is sent beside the messages and counted, never dropped.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import Point, PromptMessages, Route, Sdk, SummaryApi, figures
+
+_MESSAGES = Route("/v1/messages", "messages", ("system",))
+_BREAKPOINT = {"type": "ephemeral"}
+# The most cache_control breakpoints the API takes in one request.
+_MOST_BREAKPOINTS = 4
+# Blocks that cannot carry a breakpoint.
+_UNMARKED = frozenset({"thinking", "redacted_thinking"})
 
 
 def _summary_request(
@@ -25,6 +33,92 @@ def _summary_request(
     }
     if timeout is not None:  # None would lift the client's own timeout
         request["timeout"] = timeout
+    return request
+
+
+def _breakpoints(value: Any) -> int:
+    """The cache_control breakpoints in a system prompt, a tool list or a message's content."""
+    if not isinstance(value, list):
+        return 0
+    return sum(1 for item in value if isinstance(item, Mapping) and "cache_control" in item)
+
+
+def _content(message: Any) -> Optional[List[Any]]:
+    """A message's content as a new list of blocks (each mapping a copy); ``None`` for
+    anything other than a user or assistant message with text or blocks."""
+    if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else None
+    if not isinstance(content, list):
+        return None
+    return [dict(b) if isinstance(b, Mapping) else b for b in content]
+
+
+def _unmarked_latest(messages: List[Any]) -> bool:
+    """Take the breakpoint off the latest message block that has one (``messages`` is
+    edited with a copy of that message); whether there was one."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not _breakpoints(content):
+            continue
+        blocks = list(content or ())
+        at = max(i for i, b in enumerate(blocks) if isinstance(b, Mapping) and "cache_control" in b)
+        blocks[at] = {k: v for k, v in blocks[at].items() if k != "cache_control"}
+        messages[index] = {**message, "content": blocks}
+        return True
+    return False
+
+
+def _aligned_request(
+    body: Mapping[str, Any],
+    api: Optional[str],
+    messages: List[Any],
+    instruction: str,
+    max_tokens: int,
+) -> Optional[Dict[str, Any]]:
+    if api not in (None, f"anthropic {_MESSAGES.path}") or not messages:
+        return None
+    earlier, last = list(messages[:-1]), messages[-1]
+    blocks = _content(last)
+    marks = [
+        i
+        for i, b in enumerate(blocks or ())
+        if isinstance(b, Mapping) and b.get("type") not in _UNMARKED and b.get("text") != ""
+    ]
+    if blocks is None or not marks:
+        return None
+    system, tools = body.get("system"), body.get("tools")
+    request: Dict[str, Any] = {"model": body["model"], "max_tokens": max_tokens}
+    if isinstance(system, (str, list)) and system:
+        request["system"] = system
+    if isinstance(tools, list) and tools:
+        request["tools"] = tools
+        request["tool_choice"] = {"type": "none"}
+    # The request's own breakpoints stay, and one more ends the repeated prefix; past
+    # the API's most, the latest of the messages' own gives way to it.
+    mark = blocks[marks[-1]]
+    if "cache_control" not in mark:
+        mark["cache_control"] = dict(_BREAKPOINT)
+        used = _breakpoints(request.get("system")) + _breakpoints(request.get("tools"))
+        used += sum(_breakpoints(m.get("content")) for m in earlier if isinstance(m, Mapping))
+        used += _breakpoints(blocks)
+        if used > _MOST_BREAKPOINTS and not _unmarked_latest(earlier):
+            del mark["cache_control"]
+    # Roles alternate: after a user message the instruction joins it as one more block.
+    if last["role"] == "user":
+        request["messages"] = [
+            *earlier,
+            {**last, "content": [*blocks, {"type": "text", "text": instruction}]},
+        ]
+    else:
+        request["messages"] = [
+            *earlier,
+            {**last, "content": blocks},
+            {"role": "user", "content": instruction},
+        ]
     return request
 
 
@@ -51,7 +145,7 @@ SDK = Sdk(
         Point("anthropic._base_client", "SyncAPIClient.request", "anthropic"),
         Point("anthropic._base_client", "AsyncAPIClient.request", "anthropic"),
     ),
-    routes=(Route("/v1/messages", "messages", ("system",)),),
+    routes=(_MESSAGES,),
     # The body holds an Omit for system, tools, stream, ... unless they are given.
     sentinels=("anthropic._types", ("NotGiven", "Omit")),
     streams=frozenset({"Stream"}),
@@ -69,5 +163,6 @@ SDK = Sdk(
         request=_summary_request,
         text=_summary_text,
         usage=_summary_usage,
+        aligned=_aligned_request,
     ),
 )

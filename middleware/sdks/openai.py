@@ -8,9 +8,12 @@ the class at call time; the body is already plain JSON in ``options.json_data``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import Point, PromptMessages, Route, Sdk, SummaryApi, figures
+
+_CHAT = Route("/chat/completions", "messages")
 
 
 def _summary_request(
@@ -23,6 +26,31 @@ def _summary_request(
     }
     if timeout is not None:  # None would lift the client's own timeout
         request["timeout"] = timeout
+    return request
+
+
+def _aligned_request(
+    body: Mapping[str, Any],
+    api: Optional[str],
+    messages: List[Any],
+    instruction: str,
+    max_tokens: int,
+) -> Optional[Dict[str, Any]]:
+    # The system prompt is among the messages, at their head.
+    if api not in (None, f"openai {_CHAT.path}"):
+        return None
+    request: Dict[str, Any] = {
+        "model": body["model"],
+        "messages": [*messages, {"role": "user", "content": instruction}],
+        "max_completion_tokens": max_tokens,
+    }
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools:
+        request["tools"] = tools
+        request["tool_choice"] = "none"
+    key = body.get("prompt_cache_key")
+    if isinstance(key, str):  # routes the request to the machine that holds the cache
+        request["prompt_cache_key"] = key
     return request
 
 
@@ -47,7 +75,7 @@ SDK = Sdk(
         Point("openai._base_client", "AsyncAPIClient.request", "openai"),
     ),
     routes=(
-        Route("/chat/completions", "messages"),
+        _CHAT,
         Route("/responses", "input", ("instructions",)),
     ),
     sentinels=("openai._types", ("NotGiven", "Omit")),
@@ -76,5 +104,6 @@ SDK = Sdk(
         request=_summary_request,
         text=_summary_text,
         usage=_summary_usage,
+        aligned=_aligned_request,
     ),
 )

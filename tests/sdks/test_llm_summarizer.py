@@ -1,7 +1,7 @@
 """llm_summarizer with the real ``openai`` and ``anthropic`` clients, against the local provider.
 
 The provider (ctx_compact.testing) plays a model that answers a summarization
-request (one holding ``<messages>``) with ``SUMMARY-N`` and anything else with an
+request (one asking to keep the summary under a bound) with ``SUMMARY-N`` and anything else with an
 answer; the assertions read what it received. The user's calls go through
 ``@budgeted`` and through a ``CompactingSession`` that intercepts the same SDK,
 so each test also proves that the summarizer's own request is neither compacted
@@ -54,6 +54,8 @@ HEADINGS = (
     "## Open tasks and the latest request",
 )
 Message = Dict[str, Any]
+# What every summarization request asks, in either shape.
+ASKED = "Keep the summary under"
 
 pytestmark = pytest.mark.filterwarnings(TRIO_STREAM_WARNING)
 
@@ -68,7 +70,7 @@ class Script:
         self._lock = threading.Lock()
 
     def __call__(self, messages: List[Any]) -> str:
-        if "<messages>\\n" not in json.dumps(messages, ensure_ascii=False):
+        if ASKED not in json.dumps(messages, ensure_ascii=False):
             return "The answer."
         if self.delay:
             self.released.wait(self.delay)
@@ -159,7 +161,7 @@ def client(sdk: Sdk, server: FakeProvider) -> Iterator[Any]:
 
 
 def is_summarization(request: RecordedRequest) -> bool:
-    return "<messages>\\n" in json.dumps(request.body, ensure_ascii=False)
+    return ASKED in json.dumps(request.body, ensure_ascii=False)
 
 
 def summarizing(sdk: Sdk, server: FakeProvider) -> Tuple[List[RecordedRequest], RecordedRequest]:
