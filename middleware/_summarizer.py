@@ -235,7 +235,7 @@ def _model(
     """The model to summarize with: the one given, else the one of the call being compacted."""
     if found is None or given is not None:
         return given
-    named = request.get("model") if isinstance(request, Mapping) else None
+    named = request.get(found.api.model_key) if isinstance(request, Mapping) else None
     if not isinstance(named, str):
         raise ValueError(
             "the call being compacted names no model the summarizer can see (a decorated "

@@ -93,6 +93,8 @@ class SummaryApi:
         text: The reply's text, read off the call's response.
         usage: The response's input tokens (the cached ones included), cached
             input tokens and output tokens; ``None`` when it reports none.
+        model_key: The key of the compacted call's request (``Located.request``)
+            that names its model, for a summarizer given no ``model=``.
     """
 
     clients: FrozenSet[str]
@@ -101,6 +103,7 @@ class SummaryApi:
     request: Callable[[str, PromptMessages, int, Optional[float]], Dict[str, Any]]
     text: Callable[[Any], str]
     usage: Callable[[Any], Optional[Tuple[int, int, int]]]
+    model_key: str = "model"
 
 
 @dataclass(frozen=True)
