@@ -312,7 +312,9 @@ def llm_summarizer(
     Args:
         client: An ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client (Chat
             Completions), an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic``
-            client, or any callable (sync or async) that takes the prompt
+            client, a ``google.genai.Client`` or its ``client.aio``, a boto3
+            ``bedrock-runtime`` client, ``litellm`` or ``litellm.acompletion``,
+            or any callable (sync or async) that takes the prompt
             messages (a ``{"role": "system", ...}`` message, then one
             ``{"role": "user", ...}`` message) and returns the model's text.
         model: The model that writes the summaries. ``None`` (the default) uses
@@ -326,7 +328,8 @@ def llm_summarizer(
             sections: the goal and standing instructions, decisions, identifiers
             verbatim, tool results, errors, open tasks and the latest request).
         max_summary_tokens: The longest summary, sent as the request's
-            ``max_tokens`` (``max_completion_tokens`` for OpenAI).
+            ``max_tokens`` (``max_completion_tokens`` for OpenAI,
+            ``max_output_tokens`` for Gemini, ``maxTokens`` for Bedrock).
         max_input_tokens: The most a summarization request may hold, in the
             library's estimated tokens: the instructions, the previous summary
             and the dropped messages.
