@@ -300,3 +300,24 @@ async def test_a_failing_async_client_costs_only_the_summary(server: FakeProvide
     assert event.summary is None
     assert "Connect" in (event.summary_error or ""), event.summary_error
     assert len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_a_sync_clients_summarizer_serves_an_async_streamed_call(
+    server: FakeProvider, client: genai.Client
+) -> None:
+    # A session intercepting the whole SDK has sync points too, which cannot await an
+    # async summarizer: a sync client's summarizer serves its async calls on a worker thread.
+    async with CompactingSession(
+        max_tokens=BUDGET, intercept="gemini", summarize=llm_summarizer(client)
+    ) as session:
+        stream = await client.aio.models.generate_content_stream(model=MODEL, contents=history())
+        chunks = [chunk async for chunk in stream]
+    await client.aio.aclose()
+
+    assert chunks
+    (event,) = session.events
+    (request,), user = split(server)
+    assert model_of(request) == model_of(user) == MODEL
+    assert user.path.endswith(":streamGenerateContent")
+    assert_summary_sent(event, user)

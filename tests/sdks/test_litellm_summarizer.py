@@ -119,6 +119,20 @@ def test_completion_itself_with_a_named_model_and_instructions(server: FakeProvi
     assert_summary_sent(events[0], user)
 
 
+def test_a_streamed_call_gets_its_summary_too(server: FakeProvider) -> None:
+    with CompactingSession(
+        max_tokens=BUDGET, intercept="litellm", summarize=llm_summarizer(litellm)
+    ) as session:
+        chunks = list(litellm.completion(model=MODEL, messages=openai_history(), stream=True))
+
+    assert chunks
+    (event,) = session.events
+    (request,), user = split(server)
+    assert user.body["stream"] is True
+    assert "stream" not in request.body  # the summary itself is one plain request
+    assert_summary_sent(event, user)
+
+
 def test_without_a_model_a_decorated_function_costs_the_summary_saying_why(
     server: FakeProvider,
 ) -> None:
