@@ -319,7 +319,7 @@ def _model(
     """The model to summarize with: the one given, else the one of the call being compacted."""
     if found is None or given is not None:
         return given
-    named = request.get("model") if isinstance(request, Mapping) else None
+    named = request.get(found.api.model_key) if isinstance(request, Mapping) else None
     if not isinstance(named, str):
         raise ValueError(
             "the call being compacted names no model the summarizer can see (a decorated "
@@ -403,7 +403,9 @@ def llm_summarizer(
     Args:
         client: An ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client (Chat
             Completions), an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic``
-            client, or any callable (sync or async) that takes the prompt
+            client, a ``google.genai.Client`` or its ``client.aio``, a boto3
+            ``bedrock-runtime`` client, ``litellm`` or ``litellm.acompletion``,
+            or any callable (sync or async) that takes the prompt
             messages (a ``{"role": "system", ...}`` message, then one
             ``{"role": "user", ...}`` message) and returns the model's text.
         model: The model that writes the summaries. ``None`` (the default) uses
@@ -417,7 +419,8 @@ def llm_summarizer(
             sections: the goal and standing instructions, decisions, identifiers
             verbatim, tool results, errors, open tasks and the latest request).
         max_summary_tokens: The longest summary, sent as the request's
-            ``max_tokens`` (``max_completion_tokens`` for OpenAI).
+            ``max_tokens`` (``max_completion_tokens`` for OpenAI,
+            ``max_output_tokens`` for Gemini, ``maxTokens`` for Bedrock).
         max_input_tokens: The most a summarization request may hold, in the
             library's estimated tokens: the instructions, the previous summary
             and the dropped messages (and, cache-aligned, the repeated prefix,

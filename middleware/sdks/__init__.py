@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import (
     Any,
     Callable,
@@ -103,6 +103,12 @@ class SummaryApi:
             the body's model, system prompt and tools, ``messages`` (the
             conversation's prefix as it was sent, then the dropped messages) and
             ``instruction`` after them, tool use off.
+        model_key: The key of the compacted call's request (``Located.request``)
+            that names its model, for a summarizer given no ``model=``.
+        recognise: For clients that are no instance of a client class (a module,
+            a function): the method's attribute path on ``client`` and whether it
+            is async, else ``None``. Their names go in ``clients`` and
+            ``async_clients``, for the errors.
     """
 
     clients: FrozenSet[str]
@@ -112,6 +118,8 @@ class SummaryApi:
     text: Callable[[Any], str]
     usage: Callable[[Any], Optional[Tuple[int, int, int]]]
     aligned: Optional[AlignedRequest] = None
+    model_key: str = "model"
+    recognise: Optional[Callable[[Any], Optional[Tuple[str, bool]]]] = None
 
 
 @dataclass(frozen=True)
@@ -295,7 +303,14 @@ SUMMARY_CLIENTS: Tuple[str, ...] = tuple(
 
 def summary_client(client: object) -> Optional[SummaryClient]:
     """How to ask ``client`` for a summary, when it is one of an SDK's clients (or a
-    subclass of one: ``AzureOpenAI``); ``None`` otherwise."""
+    subclass of one: ``AzureOpenAI``, or a module or function its ``recognise``
+    knows: ``litellm``); ``None`` otherwise."""
+    for sdk in SDKS.values():
+        api = sdk.summary
+        known = None if api is None or api.recognise is None else api.recognise(client)
+        if api is not None and known is not None:
+            method, is_async = known
+            return SummaryClient(replace(api, method=method), is_async)
     for kind in type(client).__mro__:
         for sdk in SDKS.values():
             api = sdk.summary

@@ -3,18 +3,20 @@
 The point is ``BaseClient._make_api_call``, which every botocore client calls;
 the site lets through every operation but a ``bedrock-runtime`` client's
 ``Converse`` and ``ConverseStream``. ``messages`` is compacted, ``system`` and
-``toolConfig`` counted. Nothing here imports boto3 or botocore.
+``toolConfig`` counted. ``llm_summarizer`` calls a ``bedrock-runtime`` client's
+``converse``. Nothing here imports boto3 or botocore.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact._contract import CountTokens, count_value
 
 from .._callables import ArgSpec, Arguments, Beside, Located, replace
-from . import Point, Sdk
+from . import Point, PromptMessages, Sdk, SummaryApi
 
 SERVICE = "bedrock-runtime"
 # The operations whose messages are compacted, and their names in events.
@@ -69,7 +71,42 @@ class ConverseSite:
         def rebuild(new: List[Any]) -> Arguments:
             return replace(args, kwargs, "api_params", index, {**params, "messages": new})
 
-        return Located(messages, rebuild, fixed, function)
+        return Located(messages, rebuild, fixed, function, request=MappingProxyType(params))
+
+
+def _summary_request(
+    model: str, prompt: PromptMessages, max_tokens: int, _timeout: Optional[float]
+) -> Dict[str, Any]:
+    # A botocore call takes no timeout of its own: the client's read_timeout bounds
+    # each request, and the summarizer's timeout the whole work.
+    system = [{"text": m["content"]} for m in prompt if m["role"] == "system"]
+    messages = [
+        {"role": m["role"], "content": [{"text": m["content"]}]}
+        for m in prompt
+        if m["role"] != "system"
+    ]
+    return {
+        "modelId": model,
+        "system": system,
+        "messages": messages,
+        "inferenceConfig": {"maxTokens": max_tokens},
+    }
+
+
+def _summary_text(response: Any) -> str:
+    # Text blocks only: a reasoningContent block is not part of the summary.
+    content = response.get("output", {}).get("message", {}).get("content", [])
+    return "".join(block["text"] for block in content if "text" in block)
+
+
+def _summary_usage(response: Any) -> Optional[Tuple[int, int, int]]:
+    usage = response.get("usage")
+    if usage is None:
+        return None
+    # inputTokens leaves out the cached parts: added back, as for provider_tokens.
+    read = usage.get("cacheReadInputTokens", 0)
+    written = usage.get("cacheWriteInputTokens", 0)
+    return usage["inputTokens"] + read + written, read, usage["outputTokens"]
 
 
 SDK = Sdk(
@@ -85,4 +122,15 @@ SDK = Sdk(
     usage_holders=("metadata",),
     # A botocore ClientError (ValidationException, HTTP 400); it names no figures.
     overflow_texts=frozenset({"Input is too long for requested model"}),
+    # boto3 makes each service's client class at run time, named after the service;
+    # it has no async client.
+    summary=SummaryApi(
+        clients=frozenset({"BedrockRuntime"}),
+        async_clients=frozenset(),
+        method="converse",
+        request=_summary_request,
+        text=_summary_text,
+        usage=_summary_usage,
+        model_key="modelId",
+    ),
 )

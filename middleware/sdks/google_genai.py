@@ -4,19 +4,22 @@ The points are ``Models._generate_content`` and ``_generate_content_stream``
 (and their ``AsyncModels`` twins), which every request passes through, chats
 and automatic function calling included. ``contents`` is compacted when it is a
 list of contents; the config's ``system_instruction`` and ``tools`` are counted.
-Nothing here imports google-genai: its objects are read by their attributes.
+``llm_summarizer`` calls a ``Client``'s ``models.generate_content``, or the async
+one of its ``client.aio``. Nothing here imports google-genai: its objects are
+read by their attributes.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Dict, List, Optional, Tuple
 
 from ctx_compact._contract import CountTokens, count_value
 
 from .._callables import ArgSpec, Arguments, Beside, Located, replace
-from . import Point, Sdk, field, figures
+from . import Point, PromptMessages, Sdk, SummaryApi, field, figures
 
 # The content classes of google.genai.types (UserContent and ModelContent derive from Content).
 _CONTENT_CLASSES = frozenset({"Content"})
@@ -75,6 +78,7 @@ class ContentsSite:
     def __init__(self, fn: Any, count_tokens: Optional[CountTokens]) -> None:
         self.contents = ArgSpec.of(fn, "contents", "gemini request")
         self.config = ArgSpec.of(fn, "config", "gemini request")
+        self.model = ArgSpec.of(fn, "model", "gemini request")
         self.count_tokens = count_tokens
 
     def beside(self, config: Any) -> Beside:
@@ -101,11 +105,47 @@ class ContentsSite:
         if not all(_is_content(item) for item in contents):
             return None
         _, config, _ = self.config.find(instance, args, kwargs)
+        _, model, _ = self.model.find(instance, args, kwargs)
 
         def rebuild(new: List[Any]) -> Arguments:
             return replace(args, kwargs, "contents", index, new)
 
-        return Located(contents, rebuild, self.beside(config))
+        request = MappingProxyType({"model": model, "contents": contents, "config": config})
+        return Located(contents, rebuild, self.beside(config), request=request)
+
+
+def _summary_request(
+    model: str, prompt: PromptMessages, max_tokens: int, timeout: Optional[float]
+) -> Dict[str, Any]:
+    # The system prompt goes in the config, beside the contents.
+    system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
+    contents = [
+        {"role": "user", "parts": [{"text": m["content"]}]} for m in prompt if m["role"] != "system"
+    ]
+    config: Dict[str, Any] = {"system_instruction": system, "max_output_tokens": max_tokens}
+    if timeout is not None:  # in milliseconds; None would lift the client's own timeout
+        config["http_options"] = {"timeout": max(1, round(timeout * 1000))}
+    return {"model": model, "contents": contents, "config": config}
+
+
+def _summary_text(response: Any) -> str:
+    # The first candidate's text parts; a thought is not part of the summary.
+    candidates = response.candidates or []
+    content = candidates[0].content if candidates else None
+    parts = (content.parts or []) if content is not None else []
+    return "".join(part.text for part in parts if part.text and not part.thought)
+
+
+def _summary_usage(response: Any) -> Optional[Tuple[int, int, int]]:
+    usage = response.usage_metadata
+    if usage is None:
+        return None
+    # prompt_token_count includes the cached content; thoughts are billed as output.
+    return (
+        usage.prompt_token_count or 0,
+        usage.cached_content_token_count or 0,
+        (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0),
+    )
 
 
 SDK = Sdk(
@@ -140,5 +180,14 @@ SDK = Sdk(
             tokens=1,
             limit=2,
         ),
+    ),
+    # client.aio is the async client.
+    summary=SummaryApi(
+        clients=frozenset({"Client"}),
+        async_clients=frozenset({"AsyncClient"}),
+        method="models.generate_content",
+        request=_summary_request,
+        text=_summary_text,
+        usage=_summary_usage,
     ),
 )

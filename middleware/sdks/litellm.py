@@ -4,11 +4,59 @@ The points are the module globals ``_PYTHON_COMPLETION``/``_PYTHON_ACOMPLETION``
 of ``litellm.chat_completions.dispatch``, which ``litellm.completion`` and
 ``litellm.acompletion`` (also as imported before the session) read at every
 call; they take the messages themselves, as ``messages``.
+
+``llm_summarizer`` takes the ``litellm`` module (it calls ``completion``), or
+``litellm.completion`` or ``litellm.acompletion`` themselves: LiteLLM has no
+client object, so the async one is asked for by its function.
 """
 
 from __future__ import annotations
 
-from . import Point, Sdk
+from types import ModuleType
+from typing import Any, Dict, Optional, Tuple
+
+from . import Point, PromptMessages, Sdk, SummaryApi
+
+_PACKAGE = "litellm"
+# LiteLLM's completion functions, by name: whether each is async.
+_FUNCTIONS = {"completion": False, "acompletion": True}
+
+
+def _summary_client(client: Any) -> Optional[Tuple[str, bool]]:
+    """The method to call on ``client`` and whether it is async, when ``client`` is
+    the ``litellm`` module or one of its completion functions."""
+    if isinstance(client, ModuleType):
+        return ("completion", False) if client.__name__ == _PACKAGE else None
+    module = str(getattr(client, "__module__", None))
+    name = getattr(client, "__qualname__", None)
+    if (module == _PACKAGE or module.startswith(_PACKAGE + ".")) and name in _FUNCTIONS:
+        return "__call__", _FUNCTIONS[name]
+    return None
+
+
+def _summary_request(
+    model: str, prompt: PromptMessages, max_tokens: int, timeout: Optional[float]
+) -> Dict[str, Any]:
+    # max_tokens: the parameter LiteLLM translates for every provider.
+    request: Dict[str, Any] = {"model": model, "messages": prompt, "max_tokens": max_tokens}
+    if timeout is not None:  # None would lift LiteLLM's own timeout
+        request["timeout"] = timeout
+    return request
+
+
+def _summary_text(response: Any) -> str:
+    # A refusal or a reply cut at max_tokens before any text holds None.
+    return response.choices[0].message.content or ""
+
+
+def _summary_usage(response: Any) -> Optional[Tuple[int, int, int]]:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return None
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+    return usage.prompt_tokens or 0, cached, usage.completion_tokens or 0
+
 
 SDK = Sdk(
     name="litellm",
@@ -22,4 +70,14 @@ SDK = Sdk(
     usage=(("prompt_tokens", ()),),
     # Its text embeds the provider's, whose figures the other SDKs' patterns read.
     overflow_classes=frozenset({"ContextWindowExceededError"}),
+    # Its usage is OpenAI's shape: prompt_tokens includes the cached tokens.
+    summary=SummaryApi(
+        clients=frozenset({"litellm", "litellm.completion"}),
+        async_clients=frozenset({"litellm.acompletion"}),
+        method="completion",
+        request=_summary_request,
+        text=_summary_text,
+        usage=_summary_usage,
+        recognise=_summary_client,
+    ),
 )
