@@ -306,7 +306,7 @@ def stream_events(reply: Reply, input_tokens: int, latency_ms: int) -> Iterator[
     yield _eventstream.event("metadata", metadata)
 
 
-def _answer(body: Any, model: Model) -> Tuple[Reply, int, int]:
+def _answer(body: Any, model: Model, target: Target) -> Tuple[Reply, int, int]:
     started = time.monotonic()
     messages, system = validate_request(body)
     tokens = input_tokens(messages, system)
@@ -315,18 +315,19 @@ def _answer(body: Any, model: Model) -> Tuple[Reply, int, int]:
         raise bedrock_error(CONTEXT_LENGTH)
     tool = first_tool(body.get("toolConfig"))
     reply = model.answer(messages, tool, tool_results_since_prompt(messages), "tooluse_fake")
+    model.bill(str(target.params.get("modelId")), tokens, output_tokens(reply))
     return reply, tokens, int((time.monotonic() - started) * 1000)
 
 
 def serve_converse(body: Any, model: Model, target: Target) -> Answer:
     """Answer one ``converse`` request (any ``modelId``), or raise its ``RequestRejected``."""
-    reply, tokens, latency_ms = _answer(body, model)
+    reply, tokens, latency_ms = _answer(body, model, target)
     return converse_response(reply, tokens, latency_ms)
 
 
 def serve_converse_stream(body: Any, model: Model, target: Target) -> Answer:
     """Answer one ``converse-stream`` request with an event stream, or raise before it starts."""
-    reply, tokens, latency_ms = _answer(body, model)
+    reply, tokens, latency_ms = _answer(body, model, target)
     return Stream(stream_events(reply, tokens, latency_ms), "application/vnd.amazon.eventstream")
 
 
