@@ -298,25 +298,25 @@ def cache_split(
     # Where each unit ends: ("tool", 0, 0), ("system", 0, block) or ("message", index, block).
     ends: List[Tuple[str, int, int]] = []
 
-    def add(block: Any, *end: Any) -> None:
-        keys.append(unit_key(*end, _uncached(block)))
+    def add(block: Any, end: Tuple[str, int, int], role: Any = None) -> None:
+        keys.append(unit_key(*end, role, _uncached(block)))
         ends.append(end)
         if _marked(block):
             breakpoints.append(len(keys))
 
     for tool in tools:
-        add(tool, "tool", 0, 0)
+        add(tool, ("tool", 0, 0))
     for k, block in enumerate(system_blocks):
-        add(block, "system", 0, k)
+        add(block, ("system", 0, k))
     for index, entry in enumerate(messages):
         for k, block in enumerate(blocks(entry["content"])):
-            add(block, "message", index, k, entry["role"])
+            add(block, ("message", index, k), entry["role"])
     before = [0]
     for count in counts:
         before.append(before[-1] + count)
 
     def through(n: int) -> int:
-        part, index, k = ends[n - 1][:3]
+        part, index, k = ends[n - 1]
         if part == "tool":
             return 0
         if part == "system":  # a string is one block, so a cut one is a list
