@@ -26,7 +26,7 @@ With pytest, the plugin this package registers offers the same as fixtures:
 ``Problem``s those providers would reject, for property tests.
 ``large_tool_output(tokens)`` is what a test's tool returns to play an output larger than
 the context (a log, a page), with recognisable first and last lines.
-The provider caches prompts as OpenAI and Anthropic do and reports the cached
+The provider caches prompts as OpenAI, Anthropic and Bedrock do and reports the cached
 tokens in each reply's usage; ``provider.billing`` holds what each request was
 billed (``Billing``).
 ``python -m ctx_compact.testing`` serves it in the foreground for scripts.

@@ -15,7 +15,8 @@ a provider has cached is a set of such digests per API and model, held by one
   earlier request wrote at one of its breakpoints, up to its own last breakpoint
   (Anthropic's look-back, modelled without its 20-block limit), and writes the
   rest of the prefix up to its last breakpoint. A prefix under 1,024 tokens is
-  not cached (``anthropic_split``).
+  not cached (``breakpoint_split``). Bedrock's ``cachePoint`` blocks are such
+  breakpoints, each ending the prefix at the unit before it.
 """
 
 from __future__ import annotations
@@ -94,19 +95,22 @@ def openai_cached(cache: PromptCache, scope: str, units: Sequence[Tuple[str, int
     return tokens // OPENAI_STEP * OPENAI_STEP if tokens >= MINIMUM else 0
 
 
-def anthropic_split(
+def breakpoint_split(
     cache: PromptCache,
     scope: str,
     keys: Sequence[str],
     breakpoints: Sequence[int],
     through: Callable[[int], int],
 ) -> Tuple[int, int]:
-    """Anthropic's ``(cache_read_input_tokens, cache_creation_input_tokens)`` for a prompt.
+    """The tokens read from and written to the cache by a prompt with breakpoints.
+
+    Anthropic's ``(cache_read_input_tokens, cache_creation_input_tokens)``, and
+    Bedrock's ``(cacheReadInputTokens, cacheWriteInputTokens)``.
 
     Args:
         cache: The provider's cache.
         scope: The model (and API) the prompt is sent to.
-        keys: Each unit's identity, in the order sent (``cache_control`` left out).
+        keys: Each unit's identity, in the order sent (the breakpoints left out).
         breakpoints: The length, in units, of each breakpoint's prefix.
         through: The tokens of the prompt's first ``n`` units, as this request bills them.
     """

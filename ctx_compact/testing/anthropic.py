@@ -11,7 +11,7 @@ next. ``input_tokens`` is the sum of ``count_tokens`` over ``messages`` plus
 
 With the prompt cache on, the prompt is cached at its ``cache_control``
 breakpoints (on a tool, a system block or a message's content block; in that
-order), by Anthropic's rule (``_cache.anthropic_split``): ``usage`` splits that
+order), by Anthropic's rule (``_cache.breakpoint_split``): ``usage`` splits that
 sum into ``cache_read_input_tokens``, ``cache_creation_input_tokens`` and
 ``input_tokens``, the rest. A prefix that ends inside a message counts that
 message with its content cut after the breakpoint's block; tools are not
@@ -40,7 +40,7 @@ from ._api import (
     sse,
 )
 from ._billing import anthropic_part, billed
-from ._cache import PromptCache, anthropic_split, unit_key
+from ._cache import PromptCache, breakpoint_split, unit_key
 
 PATH = "/v1/messages"
 
@@ -327,7 +327,7 @@ def cache_split(
         cut = {**messages[index], "content": content[: k + 1]}
         return system_tokens + before[index] + billed(cut, anthropic_part, count_tokens)
 
-    read, write = anthropic_split(cache, f"messages:{name}", keys, breakpoints, through)
+    read, write = breakpoint_split(cache, f"messages:{name}", keys, breakpoints, through)
     return Split(before[-1] + system_tokens - read - write, read, write)
 
 
