@@ -60,6 +60,7 @@ EXTRAS = {
         (
             "sdks/test_kit_gemini_sdk.py",
             "sdks/test_kit_bedrock_sdk.py",
+            "sdks/test_kit_bedrock_cache.py",
             "sdks/test_gemini_*.py",
             "sdks/test_bedrock_*.py",
         ),

@@ -26,6 +26,9 @@ With pytest, the plugin this package registers offers the same as fixtures:
 ``Problem``s those providers would reject, for property tests.
 ``large_tool_output(tokens)`` is what a test's tool returns to play an output larger than
 the context (a log, a page), with recognisable first and last lines.
+The provider caches prompts as OpenAI, Anthropic and Bedrock do and reports the cached
+tokens in each reply's usage; ``provider.billing`` holds what each request was
+billed (``Billing``).
 ``python -m ctx_compact.testing`` serves it in the foreground for scripts.
 ``retention_check`` measures what a summarizer keeps of the facts an agent needs;
 ``literal_summary`` scripts a model that follows a summarizing prompt literally.
@@ -35,7 +38,7 @@ Standard library only; the SDK clients are the caller's own.
 
 from __future__ import annotations
 
-from ._api import Problem, count_tokens
+from ._api import Billing, Problem, count_tokens
 from ._outputs import large_tool_output
 from ._retention import (
     Fact,
@@ -48,6 +51,7 @@ from ._retention import (
 from ._server import FakeProvider, RecordedRequest, main
 
 __all__ = [
+    "Billing",
     "Fact",
     "FactCheck",
     "FakeProvider",

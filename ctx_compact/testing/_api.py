@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Pattern, Protocol, Union
 from urllib.parse import unquote
 
+from ._cache import PromptCache
+
 Json = Dict[str, Any]
 
 
@@ -136,12 +138,55 @@ class Envelope(Protocol):
         """``body`` as sent, with the request id where this provider puts it in a body."""
 
 
+@dataclass(frozen=True)
+class Billing:
+    """What the provider billed for one request it answered.
+
+    Attributes:
+        path: The URL path the request was sent to, e.g. ``"/v1/messages"``.
+        model: The model the request named.
+        input_tokens: Every input token of the request, cached or not (OpenAI's
+            ``prompt_tokens``; Anthropic's ``input_tokens`` plus both cache figures).
+        output_tokens: The reply's tokens.
+        cache_read_tokens: The input tokens served from the prompt cache (OpenAI's
+            ``cached_tokens``, Anthropic's ``cache_read_input_tokens``).
+        cache_write_tokens: The input tokens written to the prompt cache
+            (Anthropic's ``cache_creation_input_tokens``; OpenAI bills none).
+    """
+
+    path: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def uncached_tokens(self) -> int:
+        """The input tokens neither read from nor written to the cache."""
+        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
+
+
 class Model(Protocol):
     """The model behind every route, for one request (see ``_scripted.ScriptedModel``)."""
 
     @property
     def context_limit(self) -> Optional[int]:
         """The most input tokens a request may hold, or ``None``."""
+
+    @property
+    def prompt_cache(self) -> Optional[PromptCache]:
+        """The provider's prompt cache, or ``None`` when caching is off."""
+
+    def bill(
+        self,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
+        """Record what the provider billed for this request (see ``Billing``)."""
 
     def new_id(self, prefix: str) -> str:
         """A fresh id for a completion, a message or a call: ``prefix`` and a counter."""

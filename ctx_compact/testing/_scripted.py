@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Union
 
-from ._api import Json, Reply, Tool, ToolCall
+from ._api import Billing, Json, Reply, Tool, ToolCall
+from ._cache import PromptCache
 
 #: The ``reply`` setting: every reply's text, or a callable given the request's messages.
 ReplySetting = Union[str, Callable[[List[Json]], str], None]
@@ -59,12 +60,33 @@ class ScriptedModel:
         tool_calls: How many tool calls the model makes after each user prompt.
         context_limit: The most input tokens a request may hold, or ``None``.
         new_id: Makes a fresh id from a prefix (the provider's counter).
+        prompt_cache: The provider's prompt cache, or ``None`` when caching is off.
+        path: The URL path the request was sent to.
+        record: Records what the provider billed for the request.
     """
 
     reply: ReplySetting
     tool_calls: int
     context_limit: Optional[int]
     new_id: Callable[[str], str]
+    prompt_cache: Optional[PromptCache] = None
+    path: str = ""
+    record: Callable[[Billing], None] = lambda billing: None
+
+    def bill(
+        self,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> None:
+        """Record what the provider billed for this request, at its path."""
+        self.record(
+            Billing(
+                self.path, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens
+            )
+        )
 
     def answer(
         self, messages: List[Json], tool: Optional[Tool], results: int, call_prefix: str

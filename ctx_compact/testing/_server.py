@@ -51,7 +51,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, urlsplit
 
 from . import anthropic, bedrock, gemini, ollama, openai_chat, responses
-from ._api import Envelope, Json, RequestRejected, Route, Stream, Target
+from ._api import Billing, Envelope, Json, RequestRejected, Route, Stream, Target
+from ._cache import PromptCache
 from ._framing import FramingError, read_body
 from ._scripted import ReplySetting, ScriptedModel
 
@@ -243,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise envelope.unparseable()
             route, params = found
             target = Target(params, dict(parse_qsl(url.query, keep_blank_values=True)))
-            answer = route.serve(body, provider._model(), target)
+            answer = route.serve(body, provider._model(path), target)
             if isinstance(answer, dict):
                 self._send_json(200, answer, envelope)
             elif isinstance(answer, Stream):
@@ -323,6 +324,9 @@ class FakeProvider:
         context_limit: The most input tokens a request may hold; a request
             over it gets the provider's context-length error. ``None`` (the
             default) sets no limit.
+        prompt_cache: Whether the provider caches prompts as OpenAI, Anthropic and
+            Bedrock do (on by default, as they always do), reporting the cached tokens
+            in each reply's usage; ``False`` reports none.
     """
 
     def __init__(
@@ -333,6 +337,7 @@ class FakeProvider:
         reply: ReplySetting = None,
         tool_calls: int = 0,
         context_limit: Optional[int] = None,
+        prompt_cache: bool = True,
     ) -> None:
         self._host = host
         self._server = _Server((host, port), _Handler)
@@ -340,8 +345,11 @@ class FakeProvider:
         self._reply_setting = reply
         self.tool_calls = tool_calls
         self.context_limit = context_limit
+        self.prompt_cache = prompt_cache
+        self._cache = PromptCache()
         self._lock = threading.Lock()
         self._requests: List[RecordedRequest] = []
+        self._billing: List[Billing] = []
         self._ids = itertools.count(1)
         self._thread: Optional[threading.Thread] = None
 
@@ -381,10 +389,25 @@ class FakeProvider:
         with self._lock:
             return list(self._requests)
 
+    @property
+    def billing(self) -> List[Billing]:
+        """What was billed for each request answered so far, oldest first.
+
+        One ``Billing`` per reply a model gave (a rejected request and Gemini's
+        ``countTokens`` bill nothing), in the order they were made.
+        """
+        with self._lock:
+            return list(self._billing)
+
     def clear(self) -> None:
-        """Forget the recorded requests."""
+        """Forget the recorded requests and their billing (not what is cached)."""
         with self._lock:
             self._requests.clear()
+            self._billing.clear()
+
+    def clear_cache(self) -> None:
+        """Forget every cached prompt prefix: the next requests find the cache cold."""
+        self._cache.clear()
 
     def start(self) -> FakeProvider:
         """Serve on a daemon thread; return ``self``."""
@@ -427,9 +450,22 @@ class FakeProvider:
         with self._lock:
             return f"{prefix}{next(self._ids):06d}"
 
-    def _model(self) -> ScriptedModel:
-        # A snapshot per request: a test may change tool_calls or context_limit between calls.
-        return ScriptedModel(self._reply_setting, self.tool_calls, self.context_limit, self._new_id)
+    def _bill(self, billing: Billing) -> None:
+        with self._lock:
+            self._billing.append(billing)
+
+    def _model(self, path: str = "") -> ScriptedModel:
+        # A snapshot per request: a test may change tool_calls, context_limit or
+        # prompt_cache between calls.
+        return ScriptedModel(
+            self._reply_setting,
+            self.tool_calls,
+            self.context_limit,
+            self._new_id,
+            self._cache if self.prompt_cache else None,
+            path,
+            self._bill,
+        )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -8,6 +8,14 @@ must answer ``tool_use`` blocks of the assistant turn just before, and each
 next. ``input_tokens`` is the sum of ``count_tokens`` over ``messages`` plus
 ``count_tokens(system)`` when a top-level ``system`` is given; over
 ``context_limit`` the request gets Anthropic's "prompt is too long".
+
+With the prompt cache on, the prompt is cached at its ``cache_control``
+breakpoints (on a tool, a system block or a message's content block; in that
+order), by Anthropic's rule (``_cache.breakpoint_split``): ``usage`` splits that
+sum into ``cache_read_input_tokens``, ``cache_creation_input_tokens`` and
+``input_tokens``, the rest. A prefix that ends inside a message counts that
+message with its content cut after the breakpoint's block; tools are not
+billed, so a breakpoint on a tool alone caches nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from ._api import (
     sse,
 )
 from ._billing import anthropic_part, billed
+from ._cache import PromptCache, breakpoint_split, unit_key
 
 PATH = "/v1/messages"
 
@@ -256,7 +265,73 @@ def _content(reply: Reply) -> List[Json]:
     return [{"type": "text", "text": reply}]
 
 
-def message(message_id: str, model: str, reply: Reply, input_tokens: int) -> Json:
+@dataclass(frozen=True)
+class Split:
+    """A prompt's input tokens as Anthropic's ``usage`` splits them."""
+
+    input_tokens: int  # neither read from nor written to the cache
+    cache_read: int = 0
+    cache_write: int = 0
+
+
+def _uncached(block: Any) -> Any:
+    # A breakpoint marks where to cache; it is not part of what is cached.
+    if isinstance(block, dict) and "cache_control" in block:
+        return {key: value for key, value in block.items() if key != "cache_control"}
+    return block
+
+
+def _marked(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("cache_control") is not None
+
+
+def cache_split(
+    cache: PromptCache, name: str, body: Json, messages: List[Json], counts: List[int]
+) -> Split:
+    """Split a prompt of ``sum(counts)`` tokens (``counts``: each message as billed) by cache."""
+    system = body.get("system")
+    tools: List[Any] = body["tools"] if isinstance(body.get("tools"), list) else []
+    system_blocks = blocks(system) if isinstance(system, (str, list)) else []
+    system_tokens = count_tokens(system) if system is not None else 0
+    keys: List[str] = []
+    breakpoints: List[int] = []
+    # Where each unit ends: ("tool", 0, 0), ("system", 0, block) or ("message", index, block).
+    ends: List[Tuple[str, int, int]] = []
+
+    def add(block: Any, end: Tuple[str, int, int], role: Any = None) -> None:
+        keys.append(unit_key(*end, role, _uncached(block)))
+        ends.append(end)
+        if _marked(block):
+            breakpoints.append(len(keys))
+
+    for tool in tools:
+        add(tool, ("tool", 0, 0))
+    for k, block in enumerate(system_blocks):
+        add(block, ("system", 0, k))
+    for index, entry in enumerate(messages):
+        for k, block in enumerate(blocks(entry["content"])):
+            add(block, ("message", index, k), entry["role"])
+    before = [0]
+    for count in counts:
+        before.append(before[-1] + count)
+
+    def through(n: int) -> int:
+        part, index, k = ends[n - 1]
+        if part == "tool":
+            return 0
+        if part == "system":  # a string is one block, so a cut one is a list
+            return count_tokens(system if k + 1 == len(system_blocks) else system_blocks[: k + 1])
+        content = messages[index]["content"]
+        if k + 1 == len(blocks(content)):  # the whole message (a string is one block)
+            return system_tokens + before[index + 1]
+        cut = {**messages[index], "content": content[: k + 1]}
+        return system_tokens + before[index] + billed(cut, anthropic_part, count_tokens)
+
+    read, write = breakpoint_split(cache, f"messages:{name}", keys, breakpoints, through)
+    return Split(before[-1] + system_tokens - read - write, read, write)
+
+
+def message(message_id: str, model: str, reply: Reply, split: Split) -> Json:
     """A ``message`` object holding ``reply``, with its ``usage``."""
     return {
         "id": message_id,
@@ -267,18 +342,18 @@ def message(message_id: str, model: str, reply: Reply, input_tokens: int) -> Jso
         "stop_reason": "tool_use" if isinstance(reply, ToolCall) else "end_turn",
         "stop_sequence": None,
         "usage": {
-            "input_tokens": input_tokens,
+            "input_tokens": split.input_tokens,
             "output_tokens": output_tokens(reply),
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": split.cache_write,
+            "cache_read_input_tokens": split.cache_read,
             "service_tier": "standard",
         },
     }
 
 
-def message_events(message_id: str, model: str, reply: Reply, input_tokens: int) -> Iterator[bytes]:
+def message_events(message_id: str, model: str, reply: Reply, split: Split) -> Iterator[bytes]:
     """``reply`` as a Messages stream: ``message_start``, one content block, ``message_stop``."""
-    start = message(message_id, model, "", input_tokens)
+    start = message(message_id, model, "", split)
     start["content"] = []
     start["stop_reason"] = None
     start["usage"]["output_tokens"] = 1
@@ -303,8 +378,13 @@ def message_events(message_id: str, model: str, reply: Reply, input_tokens: int)
         {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            # Cumulative, as Anthropic documents; the input figure is in message_start.
-            "usage": {"output_tokens": output_tokens(reply)},
+            # Cumulative, as Anthropic documents: the input figures repeat message_start's.
+            "usage": {
+                "input_tokens": split.input_tokens,
+                "cache_creation_input_tokens": split.cache_write,
+                "cache_read_input_tokens": split.cache_read,
+                "output_tokens": output_tokens(reply),
+            },
         },
         "message_delta",
     )
@@ -314,7 +394,8 @@ def message_events(message_id: str, model: str, reply: Reply, input_tokens: int)
 def serve(body: Any, model: Model, target: Target) -> Answer:
     """Answer one Messages request, or raise its ``RequestRejected`` (its path names nothing)."""
     messages, system = validate_messages(body)
-    input_tokens = sum(billed(message, anthropic_part, count_tokens) for message in messages)
+    counts = [billed(message, anthropic_part, count_tokens) for message in messages]
+    input_tokens = sum(counts)
     if system is not None:
         input_tokens += count_tokens(system)
     limit = model.context_limit
@@ -325,9 +406,13 @@ def serve(body: Any, model: Model, target: Target) -> Answer:
     )
     message_id = model.new_id("msg_fake")
     name = str(body["model"])
+    split = Split(input_tokens)
+    if model.prompt_cache is not None:
+        split = cache_split(model.prompt_cache, name, body, messages, counts)
+    model.bill(name, input_tokens, output_tokens(reply), split.cache_read, split.cache_write)
     if body.get("stream"):
-        return message_events(message_id, name, reply, input_tokens)
-    return message(message_id, name, reply, input_tokens)
+        return message_events(message_id, name, reply, split)
+    return message(message_id, name, reply, split)
 
 
 ROUTE = Route(PATH, ENVELOPE, serve)

@@ -16,6 +16,12 @@ blocks needs a ``toolConfig``, as Bedrock's does. ``inputTokens`` is the sum ove
 billed at Claude's prices instead, ``_billing``) plus ``count_tokens(system)``
 when a ``system`` list is given (``input_tokens``); over ``context_limit`` the request
 gets Bedrock's "Input is too long for requested model.".
+
+With the prompt cache on, a ``cachePoint`` block (in ``toolConfig.tools``, the
+``system`` list or a message's content; in that order) is a breakpoint ending
+the prefix at the unit before it, cached by Anthropic's rule
+(``_cache.breakpoint_split``): ``usage`` splits ``inputTokens`` into
+``cacheReadInputTokens``, ``cacheWriteInputTokens`` and ``inputTokens``, the rest.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from ._api import (
     pieces,
 )
 from ._billing import bedrock_part, billed
+from ._cache import PromptCache, breakpoint_split, unit_key
 
 INVALID_ROLE = (
     "1 validation error detected: Value '{role}' at 'messages.{index}.member.role' failed to "
@@ -153,9 +160,16 @@ def _check_tool_pairing(messages: Sequence[Json], index: int, message: Json) -> 
     return problems
 
 
-def input_tokens(messages: Sequence[Any], system: Any = None) -> int:
-    """``inputTokens``: each message as billed (``_billing``), plus the ``system`` list's."""
-    total = sum(billed(message, bedrock_part, count_tokens) for message in messages)
+def message_tokens(messages: Sequence[Any]) -> List[int]:
+    """Each message as billed (``_billing``)."""
+    return [billed(message, bedrock_part, count_tokens) for message in messages]
+
+
+def input_tokens(
+    messages: Sequence[Any], system: Any = None, counts: Optional[Sequence[int]] = None
+) -> int:
+    """``inputTokens``: each message as billed (or ``counts``), plus the ``system`` list's."""
+    total = sum(message_tokens(messages) if counts is None else counts)
     if system is not None:
         total += count_tokens(system)
     return total
@@ -246,13 +260,69 @@ def tool_results_since_prompt(messages: Sequence[Json]) -> int:
 # --- the reply ----------------------------------------------------------------
 
 
-def usage(input_tokens: int, output_tokens: int) -> Json:
-    """The Converse API's ``usage``."""
-    return {
-        "inputTokens": input_tokens,
+def cache_split(
+    cache: PromptCache, name: str, body: Json, messages: List[Json], counts: List[int]
+) -> Tuple[int, int]:
+    """``(cacheReadInputTokens, cacheWriteInputTokens)`` of a prompt with ``cachePoint`` blocks.
+
+    ``counts`` is each message as billed; a prefix that ends inside a message
+    counts it with its content cut after the prefix's last block.
+    """
+    config = body.get("toolConfig")
+    tools = config.get("tools") if isinstance(config, dict) else None
+    system = body.get("system")
+    system_blocks: List[Any] = system if isinstance(system, list) else []
+    system_tokens = count_tokens(system) if system is not None else 0
+    keys: List[str] = []
+    breakpoints: List[int] = []
+    # Where each unit ends: ("tool", 0, 0), ("system", 0, block) or ("message", index, block).
+    ends: List[Tuple[str, int, int]] = []
+
+    def add(block: Any, end: Tuple[str, int, int], role: Any = None) -> None:
+        if isinstance(block, dict) and "cachePoint" in block:
+            if keys:  # a breakpoint at the unit before it
+                breakpoints.append(len(keys))
+            return
+        keys.append(unit_key(*end, role, block))
+        ends.append(end)
+
+    for tool in tools if isinstance(tools, list) else []:
+        add(tool, ("tool", 0, 0))
+    for k, block in enumerate(system_blocks):
+        add(block, ("system", 0, k))
+    for index, entry in enumerate(messages):
+        for k, block in enumerate(blocks(entry)):
+            add(block, ("message", index, k), entry.get("role"))
+    before = [0]
+    for count in counts:
+        before.append(before[-1] + count)
+
+    def through(n: int) -> int:
+        part, index, k = ends[n - 1]
+        if part == "tool":  # tools are not billed
+            return 0
+        if part == "system":
+            return count_tokens(system_blocks[: k + 1])
+        content = blocks(messages[index])
+        if k + 1 == len(content):
+            return system_tokens + before[index + 1]
+        cut = {**messages[index], "content": content[: k + 1]}
+        return system_tokens + before[index] + billed(cut, bedrock_part, count_tokens)
+
+    return breakpoint_split(cache, f"converse:{name}", keys, breakpoints, through)
+
+
+def usage(input_tokens: int, output_tokens: int, read: int = 0, write: int = 0) -> Json:
+    """The Converse API's ``usage``: ``inputTokens`` leaves out what the cache read or wrote."""
+    figures: Json = {
+        "inputTokens": input_tokens - read - write,
         "outputTokens": output_tokens,
         "totalTokens": input_tokens + output_tokens,
     }
+    if read or write:
+        figures["cacheReadInputTokens"] = read
+        figures["cacheWriteInputTokens"] = write
+    return figures
 
 
 def _stop_reason(reply: Reply) -> str:
@@ -271,17 +341,24 @@ def _block(reply: Reply) -> Json:
     return {"text": reply}
 
 
-def converse_response(reply: Reply, input_tokens: int, latency_ms: int) -> Json:
-    """A ``converse`` response: ``output.message``, ``stopReason``, ``usage``, ``metrics``."""
+def converse_response(
+    reply: Reply, input_tokens: int, latency_ms: int, cached: Tuple[int, int] = (0, 0)
+) -> Json:
+    """A ``converse`` response: ``output.message``, ``stopReason``, ``usage``, ``metrics``.
+
+    ``cached`` is what the cache read and wrote of the ``input_tokens``.
+    """
     return {
         "output": {"message": {"role": "assistant", "content": [_block(reply)]}},
         "stopReason": _stop_reason(reply),
-        "usage": usage(input_tokens, output_tokens(reply)),
+        "usage": usage(input_tokens, output_tokens(reply), *cached),
         "metrics": {"latencyMs": latency_ms},
     }
 
 
-def stream_events(reply: Reply, input_tokens: int, latency_ms: int) -> Iterator[bytes]:
+def stream_events(
+    reply: Reply, input_tokens: int, latency_ms: int, cached: Tuple[int, int] = (0, 0)
+) -> Iterator[bytes]:
     """``reply`` as ``converse-stream`` events, AWS event-stream framed.
 
     ``messageStart``; for a tool call a ``contentBlockStart`` naming it; the
@@ -300,34 +377,41 @@ def stream_events(reply: Reply, input_tokens: int, latency_ms: int) -> Iterator[
     yield _eventstream.event("contentBlockStop", where)
     yield _eventstream.event("messageStop", {"stopReason": _stop_reason(reply)})
     metadata = {
-        "usage": usage(input_tokens, output_tokens(reply)),
+        "usage": usage(input_tokens, output_tokens(reply), *cached),
         "metrics": {"latencyMs": latency_ms},
     }
     yield _eventstream.event("metadata", metadata)
 
 
-def _answer(body: Any, model: Model) -> Tuple[Reply, int, int]:
+def _answer(body: Any, model: Model, target: Target) -> Tuple[Reply, int, int, Tuple[int, int]]:
     started = time.monotonic()
     messages, system = validate_request(body)
-    tokens = input_tokens(messages, system)
+    counts = message_tokens(messages)
+    tokens = input_tokens(messages, system, counts)
     limit = model.context_limit
     if limit is not None and tokens > limit:
         raise bedrock_error(CONTEXT_LENGTH)
     tool = first_tool(body.get("toolConfig"))
     reply = model.answer(messages, tool, tool_results_since_prompt(messages), "tooluse_fake")
-    return reply, tokens, int((time.monotonic() - started) * 1000)
+    name = str(target.params.get("modelId"))
+    cached = (0, 0)
+    if model.prompt_cache is not None:
+        cached = cache_split(model.prompt_cache, name, body, messages, counts)
+    model.bill(name, tokens, output_tokens(reply), *cached)
+    return reply, tokens, int((time.monotonic() - started) * 1000), cached
 
 
 def serve_converse(body: Any, model: Model, target: Target) -> Answer:
     """Answer one ``converse`` request (any ``modelId``), or raise its ``RequestRejected``."""
-    reply, tokens, latency_ms = _answer(body, model)
-    return converse_response(reply, tokens, latency_ms)
+    reply, tokens, latency_ms, cached = _answer(body, model, target)
+    return converse_response(reply, tokens, latency_ms, cached)
 
 
 def serve_converse_stream(body: Any, model: Model, target: Target) -> Answer:
     """Answer one ``converse-stream`` request with an event stream, or raise before it starts."""
-    reply, tokens, latency_ms = _answer(body, model)
-    return Stream(stream_events(reply, tokens, latency_ms), "application/vnd.amazon.eventstream")
+    reply, tokens, latency_ms, cached = _answer(body, model, target)
+    events = stream_events(reply, tokens, latency_ms, cached)
+    return Stream(events, "application/vnd.amazon.eventstream")
 
 
 ROUTES = (

@@ -364,6 +364,7 @@ def _answer(body: Any, model: Model, target: Target) -> Tuple[Reply, str, str, i
         raise gemini_error(CONTEXT_LENGTH.format(tokens=prompt, limit=limit))
     tool = first_tool(body.get("tools"))
     reply = model.answer(contents, tool, function_responses_since_prompt(contents), "call_fake")
+    model.bill(target.params["model"], prompt, output_tokens(reply))
     return reply, target.params["model"], model.new_id("gemini_fake"), prompt
 
 

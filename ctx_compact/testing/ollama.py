@@ -224,6 +224,7 @@ def serve(body: Any, model: Model, target: Target) -> Answer:
         messages, first_tool(body.get("tools")), tool_results_since_prompt(messages), "call_fake"
     )
     name = str(body["model"])
+    model.bill(name, prompt_tokens, output_tokens(reply))
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if body.get("stream", True):
         return Stream(_lines(name, reply, prompt_tokens, created), "application/x-ndjson")

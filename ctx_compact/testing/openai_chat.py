@@ -5,7 +5,10 @@ OpenAI's own 400 wording: a ``tool`` message must answer the ``tool_calls`` of
 the assistant message that opens its run, and every call must be answered
 before the next message. ``prompt_tokens`` is the sum of ``count_tokens`` over
 ``messages`` (tool definitions are not counted); over ``context_limit`` the
-request gets OpenAI's ``context_length_exceeded``.
+request gets OpenAI's ``context_length_exceeded``. With the prompt cache on,
+``prompt_tokens_details.cached_tokens`` is the prefix shared with an earlier
+request to the model, in whole units (the tools, then each message), by
+OpenAI's rule (``_cache.openai_cached``); ``prompt_tokens`` still includes it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ._api import (
     sse,
 )
 from ._billing import billed, openai_chat_part
+from ._cache import openai_cached, unit_key
 from ._openai import openai_error
 
 PATH = "/v1/chat/completions"
@@ -176,13 +180,13 @@ def tool_results_since_prompt(messages: Sequence[Json]) -> int:
 # --- the reply ----------------------------------------------------------------
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> Json:
-    """Chat Completions' ``usage``, with the detail objects the SDK reads as zeros."""
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> Json:
+    """Chat Completions' ``usage``, with the detail objects the SDK reads."""
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": 0,
             "audio_tokens": 0,
@@ -206,7 +210,12 @@ def _message(reply: Reply) -> Json:
 
 
 def completion(
-    completion_id: str, model: str, reply: Reply, prompt_tokens: int, created: int
+    completion_id: str,
+    model: str,
+    reply: Reply,
+    prompt_tokens: int,
+    created: int,
+    cached_tokens: int = 0,
 ) -> Json:
     """A ``chat.completion`` object holding ``reply``."""
     return {
@@ -222,7 +231,7 @@ def completion(
                 "finish_reason": "tool_calls" if isinstance(reply, ToolCall) else "stop",
             }
         ],
-        "usage": usage(prompt_tokens, output_tokens(reply)),
+        "usage": usage(prompt_tokens, output_tokens(reply), cached_tokens),
         "service_tier": "default",
         "system_fingerprint": "fp_fake",
     }
@@ -235,6 +244,7 @@ def completion_chunks(
     prompt_tokens: int,
     created: int,
     include_usage: bool,
+    cached_tokens: int = 0,
 ) -> Iterator[bytes]:
     """``reply`` as ``chat.completion.chunk`` events, a usage chunk if asked, then ``[DONE]``."""
 
@@ -270,7 +280,7 @@ def completion_chunks(
     if include_usage:
         last = chunk({}, None)
         last["choices"] = []
-        last["usage"] = usage(prompt_tokens, output_tokens(reply))
+        last["usage"] = usage(prompt_tokens, output_tokens(reply), cached_tokens)
         yield sse(last)
     yield sse("[DONE]")
 
@@ -278,7 +288,8 @@ def completion_chunks(
 def serve(body: Any, model: Model, target: Target) -> Answer:
     """Answer one Chat Completions request (its path names nothing), or raise its rejection."""
     messages = validate_chat_completions(body)
-    prompt_tokens = sum(billed(message, openai_chat_part, count_tokens) for message in messages)
+    counts = [billed(message, openai_chat_part, count_tokens) for message in messages]
+    prompt_tokens = sum(counts)
     limit = model.context_limit
     if limit is not None and prompt_tokens > limit:
         message = CONTEXT_LENGTH.format(limit=limit, tokens=prompt_tokens)
@@ -289,10 +300,19 @@ def serve(body: Any, model: Model, target: Target) -> Answer:
     completion_id = model.new_id("chatcmpl-fake")
     created = int(time.time())
     name = str(body["model"])
+    cached = 0
+    if model.prompt_cache is not None:
+        # The tools come first and are not billed, but a change to them breaks the prefix.
+        units = [(unit_key("tools", body.get("tools")), 0)]
+        units += [(unit_key(message), count) for message, count in zip(messages, counts)]
+        cached = openai_cached(model.prompt_cache, f"chat:{name}", units)
+    model.bill(name, prompt_tokens, output_tokens(reply), cached)
     if body.get("stream"):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return completion_chunks(completion_id, name, reply, prompt_tokens, created, include_usage)
-    return completion(completion_id, name, reply, prompt_tokens, created)
+        return completion_chunks(
+            completion_id, name, reply, prompt_tokens, created, include_usage, cached
+        )
+    return completion(completion_id, name, reply, prompt_tokens, created, cached)
 
 
 ROUTE = Route(PATH, _openai.ENVELOPE, serve)

@@ -9,7 +9,10 @@ as the kit keeps no responses.
 ``input_tokens`` is the sum of ``count_tokens`` over the ``input`` items (or
 ``count_tokens(input)`` for a string) plus ``count_tokens(instructions)`` when
 given; over ``context_limit`` the request gets the Responses API's
-context-window error, which names neither figure.
+context-window error, which names neither figure. With the prompt cache on,
+``input_tokens_details.cached_tokens`` is the prefix shared with an earlier
+request to the model, in whole units (the tools, the instructions, then each
+input item), by OpenAI's rule (``_cache.openai_cached``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ._api import (
     sse,
 )
 from ._billing import billed, responses_part
+from ._cache import openai_cached, unit_key
 from ._openai import openai_error
 
 PATH = "/v1/responses"
@@ -159,11 +163,11 @@ def tool_results_since_prompt(items: Sequence[Json]) -> int:
 # --- the reply ----------------------------------------------------------------
 
 
-def usage(input_tokens: int, output_tokens: int) -> Json:
-    """The Responses API's ``usage``, with the detail objects the SDK reads as zeros."""
+def usage(input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> Json:
+    """The Responses API's ``usage``, with the detail objects the SDK reads."""
     return {
         "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached_tokens},
         "output_tokens": output_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": input_tokens + output_tokens,
@@ -231,7 +235,13 @@ def response(
 
 
 def response_events(
-    response_id: str, item_id: str, body: Json, created: int, reply: Reply, input_tokens: int
+    response_id: str,
+    item_id: str,
+    body: Json,
+    created: int,
+    reply: Reply,
+    input_tokens: int,
+    cached_tokens: int = 0,
 ) -> Iterator[bytes]:
     """``reply`` as the typed, numbered events of a Responses stream."""
     numbers = itertools.count()
@@ -263,7 +273,7 @@ def response_events(
         )
     item = output_item(item_id, reply)
     yield event("response.output_item.done", output_index=0, item=item)
-    figures = usage(input_tokens, output_tokens(reply))
+    figures = usage(input_tokens, output_tokens(reply), cached_tokens)
     yield event(
         "response.completed", response=response(response_id, body, created, [item], figures)
     )
@@ -272,13 +282,17 @@ def response_events(
 def serve(body: Any, model: Model, target: Target) -> Answer:
     """Answer one Responses request, or raise its ``RequestRejected`` (its path names nothing)."""
     items, instructions = validate_responses(body)
+    # What is sent, in order, each with its tokens: the tools (not billed), the
+    # instructions, then the input (a string is one unit).
+    units = [(unit_key("tools", body.get("tools")), 0)]
+    if instructions is not None:
+        units.append((unit_key("instructions", instructions), count_tokens(instructions)))
     if isinstance(items, str):
-        input_tokens = count_tokens(items)
+        units.append((unit_key(items), count_tokens(items)))
         items = [{"role": "user", "content": items}]
     else:
-        input_tokens = sum(billed(item, responses_part, count_tokens) for item in items)
-    if instructions is not None:
-        input_tokens += count_tokens(instructions)
+        units += [(unit_key(item), billed(item, responses_part, count_tokens)) for item in items]
+    input_tokens = sum(count for _, count in units)
     limit = model.context_limit
     if limit is not None and input_tokens > limit:
         raise openai_error(CONTEXT_LENGTH, param="input", code="context_length_exceeded")
@@ -288,9 +302,14 @@ def serve(body: Any, model: Model, target: Target) -> Answer:
     response_id = model.new_id("resp_fake")
     item_id = model.new_id("fc_fake" if isinstance(reply, ToolCall) else "msg_fake")
     created = int(time.time())
+    name = str(body["model"])
+    cached = 0
+    if model.prompt_cache is not None:
+        cached = openai_cached(model.prompt_cache, f"responses:{name}", units)
+    model.bill(name, input_tokens, output_tokens(reply), cached)
     if body.get("stream"):
-        return response_events(response_id, item_id, body, created, reply, input_tokens)
-    figures = usage(input_tokens, output_tokens(reply))
+        return response_events(response_id, item_id, body, created, reply, input_tokens, cached)
+    figures = usage(input_tokens, output_tokens(reply), cached)
     return response(response_id, body, created, [output_item(item_id, reply)], figures)
 
 
