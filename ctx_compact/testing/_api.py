@@ -146,12 +146,15 @@ class Billing:
         path: The URL path the request was sent to, e.g. ``"/v1/messages"``.
         model: The model the request named.
         input_tokens: Every input token of the request, cached or not (OpenAI's
-            ``prompt_tokens``; Anthropic's ``input_tokens`` plus both cache figures).
+            ``prompt_tokens``; Anthropic's ``input_tokens`` and Bedrock's
+            ``inputTokens`` plus both cache figures).
         output_tokens: The reply's tokens.
         cache_read_tokens: The input tokens served from the prompt cache (OpenAI's
-            ``cached_tokens``, Anthropic's ``cache_read_input_tokens``).
+            ``cached_tokens``, Anthropic's ``cache_read_input_tokens``, Bedrock's
+            ``cacheReadInputTokens``).
         cache_write_tokens: The input tokens written to the prompt cache
-            (Anthropic's ``cache_creation_input_tokens``; OpenAI bills none).
+            (Anthropic's ``cache_creation_input_tokens``, Bedrock's
+            ``cacheWriteInputTokens``; OpenAI bills none).
     """
 
     path: str

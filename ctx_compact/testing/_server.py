@@ -29,7 +29,10 @@ its compact JSON (``separators=(",", ":")``, ``ensure_ascii=False``), measured i
 UTF-16 code units, divided by 4 and rounded up, which is also ctx-compact's
 default estimator, with its media parts (images, PDFs, audio) left out and each
 billed as its provider publishes instead (``_billing``). What each API sums is
-said in its module.
+said in its module. With ``prompt_cache`` on (the default), the OpenAI,
+Anthropic and Bedrock routes also report the part of that sum their provider's
+prompt cache would serve or write (``_cache``), and ``billing`` keeps each
+reply's figures.
 
 Standard library only, Python 3.9+. Run ``python -m ctx_compact.testing
 [--port N]`` to serve in the foreground for the examples.
