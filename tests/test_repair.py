@@ -706,3 +706,24 @@ def test_mixed_histories_are_repaired_to_no_problem(history: List[Message], answ
     assert history == before
     assert check_pairing(result.messages) == []
     assert repair_pairing(result.messages, answer_unanswered=answer).changes == []
+
+
+@pytest.mark.parametrize("answer", [True, False], ids=["answer", "drop"])
+def test_a_claude_call_answered_by_a_bedrock_block_is_repaired_not_mixed(answer: bool) -> None:
+    # The user message after the call holds another format's tool block: the placeholder
+    # answer goes into a message of its own, never beside that block (no format reads both).
+    history = [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"toolResult": {"toolUseId": "a", "content": [{"text": "ok"}]}}],
+        },
+        {"role": "assistant", "content": [{"text": "x"}]},
+    ]
+    result = repair_pairing(history, answer_unanswered=answer)
+    assert check_pairing(result.messages) == []
+    if answer:
+        assert result.messages[1]["content"][0]["type"] == "tool_result"

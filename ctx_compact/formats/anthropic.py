@@ -292,7 +292,7 @@ def _exchange(views: Views, at: int, code: str, edits: Edits, answer: Optional[s
     content = blocks(views[at], at)
     uses = tool_use_ids(content, at)
     nxt = at + 1
-    following = views[nxt] if nxt < len(views) and views[nxt].get("role") == "user" else None
+    following = views[nxt] if nxt < len(views) and _answers_here(views[nxt]) else None
     given = blocks(following, nxt) if following is not None else ()
     found = {b.get("tool_use_id") for b in given if is_block(b, "tool_result")}
     unanswered = list(dict.fromkeys(u for u in uses if u not in found))
@@ -300,6 +300,16 @@ def _exchange(views: Views, at: int, code: str, edits: Edits, answer: Optional[s
     if following is not None:
         kept = frozenset(uses) - frozenset(unanswered) if answer is None else frozenset(uses)
         _answers_first(edits, nxt, given, kept, added, code)
+
+
+def _answers_here(view: View) -> bool:
+    """Whether ``view`` is a user message this format's results may go into: one whose
+    blocks are all typed, as Anthropic's are (another format's tool blocks are not)."""
+    content: Any = view.get("content")
+    blocks_given: Sequence[Any] = content if is_list(content) else ()
+    return view.get("role") == "user" and not any(
+        isinstance(b, Mapping) and "type" not in b for b in blocks_given
+    )
 
 
 def _answers_first(
