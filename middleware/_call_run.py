@@ -462,7 +462,7 @@ class CallRun:
             store_error=store_error,
             _received=Received(
                 tuple(self.received),
-                tuple(self.pre[i + 1] - self.pre[i] for i in range(len(self.received))),
+                self.pre,
                 self.beside,
                 options.counter,
                 frozenset(gone_at),

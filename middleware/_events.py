@@ -44,7 +44,8 @@ class Received:
 
     Attributes:
         messages: The caller's messages.
-        counts: Each one's tokens, as the call counted them.
+        pre: The prefix sums of their tokens, as the call counted them (the call's
+            own list, never changed after).
         beside: The tokens sent beside them.
         counter: The options' ``count_tokens``, which apportions a message's count
             among its parts.
@@ -53,7 +54,7 @@ class Received:
     """
 
     messages: Tuple[Any, ...]
-    counts: Tuple[int, ...]
+    pre: Sequence[int]
     beside: Beside
     counter: Optional[CountTokens]
     dropped: FrozenSet[int]
@@ -165,7 +166,7 @@ class CompactionEvent:
         beside = {"system": received.beside.system, "tools": received.beside.tools}
         return tally(
             views,
-            received.counts,
+            [received.pre[i + 1] - received.pre[i] for i in range(len(received.messages))],
             bounds,
             restarts,
             received.counter,

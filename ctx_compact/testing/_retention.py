@@ -289,11 +289,12 @@ def _rolling(summarize: Callable[..., Any]) -> Callable[[List[Json]], str]:
     except (TypeError, ValueError):
         takes_previous = False
     summarized: Set[int] = set()
-    previous: List[Optional[str]] = [None]
+    previous: Optional[str] = None
 
     def step(dropped: List[Json]) -> str:
+        nonlocal previous
         new = [m for m in dropped if id(m) not in summarized]
-        made = summarize(new, previous=previous[0]) if takes_previous else summarize(dropped)
+        made = summarize(new, previous=previous) if takes_previous else summarize(dropped)
         if inspect.isawaitable(made):
             close = getattr(made, "close", None)
             if close is not None:
@@ -303,7 +304,7 @@ def _rolling(summarize: Callable[..., Any]) -> Callable[[List[Json]], str]:
                 "returned): give it the summarizer of a sync client"
             )
         summarized.update(id(m) for m in new)
-        previous[0] = made
+        previous = made
         return made  # type: ignore[no-any-return]
 
     return step
