@@ -75,6 +75,40 @@ async def test_the_async_fixtures(
     assert len(fake_provider.requests) == 2
 
 
+def test_tool_choice_none_is_answered_with_text(
+    fake_provider: FakeProvider, fake_openai: Any, fake_anthropic: Any
+) -> None:
+    # The scripted model would call the tool; a request that turns tool use off gets text.
+    fake_provider.tool_calls = 1
+    ask = [{"role": "user", "content": "weather?"}]
+    chat_tool = {"type": "function", "function": {"name": "weather", "parameters": {}}}
+    tool = {"type": "function", "name": "weather", "parameters": {}}
+    claude_tool = {"name": "weather", "input_schema": {"type": "object"}}
+
+    def chat(**choice: Any) -> Any:
+        reply = fake_openai.chat.completions.create(
+            model="gpt-4o", messages=ask, tools=[chat_tool], **choice
+        )
+        return reply.choices[0].message.tool_calls
+
+    def responses(**choice: Any) -> Any:
+        reply = fake_openai.responses.create(model="gpt-4o", input=ask, tools=[tool], **choice)
+        return [item.type for item in reply.output]
+
+    def claude(**choice: Any) -> Any:
+        reply = fake_anthropic.messages.create(
+            model="claude-test", max_tokens=64, messages=ask, tools=[claude_tool], **choice
+        )
+        return [block.type for block in reply.content]
+
+    assert chat()
+    assert not chat(tool_choice="none")
+    assert responses() == ["function_call"]
+    assert responses(tool_choice="none") == ["message"]
+    assert claude() == ["tool_use"]
+    assert claude(tool_choice={"type": "none"}) == ["text"]
+
+
 def test_the_plugin_serves_a_users_suite_outside_this_repository(tmp_path: Path) -> None:
     # A user's project: no conftest, only the installed package's pytest11 plugin.
     (tmp_path / "test_agent.py").write_text(

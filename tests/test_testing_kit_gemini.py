@@ -359,6 +359,17 @@ def test_the_scripted_model_calls_the_declared_function_then_answers(
     assert body["candidates"][0]["content"]["parts"] == [{"text": "Fake reply to 5 messages."}]
 
 
+def test_function_calling_mode_none_is_answered_with_text(provider: FakeProvider) -> None:
+    provider.tool_calls = 1
+    config = {"functionCallingConfig": {"mode": "NONE"}}
+    body = {"contents": [user()], "tools": [WEATHER_TOOL], "toolConfig": config}
+
+    status, answer = generate(provider, body)
+
+    assert status == 200
+    assert answer["candidates"][0]["content"]["parts"] == [{"text": "Fake reply to 1 messages."}]
+
+
 def test_a_declaration_with_a_json_schema_is_called_too(provider: FakeProvider) -> None:
     provider.tool_calls = 1
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

@@ -15,7 +15,9 @@ order), by Anthropic's rule (``_cache.breakpoint_split``): ``usage`` splits that
 sum into ``cache_read_input_tokens``, ``cache_creation_input_tokens`` and
 ``input_tokens``, the rest. A prefix that ends inside a message counts that
 message with its content cut after the breakpoint's block; tools are not
-billed, so a breakpoint on a tool alone caches nothing.
+billed, so a breakpoint on a tool alone caches nothing. The cached messages are
+cached under the request's ``tool_choice`` and ``thinking``: a request that
+changes either reads at most the tools and the system prompt from the cache.
 """
 
 from __future__ import annotations
@@ -233,8 +235,11 @@ def _check_uses_have_results(turn: _Turn, following: Optional[_Turn]) -> None:
         raise anthropic_error(MISSING_TOOL_RESULTS.format(index=missing[0][0], ids=ids))
 
 
-def first_tool(tools: Any) -> Optional[Tool]:
-    """The first client tool a request offers, as ``{"name", "input_schema"}``."""
+def first_tool(tools: Any, choice: Any = None) -> Optional[Tool]:
+    """The first client tool a request offers, as ``{"name", "input_schema"}``;
+    ``None`` when its ``tool_choice`` is ``{"type": "none"}``."""
+    if isinstance(choice, dict) and choice.get("type") == "none":
+        return None
     for tool in tools if isinstance(tools, list) else []:
         if isinstance(tool, dict) and "input_schema" in tool:
             return Tool(str(tool.get("name")), tool["input_schema"])
@@ -298,8 +303,13 @@ def cache_split(
     # Where each unit ends: ("tool", 0, 0), ("system", 0, block) or ("message", index, block).
     ends: List[Tuple[str, int, int]] = []
 
+    # Anthropic documents that a change of tool_choice or of the thinking settings
+    # invalidates the cached messages, not the cached tools and system prompt.
+    settings = (body.get("tool_choice") or {"type": "auto"}, body.get("thinking") or {})
+
     def add(block: Any, end: Tuple[str, int, int], role: Any = None) -> None:
-        keys.append(unit_key(*end, role, _uncached(block)))
+        held = settings if end[0] == "message" else None
+        keys.append(unit_key(*end, role, held, _uncached(block)))
         ends.append(end)
         if _marked(block):
             breakpoints.append(len(keys))
@@ -402,7 +412,10 @@ def serve(body: Any, model: Model, target: Target) -> Answer:
     if limit is not None and input_tokens > limit:
         raise anthropic_error(CONTEXT_LENGTH.format(tokens=input_tokens, limit=limit))
     reply = model.answer(
-        messages, first_tool(body.get("tools")), tool_results_since_prompt(messages), "toolu_fake"
+        messages,
+        first_tool(body.get("tools"), body.get("tool_choice")),
+        tool_results_since_prompt(messages),
+        "toolu_fake",
     )
     message_id = model.new_id("msg_fake")
     name = str(body["model"])

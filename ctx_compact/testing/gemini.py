@@ -268,8 +268,12 @@ def _lowered(schema: Any) -> Any:
     return schema
 
 
-def first_tool(tools: Any) -> Optional[Tool]:
-    """The first function a request declares: ``tools[].functionDeclarations[]``."""
+def first_tool(tools: Any, tool_config: Any = None) -> Optional[Tool]:
+    """The first function a request declares: ``tools[].functionDeclarations[]``;
+    ``None`` when its ``toolConfig`` sets the function calling mode ``NONE``."""
+    calling = field(tool_config, "functionCallingConfig") if isinstance(tool_config, dict) else None
+    if isinstance(calling, dict) and field(calling, "mode") == "NONE":
+        return None
     for tool in tools if isinstance(tools, list) else []:
         declarations = field(tool, "functionDeclarations") if isinstance(tool, dict) else None
         for declaration in declarations if isinstance(declarations, list) else []:
@@ -362,7 +366,7 @@ def _answer(body: Any, model: Model, target: Target) -> Tuple[Reply, str, str, i
     limit = model.context_limit
     if limit is not None and prompt > limit:
         raise gemini_error(CONTEXT_LENGTH.format(tokens=prompt, limit=limit))
-    tool = first_tool(body.get("tools"))
+    tool = first_tool(body.get("tools"), field(body, "toolConfig"))
     reply = model.answer(contents, tool, function_responses_since_prompt(contents), "call_fake")
     model.bill(target.params["model"], prompt, output_tokens(reply))
     return reply, target.params["model"], model.new_id("gemini_fake"), prompt

@@ -158,8 +158,11 @@ def _check_tool_pairing(messages: Sequence[Json]) -> None:
         )
 
 
-def first_tool(tools: Any) -> Optional[Tool]:
-    """The first function tool a request offers, as ``{"function": {"name", "parameters"}}``."""
+def first_tool(tools: Any, choice: Any = None) -> Optional[Tool]:
+    """The first function tool a request offers, as ``{"function": {"name", "parameters"}}``;
+    ``None`` when its ``tool_choice`` is ``"none"``."""
+    if choice == "none":
+        return None
     for tool in tools if isinstance(tools, list) else []:
         if isinstance(tool, dict) and isinstance(tool.get("function"), dict):
             return Tool(str(tool["function"].get("name")), tool["function"].get("parameters") or {})
@@ -295,7 +298,10 @@ def serve(body: Any, model: Model, target: Target) -> Answer:
         message = CONTEXT_LENGTH.format(limit=limit, tokens=prompt_tokens)
         raise openai_error(message, param="messages", code="context_length_exceeded")
     reply = model.answer(
-        messages, first_tool(body.get("tools")), tool_results_since_prompt(messages), "call_fake"
+        messages,
+        first_tool(body.get("tools"), body.get("tool_choice")),
+        tool_results_since_prompt(messages),
+        "call_fake",
     )
     completion_id = model.new_id("chatcmpl-fake")
     created = int(time.time())

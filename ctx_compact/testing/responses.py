@@ -140,8 +140,11 @@ def _produced(following: Sequence[Json]) -> bool:
     return isinstance(kind, str) and not kind.endswith(("_output", "_response"))
 
 
-def first_tool(tools: Any) -> Optional[Tool]:
-    """The first function tool a request offers, as ``{"type": "function", "name", ...}``."""
+def first_tool(tools: Any, choice: Any = None) -> Optional[Tool]:
+    """The first function tool a request offers, as ``{"type": "function", "name", ...}``;
+    ``None`` when its ``tool_choice`` is ``"none"``."""
+    if choice == "none":
+        return None
     for tool in tools if isinstance(tools, list) else []:
         if isinstance(tool, dict) and tool.get("type") == "function":
             return Tool(str(tool.get("name")), tool.get("parameters") or {})
@@ -297,7 +300,10 @@ def serve(body: Any, model: Model, target: Target) -> Answer:
     if limit is not None and input_tokens > limit:
         raise openai_error(CONTEXT_LENGTH, param="input", code="context_length_exceeded")
     reply = model.answer(
-        items, first_tool(body.get("tools")), tool_results_since_prompt(items), "call_fake"
+        items,
+        first_tool(body.get("tools"), body.get("tool_choice")),
+        tool_results_since_prompt(items),
+        "call_fake",
     )
     response_id = model.new_id("resp_fake")
     item_id = model.new_id("fc_fake" if isinstance(reply, ToolCall) else "msg_fake")

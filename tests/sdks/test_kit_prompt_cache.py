@@ -356,6 +356,28 @@ def test_a_breakpoint_on_the_tools_alone_caches_nothing(fake_anthropic: Any) -> 
     assert split(ask(fake_anthropic, messages, tools=[tool])) == [0, 0, tokens(messages)]
 
 
+@pytest.mark.parametrize(
+    "changed",
+    [{"tool_choice": {"type": "none"}}, {"thinking": {"type": "enabled", "budget_tokens": 1024}}],
+    ids=["tool_choice", "thinking"],
+)
+def test_a_changed_tool_choice_or_thinking_reads_only_the_system_prompt(
+    fake_anthropic: Any, changed: Dict[str, Any]
+) -> None:
+    # Anthropic: either change invalidates the cached messages, not the tools and system.
+    tool = {"name": "look", "input_schema": {"type": "object"}}
+    system = system_blocks()
+    messages = marked_last(conversation())
+    total = count_tokens(system) + tokens(messages)
+    ask(fake_anthropic, messages, system, tools=[tool])
+
+    same = ask(fake_anthropic, messages, system, tools=[tool])
+    other = ask(fake_anthropic, messages, system, tools=[tool], **changed)
+
+    assert split(same) == [total, 0, 0]
+    assert split(other) == [count_tokens(system), total - count_tokens(system), 0]
+
+
 def test_an_anthropic_stream_reports_the_same_split(fake_anthropic: Any) -> None:
     system = system_blocks()
     messages = conversation()
