@@ -242,7 +242,10 @@ class _Settings:
         fit when it alone does not); every prompt stays within the input bound.
         """
         if aligned is not None:
-            return (yield aligned)
+            text = yield aligned
+            if text.strip():
+                return text
+            # No text (a tool called, a refusal): the plain prompt asks again.
         texts = [_rendered(m) for m in dropped]
         start = 0
         while True:
@@ -387,12 +390,13 @@ def llm_summarizer(
     was dropped since. With an SDK client, for an intercepted SDK request (or a
     budgeted SDK method) summarized with its own model, the request is
     cache-aligned: it repeats the conversation's prefix as its last request sent
-    it (the call's system prompt, tools with tool use off, model, head, the
-    previous summary's message as inserted, then the dropped messages) and ends
-    with one message of ``instructions``, so the provider's prompt cache serves
-    the rest. Otherwise (or over ``max_input_tokens``, or ``cache_aligned=False``)
-    the dropped messages are sent as their JSON (media named, not sent) inside
-    one user message, after a system prompt of ``instructions``; those beyond
+    it (the call's system prompt, tools, model, head, the previous summary's
+    message as inserted, then the dropped messages) and ends with one message of
+    ``instructions``, so the provider's prompt cache serves the rest; a reply to
+    it without text is asked again with the plain prompt. Otherwise (or over
+    ``max_input_tokens``, or ``cache_aligned=False``) the dropped messages are
+    sent as their JSON (media named, not sent) inside one user message, after a
+    system prompt of ``instructions``; those beyond
     ``max_input_tokens`` are summarized in chunks, each chunk's summary rolled on
     into the next. What each model call reports of its usage is on the event
     (``summary_usage``). A summarizer for a sync client is a plain function and one for

@@ -102,7 +102,8 @@ class SummaryApi:
         aligned: How a cache-aligned request is made, for an SDK that offers one:
             the body's model, system prompt and tools, ``messages`` (the
             conversation's prefix as it was sent, then the dropped messages) and
-            ``instruction`` after them, tool use off.
+            ``instruction`` after them, tool use off where the provider's
+            cache allows it.
         model_key: The key of the compacted call's request (``Located.request``)
             that names its model, for a summarizer given no ``model=``.
         recognise: For clients that are no instance of a client class (a module,

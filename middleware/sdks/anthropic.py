@@ -96,7 +96,21 @@ def _aligned_request(
         request["system"] = system
     if isinstance(tools, list) and tools:
         request["tools"] = tools
-        request["tool_choice"] = {"type": "none"}
+        # A change of tool_choice or of the thinking settings would invalidate the
+        # cached messages: both stay as the call sent them, unless the call forces a
+        # tool (the instruction asks for no tool call; a reply without text falls
+        # back to the plain prompt).
+        choice = body.get("tool_choice")
+        if isinstance(choice, Mapping) and choice.get("type") not in ("auto", "none"):
+            request["tool_choice"] = {"type": "none"}
+        elif choice is not None:
+            request["tool_choice"] = choice
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping):
+        request["thinking"] = thinking
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, int) and not isinstance(budget, bool):
+            request["max_tokens"] = budget + max_tokens  # the bound must exceed the budget
     # The request's own breakpoints stay, and one more ends the repeated prefix; past
     # the API's most, the latest of the messages' own gives way to it.
     mark = blocks[marks[-1]]

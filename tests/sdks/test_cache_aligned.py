@@ -21,11 +21,15 @@ import pytest
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
-from ctx_compact.testing import FakeProvider, RecordedRequest  # noqa: E402
+from ctx_compact.testing import FakeProvider, RecordedRequest, count_tokens  # noqa: E402
 from middleware import CompactingSession, CompactionEvent, budgeted, llm_summarizer  # noqa: E402
 from middleware.sdks import summary_client  # noqa: E402
 
-from ._conversations import TRIO_STREAM_WARNING  # noqa: E402
+from ._conversations import (  # noqa: E402
+    ANTHROPIC_BUDGET,
+    TRIO_STREAM_WARNING,
+    anthropic_history,
+)
 from .test_llm_summarizer import (  # noqa: E402
     ASKED,
     HEADINGS,
@@ -64,7 +68,9 @@ TOOLS = {
 SYSTEM = [
     {"type": "text", "text": "You are a travel assistant.", "cache_control": {"type": "ephemeral"}}
 ]
-TOOLS_OFF = {"openai": "none", "anthropic": {"type": "none"}}
+# How the summarization requests turn tool use off: OpenAI's tool_choice; Anthropic keeps
+# the call's own (none given here), which its cached messages depend on.
+TOOLS_OFF = {"openai": "none", "anthropic": None}
 BREAKPOINT = {"type": "ephemeral"}
 # An earlier state of the conversation, ending after one of the model's answers.
 SHORTER = 61
@@ -145,7 +151,7 @@ def assert_aligned(
     for summarizing in (first, second):
         assert summarizing.body["model"] == MODEL
         assert summarizing.body["tools"] == TOOLS[sdk.name]
-        assert summarizing.body["tool_choice"] == TOOLS_OFF[sdk.name]
+        assert summarizing.body.get("tool_choice") == TOOLS_OFF[sdk.name]
         assert summarizing.body[sdk.max_tokens_key] == 2000
         if sdk.name == "anthropic":  # the system prompt and its own breakpoint, as sent
             assert summarizing.body["system"] == main1.body["system"] == SYSTEM
@@ -307,8 +313,39 @@ def test_anthropic_after_a_user_message_the_instruction_joins_it() -> None:
             {"type": "text", "text": "INSTRUCTION"},
         ],
     }
-    assert made["tool_choice"] == {"type": "none"}
+    assert "tool_choice" not in made  # the call's own: none given
     assert "cache_control" not in result
+
+
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        ({"type": "auto"}, {"type": "auto"}),
+        ({"type": "none"}, {"type": "none"}),
+        ({"type": "any"}, {"type": "none"}),
+        ({"type": "tool", "name": "get_weather"}, {"type": "none"}),
+    ],
+    ids=["auto", "none", "any", "tool"],
+)
+def test_anthropic_keeps_the_calls_tool_choice_unless_it_forces_a_tool(
+    choice: Message, sent: Message
+) -> None:
+    body = {"model": MODEL, "tools": TOOLS["anthropic"], "tool_choice": choice}
+    made = anthropic_aligned(body, [{"role": "user", "content": "Hello"}])
+    assert made["tool_choice"] == sent
+
+
+def test_anthropic_keeps_the_calls_thinking_with_room_for_the_summary() -> None:
+    thinking = {"type": "enabled", "budget_tokens": 1024}
+    made = anthropic_aligned(
+        {"model": MODEL, "thinking": thinking}, [{"role": "user", "content": "Hello"}]
+    )
+    assert made["thinking"] == thinking
+    assert made["max_tokens"] == 1024 + 100  # past the thinking budget, the summary's bound
+    adaptive = anthropic_aligned(
+        {"model": MODEL, "thinking": {"type": "adaptive"}}, [{"role": "user", "content": "Hi"}]
+    )
+    assert (adaptive["thinking"], adaptive["max_tokens"]) == ({"type": "adaptive"}, 100)
 
 
 def test_anthropic_at_four_breakpoints_the_latest_of_the_messages_own_gives_way() -> None:
@@ -324,6 +361,86 @@ def test_anthropic_at_four_breakpoints_the_latest_of_the_messages_own_gives_way(
     assert made["messages"][0]["content"] == [{"type": "text", "text": "Earlier."}]
     assert made["messages"][1]["content"][0]["cache_control"] == BREAKPOINT
     assert made["system"] == body["system"]
+
+
+def marked_last(messages: List[Message]) -> List[Message]:
+    """``messages`` with a breakpoint on the last one, as a call caching its prefix sends them."""
+    *earlier, last = messages
+    block = {"type": "text", "text": last["content"], "cache_control": BREAKPOINT}
+    return [*earlier, {**last, "content": [block]}]
+
+
+@pytest.mark.parametrize("thinking", [None, {"type": "enabled", "budget_tokens": 1024}])
+def test_an_anthropic_summary_reads_the_messages_the_calls_cached(
+    server: FakeProvider, thinking: Any
+) -> None:
+    # Each call marks its last message (a moving breakpoint); the third is compacted, and
+    # its summary's prefix runs past the end of the first call's, which the kit's cache
+    # serves only under the calls' own tool_choice and thinking.
+    turns = [
+        {"role": "assistant" if i % 2 else "user", "content": f"turn {i}: " + "word " * 100}
+        for i in range(29)
+    ]
+    more = {} if thinking is None else {"thinking": thinking}
+    events: List[CompactionEvent] = []
+    with (
+        anthropic.Anthropic(base_url=server.base_url, api_key="test", max_retries=0) as client,
+        CompactingSession(
+            max_tokens=3200,
+            target_tokens=1800,
+            intercept="anthropic",
+            summarize=llm_summarizer(client),
+            on_compact=events.append,
+        ),
+    ):
+        for length in (11, 21, 29):
+            client.messages.create(
+                model=MODEL,
+                max_tokens=2048,
+                system=SYSTEM,
+                tools=TOOLS["anthropic"],
+                messages=marked_last(turns[:length]),
+                **more,
+            )
+    (event,) = [e for e in events if e.dropped]
+    assert event.summary == "SUMMARY-1"
+    first, _, summarizing, _ = server.billing
+    request = server.requests[2]
+    assert request.body.get("tool_choice") is None
+    assert request.body.get("thinking") == thinking
+    assert len(request.body["messages"]) > 11  # its prefix runs past the first call's
+    # Read: the system prompt and the first call's messages (all that call wrote, but for
+    # its breakpoint, which is not sent again), as the summary sends them.
+    read = count_tokens(SYSTEM) + sum(map(count_tokens, request.body["messages"][:11]))
+    assert summarizing.cache_read_tokens == read > first.cache_write_tokens - 20
+
+
+def test_an_aligned_reply_without_text_is_asked_again_plainly(server: FakeProvider) -> None:
+    # The call leaves tool use on (Anthropic's cached messages depend on it); a model that
+    # calls a tool anyway gets today's request, which offers no tools.
+    server.tool_calls = 10  # more than the results the aligned request ends with
+    events: List[CompactionEvent] = []
+    history = anthropic_history()
+    with (
+        anthropic.Anthropic(base_url=server.base_url, api_key="test", max_retries=0) as client,
+        CompactingSession(
+            max_tokens=ANTHROPIC_BUDGET,
+            intercept="anthropic",
+            summarize=llm_summarizer(client),
+            on_compact=events.append,
+        ),
+    ):
+        client.messages.create(
+            model=MODEL, max_tokens=256, system=SYSTEM, tools=TOOLS["anthropic"], messages=history
+        )
+    aligned, plain, _ = server.requests
+    assert aligned.body["tools"] == TOOLS["anthropic"]
+    assert "tool_choice" not in aligned.body
+    assert is_old_shape(SDKS[1], plain)
+    (event,) = events
+    assert event.summary == "SUMMARY-1"
+    assert event.summary_usage is not None
+    assert event.summary_usage.requests == 2
 
 
 def test_another_apis_body_is_not_aligned() -> None:
