@@ -217,7 +217,7 @@ class _Settings:
         make = found.api.aligned
         if make is None or not isinstance(request, CallRequest):
             return None
-        if model is None or request.get("model") != model:
+        if model is None or request.get(found.api.model_key) != model:
             return None  # another model's cache would not serve it
         messages = [*request.sent_before, *dropped]
         instruction = self.instruction(previous is not None, len(dropped))
@@ -226,7 +226,8 @@ class _Settings:
             return None
         try:
             size = sum(map(default_count_tokens, made["messages"]))
-            size += sum(default_count_tokens(made[k]) for k in ("system", "tools") if k in made)
+            beside = ("system", "tools", "toolConfig")
+            size += sum(default_count_tokens(made[k]) for k in beside if k in made)
         except (TypeError, ValueError):  # messages JSON cannot hold: not to be measured
             return None
         return Aligned(made) if size <= self.max_input else None
@@ -291,7 +292,9 @@ def _ask(
     ) -> Dict[str, Any]:
         if isinstance(prompt, Aligned):
             # None would lift the client's own timeout.
-            return prompt.request if left is None else {**prompt.request, "timeout": left}
+            if left is None or not api.timeout:
+                return prompt.request
+            return {**prompt.request, "timeout": left}
         assert model is not None
         return api.request(model, prompt, max_summary, left)
 

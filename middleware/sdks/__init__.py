@@ -106,6 +106,8 @@ class SummaryApi:
             cache allows it.
         model_key: The key of the compacted call's request (``Located.request``)
             that names its model, for a summarizer given no ``model=``.
+        timeout: Whether the call takes a ``timeout`` keyword argument (an aligned
+            request is sent with the seconds left in it).
         recognise: For clients that are no instance of a client class (a module,
             a function): the method's attribute path on ``client`` and whether it
             is async, else ``None``. Their names go in ``clients`` and
@@ -120,6 +122,7 @@ class SummaryApi:
     usage: Callable[[Any], Optional[Tuple[int, int, int]]]
     aligned: Optional[AlignedRequest] = None
     model_key: str = "model"
+    timeout: bool = True
     recognise: Optional[Callable[[Any], Optional[Tuple[str, bool]]]] = None
 
 

@@ -24,6 +24,11 @@ OPERATIONS = {"Converse": "bedrock Converse", "ConverseStream": "bedrock Convers
 # What a request sends beside the messages, counted against the budget: its system
 # prompt, its tool schemas.
 SYSTEM, TOOLS = "system", "toolConfig"
+# The API of a request body as ``CallRequest.api`` names it.
+API = "bedrock Converse"
+_CACHE_POINT = {"cachePoint": {"type": "default"}}
+# The most cachePoint blocks Bedrock takes in one request.
+_MOST_CACHE_POINTS = 4
 
 
 def _service(client: Any) -> Optional[str]:
@@ -71,7 +76,9 @@ class ConverseSite:
         def rebuild(new: List[Any]) -> Arguments:
             return replace(args, kwargs, "api_params", index, {**params, "messages": new})
 
-        return Located(messages, rebuild, fixed, function, request=MappingProxyType(params))
+        return Located(
+            messages, rebuild, fixed, function, request=MappingProxyType(params), api=API
+        )
 
 
 def _summary_request(
@@ -91,6 +98,59 @@ def _summary_request(
         "messages": messages,
         "inferenceConfig": {"maxTokens": max_tokens},
     }
+
+
+def _cache_points(value: Any) -> int:
+    """The cachePoint blocks in a system prompt, a tool list or a message's content."""
+    if not isinstance(value, list):
+        return 0
+    return sum(1 for item in value if isinstance(item, Mapping) and "cachePoint" in item)
+
+
+def _aligned_request(
+    body: Mapping[str, Any],
+    api: Optional[str],
+    messages: List[Any],
+    instruction: str,
+    max_tokens: int,
+) -> Optional[Dict[str, Any]]:
+    # The prefix is repeated with the call's system prompt and toolConfig as sent (a
+    # toolChoice forcing a tool left out: the instruction asks for none), a cachePoint
+    # after it, then the instruction; its additionalModelRequestFields are not sent.
+    if api not in (None, API) or not messages:
+        return None
+    *earlier, last = messages
+    content = last.get("content") if isinstance(last, Mapping) else None
+    if not isinstance(content, list) or last.get("role") not in ("user", "assistant"):
+        return None
+    request: Dict[str, Any] = {
+        "modelId": body["modelId"],
+        "inferenceConfig": {"maxTokens": max_tokens},
+    }
+    system, config = body.get(SYSTEM), body.get(TOOLS)
+    if isinstance(system, list) and system:
+        request[SYSTEM] = system
+    if isinstance(config, Mapping):
+        choice = config.get("toolChoice")
+        forced = isinstance(choice, Mapping) and "auto" not in choice
+        request[TOOLS] = {k: v for k, v in config.items() if not (forced and k == "toolChoice")}
+    used = _cache_points(system) + _cache_points(
+        config.get("tools") if isinstance(config, Mapping) else None
+    )
+    used += sum(_cache_points(m.get("content")) for m in messages if isinstance(m, Mapping))
+    blocks = list(content)
+    if used < _MOST_CACHE_POINTS and not (blocks and _cache_points(blocks[-1:])):
+        blocks.append(dict(_CACHE_POINT))
+    # Roles alternate: after a user message the instruction joins it as one more block.
+    if last["role"] == "user":
+        request["messages"] = [*earlier, {**last, "content": [*blocks, {"text": instruction}]}]
+    else:
+        request["messages"] = [
+            *earlier,
+            {**last, "content": blocks},
+            {"role": "user", "content": [{"text": instruction}]},
+        ]
+    return request
 
 
 def _summary_text(response: Any) -> str:
@@ -131,6 +191,8 @@ SDK = Sdk(
         request=_summary_request,
         text=_summary_text,
         usage=_summary_usage,
+        aligned=_aligned_request,
         model_key="modelId",
+        timeout=False,
     ),
 )

@@ -1,8 +1,9 @@
 """What the tests of ``llm_summarizer``'s clients share: the provider's scripted model.
 
 The provider (ctx_compact.testing) plays a model that answers a summarization
-request (one holding ``<messages>``) with ``SUMMARY-N`` and anything else with an
-answer, whatever the SDK's format; the tests read what it received.
+request (one asking to keep the summary under a bound, plain or cache-aligned)
+with ``SUMMARY-N`` and anything else with an answer, whatever the SDK's format;
+the tests read what it received.
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ HEADINGS = (
 )
 
 
+# What every summarization request asks, plain or cache-aligned.
+ASKED = "Keep the summary under"
+
+
 def is_summarization(request: RecordedRequest) -> bool:
     """Whether the provider received ``request`` from a summarizer."""
-    return "<messages>\\n" in json.dumps(request.body, ensure_ascii=False)
+    return ASKED in json.dumps(request.body, ensure_ascii=False)
 
 
 class Script:
@@ -38,7 +43,7 @@ class Script:
         self._lock = threading.Lock()
 
     def __call__(self, messages: List[Any]) -> str:
-        if "<messages>\\n" not in json.dumps(messages, ensure_ascii=False):
+        if ASKED not in json.dumps(messages, ensure_ascii=False):
             return "The answer."
         if self.delay:
             self.released.wait(self.delay)

@@ -94,7 +94,7 @@ def assert_summary_sent(event: CompactionEvent, user: RecordedRequest) -> None:
 def test_an_intercepted_call_is_summarized_with_its_own_model(
     server: FakeProvider, client: Any
 ) -> None:
-    summarize = llm_summarizer(client, max_summary_tokens=300)
+    summarize = llm_summarizer(client, max_summary_tokens=300, cache_aligned=False)
     with CompactingSession(max_tokens=BUDGET, intercept="bedrock", summarize=summarize) as session:
         reply = client.converse(modelId=MODEL, messages=history(), system=[{"text": "Be brief."}])
 
@@ -112,6 +112,95 @@ def test_an_intercepted_call_is_summarized_with_its_own_model(
     assert event.summary_usage == usage
     assert session.stats.summary_usage == usage
     assert session.stats.calls == 1  # the summarizer's request is not the user's
+
+
+SYSTEM = [{"text": "You are a weather assistant."}, {"cachePoint": {"type": "default"}}]
+TOOL_CONFIG = {
+    "tools": [
+        {
+            "toolSpec": {
+                "name": "get_weather",
+                "inputSchema": {"json": {"type": "object", "properties": {}}},
+            }
+        }
+    ],
+    "toolChoice": {"any": {}},
+}
+
+
+def test_a_summary_repeats_the_calls_prefix_for_the_cache(
+    server: FakeProvider, client: Any
+) -> None:
+    # Two calls: the second's summary repeats the first's request up to the messages
+    # dropped since, with the call's system prompt and tools, a cachePoint after them.
+    events: List[CompactionEvent] = []
+    messages = history(60)
+    with CompactingSession(
+        max_tokens=BUDGET,
+        intercept="bedrock",
+        summarize=llm_summarizer(client),
+        on_compact=events.append,
+    ):
+        for end in (61, 121):
+            client.converse(
+                modelId=MODEL, messages=messages[:end], system=SYSTEM, toolConfig=TOOL_CONFIG
+            )
+    first, main1, second, _ = server.requests
+    assert [is_summarization(r) for r in server.requests] == [True, False, True, False]
+    for summarizing in (first, second):
+        assert model_of(summarizing) == MODEL
+        assert summarizing.body["system"] == SYSTEM
+        # The tools as sent; a choice that forces a tool is left out.
+        assert summarizing.body["toolConfig"] == {"tools": TOOL_CONFIG["tools"]}
+        *repeated, last = summarizing.body["messages"]
+        *joined, instruction = last["content"]
+        assert "Call no tool." in instruction["text"]
+        if joined:  # the prefix ended with a user message: the instruction joined it
+            repeated.append({**last, "content": joined})
+        *content, mark = repeated[-1]["content"]
+        assert mark == {"cachePoint": {"type": "default"}}
+        repeated[-1] = {**repeated[-1], "content": content}
+        if summarizing is first:
+            assert repeated == messages[: len(repeated)]
+        else:  # the previous request's prefix, then the messages dropped since
+            head = len(repeated) - (len(events[1].dropped) - len(events[0].dropped))
+            assert repeated[:head] == main1.body["messages"][:head]
+            since = messages[len(events[0].dropped) + 1 : len(events[1].dropped) + 1]
+            assert repeated[head:] == since
+    assert [e.summary for e in events] == ["SUMMARY-1", "SUMMARY-2"]
+
+
+def marked_last(messages: List[Message]) -> List[Message]:
+    """``messages`` with a cachePoint ending the last, as a call caching its prefix sends them."""
+    *earlier, last = messages
+    return [*earlier, {**last, "content": [*last["content"], {"cachePoint": {"type": "default"}}]}]
+
+
+def test_a_summary_reads_the_messages_the_calls_cached(server: FakeProvider, client: Any) -> None:
+    # Each call marks its last message; the third is compacted, and its summary's prefix
+    # runs past the end of the first call's, which the provider's cache serves.
+    events: List[CompactionEvent] = []
+    messages = history(120)
+    with CompactingSession(
+        max_tokens=2600,
+        target_tokens=1400,
+        intercept="bedrock",
+        summarize=llm_summarizer(client),
+        on_compact=events.append,
+    ):
+        for end in (101, 161, 241):
+            client.converse(modelId=MODEL, messages=marked_last(messages[:end]), system=SYSTEM)
+    (event,) = [e for e in events if e.dropped]
+    assert event.summary == "SUMMARY-1"
+    first, _, summarizing, _ = server.billing
+    request = server.requests[2]
+    assert is_summarization(request)
+    assert len(request.body["messages"]) > 101  # its prefix runs past the first call's
+    # Read: the system prompt and the first call's messages, all that call wrote.
+    read = input_tokens(request.body["messages"][:101], SYSTEM)
+    assert summarizing.cache_read_tokens == read == first.cache_write_tokens
+    assert event.summary_usage is not None
+    assert event.summary_usage.cached_input_tokens == read
 
 
 def test_a_named_model_and_instructions_are_sent(server: FakeProvider, client: Any) -> None:
