@@ -11,11 +11,18 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from ctx_compact.cli import main
 
 Message = Dict[str, Any]
+
+
+def examples(n: int) -> int:
+    """``n`` examples in the default profile (100 a test), scaled with the profile in use:
+    the quick profile's 10 run a tenth of them."""
+    return max(1, n * settings.default.max_examples // 100)
 
 
 # --- message factories --------------------------------------------------------

@@ -21,6 +21,7 @@ from helpers import (
     call_item,
     calling,
     claude,
+    examples,
     keeps,
     message_item,
     reasoning_item,
@@ -44,7 +45,9 @@ from ctx_compact import (
 )
 from ctx_compact._contract import message_views, pairing_problems
 
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def output_for(kind: str, call_id: str, text: str) -> Message:

@@ -8,7 +8,16 @@ import pickle
 from typing import Any, Dict, Iterator, List
 
 import pytest
-from helpers import budgets, conversations, keeps, system, ten_each, user, weather_messages
+from helpers import (
+    budgets,
+    conversations,
+    examples,
+    keeps,
+    system,
+    ten_each,
+    user,
+    weather_messages,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +31,9 @@ from ctx_compact import (
     compact_many,
 )
 
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def same_identities(left: List[Any], right: List[Any]) -> bool:

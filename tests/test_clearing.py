@@ -14,6 +14,7 @@ from helpers import (
     call_item,
     claude,
     conversations,
+    examples,
     message_item,
     output_item,
     reasoning_item,
@@ -566,7 +567,7 @@ options = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(any_history, options)
 def test_clearing_invariants(messages: List[Message], opts: Dict[str, Any]) -> None:
     snapshot = copy.deepcopy(messages)
@@ -597,7 +598,7 @@ def test_clearing_invariants(messages: List[Message], opts: Dict[str, Any]) -> N
     assert again.messages == out
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.one_of(anthropic_conversations(), responses_conversations()), st.integers(0, 3))
 def test_thinking_clearing_keeps_valid_pairing(messages: List[Message], keep_turns: int) -> None:
     snapshot = copy.deepcopy(messages)
@@ -932,7 +933,7 @@ def test_a_pinned_groups_reasoning_item_stays_in_the_list() -> None:
     assert len(pinned.messages) == len(messages)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.one_of(anthropic_conversations(), responses_conversations()),
     st.integers(0, 2),

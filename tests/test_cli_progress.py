@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -329,7 +330,7 @@ messages_strategy = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(messages=messages_strategy, budget=st.integers(min_value=1, max_value=200))
 def test_orjson_and_stdlib_agree_on_any_json(messages: List[Any], budget: int):
     orjson = pytest.importorskip("orjson")

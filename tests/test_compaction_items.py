@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -326,7 +327,7 @@ def responses_histories(draw: st.DrawFn) -> List[Message]:
     return items
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(responses_histories(), st.integers(1, 500), st.integers(0, 3), st.integers(0, 4))
 def test_generated_responses_histories(items, budget, keep_head, keep_tail):
     result = compact(items, max_tokens=budget, keep_head=keep_head, keep_tail=keep_tail)
@@ -380,7 +381,7 @@ def anthropic_histories(draw: st.DrawFn) -> List[Message]:
     return messages
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(anthropic_histories(), st.integers(1, 500), st.integers(0, 3), st.integers(0, 4))
 def test_generated_anthropic_histories(messages, budget, keep_head, keep_tail):
     result = compact(messages, max_tokens=budget, keep_head=keep_head, keep_tail=keep_tail)
@@ -408,7 +409,7 @@ def test_generated_anthropic_histories(messages, budget, keep_head, keep_tail):
         assert accepted == (check_pairing(history) == [])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(responses_histories(), st.integers(1, 500), st.integers(0, 3))
 def test_clearing_generated_responses_histories(items, budget, keep):
     cleared = clear_tool_results(items, max_tokens=budget, keep=keep).messages

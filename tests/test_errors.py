@@ -13,7 +13,7 @@ import warnings
 from typing import Any, Callable, Dict, List
 
 import pytest
-from helpers import calling, system, tool, user
+from helpers import calling, examples, system, tool, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -474,7 +474,7 @@ maybe_messages = st.tuples(
 ).map(_with_stray)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(maybe_messages, st.integers(0, 3), st.integers(0, 3))
 def test_malformed_input_raises_only_invalid_message_error(messages, keep_head, keep_tail):
     # Anything but InvalidMessageError escapes and fails the test.

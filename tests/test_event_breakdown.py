@@ -9,7 +9,17 @@ from typing import Any, Dict, List
 
 import anyio
 import pytest
-from helpers import assistant, budgets, conversations, keeps, system, tool, tool_call, user
+from helpers import (
+    assistant,
+    budgets,
+    conversations,
+    examples,
+    keeps,
+    system,
+    tool,
+    tool_call,
+    user,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,7 +158,7 @@ def test_a_copied_or_unpickled_event_says_where_its_breakdown_is() -> None:
             other.breakdown()
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(conversations(), budgets(), keeps, keeps, st.booleans())
 def test_any_call_s_breakdown_sums_to_its_event_and_marks_what_it_dropped(
     messages: List[Message], budget: float, head: int, tail: int, media: bool

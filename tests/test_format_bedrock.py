@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +34,9 @@ from ctx_compact.testing import bedrock as kit
 from middleware import CompactingSession, budgeted
 
 Message = Dict[str, Any]
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 PAIRING_STARTS = ("A conversation must", "The number of toolResult", "Expected toolResult")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +34,9 @@ from ctx_compact.testing import gemini as kit
 from middleware import CompactingSession, budgeted
 
 Content = Dict[str, Any]
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 # What the kit reports for the function turns (the rest are the fields' own checks).
 PAIRING = {kit.RESPONSE_NOT_AFTER_CALL, kit.CALL_NOT_AFTER_USER, kit.RESPONSE_COUNT}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, List, Mapping, Tuple
 
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -125,7 +126,7 @@ def outcome(run: Any) -> Tuple[str, Any]:
         return "error", (exc.index, str(exc))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(ANY_MESSAGE, max_size=8))
 def test_pairing_problems_equal_every_format_asked(conversation: List[dict]) -> None:
     views = message_views(conversation)
@@ -165,7 +166,7 @@ def tool_call(draw: Any) -> Any:
     return {"function": {"name": "f"}} if call_id is ABSENT else {"id": call_id}
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(tool_call(), min_size=1, max_size=4))
 def test_call_ids_equal_the_general_rule(tool_calls: List[Any]) -> None:
     found = outcome(lambda: call_ids({"role": "assistant", "tool_calls": tool_calls}, 0))

@@ -8,6 +8,7 @@ from typing import Any, Dict, List
 
 import media_files as files
 import pytest
+from helpers import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -154,7 +155,7 @@ _SEGMENTS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -210,7 +211,7 @@ def reference_data_url(value: Any) -> Any:
     return value[5 : comma - len(";base64")].split(";")[0] or None, value, comma + 1
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     st.lists(
         st.sampled_from(["data:", ";base64", ",", ";", "image/jpeg", "x", "=", "/9j/", "a" * 120]),
@@ -726,7 +727,7 @@ _part = st.dictionaries(
 ).filter(lambda part: not any(f.media({"content": [part], "parts": [part]}) for f in FORMATS))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.sampled_from(["user", "assistant", "model", None]),
     st.sampled_from(["content", "parts", "output"]),

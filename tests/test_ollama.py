@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -191,7 +192,7 @@ def ollama_histories(draw: st.DrawFn) -> List[Message]:
     return messages
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     ollama_histories(),
     st.integers(1, 400),
@@ -209,7 +210,7 @@ def test_generated_histories_compact_without_new_problems(messages, max_tokens, 
         assert {p.index for p in ollama.validate_messages(history)} <= flagged
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ollama_histories(), st.integers(1, 400), st.integers(0, 3))
 def test_clearing_generated_histories_keeps_the_pairing(messages, max_tokens, keep):
     before = ollama.validate_messages(messages)

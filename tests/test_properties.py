@@ -8,13 +8,15 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import anyio
 import pytest
-from helpers import budgets, conversations, keeps, texts
+from helpers import budgets, conversations, examples, keeps, texts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctx_compact import acompact_with_summary, compact, compact_with_summary, estimate_tokens
 
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 Group = Tuple[int, int]  # [start, end) indices into the conversation
 
@@ -409,7 +411,7 @@ def test_without_summarize_it_equals_compact(messages, max_tokens, keep_head, ke
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-@settings(PROPERTY, max_examples=50)
+@settings(PROPERTY, max_examples=examples(50))
 @given(conversations(), budgets(), keeps, keeps, texts, st.booleans())
 def test_async_equals_sync(backend, messages, max_tokens, keep_head, keep_tail, text, use_async):
     options = {"max_tokens": max_tokens, "keep_head": keep_head, "keep_tail": keep_tail}

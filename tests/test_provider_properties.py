@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -38,7 +39,9 @@ from middleware import budgeted
 
 Message = Dict[str, Any]
 History = Tuple[List[Message], List[Message], List[Message]]  # (history, pending, completion)
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 sizes = st.integers(0, 120)
 
@@ -625,7 +628,7 @@ def test_no_request_of_the_middleware_the_validator_rejects(name: str) -> None:
     # budgeted: clearing (in steps towards target_tokens), then dropping, then the summary.
     form = FORMATS[name]
 
-    @settings(PROPERTY, max_examples=60)
+    @settings(PROPERTY, max_examples=examples(60))
     @given(form.histories, budgets, st.none() | st.floats(0.2, 1.0), middleware_options)
     def check(drawn: History, budget: int, share: Optional[float], options: Dict[str, Any]) -> None:
         history, pending, completion = drawn

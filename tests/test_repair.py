@@ -12,6 +12,7 @@ from helpers import (
     assistant,
     calling,
     claude,
+    examples,
     exchange,
     reasoning_item,
     text_block,
@@ -41,7 +42,9 @@ from ctx_compact.testing.ollama import validate_messages as ollama_validator
 from ctx_compact.testing.openai_chat import validate_chat_completions
 from ctx_compact.testing.responses import validate_responses
 
-PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 PLACEHOLDER = "[tool result missing]"
 
 

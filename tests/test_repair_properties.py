@@ -15,6 +15,7 @@ import copy
 from typing import Any, Callable, Dict, List, Optional
 
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,9 @@ from ctx_compact.formats._edits import Edits
 from ctx_compact.formats.chat import CHAT
 
 Message = Dict[str, Any]
-PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 ids = st.sampled_from(["a", "b", "c"])
 texts = st.sampled_from(["", "ok", "Let me look."])

@@ -23,6 +23,7 @@ from helpers import (
     call_item,
     calling,
     claude,
+    examples,
     exchange,
     keeps,
     message_item,
@@ -603,7 +604,9 @@ def test_a_failing_model_dump_names_the_message():
 # --- property: mixed shapes never come out broken ------------------------------
 
 
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def _chat_exchange(draw: st.DrawFn, ids: List[str]) -> List[Message]:

@@ -9,7 +9,17 @@ from pathlib import Path
 from typing import Any, List, Optional, Tuple
 
 import pytest
-from helpers import assistant, budgets, conversations, keeps, system, tool, tool_call, user
+from helpers import (
+    assistant,
+    budgets,
+    conversations,
+    examples,
+    keeps,
+    system,
+    tool,
+    tool_call,
+    user,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +36,9 @@ from ctx_compact.batch import compact_indices, compact_many
 from ctx_compact.cli import main
 from middleware import CompactionEvent, budgeted
 
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 shares = st.floats(0.05, 1.0)
 Message = Any
 

@@ -11,6 +11,7 @@ from helpers import (
     assistant,
     call_item,
     claude,
+    examples,
     output_item,
     reasoning_item,
     system,
@@ -385,7 +386,7 @@ def test_cache_control_markers_on_kept_messages_are_kept() -> None:
         assert sent[-1][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     turns=st.integers(5, 40),
     budget=st.integers(300, 1500),
