@@ -7,19 +7,32 @@ call; they take the messages themselves, as ``messages``.
 
 ``llm_summarizer`` takes the ``litellm`` module (it calls ``completion``), or
 ``litellm.completion`` or ``litellm.acompletion`` themselves: LiteLLM has no
-client object, so the async one is asked for by its function.
+client object, so the async one is asked for by its function, and a cache-aligned
+summary repeats where the call went (``api_base``, ``api_key``, ...).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import ModuleType
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import Point, PromptMessages, Sdk, SummaryApi
 
 _PACKAGE = "litellm"
 # LiteLLM's completion functions, by name: whether each is async.
 _FUNCTIONS = {"completion": False, "acompletion": True}
+# What a call names beside its messages that a cache-aligned summary repeats: where
+# the call goes (the provider, its address and key) and how its cache is keyed.
+_REPEATED = (
+    "api_base",
+    "base_url",
+    "api_key",
+    "api_version",
+    "custom_llm_provider",
+    "extra_headers",
+    "prompt_cache_key",
+)
 
 
 def _summary_client(client: Any) -> Optional[Tuple[str, bool]]:
@@ -41,6 +54,36 @@ def _summary_request(
     request: Dict[str, Any] = {"model": model, "messages": prompt, "max_tokens": max_tokens}
     if timeout is not None:  # None would lift LiteLLM's own timeout
         request["timeout"] = timeout
+    return request
+
+
+def _aligned_request(
+    body: Mapping[str, Any],
+    api: Optional[str],
+    messages: List[Any],
+    instruction: str,
+    max_tokens: int,
+) -> Optional[Dict[str, Any]]:
+    # The call's keyword arguments, in OpenAI's format; the system prompt is among the
+    # messages. tool_choice stays as the call sent it (a provider's cached messages may
+    # depend on it: Anthropic's do), unless it forces a tool; the instruction asks for
+    # no tool call, and a reply without text is asked again with the plain prompt.
+    if api is not None:
+        return None
+    request: Dict[str, Any] = {
+        "model": body["model"],
+        "messages": [*messages, {"role": "user", "content": instruction}],
+        "max_tokens": max_tokens,
+    }
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools:
+        request["tools"] = tools
+        choice = body.get("tool_choice")
+        if choice in ("auto", "none"):
+            request["tool_choice"] = choice
+        elif choice is not None:
+            request["tool_choice"] = "none"
+    request.update((key, body[key]) for key in _REPEATED if body.get(key) is not None)
     return request
 
 
@@ -78,6 +121,7 @@ SDK = Sdk(
         request=_summary_request,
         text=_summary_text,
         usage=_summary_usage,
+        aligned=_aligned_request,
         recognise=_summary_client,
     ),
 )

@@ -83,7 +83,7 @@ def assert_summary_sent(event: CompactionEvent, user: RecordedRequest) -> None:
 def test_the_module_summarizes_an_intercepted_call_with_its_own_model(
     server: FakeProvider,
 ) -> None:
-    summarize = llm_summarizer(litellm, max_summary_tokens=300)
+    summarize = llm_summarizer(litellm, max_summary_tokens=300, cache_aligned=False)
     with CompactingSession(max_tokens=BUDGET, intercept="litellm", summarize=summarize) as session:
         reply = litellm.completion(model=MODEL, messages=openai_history())
 
@@ -100,6 +100,46 @@ def test_the_module_summarizes_an_intercepted_call_with_its_own_model(
     assert event.summary_usage == usage
     assert session.stats.summary_usage == usage
     assert session.stats.calls == 1  # the summarizer's request is not the user's
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The forecast for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
+def test_a_summary_repeats_the_calls_prefix_where_the_call_went(
+    server: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The call names its api_base; where a call naming none would go, nothing listens.
+    monkeypatch.setenv("OPENAI_API_BASE", "http://127.0.0.1:9/v1")
+    history = openai_history()
+    with CompactingSession(
+        max_tokens=BUDGET, intercept="litellm", summarize=llm_summarizer(litellm)
+    ) as session:
+        litellm.completion(
+            model=MODEL, messages=history, tools=TOOLS, api_base=server.openai_url, api_key="k"
+        )
+    (event,) = session.events
+    (request,), user = split(server)
+    assert_summary_sent(event, user)
+    *repeated, instruction = request.body["messages"]
+    # The conversation as sent (the head, then the dropped messages), then one instruction.
+    # (LiteLLM leaves out a "content": None.)
+    sent = [{k: v for k, v in m.items() if v is not None} for m in history[: len(repeated)]]
+    assert repeated == json.loads(json.dumps(sent))
+    assert len(repeated) == 1 + len(event.dropped)
+    assert instruction["role"] == "user"
+    assert all(heading in instruction["content"] for heading in HEADINGS)
+    assert (request.body["model"], request.body["tools"]) == ("gpt-4o", TOOLS)
+    assert "tool_choice" not in request.body  # the call's own: none given
+    assert request.body["max_tokens"] == 2000
 
 
 def test_completion_itself_with_a_named_model_and_instructions(server: FakeProvider) -> None:
