@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ from ctx_compact._contract import (
     media_parts,
     message_views,
     must,
+    sdk_dump,
 )
 
 from ._call_request import CallRequest
@@ -225,9 +227,7 @@ class _Settings:
         if made is None:
             return None
         try:
-            size = sum(map(default_count_tokens, made["messages"]))
-            beside = ("system", "tools", "toolConfig")
-            size += sum(default_count_tokens(made[k]) for k in beside if k in made)
+            size = default_count_tokens(json.loads(json.dumps(made, default=_sent)))
         except (TypeError, ValueError):  # messages JSON cannot hold: not to be measured
             return None
         return Aligned(made) if size <= self.max_input else None
@@ -268,6 +268,13 @@ class _Settings:
                 return previous
 
 
+def _sent(value: Any) -> Any:
+    """An SDK object in a request as the JSON it is sent as (a function given as a tool,
+    its name), to measure the request."""
+    dumped = sdk_dump(value)
+    return dumped if dumped is not None else getattr(value, "__name__", str(value))
+
+
 def _text(value: object, source: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{source} returned {type(value).__name__}, not the summary's text")
@@ -292,9 +299,7 @@ def _ask(
     ) -> Dict[str, Any]:
         if isinstance(prompt, Aligned):
             # None would lift the client's own timeout.
-            if left is None or not api.timeout:
-                return prompt.request
-            return {**prompt.request, "timeout": left}
+            return prompt.request if left is None else api.timed(prompt.request, left)
         assert model is not None
         return api.request(model, prompt, max_summary, left)
 

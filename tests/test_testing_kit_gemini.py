@@ -359,6 +359,31 @@ def test_the_scripted_model_calls_the_declared_function_then_answers(
     assert body["candidates"][0]["content"]["parts"] == [{"text": "Fake reply to 5 messages."}]
 
 
+def test_a_shared_prefix_is_read_from_the_implicit_cache(provider: FakeProvider) -> None:
+    system = {"parts": [{"text": "You plan trips. " * 100}]}
+    earlier = [user(f"Day {day}: " + "museum " * 120) for day in range(4)]
+    later = [*earlier, model_text(), user("And the last day?")]
+    shared = prompt_tokens(earlier, system)
+    assert shared >= 1024
+
+    _, first = generate(provider, {"contents": earlier, "systemInstruction": system})
+    _, second = generate(provider, {"contents": later, "systemInstruction": system})
+    _, other = generate(provider, {"contents": later, "systemInstruction": user("Be brief.")})
+
+    assert "cachedContentTokenCount" not in first["usageMetadata"]
+    assert second["usageMetadata"]["cachedContentTokenCount"] == shared
+    assert second["usageMetadata"]["promptTokenCount"] == prompt_tokens(later, system)
+    assert "cachedContentTokenCount" not in other["usageMetadata"]  # another system: no prefix
+    assert [bill.cache_read_tokens for bill in provider.billing] == [0, shared, 0]
+
+
+def test_a_shared_prefix_under_1024_tokens_is_not_reported(provider: FakeProvider) -> None:
+    contents = [user(), model_text(), user("And tomorrow?")]
+    generate(provider, {"contents": contents[:1]})
+    _, body = generate(provider, {"contents": contents})
+    assert "cachedContentTokenCount" not in body["usageMetadata"]
+
+
 def test_function_calling_mode_none_is_answered_with_text(provider: FakeProvider) -> None:
     provider.tool_calls = 1
     config = {"functionCallingConfig": {"mode": "NONE"}}

@@ -9,7 +9,9 @@ a provider has cached is a set of such digests per API and model, held by one
 - OpenAI (Chat Completions, Responses) caches every prompt it is sent. A
   request reads the longest prefix, in whole units, that it shares with an
   earlier one: reported when it is at least 1,024 tokens, rounded down to a
-  multiple of 128, as OpenAI documents (``openai_cached``).
+  multiple of 128, as OpenAI documents (``openai_cached``). Gemini's implicit
+  cache is read the same way, to the token (its smallest documented minimum,
+  Gemini 2.5 Flash's 1,024 tokens, for every model).
 - Anthropic caches only at ``cache_control`` breakpoints: a breakpoint's prefix
   runs through the block that carries it. A request reads the longest prefix an
   earlier request wrote at one of its breakpoints, up to its own last breakpoint
@@ -84,15 +86,19 @@ class PromptCache:
             self._written.clear()
 
 
-def openai_cached(cache: PromptCache, scope: str, units: Sequence[Tuple[str, int]]) -> int:
-    """OpenAI's ``cached_tokens`` for a prompt of ``units`` (each its key and its tokens).
+def openai_cached(
+    cache: PromptCache, scope: str, units: Sequence[Tuple[str, int]], step: int = OPENAI_STEP
+) -> int:
+    """OpenAI's ``cached_tokens`` for a prompt of ``units`` (each its key and its tokens):
+    the longest prefix shared with an earlier prompt, in multiples of ``step``. Gemini's
+    implicit cache follows the same rule in steps of one token.
 
     The whole prompt is cached for the requests after it.
     """
     digests = prefixes(key for key, _ in units)
     shared = cache.read_and_write(scope, digests, len(digests), range(1, len(digests) + 1))
     tokens = sum(count for _, count in units[:shared])
-    return tokens // OPENAI_STEP * OPENAI_STEP if tokens >= MINIMUM else 0
+    return tokens // step * step if tokens >= MINIMUM else 0
 
 
 def breakpoint_split(

@@ -20,6 +20,9 @@ which is also what ``countTokens`` answers; over
 ``context_limit`` the request gets Gemini's "The input token count (N) exceeds
 the maximum number of tokens allowed (M).". The scripted model's calls carry no
 ``id``, as the Gemini API's do not: a response answers its call by position.
+With the prompt cache on, ``cachedContentTokenCount`` reports the prompt's longest
+prefix shared with an earlier one, as Gemini's implicit cache does
+(``cached_tokens``; ``promptTokenCount`` still includes it).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from ._api import (
     pieces,
 )
 from ._billing import billed, gemini_part
+from ._cache import PromptCache, openai_cached, unit_key
 
 CONTENTS_NOT_SPECIFIED = "* GenerateContentRequest.contents: contents is not specified\n"
 EMPTY_PARTS = (
@@ -301,15 +305,16 @@ def function_responses_since_prompt(contents: Sequence[Json]) -> int:
 # --- the reply ----------------------------------------------------------------
 
 
-def usage_metadata(prompt: int, candidates: Optional[int]) -> Json:
-    """``usageMetadata``; a stream's chunks before the last have no candidates figure yet."""
-    if candidates is None:
-        return {"promptTokenCount": prompt, "totalTokenCount": prompt}
-    return {
-        "promptTokenCount": prompt,
-        "candidatesTokenCount": candidates,
-        "totalTokenCount": prompt + candidates,
-    }
+def usage_metadata(prompt: int, candidates: Optional[int], cached: int = 0) -> Json:
+    """``usageMetadata``; a stream's chunks before the last have no candidates figure yet.
+    ``cachedContentTokenCount``, the part of the prompt read from the cache, when any."""
+    usage: Json = {"promptTokenCount": prompt}
+    if cached:
+        usage["cachedContentTokenCount"] = cached
+    if candidates is not None:
+        usage["candidatesTokenCount"] = candidates
+    usage["totalTokenCount"] = prompt + (candidates or 0)
+    return usage
 
 
 def _part(reply: Reply) -> Json:
@@ -334,15 +339,16 @@ def response(
     }
 
 
-def chunks(reply: Reply, model: str, response_id: str, prompt: int) -> Iterator[Json]:
+def chunks(
+    reply: Reply, model: str, response_id: str, prompt: int, cached: int = 0
+) -> Iterator[Json]:
     """``reply`` as a stream's responses: a text in word-sized pieces, a call in one."""
     found = [{"text": p} for p in pieces(reply)] if isinstance(reply, str) else [_part(reply)]
     found = found or [{"text": ""}]
     for number, part in enumerate(found):
-        if number == len(found) - 1:
-            yield response([part], model, response_id, usage_metadata(prompt, output_tokens(reply)))
-        else:
-            yield response([part], model, response_id, usage_metadata(prompt, None), done=False)
+        last = number == len(found) - 1
+        usage = usage_metadata(prompt, output_tokens(reply) if last else None, cached)
+        yield response([part], model, response_id, usage, done=last)
 
 
 def sse_events(responses: Iterator[Json]) -> Iterator[bytes]:
@@ -360,7 +366,17 @@ def json_array(responses: Iterator[Json]) -> Iterator[bytes]:
     yield b"]" if opening != b"[" else b"[]"
 
 
-def _answer(body: Any, model: Model, target: Target) -> Tuple[Reply, str, str, int]:
+def cached_tokens(cache: PromptCache, name: str, body: Json, contents: List[Json]) -> int:
+    """The prompt's tokens read from Gemini's implicit cache: the system instruction,
+    tools and tool config as one unit (the tools unbilled), then each content."""
+    system = field(body, "systemInstruction")
+    head = unit_key(system, body.get("tools"), field(body, "toolConfig"))
+    units = [(head, count_tokens(system) if system is not None else 0)]
+    units += [(unit_key(c), billed(c, gemini_part, count_tokens)) for c in contents]
+    return openai_cached(cache, f"gemini:{name}", units, step=1)
+
+
+def _answer(body: Any, model: Model, target: Target) -> Tuple[Reply, str, str, int, int]:
     contents, system = validate_request(body)
     prompt = prompt_tokens(contents, system)
     limit = model.context_limit
@@ -368,21 +384,25 @@ def _answer(body: Any, model: Model, target: Target) -> Tuple[Reply, str, str, i
         raise gemini_error(CONTEXT_LENGTH.format(tokens=prompt, limit=limit))
     tool = first_tool(body.get("tools"), field(body, "toolConfig"))
     reply = model.answer(contents, tool, function_responses_since_prompt(contents), "call_fake")
-    model.bill(target.params["model"], prompt, output_tokens(reply))
-    return reply, target.params["model"], model.new_id("gemini_fake"), prompt
+    name = target.params["model"]
+    cached = 0
+    if model.prompt_cache is not None:
+        cached = cached_tokens(model.prompt_cache, name, body, contents)
+    model.bill(name, prompt, output_tokens(reply), cached)
+    return reply, name, model.new_id("gemini_fake"), prompt, cached
 
 
 def serve_generate(body: Any, model: Model, target: Target) -> Answer:
     """Answer one ``generateContent`` request, or raise its ``RequestRejected``."""
-    reply, name, response_id, prompt = _answer(body, model, target)
-    usage = usage_metadata(prompt, output_tokens(reply))
+    reply, name, response_id, prompt, cached = _answer(body, model, target)
+    usage = usage_metadata(prompt, output_tokens(reply), cached)
     return response([_part(reply)], name, response_id, usage)
 
 
 def serve_stream(body: Any, model: Model, target: Target) -> Answer:
     """Answer one ``streamGenerateContent`` request: server-sent events with ``alt=sse``."""
-    reply, name, response_id, prompt = _answer(body, model, target)
-    found = chunks(reply, name, response_id, prompt)
+    reply, name, response_id, prompt, cached = _answer(body, model, target)
+    found = chunks(reply, name, response_id, prompt, cached)
     if target.query.get("alt") == "sse":
         return Stream(sse_events(found), "text/event-stream")
     return Stream(json_array(found), "application/json; charset=UTF-8")

@@ -86,6 +86,11 @@ AlignedRequest = Callable[
 ]
 
 
+def timeout_keyword(request: Dict[str, Any], seconds: float) -> Dict[str, Any]:
+    """``request`` with ``timeout=seconds``, as the OpenAI and Anthropic SDKs take it."""
+    return {**request, "timeout": seconds}
+
+
 @dataclass(frozen=True)
 class SummaryApi:
     """How ``middleware.llm_summarizer`` asks one of the SDK's clients for a summary.
@@ -106,8 +111,8 @@ class SummaryApi:
             cache allows it.
         model_key: The key of the compacted call's request (``Located.request``)
             that names its model, for a summarizer given no ``model=``.
-        timeout: Whether the call takes a ``timeout`` keyword argument (an aligned
-            request is sent with the seconds left in it).
+        timed: An aligned request's keyword arguments with the seconds left for it
+            (``timeout_keyword``: a ``timeout`` keyword argument).
         recognise: For clients that are no instance of a client class (a module,
             a function): the method's attribute path on ``client`` and whether it
             is async, else ``None``. Their names go in ``clients`` and
@@ -122,7 +127,7 @@ class SummaryApi:
     usage: Callable[[Any], Optional[Tuple[int, int, int]]]
     aligned: Optional[AlignedRequest] = None
     model_key: str = "model"
-    timeout: bool = True
+    timed: Callable[[Dict[str, Any], float], Dict[str, Any]] = timeout_keyword
     recognise: Optional[Callable[[Any], Optional[Tuple[str, bool]]]] = None
 
 

@@ -100,6 +100,11 @@ def _summary_request(
     }
 
 
+def _untimed(request: Dict[str, Any], _seconds: float) -> Dict[str, Any]:
+    # As for _summary_request: the client's read_timeout bounds each request.
+    return request
+
+
 def _cache_points(value: Any) -> int:
     """The cachePoint blocks in a system prompt, a tool list or a message's content."""
     if not isinstance(value, list):
@@ -193,6 +198,6 @@ SDK = Sdk(
         usage=_summary_usage,
         aligned=_aligned_request,
         model_key="modelId",
-        timeout=False,
+        timed=_untimed,
     ),
 )

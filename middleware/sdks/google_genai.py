@@ -24,6 +24,11 @@ from . import Point, PromptMessages, Sdk, SummaryApi, field, figures
 # The content classes of google.genai.types (UserContent and ModelContent derive from Content).
 _CONTENT_CLASSES = frozenset({"Content"})
 _PACKAGE = "google.genai"
+# The API of a request as ``CallRequest.api`` names it.
+API = "gemini generateContent"
+# What a cache-aligned summary repeats of the call's config: what comes before the
+# contents in the prompt, and the context cache the call reads.
+_REPEATED = ("system_instruction", "tools", "tool_config", "cached_content")
 
 
 def _from_sdk(value: Any) -> bool:
@@ -111,7 +116,7 @@ class ContentsSite:
             return replace(args, kwargs, "contents", index, new)
 
         request = MappingProxyType({"model": model, "contents": contents, "config": config})
-        return Located(contents, rebuild, self.beside(config), request=request)
+        return Located(contents, rebuild, self.beside(config), request=request, api=API)
 
 
 def _summary_request(
@@ -126,6 +131,48 @@ def _summary_request(
     if timeout is not None:  # in milliseconds; None would lift the client's own timeout
         config["http_options"] = {"timeout": max(1, round(timeout * 1000))}
     return {"model": model, "contents": contents, "config": config}
+
+
+def _timed(request: Dict[str, Any], seconds: float) -> Dict[str, Any]:
+    # In milliseconds, in the config's http_options, as _summary_request sends it.
+    http = {"timeout": max(1, round(seconds * 1000))}
+    return {**request, "config": {**request["config"], "http_options": http}}
+
+
+def _forces_a_call(tool_config: Any) -> bool:
+    calling = field(tool_config, "function_calling_config")
+    mode = field(calling, "mode") if calling is not None else None
+    return str(getattr(mode, "value", mode)).upper() == "ANY"
+
+
+def _aligned_request(
+    body: Mapping[str, Any],
+    api: Optional[str],
+    messages: List[Any],
+    instruction: str,
+    max_tokens: int,
+) -> Optional[Dict[str, Any]]:
+    # The contents as sent, then one user content of the instruction (Gemini takes two
+    # user turns in a row), with the call's system instruction, tools, tool config and
+    # context cache; a tool config that forces a call is turned to mode NONE, and the
+    # SDK's automatic function calling is off, so a call the model makes anyway comes
+    # back as a reply without text (asked again with the plain prompt).
+    if api not in (None, API) or not isinstance(body.get("model"), str):
+        return None
+    config = body.get("config")
+    sent = {} if config is None else {k: field(config, k) for k in _REPEATED}
+    repeated: Dict[str, Any] = {k: v for k, v in sent.items() if v is not None}
+    if _forces_a_call(repeated.get("tool_config")):
+        repeated["tool_config"] = {"function_calling_config": {"mode": "NONE"}}
+    return {
+        "model": body["model"],
+        "contents": [*messages, {"role": "user", "parts": [{"text": instruction}]}],
+        "config": {
+            **repeated,
+            "max_output_tokens": max_tokens,
+            "automatic_function_calling": {"disable": True},
+        },
+    }
 
 
 def _summary_text(response: Any) -> str:
@@ -189,5 +236,7 @@ SDK = Sdk(
         request=_summary_request,
         text=_summary_text,
         usage=_summary_usage,
+        aligned=_aligned_request,
+        timed=_timed,
     ),
 )

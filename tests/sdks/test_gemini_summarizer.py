@@ -93,7 +93,7 @@ def assert_summary_sent(event: CompactionEvent, user: RecordedRequest) -> None:
 def test_an_intercepted_call_is_summarized_with_its_own_model(
     server: FakeProvider, client: genai.Client
 ) -> None:
-    summarize = llm_summarizer(client, max_summary_tokens=300)
+    summarize = llm_summarizer(client, max_summary_tokens=300, cache_aligned=False)
     with CompactingSession(max_tokens=BUDGET, intercept="gemini", summarize=summarize) as session:
         reply = client.models.generate_content(
             model=MODEL,
@@ -114,6 +114,52 @@ def test_an_intercepted_call_is_summarized_with_its_own_model(
     assert event.summary_usage == usage
     assert session.stats.summary_usage == usage
     assert session.stats.calls == 1  # the summarizer's request is not the user's
+
+
+WEATHER = {
+    "function_declarations": [
+        {"name": "get_weather", "parameters": {"type": "OBJECT", "properties": {}}}
+    ]
+}
+
+
+@pytest.mark.parametrize("forced", [False, True])
+def test_a_summary_repeats_the_calls_prefix_for_the_implicit_cache(
+    server: FakeProvider, client: genai.Client, forced: bool
+) -> None:
+    # The first call fits; the second drops what the first sent, so its summary's prefix
+    # (the system instruction, tools, the head and the dropped contents) is read from the cache.
+    contents = history(60)
+    config = types.GenerateContentConfig(
+        system_instruction="You plan trips. " * 100,
+        tools=[WEATHER],
+        tool_config={"function_calling_config": {"mode": "ANY" if forced else "AUTO"}},
+    )
+    with CompactingSession(
+        max_tokens=2000, target_tokens=1000, intercept="gemini", summarize=llm_summarizer(client)
+    ) as session:
+        for end in (81, 121):
+            client.models.generate_content(model=MODEL, contents=contents[:end], config=config)
+    first, summarizing, _ = server.requests
+    assert is_summarization(summarizing)
+    (event,) = [e for e in session.events if e.dropped]
+    body = summarizing.body
+    assert body["systemInstruction"] == first.body["systemInstruction"]
+    assert body["tools"] == first.body["tools"]
+    # The call's tool config, unless it forces a call: then the summary turns calls off.
+    mode = "NONE" if forced else "AUTO"
+    assert body["toolConfig"] == {"functionCallingConfig": {"mode": mode}}
+    assert body["generationConfig"]["maxOutputTokens"] == 2000
+    *repeated, instruction = body["contents"]
+    assert repeated == contents[: len(repeated)] == first.body["contents"][: len(repeated)]
+    assert len(repeated) == 1 + len(event.dropped)
+    assert instruction["role"] == "user"
+    assert all(heading in instruction["parts"][0]["text"] for heading in HEADINGS)
+    # Read from the cache: the whole prefix, unless the tool config changed.
+    shared = prompt_tokens(repeated, body["systemInstruction"])
+    assert server.billing[1].cache_read_tokens == (0 if forced else shared)
+    assert event.summary_usage is not None
+    assert event.summary_usage.cached_input_tokens == server.billing[1].cache_read_tokens
 
 
 def test_a_named_model_and_instructions_are_sent(
