@@ -124,13 +124,15 @@ SDK = Sdk(
     overflow_texts=frozenset({"Input is too long for requested model"}),
     # boto3 makes each service's client class at run time, named after the service;
     # it has no async client.
-    summary=SummaryApi(
-        clients=frozenset({"BedrockRuntime"}),
-        async_clients=frozenset(),
-        method="converse",
-        request=_summary_request,
-        text=_summary_text,
-        usage=_summary_usage,
-        model_key="modelId",
+    summary=(
+        SummaryApi(
+            clients=frozenset({"BedrockRuntime"}),
+            async_clients=frozenset(),
+            method="converse",
+            request=_summary_request,
+            text=_summary_text,
+            usage=_summary_usage,
+            model_key="modelId",
+        ),
     ),
 )

@@ -182,12 +182,14 @@ SDK = Sdk(
         ),
     ),
     # client.aio is the async client.
-    summary=SummaryApi(
-        clients=frozenset({"Client"}),
-        async_clients=frozenset({"AsyncClient"}),
-        method="models.generate_content",
-        request=_summary_request,
-        text=_summary_text,
-        usage=_summary_usage,
+    summary=(
+        SummaryApi(
+            clients=frozenset({"Client"}),
+            async_clients=frozenset({"AsyncClient"}),
+            method="models.generate_content",
+            request=_summary_request,
+            text=_summary_text,
+            usage=_summary_usage,
+        ),
     ),
 )

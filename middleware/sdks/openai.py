@@ -97,13 +97,16 @@ SDK = Sdk(
         ),
     ),
     # Chat Completions, which every OpenAI-compatible server speaks.
-    summary=SummaryApi(
-        clients=frozenset({"OpenAI"}),
-        async_clients=frozenset({"AsyncOpenAI"}),
-        method="chat.completions.create",
-        request=_summary_request,
-        text=_summary_text,
-        usage=_summary_usage,
-        aligned=_aligned_request,
+    summary=(
+        SummaryApi(
+            clients=frozenset({"OpenAI"}),
+            async_clients=frozenset({"AsyncOpenAI"}),
+            method="chat.completions.create",
+            request=_summary_request,
+            text=_summary_text,
+            usage=_summary_usage,
+            aligned=_aligned_request,
+            route=f"openai {_CHAT.path}",
+        ),
     ),
 )
