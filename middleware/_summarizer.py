@@ -417,7 +417,8 @@ def llm_summarizer(
     with one message of ``instructions``, so the provider's prompt cache serves
     the rest. Otherwise (or over ``max_input_tokens``, or ``cache_aligned=False``)
     the dropped messages are sent as their JSON (media named, not sent) inside
-    one user message, after a system prompt of ``instructions``; those beyond
+    one user message, after a system prompt of ``instructions`` (the Responses
+    API's ``instructions``); those beyond
     ``max_input_tokens`` are summarized in chunks, each chunk's summary rolled on
     into the next. What each model call reports of its usage is on the event
     (``summary_usage``). A summarizer for a sync client is a plain function and one for
@@ -427,11 +428,13 @@ def llm_summarizer(
 
     Args:
         client: An ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client (Chat
-            Completions), an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic``
-            client, a ``google.genai.Client`` or its ``client.aio``, a boto3
-            ``bedrock-runtime`` client, ``litellm`` or ``litellm.acompletion``,
-            or any callable (sync or async) that takes the prompt
-            messages (a ``{"role": "system", ...}`` message, then one
+            Completions, and the Responses API for a Responses call) or its
+            ``responses`` resource (the Responses API for every summary, sent
+            with ``store: false``), an ``anthropic.Anthropic`` or
+            ``anthropic.AsyncAnthropic`` client, a ``google.genai.Client`` or its
+            ``client.aio``, a boto3 ``bedrock-runtime`` client, ``litellm`` or
+            ``litellm.acompletion``, or any callable (sync or async) that takes the
+            prompt messages (a ``{"role": "system", ...}`` message, then one
             ``{"role": "user", ...}`` message) and returns the model's text.
         model: The model that writes the summaries. ``None`` (the default) uses
             the model of the call being compacted, where the summarizer can see
@@ -444,14 +447,17 @@ def llm_summarizer(
             sections: the goal and standing instructions, decisions, identifiers
             verbatim, tool results, errors, open tasks and the latest request).
         max_summary_tokens: The longest summary, sent as the request's
-            ``max_tokens`` (``max_completion_tokens`` for OpenAI,
-            ``max_output_tokens`` for Gemini, ``maxTokens`` for Bedrock).
+            ``max_tokens`` (``max_completion_tokens`` for OpenAI Chat Completions,
+            ``max_output_tokens`` for the Responses API and Gemini, ``maxTokens``
+            for Bedrock).
         max_input_tokens: The most a summarization request may hold, in the
             library's estimated tokens: the instructions, the previous summary
             and the dropped messages (and, cache-aligned, the repeated prefix,
             system prompt and tools: over it, today's chunked requests serve).
         cache_aligned: Whether to send cache-aligned requests where they can be
-            made (OpenAI Chat Completions and Anthropic Messages); ``False``
+            made (OpenAI Chat Completions and Responses, but not for a Responses
+            call whose server holds part of its prefix: ``previous_response_id``,
+            ``conversation``, a stored ``prompt``; Anthropic Messages); ``False``
             always sends the instructions as the system prompt and the dropped
             messages as JSON.
         timeout: Seconds the whole work of one summary may take, every chunk and
