@@ -47,7 +47,7 @@ from ._call_request import CallRequest
 from ._callables import is_async_callable, qualified_name
 from ._state import SummarizerCall, report_usage
 from ._summary_usage import SummaryUsage
-from .sdks import SUMMARY_CLIENTS, PromptMessages, SummaryClient, summary_client
+from .sdks import SUMMARY_CLIENTS, PromptMessages, SummaryApi, SummaryClient, summary_client
 
 DEFAULT_INSTRUCTIONS = """\
 You write the summary that replaces the earlier part of a conversation between a user and an \
@@ -202,7 +202,7 @@ class _Settings:
 
     def aligned(
         self,
-        found: SummaryClient,
+        api: SummaryApi,
         request: Optional[Mapping[str, Any]],
         model: Optional[str],
         dropped: Sequence[Any],
@@ -212,14 +212,15 @@ class _Settings:
 
         It repeats the request's prefix as the conversation's last request sent it
         (``CallRequest.sent_before``, then ``dropped``) with the request's own model,
-        and ends with ``instruction``; there is none for a call's keyword arguments
-        that name another model or no SDK request, for an SDK without one, and for
-        a request over the input bound (today's chunked requests then serve).
+        and ends with ``instruction``, made by ``api``; there is none for a call's
+        keyword arguments that name another model or no SDK request, for an API
+        without one or a request it cannot align, and for a request over the input
+        bound (today's chunked requests then serve).
         """
-        make = found.api.aligned
+        make = api.aligned
         if make is None or not isinstance(request, CallRequest):
             return None
-        if model is None or request.get(found.api.model_key) != model:
+        if model is None or request.get(api.model_key) != model:
             return None  # another model's cache would not serve it
         messages = [*request.sent_before, *dropped]
         instruction = self.instruction(previous is not None, len(dropped))
@@ -283,19 +284,17 @@ def _text(value: object, source: str) -> str:
 
 def _ask(
     client: Any, found: Optional[SummaryClient], max_summary: int
-) -> Callable[[Union[Prompt, Aligned], Optional[float], Optional[str]], Any]:
-    """How one prompt (or aligned request) is sent: ``(prompt, seconds left, model) ->
-    text`` (or its awaitable).
+) -> Callable[[Union[Prompt, Aligned], Optional[float], Optional[str], Optional[SummaryApi]], Any]:
+    """How one prompt (or aligned request) is sent: ``(prompt, seconds left, model, api)
+    -> text`` (or its awaitable), ``api`` being the client's ``SummaryApi`` to ask.
 
     An SDK client's usage is reported for the call being summarized (``report_usage``).
     """
     if found is None:
-        return lambda prompt, _left, _model: client(prompt)
-    api = found.api
-    method = attrgetter(api.method)(client)
+        return lambda prompt, _left, _model, _api: client(prompt)
 
     def arguments(
-        prompt: Union[Prompt, Aligned], left: Optional[float], model: Optional[str]
+        prompt: Union[Prompt, Aligned], left: Optional[float], model: Optional[str], api: SummaryApi
     ) -> Dict[str, Any]:
         if isinstance(prompt, Aligned):
             # None would lift the client's own timeout.
@@ -303,7 +302,7 @@ def _ask(
         assert model is not None
         return api.request(model, prompt, max_summary, left)
 
-    def text(response: Any) -> str:
+    def text(response: Any, api: SummaryApi) -> str:
         figures = api.usage(response)
         if figures is not None:
             report_usage(SummaryUsage(*figures, requests=1))
@@ -312,25 +311,49 @@ def _ask(
     if found.is_async:
 
         async def asend(
-            prompt: Union[Prompt, Aligned], left: Optional[float], model: Optional[str]
+            prompt: Union[Prompt, Aligned],
+            left: Optional[float],
+            model: Optional[str],
+            api: Optional[SummaryApi],
         ) -> str:
-            return text(await method(**arguments(prompt, left, model)))
+            assert api is not None
+            method = attrgetter(api.method)(client)
+            return text(await method(**arguments(prompt, left, model, api)), api)
 
         return asend
 
-    def send(prompt: Union[Prompt, Aligned], left: Optional[float], model: Optional[str]) -> str:
-        return text(method(**arguments(prompt, left, model)))
+    def send(
+        prompt: Union[Prompt, Aligned],
+        left: Optional[float],
+        model: Optional[str],
+        api: Optional[SummaryApi],
+    ) -> str:
+        assert api is not None
+        method = attrgetter(api.method)(client)
+        return text(method(**arguments(prompt, left, model, api)), api)
 
     return send
 
 
+def _api(
+    found: Optional[SummaryClient], request: Optional[Mapping[str, Any]]
+) -> Optional[SummaryApi]:
+    """The client's API a summary for the call of ``request`` goes to: the first of its
+    APIs for anything but an SDK request (``SummaryClient.api_for``)."""
+    if found is None:
+        return None
+    if isinstance(request, CallRequest):
+        return found.api_for(request, request.api)
+    return found.apis[0]
+
+
 def _model(
-    given: Optional[str], found: Optional[SummaryClient], request: Optional[Mapping[str, Any]]
+    given: Optional[str], api: Optional[SummaryApi], request: Optional[Mapping[str, Any]]
 ) -> Optional[str]:
     """The model to summarize with: the one given, else the one of the call being compacted."""
-    if found is None or given is not None:
+    if api is None or given is not None:
         return given
-    named = request.get(found.api.model_key) if isinstance(request, Mapping) else None
+    named = request.get(api.model_key) if isinstance(request, Mapping) else None
     if not isinstance(named, str):
         raise ValueError(
             "the call being compacted names no model the summarizer can see (a decorated "
@@ -404,7 +427,8 @@ def llm_summarizer(
     it without text is asked again with the plain prompt. Otherwise (or over
     ``max_input_tokens``, or ``cache_aligned=False``) the dropped messages are
     sent as their JSON (media named, not sent) inside one user message, after a
-    system prompt of ``instructions``; those beyond
+    system prompt of ``instructions`` (the Responses
+    API's ``instructions``); those beyond
     ``max_input_tokens`` are summarized in chunks, each chunk's summary rolled on
     into the next. What each model call reports of its usage is on the event
     (``summary_usage``). A summarizer for a sync client is a plain function and one for
@@ -414,11 +438,13 @@ def llm_summarizer(
 
     Args:
         client: An ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client (Chat
-            Completions), an ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic``
-            client, a ``google.genai.Client`` or its ``client.aio``, a boto3
-            ``bedrock-runtime`` client, ``litellm`` or ``litellm.acompletion``,
-            or any callable (sync or async) that takes the prompt
-            messages (a ``{"role": "system", ...}`` message, then one
+            Completions, and the Responses API for a Responses call) or its
+            ``responses`` resource (the Responses API for every summary, sent
+            with ``store: false``), an ``anthropic.Anthropic`` or
+            ``anthropic.AsyncAnthropic`` client, a ``google.genai.Client`` or its
+            ``client.aio``, a boto3 ``bedrock-runtime`` client, ``litellm`` or
+            ``litellm.acompletion``, or any callable (sync or async) that takes the
+            prompt messages (a ``{"role": "system", ...}`` message, then one
             ``{"role": "user", ...}`` message) and returns the model's text.
         model: The model that writes the summaries. ``None`` (the default) uses
             the model of the call being compacted, where the summarizer can see
@@ -431,14 +457,17 @@ def llm_summarizer(
             sections: the goal and standing instructions, decisions, identifiers
             verbatim, tool results, errors, open tasks and the latest request).
         max_summary_tokens: The longest summary, sent as the request's
-            ``max_tokens`` (``max_completion_tokens`` for OpenAI,
-            ``max_output_tokens`` for Gemini, ``maxTokens`` for Bedrock).
+            ``max_tokens`` (``max_completion_tokens`` for OpenAI Chat Completions,
+            ``max_output_tokens`` for the Responses API and Gemini, ``maxTokens``
+            for Bedrock).
         max_input_tokens: The most a summarization request may hold, in the
             library's estimated tokens: the instructions, the previous summary
             and the dropped messages (and, cache-aligned, the repeated prefix,
             system prompt and tools: over it, today's chunked requests serve).
         cache_aligned: Whether to send cache-aligned requests where they can be
-            made (OpenAI Chat Completions and Anthropic Messages); ``False``
+            made (OpenAI Chat Completions and Responses, but not for a Responses
+            call whose server holds part of its prefix: ``previous_response_id``,
+            ``conversation``, a stored ``prompt``; Anthropic Messages); ``False``
             always sends the instructions as the system prompt and the dropped
             messages as JSON.
         timeout: Seconds the whole work of one summary may take, every chunk and
@@ -489,12 +518,13 @@ def llm_summarizer(
     def aligned(
         request: Optional[Mapping[str, Any]],
         chosen: Optional[str],
+        api: Optional[SummaryApi],
         dropped: Sequence[Any],
         previous: Optional[str],
     ) -> Optional[Aligned]:
-        if not cache_aligned or found is None:
+        if not cache_aligned or api is None:
             return None
-        return settings.aligned(found, request, chosen, dropped, previous)
+        return settings.aligned(api, request, chosen, dropped, previous)
 
     source = f"{type(client).__name__} summarizer" if found is not None else repr(client)
 
@@ -506,8 +536,9 @@ def llm_summarizer(
             previous: Optional[str] = None,
             request: Optional[Mapping[str, Any]] = None,
         ) -> str:
-            chosen = _model(model, found, request)
-            ready = aligned(request, chosen, dropped, previous)
+            api = _api(found, request)
+            chosen = _model(model, api, request)
+            ready = aligned(request, chosen, api, dropped, previous)
             with SummarizerCall(), anyio.fail_after(timeout) as scope:
                 rounds = settings.rounds(dropped, previous, ready)
                 prompt = next(rounds)
@@ -515,7 +546,7 @@ def llm_summarizer(
                     left = (
                         None if timeout is None else scope.deadline - anyio.current_time() + _GRACE
                     )
-                    text = _text(await ask(prompt, left, chosen), source)
+                    text = _text(await ask(prompt, left, chosen, api), source)
                     try:
                         prompt = rounds.send(text)
                     except StopIteration as done:
@@ -528,6 +559,7 @@ def llm_summarizer(
             dropped: List[Any],
             previous: Optional[str],
             chosen: Optional[str],
+            api: Optional[SummaryApi],
             ready: Optional[Aligned],
             deadline: Optional[float],
         ) -> str:
@@ -535,7 +567,7 @@ def llm_summarizer(
             prompt = next(rounds)
             while True:
                 left = None if deadline is None else deadline - time.monotonic() + _GRACE
-                text = _text(ask(prompt, left, chosen), source)
+                text = _text(ask(prompt, left, chosen, api), source)
                 try:
                     prompt = rounds.send(text)
                 except StopIteration as done:
@@ -547,11 +579,14 @@ def llm_summarizer(
             previous: Optional[str] = None,
             request: Optional[Mapping[str, Any]] = None,
         ) -> str:
-            chosen = _model(model, found, request)
-            ready = aligned(request, chosen, dropped, previous)
+            api = _api(found, request)
+            chosen = _model(model, api, request)
+            ready = aligned(request, chosen, api, dropped, previous)
             with SummarizerCall():
                 deadline = None if timeout is None else time.monotonic() + timeout
-                return _in_thread(lambda: work(dropped, previous, chosen, ready, deadline), timeout)
+                return _in_thread(
+                    lambda: work(dropped, previous, chosen, api, ready, deadline), timeout
+                )
 
         summarize = summarize_
     name = _identity(client, found, model, instructions, max_summary, max_input, cache_aligned)

@@ -104,7 +104,7 @@ class SummaryApi:
         text: The reply's text, read off the call's response.
         usage: The response's input tokens (the cached ones included), cached
             input tokens and output tokens; ``None`` when it reports none.
-        aligned: How a cache-aligned request is made, for an SDK that offers one:
+        aligned: How a cache-aligned request is made, for an API that offers one:
             the body's model, system prompt and tools, ``messages`` (the
             conversation's prefix as it was sent, then the dropped messages) and
             ``instruction`` after them, tool use off where the provider's
@@ -113,6 +113,11 @@ class SummaryApi:
             that names its model, for a summarizer given no ``model=``.
         timed: An aligned request's keyword arguments with the seconds left for it
             (``timeout_keyword``: a ``timeout`` keyword argument).
+        route: The ``CallRequest.api`` of the calls this API answers
+            (``"openai /responses"``), for an SDK with more than one.
+        key: The key of its requests holding the messages (``"input"``), which
+            also tells a call's keyword arguments (``CallRequest.api`` ``None``)
+            for this API apart.
         recognise: For clients that are no instance of a client class (a module,
             a function): the method's attribute path on ``client`` and whether it
             is async, else ``None``. Their names go in ``clients`` and
@@ -129,6 +134,13 @@ class SummaryApi:
     model_key: str = "model"
     timed: Callable[[Dict[str, Any], float], Dict[str, Any]] = timeout_keyword
     recognise: Optional[Callable[[Any], Optional[Tuple[str, bool]]]] = None
+    route: Optional[str] = None
+    key: str = "messages"
+
+    def speaks(self, request: Mapping[str, Any], api: Optional[str]) -> bool:
+        """Whether ``request``, the body of a call to ``api`` (``None``: a call's keyword
+        arguments), is one of this API's own."""
+        return api == self.route if api is not None else self.key in request
 
 
 @dataclass(frozen=True)
@@ -164,7 +176,9 @@ class Sdk:
         overflow_codes: Error codes that mean one (with HTTP status 400).
         overflow_texts: Error texts that always mean a refusal for length.
         overflow_figures: Error texts naming the refused prompt's size and the limit.
-        summary: How ``llm_summarizer`` calls its clients, when it can.
+        summary: How ``llm_summarizer`` calls its clients, one ``SummaryApi`` per
+            API it may ask: a client is served by every one that names its class,
+            the first of them for a call of none of their APIs.
     """
 
     name: str
@@ -186,7 +200,7 @@ class Sdk:
     overflow_codes: FrozenSet[str] = frozenset()
     overflow_texts: FrozenSet[str] = frozenset()
     overflow_figures: Tuple[Figures, ...] = ()
-    summary: Optional[SummaryApi] = None
+    summary: Tuple[SummaryApi, ...] = ()
 
     @property
     def package_names(self) -> Tuple[str, ...]:
@@ -295,18 +309,26 @@ def is_sdk_name(target: object) -> bool:
 
 
 class SummaryClient(NamedTuple):
-    """A client ``llm_summarizer`` can call: its SDK's ``SummaryApi`` and its kind."""
+    """A client ``llm_summarizer`` can call: the APIs of its SDK that serve it, in order
+    (each a ``SummaryApi``), and its kind."""
 
-    api: SummaryApi
+    apis: Tuple[SummaryApi, ...]
     is_async: bool
+
+    def api_for(self, request: Mapping[str, Any], api: Optional[str]) -> SummaryApi:
+        """The API a summary for ``request`` (the body of a call to ``api``) goes to: the
+        first that speaks the call's own, else the first."""
+        return next((each for each in self.apis if each.speaks(request, api)), self.apis[0])
 
 
 # The client classes llm_summarizer can call, for its errors.
 SUMMARY_CLIENTS: Tuple[str, ...] = tuple(
-    name
-    for sdk in SDKS.values()
-    if sdk.summary is not None
-    for name in (*sorted(sdk.summary.clients), *sorted(sdk.summary.async_clients))
+    dict.fromkeys(
+        name
+        for sdk in SDKS.values()
+        for api in sdk.summary
+        for name in (*sorted(api.clients), *sorted(api.async_clients))
+    )
 )
 
 
@@ -315,23 +337,22 @@ def summary_client(client: object) -> Optional[SummaryClient]:
     subclass of one: ``AzureOpenAI``, or a module or function its ``recognise``
     knows: ``litellm``); ``None`` otherwise."""
     for sdk in SDKS.values():
-        api = sdk.summary
-        known = None if api is None or api.recognise is None else api.recognise(client)
-        if api is not None and known is not None:
-            method, is_async = known
-            return SummaryClient(replace(api, method=method), is_async)
+        for api in sdk.summary:
+            known = None if api.recognise is None else api.recognise(client)
+            if known is not None:
+                method, is_async = known
+                return SummaryClient((replace(api, method=method),), is_async)
     for kind in type(client).__mro__:
+        module = str(getattr(kind, "__module__", ""))
         for sdk in SDKS.values():
-            api = sdk.summary
-            module = str(getattr(kind, "__module__", ""))
-            if api is None or not any(
-                module == p or module.startswith(p + ".") for p in sdk.package_names
-            ):
+            if not any(module == p or module.startswith(p + ".") for p in sdk.package_names):
                 continue
-            if kind.__name__ in api.clients:
-                return SummaryClient(api, False)
-            if kind.__name__ in api.async_clients:
-                return SummaryClient(api, True)
+            sync = tuple(api for api in sdk.summary if kind.__name__ in api.clients)
+            if sync:
+                return SummaryClient(sync, False)
+            async_ = tuple(api for api in sdk.summary if kind.__name__ in api.async_clients)
+            if async_:
+                return SummaryClient(async_, True)
     return None
 
 

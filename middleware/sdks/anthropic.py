@@ -170,13 +170,15 @@ SDK = Sdk(
     # The message_start event holds the message with its usage.
     usage_holders=("message",),
     overflow_figures=(figures(r"prompt is too long: (\d+) tokens > (\d+) maximum", 1, 2),),
-    summary=SummaryApi(
-        clients=frozenset({"Anthropic"}),
-        async_clients=frozenset({"AsyncAnthropic"}),
-        method="messages.create",
-        request=_summary_request,
-        text=_summary_text,
-        usage=_summary_usage,
-        aligned=_aligned_request,
+    summary=(
+        SummaryApi(
+            clients=frozenset({"Anthropic"}),
+            async_clients=frozenset({"AsyncAnthropic"}),
+            method="messages.create",
+            request=_summary_request,
+            text=_summary_text,
+            usage=_summary_usage,
+            aligned=_aligned_request,
+        ),
     ),
 )

@@ -189,15 +189,17 @@ SDK = Sdk(
     overflow_texts=frozenset({"Input is too long for requested model"}),
     # boto3 makes each service's client class at run time, named after the service;
     # it has no async client.
-    summary=SummaryApi(
-        clients=frozenset({"BedrockRuntime"}),
-        async_clients=frozenset(),
-        method="converse",
-        request=_summary_request,
-        text=_summary_text,
-        usage=_summary_usage,
-        aligned=_aligned_request,
-        model_key="modelId",
-        timed=_untimed,
+    summary=(
+        SummaryApi(
+            clients=frozenset({"BedrockRuntime"}),
+            async_clients=frozenset(),
+            method="converse",
+            request=_summary_request,
+            text=_summary_text,
+            usage=_summary_usage,
+            aligned=_aligned_request,
+            timed=_untimed,
+            model_key="modelId",
+        ),
     ),
 )

@@ -229,14 +229,17 @@ SDK = Sdk(
         ),
     ),
     # client.aio is the async client.
-    summary=SummaryApi(
-        clients=frozenset({"Client"}),
-        async_clients=frozenset({"AsyncClient"}),
-        method="models.generate_content",
-        request=_summary_request,
-        text=_summary_text,
-        usage=_summary_usage,
-        aligned=_aligned_request,
-        timed=_timed,
+    summary=(
+        SummaryApi(
+            clients=frozenset({"Client"}),
+            async_clients=frozenset({"AsyncClient"}),
+            method="models.generate_content",
+            request=_summary_request,
+            text=_summary_text,
+            usage=_summary_usage,
+            aligned=_aligned_request,
+            timed=_timed,
+            key="contents",
+        ),
     ),
 )

@@ -114,14 +114,16 @@ SDK = Sdk(
     # Its text embeds the provider's, whose figures the other SDKs' patterns read.
     overflow_classes=frozenset({"ContextWindowExceededError"}),
     # Its usage is OpenAI's shape: prompt_tokens includes the cached tokens.
-    summary=SummaryApi(
-        clients=frozenset({"litellm", "litellm.completion"}),
-        async_clients=frozenset({"litellm.acompletion"}),
-        method="completion",
-        request=_summary_request,
-        text=_summary_text,
-        usage=_summary_usage,
-        aligned=_aligned_request,
-        recognise=_summary_client,
+    summary=(
+        SummaryApi(
+            clients=frozenset({"litellm", "litellm.completion"}),
+            async_clients=frozenset({"litellm.acompletion"}),
+            method="completion",
+            request=_summary_request,
+            text=_summary_text,
+            usage=_summary_usage,
+            aligned=_aligned_request,
+            recognise=_summary_client,
+        ),
     ),
 )

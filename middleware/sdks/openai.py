@@ -4,16 +4,25 @@ Every request of every client passes through the base clients' ``request``
 (``create``/``parse``/``stream``, ``beta``, ``with_raw_response``,
 ``with_streaming_response``, clients captured before the session), looked up on
 the class at call time; the body is already plain JSON in ``options.json_data``.
+
+``llm_summarizer`` takes a client (``OpenAI``, ``AsyncOpenAI``), which asks Chat
+Completions, and the Responses API for a summary of a Responses call; or the
+client's ``responses`` resource, which asks the Responses API for every summary.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import Point, PromptMessages, Route, Sdk, SummaryApi, figures
 
 _CHAT = Route("/chat/completions", "messages")
+_RESPONSES = Route("/responses", "input", ("instructions",))
+# Request keys by which the server holds part of the conversation's prefix: a summary
+# repeating the rest could not be served from the cache.
+_SERVER_HELD = ("previous_response_id", "conversation", "prompt")
 
 
 def _summary_request(
@@ -44,6 +53,11 @@ def _aligned_request(
         "messages": [*messages, {"role": "user", "content": instruction}],
         "max_completion_tokens": max_tokens,
     }
+    return _tools_off(body, request)
+
+
+def _tools_off(body: Mapping[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
+    """``request`` with the body's tools, turned off, and its prompt cache key."""
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         request["tools"] = tools
@@ -68,6 +82,76 @@ def _summary_usage(response: Any) -> Optional[Tuple[int, int, int]]:
     return usage.prompt_tokens, cached, usage.completion_tokens
 
 
+def _responses_request(
+    model: str, prompt: PromptMessages, max_tokens: int, timeout: Optional[float]
+) -> Dict[str, Any]:
+    system, user = prompt
+    request: Dict[str, Any] = {
+        "model": model,
+        "instructions": system["content"],
+        "input": user["content"],
+        "max_output_tokens": max_tokens,
+        # Nothing ever continues from a summary: the server need not keep it.
+        "store": False,
+    }
+    if timeout is not None:  # None would lift the client's own timeout
+        request["timeout"] = timeout
+    return request
+
+
+def _responses_aligned(
+    body: Mapping[str, Any],
+    api: Optional[str],
+    messages: List[Any],
+    instruction: str,
+    max_tokens: int,
+) -> Optional[Dict[str, Any]]:
+    # A call's keyword arguments are a Responses call's when they hold its input.
+    if api != f"openai {_RESPONSES.path}" and not (api is None and "input" in body):
+        return None
+    if any(body.get(key) for key in _SERVER_HELD):  # not given: a falsy sentinel
+        return None
+    request: Dict[str, Any] = {
+        "model": body["model"],
+        "input": [*messages, {"role": "user", "content": instruction}],
+        "max_output_tokens": max_tokens,
+        "store": False,
+    }
+    instructions = body.get("instructions")
+    if isinstance(instructions, str):
+        request["instructions"] = instructions
+    return _tools_off(body, request)
+
+
+def _responses_text(response: Any) -> str:
+    # The output's text parts: a refusal has none, nor a reply cut at
+    # max_output_tokens while the model was still reasoning.
+    return str(response.output_text)
+
+
+def _responses_usage(response: Any) -> Optional[Tuple[int, int, int]]:
+    usage = response.usage
+    if usage is None:
+        return None
+    details = usage.input_tokens_details
+    cached = (details.cached_tokens or 0) if details is not None else 0
+    return usage.input_tokens, cached, usage.output_tokens
+
+
+# The Responses API, as the client's ``responses`` resource asks it.
+_RESPONSES_SUMMARY = SummaryApi(
+    clients=frozenset({"Responses"}),
+    async_clients=frozenset({"AsyncResponses"}),
+    method="create",
+    request=_responses_request,
+    text=_responses_text,
+    usage=_responses_usage,
+    aligned=_responses_aligned,
+    route=f"openai {_RESPONSES.path}",
+    key=_RESPONSES.key,
+)
+
+
 SDK = Sdk(
     name="openai",
     points=(
@@ -76,7 +160,7 @@ SDK = Sdk(
     ),
     routes=(
         _CHAT,
-        Route("/responses", "input", ("instructions",)),
+        _RESPONSES,
     ),
     sentinels=("openai._types", ("NotGiven", "Omit")),
     streams=frozenset({"Stream"}),
@@ -96,14 +180,25 @@ SDK = Sdk(
             limit=1,
         ),
     ),
-    # Chat Completions, which every OpenAI-compatible server speaks.
-    summary=SummaryApi(
-        clients=frozenset({"OpenAI"}),
-        async_clients=frozenset({"AsyncOpenAI"}),
-        method="chat.completions.create",
-        request=_summary_request,
-        text=_summary_text,
-        usage=_summary_usage,
-        aligned=_aligned_request,
+    summary=(
+        # A client asks Chat Completions, which every OpenAI-compatible server speaks...
+        SummaryApi(
+            clients=frozenset({"OpenAI"}),
+            async_clients=frozenset({"AsyncOpenAI"}),
+            method="chat.completions.create",
+            request=_summary_request,
+            text=_summary_text,
+            usage=_summary_usage,
+            aligned=_aligned_request,
+            route=f"openai {_CHAT.path}",
+        ),
+        # ...and the Responses API for a Responses call, whose model may be served there only.
+        replace(
+            _RESPONSES_SUMMARY,
+            clients=frozenset({"OpenAI"}),
+            async_clients=frozenset({"AsyncOpenAI"}),
+            method="responses.create",
+        ),
+        _RESPONSES_SUMMARY,
     ),
 )

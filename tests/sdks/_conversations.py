@@ -3,6 +3,7 @@
 ``openai_history()`` and ``anthropic_history()`` are the same travel assistant's
 tool-heavy conversation in each provider's format (parallel calls, results out
 of order, non-ASCII text), over budget so that each request is compacted;
+``responses_history()`` is the OpenAI one as Responses API input items;
 ``naive_trim`` is the hand-rolled "drop the oldest N" a provider rejects.
 """
 
@@ -83,6 +84,49 @@ def openai_history(turns: int = 16) -> List[Message]:
         messages.append({"role": "assistant", "content": f"Forecasts for {', '.join(cities)}. ☀️"})
     messages.append({"role": "user", "content": "Which city should I visit first? 🙂"})
     return messages
+
+
+def responses_history(turns: int = 16) -> List[Message]:
+    """``openai_history()`` as Responses input items (its system message left to
+    ``instructions``): each turn's calls as ``function_call`` items after a
+    ``reasoning`` item (with its encrypted content, as a stateless client sends it
+    back), their ``function_call_output`` items, and the answer as an output message.
+    """
+    items: List[Message] = []
+    for message in openai_history(turns)[1:]:
+        if message.get("tool_calls"):
+            first = message["tool_calls"][0]["id"]
+            items.append(
+                {
+                    "type": "reasoning",
+                    "id": f"rs_{first}",
+                    "summary": [{"type": "summary_text", "text": "Look up each city."}],
+                    "encrypted_content": f"gAAAA{first}",
+                }
+            )
+            items.extend(
+                {
+                    "type": "function_call",
+                    "call_id": call["id"],
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                }
+                for call in message["tool_calls"]
+            )
+        elif message["role"] == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message["tool_call_id"],
+                    "output": message["content"],
+                }
+            )
+        elif message["role"] == "assistant":
+            text = {"type": "output_text", "text": message["content"], "annotations": []}
+            items.append({"type": "message", "role": "assistant", "content": [text]})
+        else:
+            items.append(message)
+    return items
 
 
 def anthropic_history(turns: int = 20) -> List[Message]:

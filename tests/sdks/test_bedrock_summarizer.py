@@ -295,8 +295,8 @@ def test_the_usage_read_counts_the_cached_input(client: Any) -> None:
             "outputTokens": 7,
         },
     }
-    assert found.api.usage(response) == (100, 80, 7)
-    assert found.api.text(response) == "S"
+    assert found.apis[0].usage(response) == (100, 80, 7)
+    assert found.apis[0].text(response) == "S"
 
 
 def test_another_services_client_is_no_summarizer_client() -> None:

@@ -273,7 +273,7 @@ def test_a_plain_callable_is_sent_the_prompt_messages_as_before() -> None:
 
 
 def anthropic_aligned(body: Dict[str, Any], messages: List[Any], api: Any = None) -> Any:
-    api_ = summary_client(anthropic.Anthropic(api_key="test")).api  # type: ignore[union-attr]
+    api_ = summary_client(anthropic.Anthropic(api_key="test")).apis[0]  # type: ignore[union-attr]
     assert api_.aligned is not None
     return api_.aligned(body, api, messages, "INSTRUCTION", 100)
 
@@ -449,7 +449,7 @@ def test_another_apis_body_is_not_aligned() -> None:
 
 
 def test_openai_keeps_the_requests_prompt_cache_key() -> None:
-    api = summary_client(openai.OpenAI(api_key="test")).api  # type: ignore[union-attr]
+    api = summary_client(openai.OpenAI(api_key="test")).apis[0]  # type: ignore[union-attr]
     assert api.aligned is not None
     body = {"model": MODEL, "prompt_cache_key": "user-42"}
     made = api.aligned(

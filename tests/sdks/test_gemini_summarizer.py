@@ -257,8 +257,8 @@ def test_the_usage_read_counts_the_cached_input_and_the_thoughts(client: genai.C
             },
         }
     )
-    assert found.api.usage(response) == (100, 80, 10)
-    assert found.api.text(response) == "S"
+    assert found.apis[0].usage(response) == (100, 80, 10)
+    assert found.apis[0].text(response) == "S"
 
 
 # --- client.aio ----------------------------------------------------------------------------

@@ -219,9 +219,9 @@ def test_what_is_a_litellm_client() -> None:
     assert module is not None
     assert sync is not None
     assert async_ is not None
-    assert (module.api.method, module.is_async) == ("completion", False)
-    assert (sync.api.method, sync.is_async) == ("__call__", False)
-    assert (async_.api.method, async_.is_async) == ("__call__", True)
+    assert (module.apis[0].method, module.is_async) == ("completion", False)
+    assert (sync.apis[0].method, sync.is_async) == ("__call__", False)
+    assert (async_.apis[0].method, async_.is_async) == ("__call__", True)
     assert summary_client(litellm.embedding) is None
     assert summary_client(json) is None
 
@@ -238,8 +238,8 @@ def test_the_usage_read_counts_the_cached_input() -> None:
             "prompt_tokens_details": {"cached_tokens": 80},
         },
     )
-    assert found.api.usage(response) == (100, 80, 7)
-    assert found.api.text(response) == "S"
+    assert found.apis[0].usage(response) == (100, 80, 7)
+    assert found.apis[0].text(response) == "S"
 
 
 # --- litellm.acompletion -------------------------------------------------------------------

@@ -380,8 +380,8 @@ def test_the_usage_read_counts_the_cached_input(sdk: Sdk, client: Any) -> None:
                 },
             }
         )
-    assert found.api.usage(response) == (100, 80, 7)
-    assert found.api.text(response) == "S"
+    assert found.apis[0].usage(response) == (100, 80, 7)
+    assert found.apis[0].text(response) == "S"
 
 
 def test_a_slow_model_costs_only_the_summary(
@@ -602,6 +602,6 @@ def test_a_subclass_of_a_client_is_that_client() -> None:
     ) as azure:
         found = summary_client(azure)
     assert found is not None
-    assert found.api.method == "chat.completions.create"
+    assert found.apis[0].method == "chat.completions.create"
     assert not found.is_async
     assert summary_client(object()) is None
