@@ -17,7 +17,7 @@ from ._clearing import ToolResultClearing
 from ._compact import Compaction, Pin
 from ._defaults import KEEP_HEAD, KEEP_TAIL
 from ._grouping import group_bounds
-from ._media import media_parts
+from ._media import MediaAwareCounter, media_parts
 from ._option_docs import with_option_docs
 from ._render import chart, page
 from ._tokens import (
@@ -27,13 +27,15 @@ from ._tokens import (
     count_all,
     count_one,
     count_value,
+    estimated,
     prefix_sums,
     tokens_of_units,
     utf16_length,
 )
 from ._truncating import ToolResultTruncation
 from ._views import message_views
-from .formats import recognise, thinking
+from .formats import Format, recognise, thinking
+from .formats._base import Media
 
 #: The categories, in the order a chart shows them.
 CATEGORIES = (
@@ -203,10 +205,16 @@ class _Reader:
     """Splits each message's count among its parts' categories."""
 
     def __init__(
-        self, views: Sequence[Mapping[str, Any]], count_tokens: Optional[CountTokens]
+        self,
+        views: Sequence[Mapping[str, Any]],
+        count_tokens: Optional[CountTokens],
+        formats: Optional[Sequence[Optional[Format]]],
+        media: Optional[Sequence[List[Media]]],
     ) -> None:
         self.views = views
         self.count_tokens = count_tokens
+        self.formats = formats  # each message's, when grouping gave them
+        self.media = media  # each message's media parts, when counting found them
         self.calls: Dict[Any, Optional[str]] = {}  # call id -> tool name, as calls are met
         # Where the count is the estimator's arithmetic on a part's JSON (no counter, or the
         # specification's on a part without media), a part is measured once, not probed.
@@ -239,7 +247,7 @@ class _Reader:
         tool: Optional[str] = None
         # Media inside a result's block is the media's, not the result's: by block.
         inside: Dict[Tuple[Any, Any], int] = {}
-        found = media_parts(view)
+        found = media_parts(view) if self.media is None else self.media[i]
         holding = {media.path[:2] for media in found}  # the parts that are or hold media
         for media in found:
             part = _at(view, media.path)
@@ -248,7 +256,7 @@ class _Reader:
             parts.append((_MEDIA.get(media.kind, "images"), figure))
             if len(media.path) > 2:
                 inside[media.path[0], media.path[1]] = inside.get(media.path[:2], 0) + figure
-        fmt = recognise(view, i)
+        fmt = recognise(view, i) if self.formats is None else self.formats[i]
         if fmt is not None:
             for call in fmt.tool_calls(view, i):
                 tool = tool or call.name
@@ -420,9 +428,10 @@ def breakdown(
     )
     msgs = list(check_messages(messages))
     views = message_views(msgs)
-    counts = count_all(views, count_tokens)
+    counts, media = _counted(views, count_tokens)
     restarts: List[int] = []
-    bounds = group_bounds(views, 0, restarts)
+    formats: List[Optional[Format]] = []
+    bounds = group_bounds(views, 0, restarts, formats)
     beside = {
         category: count_value(value, count_tokens)
         for category, value in (("system", system), ("tools", tools))
@@ -449,10 +458,28 @@ def breakdown(
         statuses,
         summaries=summaries,
         per_message=per_message,
+        formats=formats,
+        media=media,
         max_tokens=budget,
         tokens_after=after,
         fits=None if after is None or budget is None else after <= budget,
     )
+
+
+def _counted(
+    views: Sequence[Mapping[str, Any]], count_tokens: Optional[CountTokens]
+) -> Tuple[List[int], Optional[List[List[Media]]]]:
+    """Each message's count (``count_all``) and, counted by the media-aware estimate, its
+    media parts: that estimate counts from the parts found, so that each message is scanned
+    for media once, not again when its count is split."""
+    if not isinstance(count_tokens, MediaAwareCounter):
+        return count_all(views, count_tokens), None
+    counts: List[int] = []
+    media: List[List[Media]] = []
+    for i, view in enumerate(views):
+        media.append(media_parts(view))
+        counts.append(estimated(count_tokens.counted, i, view, media[-1]))
+    return counts, media
 
 
 def tally(
@@ -466,6 +493,8 @@ def tally(
     *,
     summaries: Iterable[int] = (),
     per_message: bool = True,
+    formats: Optional[Sequence[Optional[Format]]] = None,
+    media: Optional[Sequence[List[Media]]] = None,
     max_tokens: Optional[float] = None,
     tokens_after: Optional[int] = None,
     fits: Optional[bool] = None,
@@ -483,10 +512,12 @@ def tally(
         statuses: Each message's ``(status, reason)``, or ``None`` without a budget.
         summaries: The indices of messages that are summaries.
         per_message: ``False`` for the totals alone (no ``rows``).
+        formats, media: Each message's format (``group_bounds``' ``formats``) and media
+            parts (``media_parts``) when already found, else each is found again here.
         max_tokens, tokens_after, fits: The budget and what compaction leaves of it.
     """
     summary_at = set(summaries)
-    reader = _Reader(views, count_tokens)
+    reader = _Reader(views, count_tokens, formats, media)
     categories = dict.fromkeys(CATEGORIES, 0)
     by_tool: Dict[str, Dict[str, int]] = {}
     rows: List[BreakdownRow] = []

@@ -23,11 +23,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, List, Optional, Sequence
 
-from .formats import FOLLOWED, Links, recognise
+from .formats import FOLLOWED, Format, Links, recognise
 
 
 def group_bounds(
-    views: Sequence[Mapping[str, Any]], start: int = 0, restarts: Optional[List[int]] = None
+    views: Sequence[Mapping[str, Any]],
+    start: int = 0,
+    restarts: Optional[List[int]] = None,
+    formats: Optional[List[Optional[Format]]] = None,
 ) -> List[int]:
     """Return the group boundaries of ``views[start:]``, validating every message.
 
@@ -41,6 +44,9 @@ def group_bounds(
             ``start`` on that holds a provider's compaction item (a Responses
             ``compaction`` item, an Anthropic ``compaction`` block): where the
             provider restarts the conversation (``Compaction``'s ``restart``).
+        formats: A list to append, in order, the format reading each message from
+            ``start`` on (``recognise``'s answer), for a reader of the same messages
+            that would otherwise recognise each one again.
 
     Returns:
         The start index of each group from ``start`` on, then ``len(views)``.
@@ -59,6 +65,8 @@ def group_bounds(
         view = views[i]
         followed = links.left is FOLLOWED
         fmt = recognise(view, i)
+        if formats is not None:
+            formats.append(fmt)
         if fmt is None:  # plain text: it answers nothing and leaves nothing open
             links.left = None
             linked = -1

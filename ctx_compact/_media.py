@@ -81,7 +81,11 @@ class MediaAwareCounter(SpecCounter):
     def __call__(self, message: Any) -> int:
         """Count one message (a mapping or an SDK model, as ``estimate_tokens`` takes)."""
         view = message_view(message, None)
-        found = media_parts(view)
+        return self.counted(view, media_parts(view))
+
+    def counted(self, view: Mapping[str, Any], found: List[Media]) -> int:
+        """Count a message's view whose media parts are known (``media_parts(view)``), for a
+        reader that needs them too: the message is scanned for media once."""
         if not found:
             return default_count_tokens(view)
         rest = _without(view, [media.path for media in found])

@@ -74,17 +74,23 @@ def count_value(value: Any, count_tokens: Optional[CountTokens]) -> int:
 def count_one(message: Any, count_tokens: Optional[CountTokens], index: Optional[int]) -> int:
     """Count one message with ``count_tokens`` or the default estimator, checking the result."""
     if count_tokens is None or isinstance(count_tokens, SpecCounter):
-        try:
-            return (count_tokens or default_count_tokens)(message)
-        except InvalidMessageError:
-            raise
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise InvalidMessageError(
-                f"the default estimator cannot serialise this message as JSON ({exc}); "
-                "make it JSON-serialisable or pass count_tokens",
-                index,
-            ) from exc
+        return estimated(count_tokens or default_count_tokens, index, message)
     return check_count(count_tokens(message), index)
+
+
+def estimated(estimate: Callable[..., int], index: Optional[int], *args: Any) -> int:
+    """``estimate(*args)``, an estimate of the specification's (which serialises the message):
+    what it cannot serialise is an ``InvalidMessageError`` naming ``index``."""
+    try:
+        return estimate(*args)
+    except InvalidMessageError:
+        raise
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidMessageError(
+            f"the default estimator cannot serialise this message as JSON ({exc}); "
+            "make it JSON-serialisable or pass count_tokens",
+            index,
+        ) from exc
 
 
 def count_all(messages: Sequence[Any], count_tokens: Optional[CountTokens]) -> List[int]:
