@@ -327,9 +327,9 @@ class FakeProvider:
         context_limit: The most input tokens a request may hold; a request
             over it gets the provider's context-length error. ``None`` (the
             default) sets no limit.
-        prompt_cache: Whether the provider caches prompts as OpenAI, Anthropic and
-            Bedrock do (on by default, as they always do), reporting the cached tokens
-            in each reply's usage; ``False`` reports none.
+        prompt_cache: Whether the provider caches prompts as OpenAI, Anthropic,
+            Bedrock and Gemini do (on by default, as they always do), reporting the
+            cached tokens in each reply's usage; ``False`` reports none.
     """
 
     def __init__(
