@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from ._checks import check_callable, check_max_tokens, check_messages, check_options
 from ._clearing import ToolResultClearing
@@ -36,6 +36,7 @@ from ._truncating import ToolResultTruncation
 from ._views import message_views
 from .formats import Format, recognise, thinking
 from .formats._base import Media
+from .formats._shapes import View
 
 #: The categories, in the order a chart shows them.
 CATEGORIES = (
@@ -242,42 +243,13 @@ class _Reader:
         view = self.views[i]
         if restart:
             return {"compaction": tokens}, None
-        whole: Optional[str] = None  # the message is itself one part
-        parts: List[Tuple[str, int]] = []
-        tool: Optional[str] = None
-        # Media inside a result's block is the media's, not the result's: by block.
-        inside: Dict[Tuple[Any, Any], int] = {}
         found = media_parts(view) if self.media is None else self.media[i]
         holding = {media.path[:2] for media in found}  # the parts that are or hold media
-        for media in found:
-            part = _at(view, media.path)
-            field = media.path[0] if len(media.path) == 2 else "content"
-            figure = self.figure(field, part, True)
-            parts.append((_MEDIA.get(media.kind, "images"), figure))
-            if len(media.path) > 2:
-                inside[media.path[0], media.path[1]] = inside.get(media.path[:2], 0) + figure
+        parts, inside = self._media(view, found)
         fmt = recognise(view, i) if self.formats is None else self.formats[i]
+        whole, tool = (None, None)
         if fmt is not None:
-            for call in fmt.tool_calls(view, i):
-                tool = tool or call.name
-                for own in call.ids:
-                    self.calls.setdefault(own, call.name)
-                if call.where == "item":
-                    whole = "tool_calls"
-                else:
-                    held = view[call.where][call.position]
-                    with_media = (call.where, call.position) in holding
-                    parts.append(("tool_calls", self.figure(call.where, held, with_media)))
-            for result in fmt.tool_results(view, i):
-                tool = tool or self.calls.get(result.call_id, None)
-                if result.block is None:
-                    whole = "tool_results"
-                else:
-                    held = view[result.items][result.block]
-                    with_media = (result.items, result.block) in holding
-                    figure = self.figure(result.items, held, with_media)
-                    nested = inside.get((result.items, result.block), 0)
-                    parts.append(("tool_results", max(figure - nested, 0)))
+            whole, tool = self._tools(view, i, fmt, holding, inside, parts)
         thought = thinking(self.views, i)
         if thought is not None:
             if thought.item is not None or view.get("type") == "reasoning":
@@ -287,6 +259,57 @@ class _Reader:
                 with_media = (thought.items, k) in holding
                 parts.append(("thinking", self.figure(thought.items, block, with_media)))
         return _shared(tokens, whole or _own(view), parts), tool
+
+    def _media(
+        self, view: View, found: Sequence[Media]
+    ) -> Tuple[List[Tuple[str, int]], Dict[Tuple[Any, Any], int]]:
+        """The media parts' figures, and the media inside each block that holds some (a
+        result's media is the media's, not the result's)."""
+        parts: List[Tuple[str, int]] = []
+        inside: Dict[Tuple[Any, Any], int] = {}
+        for media in found:
+            part = _at(view, media.path)
+            field = media.path[0] if len(media.path) == 2 else "content"
+            figure = self.figure(field, part, True)
+            parts.append((_MEDIA.get(media.kind, "images"), figure))
+            if len(media.path) > 2:
+                inside[media.path[0], media.path[1]] = inside.get(media.path[:2], 0) + figure
+        return parts, inside
+
+    def _tools(
+        self,
+        view: View,
+        i: int,
+        fmt: Format,
+        holding: Set[Tuple[Any, ...]],
+        inside: Dict[Tuple[Any, Any], int],
+        parts: List[Tuple[str, int]],
+    ) -> Tuple[Optional[str], Optional[str]]:
+        """Add the tool calls' and results' figures to ``parts``; the category of a message
+        that is itself one call or result, and the tool it calls or answers."""
+        whole: Optional[str] = None
+        tool: Optional[str] = None
+        for call in fmt.tool_calls(view, i):
+            tool = tool or call.name
+            for own in call.ids:
+                self.calls.setdefault(own, call.name)
+            if call.where == "item":
+                whole = "tool_calls"
+            else:
+                held = view[call.where][call.position]
+                with_media = (call.where, call.position) in holding
+                parts.append(("tool_calls", self.figure(call.where, held, with_media)))
+        for result in fmt.tool_results(view, i):
+            tool = tool or self.calls.get(result.call_id, None)
+            if result.block is None:
+                whole = "tool_results"
+            else:
+                held = view[result.items][result.block]
+                with_media = (result.items, result.block) in holding
+                figure = self.figure(result.items, held, with_media)
+                nested = inside.get((result.items, result.block), 0)
+                parts.append(("tool_results", max(figure - nested, 0)))
+        return whole, tool
 
 
 def _shared(tokens: int, own: str, parts: List[Tuple[str, int]]) -> Dict[str, int]:

@@ -72,6 +72,48 @@ def _unmarked_latest(messages: List[Any]) -> bool:
     return False
 
 
+def _settings(body: Mapping[str, Any], max_tokens: int) -> Dict[str, Any]:
+    """The aligned request's model, bound, system prompt, tools, tool_choice and thinking.
+
+    A change of tool_choice or of the thinking settings would invalidate the cached
+    messages: both stay as the call sent them, unless the call forces a tool (the
+    instruction asks for no tool call; a reply without text falls back to the plain
+    prompt).
+    """
+    request: Dict[str, Any] = {"model": body["model"], "max_tokens": max_tokens}
+    system, tools = body.get("system"), body.get("tools")
+    if isinstance(system, (str, list)) and system:
+        request["system"] = system
+    if isinstance(tools, list) and tools:
+        request["tools"] = tools
+        choice = body.get("tool_choice")
+        forced = isinstance(choice, Mapping) and choice.get("type") not in ("auto", "none")
+        if choice is not None:
+            request["tool_choice"] = {"type": "none"} if forced else choice
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping):
+        request["thinking"] = thinking
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, int) and not isinstance(budget, bool):
+            request["max_tokens"] = budget + max_tokens  # the bound must exceed the budget
+    return request
+
+
+def _end_prefix(request: Dict[str, Any], earlier: List[Any], blocks: List[Any], at: int) -> None:
+    """Put a breakpoint on ``blocks[at]``, ending the repeated prefix: the request's own
+    stay, and past the API's most the latest of the messages' own gives way to it
+    (``earlier`` is edited with a copy of that message)."""
+    mark = blocks[at]
+    if "cache_control" in mark:
+        return
+    mark["cache_control"] = dict(_BREAKPOINT)
+    used = _breakpoints(request.get("system")) + _breakpoints(request.get("tools"))
+    used += sum(_breakpoints(m.get("content")) for m in earlier if isinstance(m, Mapping))
+    used += _breakpoints(blocks)
+    if used > _MOST_BREAKPOINTS and not _unmarked_latest(earlier):
+        del mark["cache_control"]
+
+
 def _aligned_request(
     body: Mapping[str, Any],
     api: Optional[str],
@@ -90,37 +132,8 @@ def _aligned_request(
     ]
     if blocks is None or not marks:
         return None
-    system, tools = body.get("system"), body.get("tools")
-    request: Dict[str, Any] = {"model": body["model"], "max_tokens": max_tokens}
-    if isinstance(system, (str, list)) and system:
-        request["system"] = system
-    if isinstance(tools, list) and tools:
-        request["tools"] = tools
-        # A change of tool_choice or of the thinking settings would invalidate the
-        # cached messages: both stay as the call sent them, unless the call forces a
-        # tool (the instruction asks for no tool call; a reply without text falls
-        # back to the plain prompt).
-        choice = body.get("tool_choice")
-        if isinstance(choice, Mapping) and choice.get("type") not in ("auto", "none"):
-            request["tool_choice"] = {"type": "none"}
-        elif choice is not None:
-            request["tool_choice"] = choice
-    thinking = body.get("thinking")
-    if isinstance(thinking, Mapping):
-        request["thinking"] = thinking
-        budget = thinking.get("budget_tokens")
-        if isinstance(budget, int) and not isinstance(budget, bool):
-            request["max_tokens"] = budget + max_tokens  # the bound must exceed the budget
-    # The request's own breakpoints stay, and one more ends the repeated prefix; past
-    # the API's most, the latest of the messages' own gives way to it.
-    mark = blocks[marks[-1]]
-    if "cache_control" not in mark:
-        mark["cache_control"] = dict(_BREAKPOINT)
-        used = _breakpoints(request.get("system")) + _breakpoints(request.get("tools"))
-        used += sum(_breakpoints(m.get("content")) for m in earlier if isinstance(m, Mapping))
-        used += _breakpoints(blocks)
-        if used > _MOST_BREAKPOINTS and not _unmarked_latest(earlier):
-            del mark["cache_control"]
+    request = _settings(body, max_tokens)
+    _end_prefix(request, earlier, blocks, marks[-1])
     # Roles alternate: after a user message the instruction joins it as one more block.
     if last["role"] == "user":
         request["messages"] = [
