@@ -427,8 +427,8 @@ def llm_summarizer(
     it without text is asked again with the plain prompt. Otherwise (or over
     ``max_input_tokens``, or ``cache_aligned=False``) the dropped messages are
     sent as their JSON (media named, not sent) inside one user message, after a
-    system prompt of ``instructions`` (the Responses
-    API's ``instructions``); those beyond
+    system prompt of ``instructions`` (the Responses API's ``instructions``);
+    those beyond
     ``max_input_tokens`` are summarized in chunks, each chunk's summary rolled on
     into the next. What each model call reports of its usage is on the event
     (``summary_usage``). A summarizer for a sync client is a plain function and one for
@@ -467,7 +467,8 @@ def llm_summarizer(
         cache_aligned: Whether to send cache-aligned requests where they can be
             made (OpenAI Chat Completions and Responses, but not for a Responses
             call whose server holds part of its prefix: ``previous_response_id``,
-            ``conversation``, a stored ``prompt``; Anthropic Messages); ``False``
+            ``conversation``, a stored ``prompt``; Anthropic Messages, Bedrock
+            Converse, google-genai and LiteLLM); ``False``
             always sends the instructions as the system prompt and the dropped
             messages as JSON.
         timeout: Seconds the whole work of one summary may take, every chunk and
