@@ -29,6 +29,7 @@ from typing import (
     NamedTuple,
     Optional,
     Sequence,
+    Tuple,
     Union,
 )
 
@@ -47,7 +48,14 @@ from ._call_request import CallRequest
 from ._callables import is_async_callable, qualified_name
 from ._state import SummarizerCall, report_usage
 from ._summary_usage import SummaryUsage
-from .sdks import SUMMARY_CLIENTS, PromptMessages, SummaryApi, SummaryClient, summary_client
+from .sdks import (
+    SUMMARY_CLIENTS,
+    Alignment,
+    PromptMessages,
+    SummaryApi,
+    SummaryClient,
+    summary_client,
+)
 
 DEFAULT_INSTRUCTIONS = """\
 You write the summary that replaces the earlier part of a conversation between a user and an \
@@ -213,18 +221,17 @@ class _Settings:
         It repeats the request's prefix as the conversation's last request sent it
         (``CallRequest.sent_before``, then ``dropped``) with the request's own model,
         and ends with ``instruction``, made by ``api``; there is none for a call's
-        keyword arguments that name another model or no SDK request, for an API
-        without one or a request it cannot align, and for a request over the input
-        bound (today's chunked requests then serve).
+        keyword arguments that name another model or no SDK request, for a request
+        of another API, for an API without one or a request it cannot align, and
+        for a request over the input bound (today's chunked requests then serve).
         """
-        make = api.aligned
-        if make is None or not isinstance(request, CallRequest):
+        if not isinstance(request, CallRequest):
             return None
         if model is None or request.get(api.model_key) != model:
             return None  # another model's cache would not serve it
         messages = [*request.sent_before, *dropped]
         instruction = self.instruction(previous is not None, len(dropped))
-        made = make(request, request.api, messages, instruction, self.max_summary)
+        made = api.align(Alignment(request, messages, instruction, self.max_summary), request.api)
         if made is None:
             return None
         try:
@@ -282,57 +289,42 @@ def _text(value: object, source: str) -> str:
     return value
 
 
-def _ask(
-    client: Any, found: Optional[SummaryClient], max_summary: int
-) -> Callable[[Union[Prompt, Aligned], Optional[float], Optional[str], Optional[SummaryApi]], Any]:
-    """How one prompt (or aligned request) is sent: ``(prompt, seconds left, model, api)
-    -> text`` (or its awaitable), ``api`` being the client's ``SummaryApi`` to ask.
+# One round sent: ``(prompt, seconds left) -> text``, or its awaitable.
+Send = Callable[[Union[Prompt, Aligned], Optional[float]], Any]
 
-    An SDK client's usage is reported for the call being summarized (``report_usage``).
-    """
-    if found is None:
-        return lambda prompt, _left, _model, _api: client(prompt)
 
-    def arguments(
-        prompt: Union[Prompt, Aligned], left: Optional[float], model: Optional[str], api: SummaryApi
-    ) -> Dict[str, Any]:
+def _sender(
+    client: Any, api: Optional[SummaryApi], is_async: bool, model: Optional[str], max_summary: int
+) -> Send:
+    """How one prompt (or aligned request) is sent to ``client``: through ``api`` for
+    an SDK client (``None``: a plain callable, given the prompt messages), whose
+    usage is reported for the call being summarized (``report_usage``)."""
+    if api is None:
+        return lambda prompt, _left: client(prompt)
+    method = attrgetter(api.method)(client)
+
+    def arguments(prompt: Union[Prompt, Aligned], left: Optional[float]) -> Dict[str, Any]:
         if isinstance(prompt, Aligned):
-            # None would lift the client's own timeout.
-            return prompt.request if left is None else api.timed(prompt.request, left)
-        assert model is not None
-        return api.request(model, prompt, max_summary, left)
+            made = prompt.request
+        else:
+            assert model is not None
+            made = api.request(model, prompt, max_summary)
+        # None would lift the client's own timeout.
+        return made if left is None else api.timed(made, left)
 
-    def text(response: Any, api: SummaryApi) -> str:
+    def text(response: Any) -> str:
         figures = api.usage(response)
         if figures is not None:
             report_usage(SummaryUsage(*figures, requests=1))
         return api.text(response)
 
-    if found.is_async:
+    if is_async:
 
-        async def asend(
-            prompt: Union[Prompt, Aligned],
-            left: Optional[float],
-            model: Optional[str],
-            api: Optional[SummaryApi],
-        ) -> str:
-            assert api is not None
-            method = attrgetter(api.method)(client)
-            return text(await method(**arguments(prompt, left, model, api)), api)
+        async def asend(prompt: Union[Prompt, Aligned], left: Optional[float]) -> str:
+            return text(await method(**arguments(prompt, left)))
 
         return asend
-
-    def send(
-        prompt: Union[Prompt, Aligned],
-        left: Optional[float],
-        model: Optional[str],
-        api: Optional[SummaryApi],
-    ) -> str:
-        assert api is not None
-        method = attrgetter(api.method)(client)
-        return text(method(**arguments(prompt, left, model, api)), api)
-
-    return send
+    return lambda prompt, left: text(method(**arguments(prompt, left)))
 
 
 def _api(
@@ -514,22 +506,24 @@ def llm_summarizer(
     if not isinstance(cache_aligned, bool):
         raise must("cache_aligned", "a bool", cache_aligned)
     settings = _Settings(instructions, max_summary, max_input)
-    ask = _ask(client, found, max_summary)
 
-    def aligned(
-        request: Optional[Mapping[str, Any]],
-        chosen: Optional[str],
-        api: Optional[SummaryApi],
-        dropped: Sequence[Any],
-        previous: Optional[str],
-    ) -> Optional[Aligned]:
-        if not cache_aligned or api is None:
-            return None
-        return settings.aligned(api, request, chosen, dropped, previous)
+    is_async = found.is_async if found is not None else is_async_callable(client)
+
+    def plan(
+        dropped: List[Any], previous: Optional[str], request: Optional[Mapping[str, Any]]
+    ) -> Tuple[Rounds, Send]:
+        """One summary's rounds, and how each is sent."""
+        api = _api(found, request)
+        chosen = _model(model, api, request)
+        ready = None
+        if cache_aligned and api is not None:
+            ready = settings.aligned(api, request, chosen, dropped, previous)
+        rounds = settings.rounds(dropped, previous, ready)
+        return rounds, _sender(client, api, is_async, chosen, max_summary)
 
     source = f"{type(client).__name__} summarizer" if found is not None else repr(client)
 
-    if found.is_async if found is not None else is_async_callable(client):
+    if is_async:
 
         async def asummarize(
             dropped: List[Any],
@@ -537,40 +531,27 @@ def llm_summarizer(
             previous: Optional[str] = None,
             request: Optional[Mapping[str, Any]] = None,
         ) -> str:
-            api = _api(found, request)
-            chosen = _model(model, api, request)
-            ready = aligned(request, chosen, api, dropped, previous)
+            rounds, send = plan(dropped, previous, request)
             with SummarizerCall(), anyio.fail_after(timeout) as scope:
-                rounds = settings.rounds(dropped, previous, ready)
                 prompt = next(rounds)
                 while True:
                     left = (
                         None if timeout is None else scope.deadline - anyio.current_time() + _GRACE
                     )
-                    text = _text(await ask(prompt, left, chosen, api), source)
                     try:
-                        prompt = rounds.send(text)
+                        prompt = rounds.send(_text(await send(prompt, left), source))
                     except StopIteration as done:
                         return str(done.value)
 
         summarize: Callable[..., Any] = asummarize
     else:
 
-        def work(
-            dropped: List[Any],
-            previous: Optional[str],
-            chosen: Optional[str],
-            api: Optional[SummaryApi],
-            ready: Optional[Aligned],
-            deadline: Optional[float],
-        ) -> str:
-            rounds = settings.rounds(dropped, previous, ready)
+        def work(rounds: Rounds, send: Send, deadline: Optional[float]) -> str:
             prompt = next(rounds)
             while True:
                 left = None if deadline is None else deadline - time.monotonic() + _GRACE
-                text = _text(ask(prompt, left, chosen, api), source)
                 try:
-                    prompt = rounds.send(text)
+                    prompt = rounds.send(_text(send(prompt, left), source))
                 except StopIteration as done:
                     return str(done.value)
 
@@ -580,14 +561,10 @@ def llm_summarizer(
             previous: Optional[str] = None,
             request: Optional[Mapping[str, Any]] = None,
         ) -> str:
-            api = _api(found, request)
-            chosen = _model(model, api, request)
-            ready = aligned(request, chosen, api, dropped, previous)
+            rounds, send = plan(dropped, previous, request)
             with SummarizerCall():
                 deadline = None if timeout is None else time.monotonic() + timeout
-                return _in_thread(
-                    lambda: work(dropped, previous, chosen, api, ready, deadline), timeout
-                )
+                return _in_thread(lambda: work(rounds, send, deadline), timeout)
 
         summarize = summarize_
     name = _identity(client, found, model, instructions, max_summary, max_input, cache_aligned)

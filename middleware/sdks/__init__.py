@@ -74,16 +74,23 @@ class Figures:
     limit: int
 
 
-# A summarization request in the middle's own terms, before an SDK's ``SummaryApi``
+# A summarization request in the middleware's own terms, before an SDK's ``SummaryApi``
 # turns it into a call: the model, the prompt as chat messages (a system message,
-# then one user message), the reply's token bound and the seconds it may take.
+# then one user message) and the reply's token bound.
 PromptMessages = List[Dict[str, str]]
-# A cache-aligned summarization request, before the call: ``(body, api, messages,
-# instruction, max_tokens)`` to the call's keyword arguments, or ``None`` when ``body``
-# is not a request of this SDK's API (``api``: ``CallRequest.api``).
-AlignedRequest = Callable[
-    [Mapping[str, Any], Optional[str], List[Any], str, int], Optional[Dict[str, Any]]
-]
+
+
+class Alignment(NamedTuple):
+    """What a cache-aligned summarization request is made of (``SummaryApi.aligned``)."""
+
+    body: Mapping[str, Any]  # the request of the call being compacted, one of the API's own
+    messages: List[Any]  # the conversation's prefix as it was sent, then the dropped messages
+    instruction: str  # the text of the message that ends the request
+    max_tokens: int  # the reply's token bound
+
+
+# A cache-aligned request's keyword arguments, or ``None`` when the body's cannot be aligned.
+AlignedRequest = Callable[[Alignment], Optional[Dict[str, Any]]]
 
 
 def timeout_keyword(request: Dict[str, Any], seconds: float) -> Dict[str, Any]:
@@ -99,22 +106,22 @@ class SummaryApi:
         clients: The class names of its sync clients (their subclasses count too).
         async_clients: The class names of its async clients.
         method: The call's attribute path on a client (``"chat.completions.create"``).
-        request: ``(model, prompt, max_tokens, timeout)`` to the call's keyword
-            arguments; ``prompt`` is a system message, then one user message.
+        request: ``(model, prompt, max_tokens)`` to the call's keyword arguments;
+            ``prompt`` is a system message, then one user message.
         text: The reply's text, read off the call's response.
         usage: The response's input tokens (the cached ones included), cached
             input tokens and output tokens; ``None`` when it reports none.
-        aligned: How a cache-aligned request is made, for an API that offers one:
-            the body's model, system prompt and tools, ``messages`` (the
-            conversation's prefix as it was sent, then the dropped messages) and
-            ``instruction`` after them, tool use off where the provider's
-            cache allows it.
+        aligned: How a cache-aligned request is made from an ``Alignment``, for an
+            API that offers one: the body's model, system prompt and tools, the
+            messages and the instruction after them, tool use off where the
+            provider's cache allows it. It is asked only for a body this API
+            ``speaks``.
         model_key: The key of the compacted call's request (``Located.request``)
             that names its model, for a summarizer given no ``model=``.
-        timed: An aligned request's keyword arguments with the seconds left for it
+        timed: A request's keyword arguments with the seconds left for it
             (``timeout_keyword``: a ``timeout`` keyword argument).
         route: The ``CallRequest.api`` of the calls this API answers
-            (``"openai /responses"``), for an SDK with more than one.
+            (``"openai /responses"``); ``None`` where no intercepted call is one.
         key: The key of its requests holding the messages (``"input"``), which
             also tells a call's keyword arguments (``CallRequest.api`` ``None``)
             for this API apart.
@@ -127,7 +134,7 @@ class SummaryApi:
     clients: FrozenSet[str]
     async_clients: FrozenSet[str]
     method: str
-    request: Callable[[str, PromptMessages, int, Optional[float]], Dict[str, Any]]
+    request: Callable[[str, PromptMessages, int], Dict[str, Any]]
     text: Callable[[Any], str]
     usage: Callable[[Any], Optional[Tuple[int, int, int]]]
     aligned: Optional[AlignedRequest] = None
@@ -141,6 +148,13 @@ class SummaryApi:
         """Whether ``request``, the body of a call to ``api`` (``None``: a call's keyword
         arguments), is one of this API's own."""
         return api == self.route if api is not None else self.key in request
+
+    def align(self, made: Alignment, api: Optional[str]) -> Optional[Dict[str, Any]]:
+        """The cache-aligned request ``made`` asks for, or ``None`` where this API offers
+        none or ``made.body``, the body of a call to ``api``, is not one of its own."""
+        if self.aligned is None or not self.speaks(made.body, api):
+            return None
+        return self.aligned(made)
 
 
 @dataclass(frozen=True)

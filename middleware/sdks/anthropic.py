@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import Point, PromptMessages, Route, Sdk, SummaryApi, figures
+from . import Alignment, Point, PromptMessages, Route, Sdk, SummaryApi, figures
 
 _MESSAGES = Route("/v1/messages", "messages", ("system",))
 _BREAKPOINT = {"type": "ephemeral"}
@@ -19,21 +19,11 @@ _MOST_BREAKPOINTS = 4
 _UNMARKED = frozenset({"thinking", "redacted_thinking"})
 
 
-def _summary_request(
-    model: str, prompt: PromptMessages, max_tokens: int, timeout: Optional[float]
-) -> Dict[str, Any]:
+def _summary_request(model: str, prompt: PromptMessages, max_tokens: int) -> Dict[str, Any]:
     # The system prompt is a parameter of its own, beside the messages.
     system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
     messages = [m for m in prompt if m["role"] != "system"]
-    request: Dict[str, Any] = {
-        "model": model,
-        "system": system,
-        "messages": messages,
-        "max_tokens": max_tokens,
-    }
-    if timeout is not None:  # None would lift the client's own timeout
-        request["timeout"] = timeout
-    return request
+    return {"model": model, "system": system, "messages": messages, "max_tokens": max_tokens}
 
 
 def _breakpoints(value: Any) -> int:
@@ -114,16 +104,10 @@ def _end_prefix(request: Dict[str, Any], earlier: List[Any], blocks: List[Any], 
         del mark["cache_control"]
 
 
-def _aligned_request(
-    body: Mapping[str, Any],
-    api: Optional[str],
-    messages: List[Any],
-    instruction: str,
-    max_tokens: int,
-) -> Optional[Dict[str, Any]]:
-    if api not in (None, f"anthropic {_MESSAGES.path}") or not messages:
+def _aligned_request(made: Alignment) -> Optional[Dict[str, Any]]:
+    if not made.messages:
         return None
-    earlier, last = list(messages[:-1]), messages[-1]
+    earlier, last = list(made.messages[:-1]), made.messages[-1]
     blocks = _content(last)
     marks = [
         i
@@ -132,8 +116,9 @@ def _aligned_request(
     ]
     if blocks is None or not marks:
         return None
-    request = _settings(body, max_tokens)
+    request = _settings(made.body, made.max_tokens)
     _end_prefix(request, earlier, blocks, marks[-1])
+    instruction = made.instruction
     # Roles alternate: after a user message the instruction joins it as one more block.
     if last["role"] == "user":
         request["messages"] = [
@@ -192,6 +177,7 @@ SDK = Sdk(
             text=_summary_text,
             usage=_summary_usage,
             aligned=_aligned_request,
+            route=f"anthropic {_MESSAGES.path}",
         ),
     ),
 )

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ctx_compact._contract import CountTokens, count_value
 
 from .._callables import ArgSpec, Arguments, Beside, Located, replace
-from . import Point, PromptMessages, Sdk, SummaryApi
+from . import Alignment, Point, PromptMessages, Sdk, SummaryApi
 
 SERVICE = "bedrock-runtime"
 # The operations whose messages are compacted, and their names in events.
@@ -81,11 +81,7 @@ class ConverseSite:
         )
 
 
-def _summary_request(
-    model: str, prompt: PromptMessages, max_tokens: int, _timeout: Optional[float]
-) -> Dict[str, Any]:
-    # A botocore call takes no timeout of its own: the client's read_timeout bounds
-    # each request, and the summarizer's timeout the whole work.
+def _summary_request(model: str, prompt: PromptMessages, max_tokens: int) -> Dict[str, Any]:
     system = [{"text": m["content"]} for m in prompt if m["role"] == "system"]
     messages = [
         {"role": m["role"], "content": [{"text": m["content"]}]}
@@ -101,7 +97,8 @@ def _summary_request(
 
 
 def _untimed(request: Dict[str, Any], _seconds: float) -> Dict[str, Any]:
-    # As for _summary_request: the client's read_timeout bounds each request.
+    # A botocore call takes no timeout of its own: the client's read_timeout bounds
+    # each request, and the summarizer's timeout the whole work.
     return request
 
 
@@ -112,17 +109,12 @@ def _cache_points(value: Any) -> int:
     return sum(1 for item in value if isinstance(item, Mapping) and "cachePoint" in item)
 
 
-def _aligned_request(
-    body: Mapping[str, Any],
-    api: Optional[str],
-    messages: List[Any],
-    instruction: str,
-    max_tokens: int,
-) -> Optional[Dict[str, Any]]:
+def _aligned_request(made: Alignment) -> Optional[Dict[str, Any]]:
     # The prefix is repeated with the call's system prompt and toolConfig as sent (a
     # toolChoice forcing a tool left out: the instruction asks for none), a cachePoint
     # after it, then the instruction; its additionalModelRequestFields are not sent.
-    if api not in (None, API) or not messages:
+    body, messages, instruction = made.body, made.messages, made.instruction
+    if not messages:
         return None
     *earlier, last = messages
     content = last.get("content") if isinstance(last, Mapping) else None
@@ -130,7 +122,7 @@ def _aligned_request(
         return None
     request: Dict[str, Any] = {
         "modelId": body["modelId"],
-        "inferenceConfig": {"maxTokens": max_tokens},
+        "inferenceConfig": {"maxTokens": made.max_tokens},
     }
     system, config = body.get(SYSTEM), body.get(TOOLS)
     if isinstance(system, list) and system:
@@ -200,6 +192,7 @@ SDK = Sdk(
             aligned=_aligned_request,
             timed=_untimed,
             model_key="modelId",
+            route=API,
         ),
     ),
 )

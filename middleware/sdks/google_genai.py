@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ctx_compact._contract import CountTokens, count_value
 
 from .._callables import ArgSpec, Arguments, Beside, Located, replace
-from . import Point, PromptMessages, Sdk, SummaryApi, field, figures
+from . import Alignment, Point, PromptMessages, Sdk, SummaryApi, field, figures
 
 # The content classes of google.genai.types (UserContent and ModelContent derive from Content).
 _CONTENT_CLASSES = frozenset({"Content"})
@@ -119,22 +119,18 @@ class ContentsSite:
         return Located(contents, rebuild, self.beside(config), request=request, api=API)
 
 
-def _summary_request(
-    model: str, prompt: PromptMessages, max_tokens: int, timeout: Optional[float]
-) -> Dict[str, Any]:
+def _summary_request(model: str, prompt: PromptMessages, max_tokens: int) -> Dict[str, Any]:
     # The system prompt goes in the config, beside the contents.
     system = "\n\n".join(m["content"] for m in prompt if m["role"] == "system")
     contents = [
         {"role": "user", "parts": [{"text": m["content"]}]} for m in prompt if m["role"] != "system"
     ]
-    config: Dict[str, Any] = {"system_instruction": system, "max_output_tokens": max_tokens}
-    if timeout is not None:  # in milliseconds; None would lift the client's own timeout
-        config["http_options"] = {"timeout": max(1, round(timeout * 1000))}
+    config = {"system_instruction": system, "max_output_tokens": max_tokens}
     return {"model": model, "contents": contents, "config": config}
 
 
 def _timed(request: Dict[str, Any], seconds: float) -> Dict[str, Any]:
-    # In milliseconds, in the config's http_options, as _summary_request sends it.
+    # In milliseconds, in the config's http_options.
     http = {"timeout": max(1, round(seconds * 1000))}
     return {**request, "config": {**request["config"], "http_options": http}}
 
@@ -145,19 +141,14 @@ def _forces_a_call(tool_config: Any) -> bool:
     return str(getattr(mode, "value", mode)).upper() == "ANY"
 
 
-def _aligned_request(
-    body: Mapping[str, Any],
-    api: Optional[str],
-    messages: List[Any],
-    instruction: str,
-    max_tokens: int,
-) -> Optional[Dict[str, Any]]:
+def _aligned_request(made: Alignment) -> Optional[Dict[str, Any]]:
     # The contents as sent, then one user content of the instruction (Gemini takes two
     # user turns in a row), with the call's system instruction, tools, tool config and
     # context cache; a tool config that forces a call is turned to mode NONE, and the
     # SDK's automatic function calling is off, so a call the model makes anyway comes
     # back as a reply without text (asked again with the plain prompt).
-    if api not in (None, API) or not isinstance(body.get("model"), str):
+    body = made.body
+    if not isinstance(body.get("model"), str):
         return None
     config = body.get("config")
     sent = {} if config is None else {k: field(config, k) for k in _REPEATED}
@@ -166,10 +157,10 @@ def _aligned_request(
         repeated["tool_config"] = {"function_calling_config": {"mode": "NONE"}}
     return {
         "model": body["model"],
-        "contents": [*messages, {"role": "user", "parts": [{"text": instruction}]}],
+        "contents": [*made.messages, {"role": "user", "parts": [{"text": made.instruction}]}],
         "config": {
             **repeated,
-            "max_output_tokens": max_tokens,
+            "max_output_tokens": made.max_tokens,
             "automatic_function_calling": {"disable": True},
         },
     }
@@ -239,6 +230,7 @@ SDK = Sdk(
             usage=_summary_usage,
             aligned=_aligned_request,
             timed=_timed,
+            route=API,
             key="contents",
         ),
     ),

@@ -13,11 +13,10 @@ summary repeats where the call went (``api_base``, ``api_key``, ...).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from types import ModuleType
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-from . import Point, PromptMessages, Sdk, SummaryApi
+from . import Alignment, Point, PromptMessages, Sdk, SummaryApi
 
 _PACKAGE = "litellm"
 # LiteLLM's completion functions, by name: whether each is async.
@@ -47,34 +46,18 @@ def _summary_client(client: Any) -> Optional[Tuple[str, bool]]:
     return None
 
 
-def _summary_request(
-    model: str, prompt: PromptMessages, max_tokens: int, timeout: Optional[float]
-) -> Dict[str, Any]:
+def _summary_request(model: str, prompt: PromptMessages, max_tokens: int) -> Dict[str, Any]:
     # max_tokens: the parameter LiteLLM translates for every provider.
-    request: Dict[str, Any] = {"model": model, "messages": prompt, "max_tokens": max_tokens}
-    if timeout is not None:  # None would lift LiteLLM's own timeout
-        request["timeout"] = timeout
-    return request
+    return {"model": model, "messages": prompt, "max_tokens": max_tokens}
 
 
-def _aligned_request(
-    body: Mapping[str, Any],
-    api: Optional[str],
-    messages: List[Any],
-    instruction: str,
-    max_tokens: int,
-) -> Optional[Dict[str, Any]]:
+def _aligned_request(made: Alignment) -> Dict[str, Any]:
     # The call's keyword arguments, in OpenAI's format; the system prompt is among the
     # messages. tool_choice stays as the call sent it (a provider's cached messages may
     # depend on it: Anthropic's do), unless it forces a tool; the instruction asks for
     # no tool call, and a reply without text is asked again with the plain prompt.
-    if api is not None:
-        return None
-    request: Dict[str, Any] = {
-        "model": body["model"],
-        "messages": [*messages, {"role": "user", "content": instruction}],
-        "max_tokens": max_tokens,
-    }
+    body, instruction = made.body, {"role": "user", "content": made.instruction}
+    request = _summary_request(body["model"], [*made.messages, instruction], made.max_tokens)
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         request["tools"] = tools

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-from . import Point, PromptMessages, Route, Sdk, SummaryApi, figures
+from . import Alignment, Point, PromptMessages, Route, Sdk, SummaryApi, figures
 
 _CHAT = Route("/chat/completions", "messages")
 _RESPONSES = Route("/responses", "input", ("instructions",))
@@ -25,35 +25,15 @@ _RESPONSES = Route("/responses", "input", ("instructions",))
 _SERVER_HELD = ("previous_response_id", "conversation", "prompt")
 
 
-def _summary_request(
-    model: str, prompt: PromptMessages, max_tokens: int, timeout: Optional[float]
-) -> Dict[str, Any]:
-    request: Dict[str, Any] = {
-        "model": model,
-        "messages": prompt,
-        "max_completion_tokens": max_tokens,
-    }
-    if timeout is not None:  # None would lift the client's own timeout
-        request["timeout"] = timeout
-    return request
+def _summary_request(model: str, prompt: PromptMessages, max_tokens: int) -> Dict[str, Any]:
+    return {"model": model, "messages": prompt, "max_completion_tokens": max_tokens}
 
 
-def _aligned_request(
-    body: Mapping[str, Any],
-    api: Optional[str],
-    messages: List[Any],
-    instruction: str,
-    max_tokens: int,
-) -> Optional[Dict[str, Any]]:
+def _aligned_request(made: Alignment) -> Dict[str, Any]:
     # The system prompt is among the messages, at their head.
-    if api not in (None, f"openai {_CHAT.path}"):
-        return None
-    request: Dict[str, Any] = {
-        "model": body["model"],
-        "messages": [*messages, {"role": "user", "content": instruction}],
-        "max_completion_tokens": max_tokens,
-    }
-    return _tools_off(body, request)
+    instruction = {"role": "user", "content": made.instruction}
+    request = _summary_request(made.body["model"], [*made.messages, instruction], made.max_tokens)
+    return _tools_off(made.body, request)
 
 
 def _tools_off(body: Mapping[str, Any], request: Dict[str, Any]) -> Dict[str, Any]:
@@ -82,41 +62,23 @@ def _summary_usage(response: Any) -> Optional[Tuple[int, int, int]]:
     return usage.prompt_tokens, cached, usage.completion_tokens
 
 
-def _responses_request(
-    model: str, prompt: PromptMessages, max_tokens: int, timeout: Optional[float]
-) -> Dict[str, Any]:
+def _responses_request(model: str, items: Any, max_tokens: int) -> Dict[str, Any]:
+    # Nothing ever continues from a summary: the server need not keep it.
+    return {"model": model, "input": items, "max_output_tokens": max_tokens, "store": False}
+
+
+def _responses_prompt(model: str, prompt: PromptMessages, max_tokens: int) -> Dict[str, Any]:
     system, user = prompt
-    request: Dict[str, Any] = {
-        "model": model,
-        "instructions": system["content"],
-        "input": user["content"],
-        "max_output_tokens": max_tokens,
-        # Nothing ever continues from a summary: the server need not keep it.
-        "store": False,
-    }
-    if timeout is not None:  # None would lift the client's own timeout
-        request["timeout"] = timeout
-    return request
+    request = _responses_request(model, user["content"], max_tokens)
+    return {**request, "instructions": system["content"]}
 
 
-def _responses_aligned(
-    body: Mapping[str, Any],
-    api: Optional[str],
-    messages: List[Any],
-    instruction: str,
-    max_tokens: int,
-) -> Optional[Dict[str, Any]]:
-    # A call's keyword arguments are a Responses call's when they hold its input.
-    if api != f"openai {_RESPONSES.path}" and not (api is None and "input" in body):
-        return None
+def _responses_aligned(made: Alignment) -> Optional[Dict[str, Any]]:
+    body = made.body
     if any(body.get(key) for key in _SERVER_HELD):  # not given: a falsy sentinel
         return None
-    request: Dict[str, Any] = {
-        "model": body["model"],
-        "input": [*messages, {"role": "user", "content": instruction}],
-        "max_output_tokens": max_tokens,
-        "store": False,
-    }
+    instruction = {"role": "user", "content": made.instruction}
+    request = _responses_request(body["model"], [*made.messages, instruction], made.max_tokens)
     instructions = body.get("instructions")
     if isinstance(instructions, str):
         request["instructions"] = instructions
@@ -143,7 +105,7 @@ _RESPONSES_SUMMARY = SummaryApi(
     clients=frozenset({"Responses"}),
     async_clients=frozenset({"AsyncResponses"}),
     method="create",
-    request=_responses_request,
+    request=_responses_prompt,
     text=_responses_text,
     usage=_responses_usage,
     aligned=_responses_aligned,

@@ -23,7 +23,7 @@ anthropic = pytest.importorskip("anthropic")
 
 from ctx_compact.testing import FakeProvider, RecordedRequest, count_tokens  # noqa: E402
 from middleware import CompactingSession, CompactionEvent, budgeted, llm_summarizer  # noqa: E402
-from middleware.sdks import summary_client  # noqa: E402
+from middleware.sdks import Alignment, summary_client  # noqa: E402
 
 from ._conversations import (  # noqa: E402
     ANTHROPIC_BUDGET,
@@ -274,8 +274,8 @@ def test_a_plain_callable_is_sent_the_prompt_messages_as_before() -> None:
 
 def anthropic_aligned(body: Dict[str, Any], messages: List[Any], api: Any = None) -> Any:
     api_ = summary_client(anthropic.Anthropic(api_key="test")).apis[0]  # type: ignore[union-attr]
-    assert api_.aligned is not None
-    return api_.aligned(body, api, messages, "INSTRUCTION", 100)
+    # The call's own request holds its messages (sent_before's last ones among them).
+    return api_.align(Alignment({"messages": messages, **body}, messages, "INSTRUCTION", 100), api)
 
 
 def test_anthropic_after_an_assistant_message_the_instruction_is_a_user_message() -> None:
@@ -450,10 +450,9 @@ def test_another_apis_body_is_not_aligned() -> None:
 
 def test_openai_keeps_the_requests_prompt_cache_key() -> None:
     api = summary_client(openai.OpenAI(api_key="test")).apis[0]  # type: ignore[union-attr]
-    assert api.aligned is not None
     body = {"model": MODEL, "prompt_cache_key": "user-42"}
-    made = api.aligned(
-        body, "openai /chat/completions", [{"role": "user", "content": "Hi"}], "I", 9
+    made = api.align(
+        Alignment(body, [{"role": "user", "content": "Hi"}], "I", 9), "openai /chat/completions"
     )
     assert made == {
         "model": MODEL,
@@ -461,4 +460,4 @@ def test_openai_keeps_the_requests_prompt_cache_key() -> None:
         "max_completion_tokens": 9,
         "prompt_cache_key": "user-42",
     }
-    assert api.aligned(body, "openai /responses", [], "I", 9) is None
+    assert api.align(Alignment(body, [], "I", 9), "openai /responses") is None

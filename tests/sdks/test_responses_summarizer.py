@@ -30,7 +30,7 @@ from middleware import (  # noqa: E402
     budgeted,
     llm_summarizer,
 )
-from middleware.sdks import summary_client  # noqa: E402
+from middleware.sdks import Alignment, summary_client  # noqa: E402
 
 from ._conversations import (  # noqa: E402
     OPENAI_BUDGET,
@@ -483,8 +483,7 @@ def responses_aligned(body: Dict[str, Any], api: Any = "openai /responses") -> A
     found = summary_client(openai.OpenAI(api_key="test").responses)
     assert found is not None
     (made,) = found.apis
-    assert made.aligned is not None
-    return made.aligned(body, api, [{"role": "user", "content": "Hi"}], "I", 9)
+    return made.align(Alignment(body, [{"role": "user", "content": "Hi"}], "I", 9), api)
 
 
 def test_the_aligned_request_keeps_what_the_cache_needs() -> None:
