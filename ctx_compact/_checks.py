@@ -61,12 +61,14 @@ def check_max_tokens(max_tokens: object, name: str = "max_tokens") -> float:
     return max_tokens  # type: ignore[return-value]
 
 
-def check_keep(value: object, name: str) -> int:
-    """Return ``value`` if it is a non-negative int; ``TypeError``/``ValueError`` otherwise."""
+def check_keep(value: object, name: str, positive: bool = False) -> int:
+    """Return ``value`` if it is a non-negative int (``positive``: at least 1);
+    ``TypeError``/``ValueError`` otherwise."""
+    expected = "a positive int" if positive else "a non-negative int"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise must(name, "a non-negative int", value)
-    if value < 0:
-        raise must(name, "a non-negative int", value, ValueError)
+        raise must(name, expected, value)
+    if value < positive:
+        raise must(name, expected, value, ValueError)
     return value
 
 

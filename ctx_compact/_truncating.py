@@ -25,7 +25,7 @@ from typing import (
     Union,
 )
 
-from ._checks import check_callable, check_messages, check_tool_names, must
+from ._checks import check_callable, check_keep, check_messages, check_tool_names, must
 from ._clearing import ClearResult, Editor, FoundResult, edited_list, find_results, write_result
 from ._compact import Pin, pinned_groups
 from ._defaults import KEEP_RATIO, TRUNCATION_MARKER
@@ -73,13 +73,6 @@ class TruncatedToolResult:
 
 
 def _check_caps(value: object) -> Union[int, Dict[str, int]]:
-    def cap(tokens: object, name: str) -> int:
-        if isinstance(tokens, bool) or not isinstance(tokens, int):
-            raise must(name, "a positive int", tokens)
-        if tokens < 1:
-            raise must(name, "a positive int", tokens, ValueError)
-        return tokens
-
     if not isinstance(value, Mapping):
         if isinstance(value, bool) or not isinstance(value, int):
             raise must(
@@ -87,12 +80,12 @@ def _check_caps(value: object) -> Union[int, Dict[str, int]]:
                 'a positive int, or a mapping of tool names (and "*") to ints',
                 value,
             )
-        return cap(value, "max_result_tokens")
+        return check_keep(value, "max_result_tokens", positive=True)
     caps: Dict[str, int] = {}
     for tool, tokens in value.items():
         if not isinstance(tool, str):
             raise must("max_result_tokens", 'a mapping of tool names (and "*") to ints', tool)
-        caps[tool] = cap(tokens, f"max_result_tokens[{tool}]")
+        caps[tool] = check_keep(tokens, f"max_result_tokens[{tool}]", positive=True)
     return caps
 
 
