@@ -86,9 +86,16 @@ def _responses_aligned(made: Alignment) -> Optional[Dict[str, Any]]:
 
 
 def _responses_text(response: Any) -> str:
-    # The output's text parts: a refusal has none, nor a reply cut at
-    # max_output_tokens while the model was still reasoning.
-    return str(response.output_text)
+    # The output messages' text parts (what Response.output_text joins, which a beta
+    # response lacks): a refusal has none, nor a reply cut at max_output_tokens while
+    # the model was still reasoning.
+    return "".join(
+        part.text
+        for item in response.output
+        if item.type == "message"
+        for part in item.content
+        if part.type == "output_text" and part.text is not None
+    )
 
 
 def _responses_usage(response: Any) -> Optional[Tuple[int, int, int]]:

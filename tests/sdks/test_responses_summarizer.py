@@ -265,20 +265,25 @@ async def test_an_async_clients_summary_of_a_bound_create_repeats_it_too(
     assert_aligned(server, events, history)
 
 
-def test_the_responses_resource_sends_the_aligned_request_itself(server: FakeProvider) -> None:
+@pytest.mark.parametrize("beta", [False, True], ids=["responses", "beta.responses"])
+def test_the_responses_resource_sends_the_aligned_request_itself(
+    server: FakeProvider, beta: bool
+) -> None:
+    # The beta resource's responses have no output_text: the summary is read off the
+    # output items either way.
     events: List[CompactionEvent] = []
     history = responses_history()
-    with (
-        sync_client(server.base_url) as client,
-        CompactingSession(
+    with sync_client(server.base_url) as client:
+        resource = client.beta.responses if beta else client.responses
+        with CompactingSession(
             max_tokens=OPENAI_BUDGET,
             intercept="openai",
-            summarize=llm_summarizer(client.responses),
+            summarize=llm_summarizer(resource),
             on_compact=events.append,
-        ),
-    ):
-        for items in (history[:SHORTER], history):
-            client.responses.create(model=MODEL, input=items, **EXTRA)
+        ):
+            for items in (history[:SHORTER], history):
+                resource.create(model=MODEL, input=items, **EXTRA)
+    assert [e.summary_error for e in events] == [None, None]
     assert_aligned(server, events, history)
 
 
