@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, cast
 
 from ._common import Compactor, HookOptions, missing
 
@@ -64,7 +64,7 @@ def sent_messages(view: Mapping[str, Any]) -> List[Dict[str, Any]]:
     if results:
         return [
             {
-                "content": _result_text(b.get("content")),
+                "content": _text(b.get("content")),
                 "role": "tool",
                 "tool_call_id": b.get("tool_use_id"),
             }
@@ -91,7 +91,7 @@ def _sent_calls(blocks: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     return [
         {
             "id": b.get("id"),
-            "function": {"arguments": _arguments(b.get("input")), "name": b.get("name")},
+            "function": {"arguments": _text(b.get("input")), "name": b.get("name")},
             "type": "function",
         }
         for b in blocks
@@ -99,14 +99,10 @@ def _sent_calls(blocks: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     ]
 
 
-def _result_text(content: Any) -> str:
-    # A FunctionExecutionResult's content is text: a cleared copy's is made so (_results).
-    return content if isinstance(content, str) else json.dumps(content)
-
-
-def _arguments(given: Any) -> str:
-    # The arguments' text as the model wrote it, or cleared ones written as JSON.
-    return given if isinstance(given, str) else json.dumps(given)
+def _text(value: Any) -> str:
+    # A result's content and a call's arguments are text in AutoGen: the model's text as it
+    # is, what clearing made written as JSON.
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _schema(tool: Any) -> Any:
@@ -189,8 +185,7 @@ class CompactingChatCompletionContext(ChatCompletionContext):  # type: ignore[mi
 def _native(message: Any, given: Sequence[Any]) -> LLMMessage:
     # The caller's own message, or one made from the Anthropic form of a summary or cleared copy.
     if not isinstance(message, Mapping):
-        own: LLMMessage = message  # the caller's own message
-        return own
+        return cast(LLMMessage, message)
     content = message.get("content")
     blocks = _blocks(content)
     if any(b.get("type") == "tool_result" for b in blocks):
@@ -222,7 +217,7 @@ def _results(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMe
     for block in blocks:
         call_id = block.get("tool_use_id")
         _, original = originals[("result", call_id)]
-        text = _result_text(block.get("content"))
+        text = _text(block.get("content"))
         result = FunctionExecutionResult(
             content=text, name=original.name, call_id=call_id, is_error=original.is_error
         )
@@ -240,6 +235,6 @@ def _calls(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMess
         message, _ = originals[("call", block.get("id"))]
         source = message.source
         calls.append(
-            FunctionCall(id=block["id"], arguments=_arguments(block["input"]), name=block["name"])
+            FunctionCall(id=block["id"], arguments=_text(block["input"]), name=block["name"])
         )
     return AssistantMessage(content=calls, thought=_thought(blocks), source=source)
