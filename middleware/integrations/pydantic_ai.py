@@ -33,7 +33,7 @@ try:
     from pydantic_ai.models import ModelRequestParameters
     from pydantic_ai.tools import Tool, ToolDefinition
 
-    from ._pydantic_ai_wire import Sent, sent
+    from ._pydantic_ai_wire import Sent, chat_tool, sent
 except ImportError as exc:  # pragma: no cover - the message is tested without pydantic-ai
     raise missing("pydantic_ai", "pip install 'pydantic-ai-slim'", exc) from exc
 
@@ -46,18 +46,6 @@ __all__ = ["CompactionCapability", "history_processor"]
 
 
 # --- what is sent beside the messages --------------------------------------------
-
-
-def _schema(definition: Any) -> Dict[str, Any]:
-    # A tool as OpenAI's Chat Completions API is sent it by pydantic-ai.
-    function: Dict[str, Any] = {
-        "name": definition.name,
-        "description": definition.description or "",
-        "parameters": definition.parameters_json_schema,
-    }
-    if definition.strict:
-        function["strict"] = definition.strict
-    return {"type": "function", "function": function}
 
 
 def _definition(tool: Any) -> Any:
@@ -73,11 +61,6 @@ def _definition(tool: Any) -> Any:
     )
 
 
-def _system(texts: List[str]) -> List[Dict[str, Any]]:
-    # The instructions as the OpenAI chat model sends them: one system message.
-    return [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
-
-
 def _measured(
     compactor: Compactor, model: Any, messages: Sequence[Any], parameters: Any, settings: Any
 ) -> Tuple[Optional[Counted], Beside]:
@@ -86,8 +69,9 @@ def _measured(
     request = sent(model, messages, parameters, settings)
     if request is None:
         texts = [part.content for part in parameters.instruction_parts or ()]
-        tools = [*parameters.function_tools, *parameters.output_tools]
-        return None, compactor.beside(_system(texts), tools=[_schema(tool) for tool in tools])
+        system = [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
+        tools = [chat_tool(t, True) for t in (*parameters.function_tools, *parameters.output_tools)]
+        return None, compactor.beside(system, tools=tools)
     counter = compactor.options.counter
     counts = [sum(count_all(wire, counter)) for wire in request.messages]
     recount = _Recount(request, messages, counter)
