@@ -27,6 +27,7 @@ from langchain_core.messages import (
     is_data_content_block,
 )
 from langchain_core.runnables import RunnableBinding
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctx_compact._contract import count_all, message_views
 
@@ -85,6 +86,11 @@ def _parsed(arguments: Any) -> Any:
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def openai_tools(tools: Sequence[Any]) -> List[Any]:
+    """Tools in OpenAI's form; a dict is a provider's own (``{"type": "web_search"}``) or one."""
+    return [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in tools]
 
 
 def _function(schema: Any) -> Optional[Json]:

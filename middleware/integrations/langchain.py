@@ -29,13 +29,12 @@ try:
         ModelResponse,
     )
     from langchain_core.messages import AIMessage, BaseMessage
-    from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - the message is tested without langchain
     raise missing("langchain", "pip install 'langchain>=1'", exc) from exc
 
 from ._langchain_messages import native, replacing
-from ._langchain_wire import measured
+from ._langchain_wire import measured, openai_tools
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -117,8 +116,7 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
         )
 
     def _measured(self, request: ModelRequest) -> Tuple[Optional[Counted], Beside]:
-        # A dict is a provider's own tool ({"type": "web_search"}) or a schema already.
-        tools = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools]
+        tools = openai_tools(request.tools)
         return measured(
             self._compactor, request.model, request.messages, request.system_message, tools
         )
