@@ -21,6 +21,7 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
+    cast,
 )
 
 from ctx_compact._contract import (
@@ -201,6 +202,18 @@ class Compactor:
             awaited.insert(0, self.options.summarize)
         self._async_helpers = [helper for helper in awaited if is_async_callable(helper)]
 
+    def check_summary_role(self, roles: Sequence[str], whose: str) -> None:
+        """Refuse a ``summary_role`` the framework has no message for.
+
+        Raises:
+            ValueError: ``summary_role`` is not one of ``roles`` (``whose`` says whose they are).
+        """
+        role = self.options.summary_role
+        if role not in roles:
+            *first, last = map(repr, roles)
+            listed = f"{', '.join(first)} or {last}"
+            raise ValueError(f"summary_role must be {listed} ({whose}), got {role!r}")
+
     def beside(
         self, messages: Sequence[Any] = (), system: Sequence[Any] = (), tools: Sequence[Any] = ()
     ) -> Beside:
@@ -222,14 +235,6 @@ class Compactor:
             int(own + sum(count_value(part, counter) for part in system)),
             sum(count_value(part, counter) for part in tools),
         )
-
-    def _check_sync(self) -> None:
-        if self._async_helpers:
-            raise TypeError(
-                f"{self.caller} was given the async {self._async_helpers[0]!r}, which a sync "
-                "model call cannot await: run the agent with its async API, or pass a plain "
-                "function"
-            )
 
     def run(
         self,
@@ -253,7 +258,12 @@ class Compactor:
             TypeError: An async summarizer or hook on this sync call.
             InvalidMessageError: A message the core cannot read.
         """
-        self._check_sync()
+        if self._async_helpers:
+            raise TypeError(
+                f"{self.caller} was given the async {self._async_helpers[0]!r}, which a sync "
+                "model call cannot await: run the agent with its async API, or pass a plain "
+                "function"
+            )
         return self._interceptor.call(send, None, (messages, beside, counted or self._counted), {})
 
     async def arun(
@@ -272,12 +282,10 @@ class Compactor:
         self, messages: Sequence[Any], beside: Beside, *, counted: Optional[Counted] = None
     ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (sync)."""
-        result: List[Any] = self.run(messages, beside, _same, counted=counted)
-        return result
+        return cast(List[Any], self.run(messages, beside, _same, counted=counted))
 
     async def acompacted(
         self, messages: Sequence[Any], beside: Beside, *, counted: Optional[Counted] = None
     ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (async)."""
-        result: List[Any] = await self.arun(messages, beside, _asame, counted=counted)
-        return result
+        return cast(List[Any], await self.arun(messages, beside, _asame, counted=counted))

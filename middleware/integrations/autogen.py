@@ -35,8 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SUMMARY_SOURCE", "CompactingChatCompletionContext", "sent_messages"]
 
-_SUMMARY_ROLES = ("user", "assistant", "system")
-
 #: The ``source`` of a summary inserted as a ``UserMessage`` or ``AssistantMessage``.
 SUMMARY_SOURCE = "ctx_compact"
 
@@ -165,12 +163,9 @@ class CompactingChatCompletionContext(ChatCompletionContext):  # type: ignore[mi
             wraps_call=False,
             sent=sent_messages,
         )
-        role = self._compactor.options.summary_role
-        if role not in _SUMMARY_ROLES:
-            raise ValueError(
-                "summary_role must be 'user', 'assistant' or 'system' (the AutoGen message "
-                f"a summary becomes), got {role!r}"
-            )
+        self._compactor.check_summary_role(
+            ("user", "assistant", "system"), "the AutoGen message a summary becomes"
+        )
         system = [{"role": "system", "content": system_message}] if system_message else []
         tools = [_schema(tool) for tool in tool_schema or ()]
         self._beside = self._compactor.beside(system, tools=tools)

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["CompactingConversationManager", "sent_tokens"]
 
 _SENT = ("role", "content")
-_ROLES = ("user", "assistant")
 _STATE = "prepend_messages"  # the live messages before the session record's end
 
 
@@ -125,12 +124,9 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
         # One compactor per way of sending (a model's class), each counting as that
         # model sends; built here for the Converse form, so a bad option raises now.
         self._compactors: Dict[Any, Compactor] = {None: self._compactor(sent=_converse)}
-        role = self._compactors[None].options.summary_role
-        if role not in _ROLES:
-            raise ValueError(
-                "summary_role must be 'user' or 'assistant' (a strands message's roles), "
-                f"got {role!r}"
-            )
+        self._compactors[None].check_summary_role(
+            ("user", "assistant"), "a strands message's roles"
+        )
         self._prepend: List[Any] = []
 
     def _compactor_for(self, model: Any) -> Compactor:
