@@ -43,7 +43,9 @@ class Sent:
             Responses ``instructions``, Anthropic's ``system`` blocks).
         tools: Each tool's definition, as sent.
         prepared: Each message given as the model maps it (prepared, the
-            framework's statement on frames taken out), for ``wire``.
+            framework's statement on frames taken out).
+        mapper: Maps another message of the request (a summary, a cleared
+            copy) to its wire messages.
     """
 
     messages: List[List[Json]]
@@ -52,10 +54,6 @@ class Sent:
     tools: List[Any]
     prepared: List[Any]
     mapper: _Mapper
-
-    def wire(self, message: Any) -> List[Json]:
-        """The wire messages of another message of the request (a summary, a cleared copy)."""
-        return self.mapper.message(message)
 
 
 def _form(model: Any) -> Optional[str]:

@@ -92,7 +92,7 @@ class _Recount:
 
     def __call__(self, view: Any) -> int:
         message = self._message(view)
-        wire = [view] if message is None else self._request.wire(message)
+        wire = [view] if message is None else self._request.mapper.message(message)
         return sum(count_all(wire, self._counter))
 
     def _message(self, view: Any) -> Any:
