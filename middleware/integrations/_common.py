@@ -113,11 +113,9 @@ class _HookSite:
 
 
 class _SentCounter(SpecCounter):
-    """The default counting of the messages a framework sends for each message.
+    """A message's count: the sum of the default counts of the wire messages it is sent as.
 
-    A message's count is the sum of its wire messages' counts (media-aware
-    unless ``count_media=False``). A value sent beside the messages (a tool's
-    schema) is counted by the estimator, as the default counting counts it.
+    A ``SpecCounter``, so a value sent beside the messages is counted by the estimator.
     """
 
     def __init__(self, sent: Sent, count_media: bool) -> None:

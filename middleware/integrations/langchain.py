@@ -1,14 +1,9 @@
 """LangChain v1 agents: ``CompactionMiddleware`` for ``create_agent(..., middleware=[...])``.
 
-The middleware wraps each model call of the agent (``wrap_model_call`` and
-``awrap_model_call``): it compacts ``request.messages`` so that they, the system
-message and the bound tools' schemas together fit ``max_tokens`` (LangChain
-keeps the system message out of ``request.messages``, but sends and bills it),
-all counted as the request's model sends them, then calls the model with the
-compacted messages. By default only what the
-model sees changes; with ``rewrite_state=True`` the agent's stored ``messages``
-become what the model saw, as LangChain's own ``SummarizationMiddleware`` does,
-so the checkpointed history stops growing past the budget.
+The middleware wraps each model call of the agent and compacts ``request.messages``,
+counting the system message (which LangChain keeps out of them, but sends and bills) and the
+bound tools' schemas beside them; ``rewrite_state=True`` also makes the stored ``messages``
+what the model saw. See docs/integrations/langchain.md.
 
 Requires ``langchain>=1``: the ``langchain`` extra (``python -m pip install ".[langchain]"``
 in a checkout), or ``pip install 'langchain>=1'``.
