@@ -195,9 +195,7 @@ class Compactor:
             exclusive=True,
             site=_HookSite(function),
         )
-        awaited: List[Any] = [*hooks]
-        if self.options.summarize is not None:
-            awaited.insert(0, self.options.summarize)
+        awaited = (self.options.summarize, *hooks)  # a summarize of None is not async
         self._async_helpers = [helper for helper in awaited if is_async_callable(helper)]
 
     def check_summary_role(self, roles: Sequence[str], whose: str) -> None:
