@@ -39,7 +39,7 @@ from .._calls import Interceptor
 from .._events import Hooks, check_hooks
 from .._options import CompactionOptions, SharedOptions
 
-__all__ = ["Compactor", "Counted", "HookOptions", "Sent", "changed", "missing"]
+__all__ = ["Answered", "Compactor", "Counted", "HookOptions", "Sent", "changed", "missing"]
 
 #: How a framework sends one message, seen as the core reads it: the wire messages
 #: its client writes for it (none, one or several).
@@ -93,6 +93,17 @@ def missing(integration: str, install: str, error: Optional[BaseException] = Non
 def changed(kept: Sequence[Any], given: Sequence[Any]) -> bool:
     """Whether the compacted list is not the caller's list, object for object."""
     return len(kept) != len(given) or any(a is not b for a, b in zip(kept, given))
+
+
+class Answered:
+    """What a hook's ``send`` returns: the model's reply, and the prompt size its provider
+    reported (an ``int``, else none) as ``usage``, for the call's event."""
+
+    __slots__ = ("reply", "usage")
+
+    def __init__(self, reply: Any, input_tokens: Any) -> None:
+        self.reply = reply
+        self.usage = {"input_tokens": input_tokens} if type(input_tokens) is int else None
 
 
 def _rebuild(messages: List[Any]) -> Arguments:

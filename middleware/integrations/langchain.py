@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, Optional, Tuple, Union
 
 from .._callables import Beside
-from ._common import Compactor, Counted, HookOptions, changed, missing
+from ._common import Answered, Compactor, Counted, HookOptions, changed, missing
 
 try:
     from langchain.agents.middleware import (
@@ -39,21 +39,12 @@ __all__ = ["CompactionMiddleware"]
 ModelCallResult = Union[ModelResponse, AIMessage, ExtendedModelResponse]
 
 
-class _Answered:
-    """The model's reply; ``usage`` its ``usage_metadata["input_tokens"]``, for the event."""
-
-    __slots__ = ("reply", "usage")
-
-    def __init__(self, reply: Any) -> None:
-        self.reply = reply
-        self.usage = None
-        response = reply.model_response if isinstance(reply, ExtendedModelResponse) else reply
-        messages = response.result if isinstance(response, ModelResponse) else [response]
-        for message in messages:
-            tokens = (getattr(message, "usage_metadata", None) or {}).get("input_tokens")
-            if type(tokens) is int:
-                self.usage = {"input_tokens": tokens}
-                break
+def _answered(reply: Any) -> Answered:
+    # The reply with the first usage_metadata["input_tokens"] of its messages.
+    response = reply.model_response if isinstance(reply, ExtendedModelResponse) else reply
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    found = ((getattr(m, "usage_metadata", None) or {}).get("input_tokens") for m in messages)
+    return Answered(reply, next((tokens for tokens in found if type(tokens) is int), None))
 
 
 class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
@@ -141,7 +132,7 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
 
         def send(kept: List[Any]) -> Any:
             sent[:] = native(kept, request.messages)
-            return _Answered(handler(request.override(messages=list(sent))))
+            return _answered(handler(request.override(messages=list(sent))))
 
         counted, beside = self._measured(request)
         answered = self._compactor.run(request.messages, beside, send, counted=counted)
@@ -155,7 +146,7 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
 
         async def send(kept: List[Any]) -> Any:
             sent[:] = native(kept, request.messages)
-            return _Answered(await handler(request.override(messages=list(sent))))
+            return _answered(await handler(request.override(messages=list(sent))))
 
         counted, beside = self._measured(request)
         answered = await self._compactor.arun(request.messages, beside, send, counted=counted)

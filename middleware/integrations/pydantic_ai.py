@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._callables import Beside
-from ._common import Compactor, Counted, HookOptions, missing
+from ._common import Answered, Compactor, Counted, HookOptions, missing
 
 try:
     from pydantic_ai import RunContext
@@ -270,17 +270,6 @@ def history_processor(
 # --- the capability -------------------------------------------------------------------
 
 
-class _Answered:
-    """The model's response, with its prompt size as ``usage`` for the call's event."""
-
-    __slots__ = ("response", "usage")
-
-    def __init__(self, response: Any) -> None:
-        self.response = response
-        tokens = getattr(getattr(response, "usage", None), "input_tokens", None)
-        self.usage = {"input_tokens": tokens} if type(tokens) is int and tokens else None
-
-
 class CompactionCapability(AbstractCapability[Any]):  # type: ignore[misc]
     """A capability that keeps every model request of the agent inside ``max_tokens``.
 
@@ -325,12 +314,14 @@ class CompactionCapability(AbstractCapability[Any]):  # type: ignore[misc]
             request_context.model_settings,
         )
 
-        async def send(kept: List[Any]) -> _Answered:
+        async def send(kept: List[Any]) -> Answered:
             compacted = dataclasses.replace(request_context, messages=native(kept, given))
-            return _Answered(await handler(compacted))
+            response = await handler(compacted)
+            tokens = getattr(getattr(response, "usage", None), "input_tokens", None)
+            return Answered(response, tokens or None)  # 0: the model reported no usage
 
         answered = await self._compactor.arun(given, beside, send, counted=counted)
-        return answered.response
+        return answered.reply
 
     @classmethod
     def get_serialization_name(cls) -> Optional[str]:
