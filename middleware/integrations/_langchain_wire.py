@@ -278,12 +278,11 @@ class _Anthropic:
         # An assistant turn's blocks; a tool_use block takes its call's parsed arguments.
         provider = (message.response_metadata or {}).get("model_provider")
         calls = {call["id"]: call for call in message.tool_calls}
-        content = message.content if isinstance(message.content, list) else ()
         blocks = [
             self._use(block, calls)
             if isinstance(block, Mapping) and block.get("type") == "tool_use"
             else _anthropic_block(block, provider)
-            for block in content
+            for block in message.content  # a list: _assistant sends a text itself
         ]
         return [block for block in blocks if block is not None]
 
