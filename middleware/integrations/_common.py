@@ -73,7 +73,7 @@ class Counted(NamedTuple):
 _AS_READ = Counted(None, None)  # counted by the options' counter, as the core reads them
 
 
-def missing(integration: str, install: str, error: Optional[BaseException] = None) -> ImportError:
+def missing(integration: str, install: str, error: BaseException) -> ImportError:
     """The error an integration module raises when its framework cannot be imported.
 
     Args:
@@ -83,10 +83,9 @@ def missing(integration: str, install: str, error: Optional[BaseException] = Non
         error: The ``ImportError`` met, whose text says what was missing (a
             framework too old to have a name is not a framework missing).
     """
-    reason = f" ({error})" if error is not None else ""
     return ImportError(
         f"middleware.integrations.{integration} needs its framework, which cannot be "
-        f"imported{reason}; install it with: {install}"
+        f"imported ({error}); install it with: {install}"
     )
 
 
