@@ -14,10 +14,8 @@ package imports none):
 - ``middleware.integrations.google_adk``, ``.strands``, ``.llama_index`` and
   ``.autogen`` likewise for their frameworks.
 
-Every one takes ``budgeted``'s options (``max_tokens`` and
-``HookOptions`` in ``_common``: ``messages_arg`` aside), counts what the framework
-sends beside the messages (its system prompt, its tools) against the budget,
-and reports the same ``CompactionEvent`` to its ``on_compact`` hooks and to
-every active ``CompactingSession``. Importing a module whose framework is not
-installed raises ``ImportError`` naming the command that installs it.
+Every one takes ``budgeted``'s options (``messages_arg`` aside), counts what the framework
+sends beside the messages (its system prompt, its tools) against the budget, and reports the
+same ``CompactionEvent``. Importing a module whose framework is not installed raises
+``ImportError`` naming the command that installs it.
 """

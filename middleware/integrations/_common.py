@@ -21,6 +21,7 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
+    cast,
 )
 
 from ctx_compact._contract import (
@@ -38,7 +39,7 @@ from .._calls import Interceptor
 from .._events import Hooks, check_hooks
 from .._options import CompactionOptions, SharedOptions
 
-__all__ = ["Compactor", "Counted", "HookOptions", "Sent", "changed", "missing"]
+__all__ = ["Answered", "Compactor", "Counted", "HookOptions", "Sent", "changed", "missing"]
 
 #: How a framework sends one message, seen as the core reads it: the wire messages
 #: its client writes for it (none, one or several).
@@ -72,7 +73,7 @@ class Counted(NamedTuple):
 _AS_READ = Counted(None, None)  # counted by the options' counter, as the core reads them
 
 
-def missing(integration: str, install: str, error: Optional[BaseException] = None) -> ImportError:
+def missing(integration: str, install: str, error: BaseException) -> ImportError:
     """The error an integration module raises when its framework cannot be imported.
 
     Args:
@@ -82,16 +83,26 @@ def missing(integration: str, install: str, error: Optional[BaseException] = Non
         error: The ``ImportError`` met, whose text says what was missing (a
             framework too old to have a name is not a framework missing).
     """
-    reason = f" ({error})" if error is not None else ""
     return ImportError(
         f"middleware.integrations.{integration} needs its framework, which cannot be "
-        f"imported{reason}; install it with: {install}"
+        f"imported ({error}); install it with: {install}"
     )
 
 
 def changed(kept: Sequence[Any], given: Sequence[Any]) -> bool:
     """Whether the compacted list is not the caller's list, object for object."""
     return len(kept) != len(given) or any(a is not b for a, b in zip(kept, given))
+
+
+class Answered:
+    """What a hook's ``send`` returns: the model's reply, and the prompt size its provider
+    reported (an ``int``, else none) as ``usage``, for the call's event."""
+
+    __slots__ = ("reply", "usage")
+
+    def __init__(self, reply: Any, input_tokens: Any) -> None:
+        self.reply = reply
+        self.usage = {"input_tokens": input_tokens} if type(input_tokens) is int else None
 
 
 def _rebuild(messages: List[Any]) -> Arguments:
@@ -112,11 +123,9 @@ class _HookSite:
 
 
 class _SentCounter(SpecCounter):
-    """The default counting of the messages a framework sends for each message.
+    """A message's count: the sum of the default counts of the wire messages it is sent as.
 
-    A message's count is the sum of its wire messages' counts (media-aware
-    unless ``count_media=False``). A value sent beside the messages (a tool's
-    schema) is counted by the estimator, as the default counting counts it.
+    A ``SpecCounter``, so a value sent beside the messages is counted by the estimator.
     """
 
     def __init__(self, sent: Sent, count_media: bool) -> None:
@@ -196,10 +205,20 @@ class Compactor:
             exclusive=True,
             site=_HookSite(function),
         )
-        awaited: List[Any] = [*hooks]
-        if self.options.summarize is not None:
-            awaited.insert(0, self.options.summarize)
+        awaited = (self.options.summarize, *hooks)  # a summarize of None is not async
         self._async_helpers = [helper for helper in awaited if is_async_callable(helper)]
+
+    def check_summary_role(self, roles: Sequence[str], whose: str) -> None:
+        """Refuse a ``summary_role`` the framework has no message for.
+
+        Raises:
+            ValueError: ``summary_role`` is not one of ``roles`` (``whose`` says whose they are).
+        """
+        role = self.options.summary_role
+        if role not in roles:
+            *first, last = map(repr, roles)
+            listed = f"{', '.join(first)} or {last}"
+            raise ValueError(f"summary_role must be {listed} ({whose}), got {role!r}")
 
     def beside(
         self, messages: Sequence[Any] = (), system: Sequence[Any] = (), tools: Sequence[Any] = ()
@@ -223,14 +242,6 @@ class Compactor:
             sum(count_value(part, counter) for part in tools),
         )
 
-    def _check_sync(self) -> None:
-        if self._async_helpers:
-            raise TypeError(
-                f"{self.caller} was given the async {self._async_helpers[0]!r}, which a sync "
-                "model call cannot await: run the agent with its async API, or pass a plain "
-                "function"
-            )
-
     def run(
         self,
         messages: Sequence[Any],
@@ -253,7 +264,12 @@ class Compactor:
             TypeError: An async summarizer or hook on this sync call.
             InvalidMessageError: A message the core cannot read.
         """
-        self._check_sync()
+        if self._async_helpers:
+            raise TypeError(
+                f"{self.caller} was given the async {self._async_helpers[0]!r}, which a sync "
+                "model call cannot await: run the agent with its async API, or pass a plain "
+                "function"
+            )
         return self._interceptor.call(send, None, (messages, beside, counted or self._counted), {})
 
     async def arun(
@@ -272,12 +288,10 @@ class Compactor:
         self, messages: Sequence[Any], beside: Beside, *, counted: Optional[Counted] = None
     ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (sync)."""
-        result: List[Any] = self.run(messages, beside, _same, counted=counted)
-        return result
+        return cast(List[Any], self.run(messages, beside, _same, counted=counted))
 
     async def acompacted(
         self, messages: Sequence[Any], beside: Beside, *, counted: Optional[Counted] = None
     ) -> List[Any]:
         """The compacted list, for a hook that only prepares the model's input (async)."""
-        result: List[Any] = await self.arun(messages, beside, _asame, counted=counted)
-        return result
+        return cast(List[Any], await self.arun(messages, beside, _asame, counted=counted))

@@ -27,6 +27,7 @@ from langchain_core.messages import (
     is_data_content_block,
 )
 from langchain_core.runnables import RunnableBinding
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from ctx_compact._contract import count_all, message_views
 
@@ -85,6 +86,11 @@ def _parsed(arguments: Any) -> Any:
     except (TypeError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def openai_tools(tools: Sequence[Any]) -> List[Any]:
+    """Tools in OpenAI's form; a dict is a provider's own (``{"type": "web_search"}``) or one."""
+    return [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in tools]
 
 
 def _function(schema: Any) -> Optional[Json]:
@@ -272,12 +278,11 @@ class _Anthropic:
         # An assistant turn's blocks; a tool_use block takes its call's parsed arguments.
         provider = (message.response_metadata or {}).get("model_provider")
         calls = {call["id"]: call for call in message.tool_calls}
-        content = message.content if isinstance(message.content, list) else ()
         blocks = [
             self._use(block, calls)
             if isinstance(block, Mapping) and block.get("type") == "tool_use"
             else _anthropic_block(block, provider)
-            for block in content
+            for block in message.content  # a list: _assistant sends a text itself
         ]
         return [block for block in blocks if block is not None]
 

@@ -23,13 +23,9 @@ Json = Dict[str, Any]
 CHAT = "chat"
 RESPONSES = "responses"
 ANTHROPIC = "anthropic"
-# The model classes whose mapping is followed, by name, most derived first
-# (importing them would import the provider SDKs, which a user may not have).
-_FORMS = (
-    ("OpenAIResponsesModel", RESPONSES),
-    ("OpenAIChatModel", CHAT),
-    ("AnthropicModel", ANTHROPIC),
-)
+# The model classes whose mapping is followed, by name (importing them would import
+# the provider SDKs, which a user may not have).
+_FORMS = {"OpenAIResponsesModel": RESPONSES, "OpenAIChatModel": CHAT, "AnthropicModel": ANTHROPIC}
 # A tool return's outcomes sent as errors (pydantic-ai's ERROR_OUTCOMES).
 _ERRORS = ("failed", "retried")
 _TEXT_KINDS = ("text-content", "structured-content")
@@ -47,7 +43,9 @@ class Sent:
             Responses ``instructions``, Anthropic's ``system`` blocks).
         tools: Each tool's definition, as sent.
         prepared: Each message given as the model maps it (prepared, the
-            framework's statement on frames taken out), for ``wire``.
+            framework's statement on frames taken out).
+        mapper: Maps another message of the request (a summary, a cleared
+            copy) to its wire messages.
     """
 
     messages: List[List[Json]]
@@ -57,25 +55,12 @@ class Sent:
     prepared: List[Any]
     mapper: _Mapper
 
-    def wire(self, message: Any) -> List[Json]:
-        """The wire messages of another message of the request (a summary, a cleared copy)."""
-        return self.mapper.message(message)
 
-
-def unwrapped(model: Any) -> Any:
-    """The model a wrapper model (instrumentation, concurrency limits) sends through."""
-    while isinstance(model, WrapperModel):
-        model = model.wrapped
-    return model
-
-
-def form_of(model: Any) -> Optional[str]:
-    """The wire form ``model`` sends in, or ``None`` for a model class not followed here."""
-    for cls in type(unwrapped(model)).__mro__:
-        if cls.__module__.startswith("pydantic_ai.models."):
-            for name, form in _FORMS:
-                if cls.__name__ == name:
-                    return form
+def _form(model: Any) -> Optional[str]:
+    # The wire form of the model's class, found from the most derived class on.
+    for cls in type(model).__mro__:
+        if cls.__module__.startswith("pydantic_ai.models.") and cls.__name__ in _FORMS:
+            return _FORMS[cls.__name__]
     return None
 
 
@@ -93,10 +78,11 @@ def sent(
     Returns:
         The request as sent, or ``None`` for a model class not followed here.
     """
-    form = form_of(model)
+    while isinstance(model, WrapperModel):  # instrumentation, concurrency limits
+        model = model.wrapped
+    form = _form(model)
     if form is None:
         return None
-    model = unwrapped(model)
     _, parameters = model.prepare_request(settings, parameters)
     prepared, added = _prepared(model, list(messages), parameters)
     instructions = [part.content for part in parameters.instruction_parts or ()]
@@ -201,6 +187,18 @@ def _detail(item: Any) -> Optional[str]:
 def _each(item_of: Callable[[Any], Optional[Json]], items: Any) -> List[Json]:
     # The items the API takes, in order; the others (a cache point) are not sent.
     return [json for json in map(item_of, items) if json is not None]
+
+
+def chat_tool(definition: Any, strict: bool) -> Json:
+    """A tool's definition as ``OpenAIChatModel`` sends it; ``strict``: the profile allows it."""
+    function: Json = {
+        "name": definition.name,
+        "description": definition.description or "",
+        "parameters": definition.parameters_json_schema,
+    }
+    if definition.strict and strict:
+        function["strict"] = definition.strict
+    return {"type": "function", "function": function}
 
 
 def _chat_result(call_id: Any, content: Any) -> Json:
@@ -526,13 +524,10 @@ class _Mapper:
 
     def tool(self, definition: Any) -> Json:
         """A tool's definition as the model sends it."""
+        if self.form == CHAT:
+            return chat_tool(definition, self.strict)
         name, description = definition.name, definition.description or ""
         schema = definition.parameters_json_schema
-        if self.form == CHAT:
-            function: Json = {"name": name, "description": description, "parameters": schema}
-            if definition.strict and self.strict:
-                function["strict"] = definition.strict
-            return {"type": "function", "function": function}
         if self.form == RESPONSES:
             tool = {"name": name, "parameters": schema, "type": "function"}
             strict = bool(definition.strict and self.strict)

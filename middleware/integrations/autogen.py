@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, cast
 
 from ._common import Compactor, HookOptions, missing
 
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["SUMMARY_SOURCE", "CompactingChatCompletionContext", "sent_messages"]
-
-_SUMMARY_ROLES = ("user", "assistant", "system")
 
 #: The ``source`` of a summary inserted as a ``UserMessage`` or ``AssistantMessage``.
 SUMMARY_SOURCE = "ctx_compact"
@@ -64,7 +62,7 @@ def sent_messages(view: Mapping[str, Any]) -> List[Dict[str, Any]]:
     if results:
         return [
             {
-                "content": _result_text(b.get("content")),
+                "content": _text(b.get("content")),
                 "role": "tool",
                 "tool_call_id": b.get("tool_use_id"),
             }
@@ -91,7 +89,7 @@ def _sent_calls(blocks: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     return [
         {
             "id": b.get("id"),
-            "function": {"arguments": _arguments(b.get("input")), "name": b.get("name")},
+            "function": {"arguments": _text(b.get("input")), "name": b.get("name")},
             "type": "function",
         }
         for b in blocks
@@ -99,14 +97,10 @@ def _sent_calls(blocks: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     ]
 
 
-def _result_text(content: Any) -> str:
-    # A FunctionExecutionResult's content is text: a cleared copy's is made so (_results).
-    return content if isinstance(content, str) else json.dumps(content)
-
-
-def _arguments(given: Any) -> str:
-    # The arguments' text as the model wrote it, or cleared ones written as JSON.
-    return given if isinstance(given, str) else json.dumps(given)
+def _text(value: Any) -> str:
+    # A result's content and a call's arguments are text in AutoGen: the model's text as it
+    # is, what clearing made written as JSON.
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _schema(tool: Any) -> Any:
@@ -169,12 +163,9 @@ class CompactingChatCompletionContext(ChatCompletionContext):  # type: ignore[mi
             wraps_call=False,
             sent=sent_messages,
         )
-        role = self._compactor.options.summary_role
-        if role not in _SUMMARY_ROLES:
-            raise ValueError(
-                "summary_role must be 'user', 'assistant' or 'system' (the AutoGen message "
-                f"a summary becomes), got {role!r}"
-            )
+        self._compactor.check_summary_role(
+            ("user", "assistant", "system"), "the AutoGen message a summary becomes"
+        )
         system = [{"role": "system", "content": system_message}] if system_message else []
         tools = [_schema(tool) for tool in tool_schema or ()]
         self._beside = self._compactor.beside(system, tools=tools)
@@ -189,8 +180,7 @@ class CompactingChatCompletionContext(ChatCompletionContext):  # type: ignore[mi
 def _native(message: Any, given: Sequence[Any]) -> LLMMessage:
     # The caller's own message, or one made from the Anthropic form of a summary or cleared copy.
     if not isinstance(message, Mapping):
-        own: LLMMessage = message  # the caller's own message
-        return own
+        return cast(LLMMessage, message)
     content = message.get("content")
     blocks = _blocks(content)
     if any(b.get("type") == "tool_result" for b in blocks):
@@ -222,7 +212,7 @@ def _results(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMe
     for block in blocks:
         call_id = block.get("tool_use_id")
         _, original = originals[("result", call_id)]
-        text = _result_text(block.get("content"))
+        text = _text(block.get("content"))
         result = FunctionExecutionResult(
             content=text, name=original.name, call_id=call_id, is_error=original.is_error
         )
@@ -240,6 +230,6 @@ def _calls(blocks: Sequence[Mapping[str, Any]], given: Sequence[Any]) -> LLMMess
         message, _ = originals[("call", block.get("id"))]
         source = message.source
         calls.append(
-            FunctionCall(id=block["id"], arguments=_arguments(block["input"]), name=block["name"])
+            FunctionCall(id=block["id"], arguments=_text(block["input"]), name=block["name"])
         )
     return AssistantMessage(content=calls, thought=_thought(blocks), source=source)

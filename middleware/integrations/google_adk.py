@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["before_model_callback"]
 
-_ROLES = ("user", "model")
-
 BeforeModelCallback = Callable[[CallbackContext, LlmRequest], Awaitable[Optional[LlmResponse]]]
 
 
@@ -85,11 +83,7 @@ def before_model_callback(max_tokens: float, **options: Unpack[HookOptions]) -> 
         options,
         wraps_call=False,
     )
-    if compactor.options.summary_role not in _ROLES:
-        raise ValueError(
-            "summary_role must be 'user' or 'model' (Gemini's roles), got "
-            f"{compactor.options.summary_role!r}"
-        )
+    compactor.check_summary_role(("user", "model"), "Gemini's roles")
 
     async def compact_contents(
         callback_context: CallbackContext, llm_request: LlmRequest

@@ -1,14 +1,9 @@
 """LangChain v1 agents: ``CompactionMiddleware`` for ``create_agent(..., middleware=[...])``.
 
-The middleware wraps each model call of the agent (``wrap_model_call`` and
-``awrap_model_call``): it compacts ``request.messages`` so that they, the system
-message and the bound tools' schemas together fit ``max_tokens`` (LangChain
-keeps the system message out of ``request.messages``, but sends and bills it),
-all counted as the request's model sends them, then calls the model with the
-compacted messages. By default only what the
-model sees changes; with ``rewrite_state=True`` the agent's stored ``messages``
-become what the model saw, as LangChain's own ``SummarizationMiddleware`` does,
-so the checkpointed history stops growing past the budget.
+The middleware wraps each model call of the agent and compacts ``request.messages``,
+counting the system message (which LangChain keeps out of them, but sends and bills) and the
+bound tools' schemas beside them; ``rewrite_state=True`` also makes the stored ``messages``
+what the model saw. See docs/integrations/langchain.md.
 
 Requires ``langchain>=1``: the ``langchain`` extra (``python -m pip install ".[langchain]"``
 in a checkout), or ``pip install 'langchain>=1'``.
@@ -19,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, List, Optional, Tuple, Union
 
 from .._callables import Beside
-from ._common import Compactor, Counted, HookOptions, changed, missing
+from ._common import Answered, Compactor, Counted, HookOptions, changed, missing
 
 try:
     from langchain.agents.middleware import (
@@ -29,13 +24,12 @@ try:
         ModelResponse,
     )
     from langchain_core.messages import AIMessage, BaseMessage
-    from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.types import Command
 except ImportError as exc:  # pragma: no cover - the message is tested without langchain
     raise missing("langchain", "pip install 'langchain>=1'", exc) from exc
 
 from ._langchain_messages import native, replacing
-from ._langchain_wire import measured
+from ._langchain_wire import measured, openai_tools
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -45,21 +39,12 @@ __all__ = ["CompactionMiddleware"]
 ModelCallResult = Union[ModelResponse, AIMessage, ExtendedModelResponse]
 
 
-class _Answered:
-    """The model's reply; ``usage`` its ``usage_metadata["input_tokens"]``, for the event."""
-
-    __slots__ = ("reply", "usage")
-
-    def __init__(self, reply: Any) -> None:
-        self.reply = reply
-        self.usage = None
-        response = reply.model_response if isinstance(reply, ExtendedModelResponse) else reply
-        messages = response.result if isinstance(response, ModelResponse) else [response]
-        for message in messages:
-            tokens = (getattr(message, "usage_metadata", None) or {}).get("input_tokens")
-            if type(tokens) is int:
-                self.usage = {"input_tokens": tokens}
-                break
+def _answered(reply: Any) -> Answered:
+    # The reply with the first usage_metadata["input_tokens"] of its messages.
+    response = reply.model_response if isinstance(reply, ExtendedModelResponse) else reply
+    messages = response.result if isinstance(response, ModelResponse) else [response]
+    found = ((getattr(m, "usage_metadata", None) or {}).get("input_tokens") for m in messages)
+    return Answered(reply, next((tokens for tokens in found if type(tokens) is int), None))
 
 
 class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
@@ -117,8 +102,7 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
         )
 
     def _measured(self, request: ModelRequest) -> Tuple[Optional[Counted], Beside]:
-        # A dict is a provider's own tool ({"type": "web_search"}) or a schema already.
-        tools = [t if isinstance(t, dict) else convert_to_openai_tool(t) for t in request.tools]
+        tools = openai_tools(request.tools)
         return measured(
             self._compactor, request.model, request.messages, request.system_message, tools
         )
@@ -148,7 +132,7 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
 
         def send(kept: List[Any]) -> Any:
             sent[:] = native(kept, request.messages)
-            return _Answered(handler(request.override(messages=list(sent))))
+            return _answered(handler(request.override(messages=list(sent))))
 
         counted, beside = self._measured(request)
         answered = self._compactor.run(request.messages, beside, send, counted=counted)
@@ -162,7 +146,7 @@ class CompactionMiddleware(AgentMiddleware):  # type: ignore[misc]
 
         async def send(kept: List[Any]) -> Any:
             sent[:] = native(kept, request.messages)
-            return _Answered(await handler(request.override(messages=list(sent))))
+            return _answered(await handler(request.override(messages=list(sent))))
 
         counted, beside = self._measured(request)
         answered = await self._compactor.arun(request.messages, beside, send, counted=counted)

@@ -18,13 +18,12 @@ from ._common import Compactor, HookOptions, changed, missing
 try:
     from langchain_core.messages import SystemMessage
     from langchain_core.runnables import RunnableLambda
-    from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.prebuilt import ToolNode
 except ImportError as exc:  # pragma: no cover - the message is tested without langgraph
     raise missing("langgraph", "pip install 'langgraph'", exc) from exc
 
 from ._langchain_messages import native, replacing
-from ._langchain_wire import measured
+from ._langchain_wire import measured, openai_tools
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -40,8 +39,7 @@ def _schemas(tools: Any) -> List[Any]:
             "'tools' must be the list of tools (or the ToolNode) given to the agent "
             f"(got {tools!r})"
         )
-    # A dict is a provider's own tool ({"type": "web_search"}) or a schema already.
-    return [tool if isinstance(tool, dict) else convert_to_openai_tool(tool) for tool in tools]
+    return openai_tools(tools)
 
 
 def _system(prompt: Any) -> Optional[SystemMessage]:

@@ -11,7 +11,7 @@ Requires ``llama-index-core``: the ``llama-index`` extra (``python -m pip instal
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, cast
 
 from .._callables import Beside
 from ._common import Compactor, HookOptions, missing
@@ -51,8 +51,7 @@ def _schema(tool: Any) -> Any:
 def _native(message: Any) -> ChatMessage:
     # The caller's own message, or one made from the Chat form of a summary or cleared copy.
     if not isinstance(message, Mapping):
-        own: ChatMessage = message
-        return own
+        return cast(ChatMessage, message)
     extra = {k: v for k, v in message.items() if k not in ("role", "content")}
     return ChatMessage(
         role=message.get("role"), content=message.get("content"), additional_kwargs=extra

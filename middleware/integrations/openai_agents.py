@@ -9,6 +9,7 @@ Requires ``openai-agents``: the ``openai-agents`` extra (``python -m pip install
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional
 
 from ._common import Compactor, HookOptions, Sent, missing
@@ -77,28 +78,21 @@ def input_filter(
     Raises:
         TypeError, ValueError: A bad option, naming it.
     """
-
-    def build(sent: Optional[Sent]) -> Compactor:
-        return Compactor(
-            "input_filter",
-            "openai-agents call_model_input_filter",
-            max_tokens,
-            options,
-            wraps_call=False,
-            sent=sent,
-        )
-
+    function = "openai-agents call_model_input_filter"
+    build = functools.partial(
+        Compactor, "input_filter", function, max_tokens, options, wraps_call=False
+    )
     # One compactor per way of sending: Responses items as they are (built now, so
     # a bad option raises here), each Chat Completions model's conversion.
-    compactors: Dict[Optional[str], Compactor] = {None: build(None)}
+    compactors: Dict[Optional[str], Compactor] = {None: build()}
 
     async def compact_input(data: CallModelData) -> ModelInputData:
         instructions = data.model_data.instructions
         agent: Agent = data.agent
         chat = _chat_model(agent)
-        compactor = compactors.get(chat)
-        if compactor is None:
-            compactor = compactors[chat] = build(None if chat is None else _chat_sending(chat))
+        if chat is not None and chat not in compactors:
+            compactors[chat] = build(sent=_chat_sending(chat))
+        compactor = compactors[chat]
         schemas = _schemas(agent)
         if chat is None:
             # The Responses API's instructions field: a string beside the items.

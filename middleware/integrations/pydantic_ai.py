@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._callables import Beside
-from ._common import Compactor, Counted, HookOptions, missing
+from ._common import Answered, Compactor, Counted, HookOptions, missing
 
 try:
     from pydantic_ai import RunContext
@@ -33,7 +33,7 @@ try:
     from pydantic_ai.models import ModelRequestParameters
     from pydantic_ai.tools import Tool, ToolDefinition
 
-    from ._pydantic_ai_wire import Sent, sent
+    from ._pydantic_ai_wire import Sent, chat_tool, sent
 except ImportError as exc:  # pragma: no cover - the message is tested without pydantic-ai
     raise missing("pydantic_ai", "pip install 'pydantic-ai-slim'", exc) from exc
 
@@ -46,18 +46,6 @@ __all__ = ["CompactionCapability", "history_processor"]
 
 
 # --- what is sent beside the messages --------------------------------------------
-
-
-def _schema(definition: Any) -> Dict[str, Any]:
-    # A tool as OpenAI's Chat Completions API is sent it by pydantic-ai.
-    function: Dict[str, Any] = {
-        "name": definition.name,
-        "description": definition.description or "",
-        "parameters": definition.parameters_json_schema,
-    }
-    if definition.strict:
-        function["strict"] = definition.strict
-    return {"type": "function", "function": function}
 
 
 def _definition(tool: Any) -> Any:
@@ -73,11 +61,6 @@ def _definition(tool: Any) -> Any:
     )
 
 
-def _system(texts: List[str]) -> List[Dict[str, Any]]:
-    # The instructions as the OpenAI chat model sends them: one system message.
-    return [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
-
-
 def _measured(
     compactor: Compactor, model: Any, messages: Sequence[Any], parameters: Any, settings: Any
 ) -> Tuple[Optional[Counted], Beside]:
@@ -86,8 +69,9 @@ def _measured(
     request = sent(model, messages, parameters, settings)
     if request is None:
         texts = [part.content for part in parameters.instruction_parts or ()]
-        tools = [*parameters.function_tools, *parameters.output_tools]
-        return None, compactor.beside(_system(texts), tools=[_schema(tool) for tool in tools])
+        system = [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
+        tools = [chat_tool(t, True) for t in (*parameters.function_tools, *parameters.output_tools)]
+        return None, compactor.beside(system, tools=tools)
     counter = compactor.options.counter
     counts = [sum(count_all(wire, counter)) for wire in request.messages]
     recount = _Recount(request, messages, counter)
@@ -108,7 +92,7 @@ class _Recount:
 
     def __call__(self, view: Any) -> int:
         message = self._message(view)
-        wire = [view] if message is None else self._request.wire(message)
+        wire = [view] if message is None else self._request.mapper.message(message)
         return sum(count_all(wire, self._counter))
 
     def _message(self, view: Any) -> Any:
@@ -286,17 +270,6 @@ def history_processor(
 # --- the capability -------------------------------------------------------------------
 
 
-class _Answered:
-    """The model's response, with its prompt size as ``usage`` for the call's event."""
-
-    __slots__ = ("response", "usage")
-
-    def __init__(self, response: Any) -> None:
-        self.response = response
-        tokens = getattr(getattr(response, "usage", None), "input_tokens", None)
-        self.usage = {"input_tokens": tokens} if type(tokens) is int and tokens else None
-
-
 class CompactionCapability(AbstractCapability[Any]):  # type: ignore[misc]
     """A capability that keeps every model request of the agent inside ``max_tokens``.
 
@@ -341,12 +314,14 @@ class CompactionCapability(AbstractCapability[Any]):  # type: ignore[misc]
             request_context.model_settings,
         )
 
-        async def send(kept: List[Any]) -> _Answered:
+        async def send(kept: List[Any]) -> Answered:
             compacted = dataclasses.replace(request_context, messages=native(kept, given))
-            return _Answered(await handler(compacted))
+            response = await handler(compacted)
+            tokens = getattr(getattr(response, "usage", None), "input_tokens", None)
+            return Answered(response, tokens or None)  # 0: the model reported no usage
 
         answered = await self._compactor.arun(given, beside, send, counted=counted)
-        return answered.response
+        return answered.reply
 
     @classmethod
     def get_serialization_name(cls) -> Optional[str]:

@@ -11,13 +11,14 @@ a checkout), or ``pip install strands-agents``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ctx_compact._contract import MEDIA_AWARE
 
 from .._callables import Beside
-from ._common import Compactor, HookOptions, Sent, changed, missing
+from ._common import Compactor, HookOptions, changed, missing
 
 try:
     from strands.agent.conversation_manager import ConversationManager
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["CompactingConversationManager", "sent_tokens"]
 
 _SENT = ("role", "content")
-_ROLES = ("user", "assistant")
 _STATE = "prepend_messages"  # the live messages before the session record's end
 
 
@@ -117,33 +117,23 @@ class CompactingConversationManager(ConversationManager):  # type: ignore[misc]
 
     def __init__(self, max_tokens: float, **options: Unpack[HookOptions]) -> None:
         super().__init__()
-        self._options: Dict[str, Any] = dict(options)
-        self._max_tokens = max_tokens
+        caller, function = "CompactingConversationManager", "strands BeforeModelCallEvent"
+        self._compactor = functools.partial(
+            Compactor, caller, function, max_tokens, dict(options), wraps_call=False
+        )
         # One compactor per way of sending (a model's class), each counting as that
         # model sends; built here for the Converse form, so a bad option raises now.
-        self._compactors: Dict[Any, Compactor] = {None: self._compactor(_converse)}
-        role = self._compactors[None].options.summary_role
-        if role not in _ROLES:
-            raise ValueError(
-                "summary_role must be 'user' or 'assistant' (a strands message's roles), "
-                f"got {role!r}"
-            )
-        self._prepend: List[Any] = []
-
-    def _compactor(self, sent: Sent) -> Compactor:
-        return Compactor(
-            "CompactingConversationManager",
-            "strands BeforeModelCallEvent",
-            self._max_tokens,
-            self._options,
-            wraps_call=False,
-            sent=sent,
+        self._compactors: Dict[Any, Compactor] = {None: self._compactor(sent=_converse)}
+        self._compactors[None].check_summary_role(
+            ("user", "assistant"), "a strands message's roles"
         )
+        self._prepend: List[Any] = []
 
     def _compactor_for(self, model: Any) -> Compactor:
         writer = _chat_writer(model)
         if writer is not None and type(model) not in self._compactors:
-            self._compactors[type(model)] = self._compactor(lambda message: writer([message]))
+            one_at_a_time = self._compactor(sent=lambda message: writer([message]))
+            self._compactors[type(model)] = one_at_a_time
         return self._compactors[None if writer is None else type(model)]
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
