@@ -145,9 +145,7 @@ def _seconds_tokens(media: Media, payload: Optional[Payload], counter: MediaAwar
         if kind == "audio" and counter.unsized_audio_tokens is not None:
             return counter.unsized_audio_tokens
         seconds = rates.UNSIZED_SECONDS
-    found = rates.seconds_tokens(table, media.provider, seconds)
-    # A provider publishing no rate of its own: Gemini's, the one published.
-    return found if found is not None else rates.seconds_tokens(table, rates.GEMINI, seconds) or 0
+    return rates.seconds_tokens(table, media.provider, seconds)
 
 
 def media_aware_counter(
