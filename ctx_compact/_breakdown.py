@@ -10,9 +10,11 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import getitem
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
-from ._checks import check_callable, check_max_tokens, check_messages, check_options
+from ._checks import check_callable, check_messages, check_options
 from ._clearing import ToolResultClearing
 from ._compact import Compaction, Pin
 from ._defaults import KEEP_HEAD, KEEP_TAIL
@@ -183,13 +185,6 @@ _NOT_TEXT = frozenset(
 # --- splitting one message ------------------------------------------------------------
 
 
-def _at(view: Mapping[str, Any], path: Sequence[Any]) -> Any:
-    held: Any = view
-    for key in path:
-        held = held[key]
-    return held
-
-
 def _own(view: Mapping[str, Any]) -> str:
     """The category of what a message holds beside its parts: its role's."""
     role = view.get("role")
@@ -268,7 +263,7 @@ class _Reader:
         parts: List[Tuple[str, int]] = []
         inside: Dict[Tuple[Any, Any], int] = {}
         for media in found:
-            part = _at(view, media.path)
+            part = reduce(getitem, media.path, view)
             field = media.path[0] if len(media.path) == 2 else "content"
             figure = self.figure(field, part, True)
             parts.append((_MEDIA.get(media.kind, "images"), figure))
@@ -462,15 +457,16 @@ def breakdown(
     }
     fixed = sum(beside.values())
     statuses: Optional[List[Tuple[str, str]]] = None
+    budget: Optional[float] = None
     after: Optional[int] = None
     if options is not None:
+        budget = options["max_tokens"]
         # What is sent beside the messages counts against the budget, as in the middleware.
-        options["max_tokens"] = max(options["max_tokens"] - fixed, 1)
+        options["max_tokens"] = max(budget - fixed, 1)
         statuses, after = _statuses(
             msgs, views, counts, bounds, options, clearing, truncation, restarts, per_message
         )
         after += fixed
-    budget = None if max_tokens is None else check_max_tokens(max_tokens)
     return tally(
         views,
         counts,
