@@ -87,19 +87,14 @@ class Edits:
         self.dropped[index] = None
         self.rebuilt.pop(index, None)
 
-    def move(self, index: int, target: int) -> None:
-        """The message at ``index`` goes after the message at ``target``, as it is."""
-        self.drop(index)
-        self.after.setdefault(target, []).append((index, None))
-
     def place(self, index: int, target: Optional[int], problem: PairingProblem) -> None:
-        """The result at ``index`` moved after ``target``, or dropped for ``None``."""
+        """The result at ``index`` moved after ``target`` as it is, or dropped for ``None``."""
         why = (problem.ids, problem.provider, problem.code)
+        self.drop(index)
         if target is None:
-            self.drop(index)
             self.note(index, "dropped_result", *why)
         else:
-            self.move(index, target)
+            self.after.setdefault(target, []).append((index, None))
             self.note(index, "moved_result", *why, target)
 
     def insert(self, target: int, message: Dict[str, Any]) -> None:
