@@ -88,12 +88,8 @@ def _block_view(block: Any, index: Optional[int]) -> Any:
 
 def key(value: Any, index: int, where: str) -> Any:
     """``value``, checked to be usable as an id (hashable); an error naming ``where`` if not."""
-    try:
-        hash(value)
-    except TypeError:
-        raise InvalidMessageError(
-            f"{where} must be a string, not {type(value).__name__}", index
-        ) from None
+    if value is not None and hashable(value) is None:
+        raise InvalidMessageError(f"{where} must be a string, not {type(value).__name__}", index)
     return value
 
 
