@@ -143,13 +143,11 @@ def openai_chat_counter(
         return _count_value(part, length) if media is None else media_tokens(media)
 
     def count_call(call: Any) -> int:
-        if not isinstance(call, Mapping):
+        kind = call.get("type", "function") if isinstance(call, Mapping) else None
+        fields = _CALL_FIELDS.get(kind) if isinstance(kind, str) else None
+        body = call.get(kind) if fields is not None else None
+        if fields is None or not isinstance(body, Mapping):
             return tokens_per_tool_call + _count_value(call, length)
-        kind = call.get("type", "function")
-        body = call.get(kind) if isinstance(kind, str) else None
-        if not isinstance(body, Mapping) or kind not in _CALL_FIELDS:
-            return tokens_per_tool_call + _count_value(call, length)
-        fields = _CALL_FIELDS[kind]
         return tokens_per_tool_call + sum(_count_value(body.get(f), length) for f in fields)
 
     def count_tokens(message: Mapping[str, Any]) -> int:
