@@ -384,7 +384,8 @@ class ToolResultTruncation:
             excess = sum(counts) - max_tokens
             if excess <= 0:
                 break
-            level = _level_down(sizes, excess)
+            # The common size the larger ones come down to for ``excess`` to go (1 at least).
+            level = max(1, int(_level(sizes, sum(sizes) - excess)))
             moved = False
             for k, result in enumerate(results):
                 if sizes[k] <= level:
@@ -414,20 +415,6 @@ def _counted_as(
     trial = Editor({i: own}, {i: editor.views[i]})  # type: ignore[arg-type]
     write_result(trial, replace(result, written=value))
     return count_one(trial.edited[i], count_tokens, i)
-
-
-def _level_down(sizes: Sequence[int], excess: float) -> int:
-    """The size to bring every larger one down to so that ``excess`` tokens go, the largest
-    first (1 when even that cannot take off enough)."""
-    ordered = sorted(sizes, reverse=True)
-    taken = 0
-    for k, size in enumerate(ordered):
-        below = ordered[k + 1] if k + 1 < len(ordered) else 0
-        step = (k + 1) * (size - below)
-        if taken + step >= excess:
-            return max(1, size - math.ceil((excess - taken) / (k + 1)))
-        taken += step
-    return 1
 
 
 @with_option_docs(
