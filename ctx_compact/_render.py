@@ -85,12 +85,13 @@ def _bar(result: Breakdown, used: List[Tuple[str, int]], width: int, color: bool
     ]
     filled = sum(shares)
     free = "." * (cells - filled)
-    # The budget's cell: the last one it reaches (the bar's last when the history fits).
-    at = None if budget is None else min(max(round(budget * cells / scale) - 1, 0), cells - 1)
-    if at is not None and at >= filled:
+    # The budget's cell: the last one it reaches (the bar's last when the history fits; past
+    # the bar, so no mark, without a budget).
+    at = cells if budget is None else min(max(round(budget * cells / scale) - 1, 0), cells - 1)
+    if filled <= at < cells:
         free = free[: at - filled] + "|" + free[at - filled + 1 :]
     line = "[" + "".join(bar) + free + "]"
-    if at is None or at >= filled:
+    if at >= filled:
         return [line]
     label = f"^ budget {budget:,.0f}"
     if at + 1 + len(label) <= width:

@@ -153,7 +153,7 @@ def _replaced(value: Any, new: Mapping[Path, str]) -> Any:
     return copy
 
 
-def _level(lengths: Sequence[int], keep: int) -> int:
+def _level(lengths: Sequence[int], keep: float) -> int:
     """The longest length every string may keep so that together they keep at most ``keep``
     characters, the shorter ones whole (cutting the longest first)."""
     remaining, left = keep, len(lengths)
@@ -162,7 +162,7 @@ def _level(lengths: Sequence[int], keep: int) -> int:
             remaining -= length
             left -= 1
         else:
-            return remaining // left
+            return int(remaining // left)
     return max(lengths, default=0)
 
 
@@ -385,7 +385,7 @@ class ToolResultTruncation:
             if excess <= 0:
                 break
             # The common size the larger ones come down to for ``excess`` to go (1 at least).
-            level = max(1, int(_level(sizes, sum(sizes) - excess)))
+            level = max(1, _level(sizes, sum(sizes) - excess))
             moved = False
             for k, result in enumerate(results):
                 if sizes[k] <= level:
