@@ -41,6 +41,7 @@ from ._media import part_media
 from ._option_docs import with_option_docs
 from ._tokens import CountTokens, count_one
 from ._views import message_views
+from .formats._shapes import replace_paths
 
 Offload = Callable[[str, Optional[str], Any], str]
 Path = Tuple[Any, ...]
@@ -140,19 +141,6 @@ def _strings(value: Any, shortest: int) -> List[Tuple[Path, str]]:
     return found
 
 
-def _replaced(value: Any, new: Mapping[Path, str]) -> Any:
-    """``value`` with the strings at ``new``'s paths replaced; copies only along them."""
-    if () in new:
-        return new[()]
-    heads: Dict[Any, Dict[Path, str]] = {}
-    for path, text in new.items():
-        heads.setdefault(path[0], {})[path[1:]] = text
-    copy: Any = dict(value) if isinstance(value, Mapping) else list(value)
-    for key, below in heads.items():
-        copy[key] = _replaced(value[key], below)
-    return copy
-
-
 def _level(lengths: Sequence[int], keep: float) -> int:
     """The longest length every string may keep so that together they keep at most ``keep``
     characters, the shorter ones whole (cutting the longest first)."""
@@ -193,7 +181,7 @@ class _Cut:
                 mark = self.marker.format(chars=gone, tokens=tokens, where=self.where)
                 new[path] = text[:head] + mark + text[len(text) - (level - head) :]
                 cut += gone
-        return (_replaced(self.value, new) if new else self.value), cut
+        return (replace_paths(self.value, new) if new else self.value), cut
 
 
 def _full_text(value: Any) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, FrozenSet, Iterable, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Optional, Tuple
 
 from .._errors import InvalidMessageError
 
@@ -55,6 +55,24 @@ def is_list(value: object) -> bool:
     if kind is str or value is None:  # string content, or none at all
         return False
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))
+
+
+# What ``replace_paths`` puts at a path to leave the list item there out.
+LEFT_OUT: Any = object()
+
+
+def replace_paths(value: Any, new: Mapping[Tuple[Any, ...], Any]) -> Any:
+    """``value`` with what is at each path of ``new`` (keys and indices) replaced by its value
+    there, or left out of its list for ``LEFT_OUT``; copies only along the paths."""
+    if () in new:
+        return new[()]
+    heads: Dict[Any, Dict[Tuple[Any, ...], Any]] = {}
+    for path, put in new.items():
+        heads.setdefault(path[0], {})[path[1:]] = put
+    if isinstance(value, Mapping):
+        return {**value, **{key: replace_paths(value[key], below) for key, below in heads.items()}}
+    items = [replace_paths(item, heads[k]) if k in heads else item for k, item in enumerate(value)]
+    return [item for item in items if item is not LEFT_OUT]
 
 
 def is_block(block: Any, kind: str) -> bool:
