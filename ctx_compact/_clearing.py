@@ -464,17 +464,18 @@ def clear_tool_results(
     options = ToolResultClearing.checked(
         keep=keep, exclude_tools=exclude_tools, placeholder=placeholder, clear_inputs=clear_inputs
     )
-    check_callable(pin, "pin")
     return apply_options(
         options, messages, count_tokens, pin, max_tokens=budget, target_tokens=target
     )
 
 
 def apply_options(
-    options: Any, messages: object, count_tokens: Any, pin: Optional[Pin] = None, **limits: Any
+    options: Any, messages: object, count_tokens: Any, pin: Optional[Pin], **limits: Any
 ) -> ClearResult[Any]:
     """``options.apply`` to the checked messages, counted once: a ``clear_*`` or ``truncate_*``
-    function's result (the results and thinking in a group ``pin`` holds are protected)."""
+    function's result (the results and thinking in a group ``pin`` holds are protected), ``pin``
+    checked first."""
+    check_callable(pin, "pin")
     msgs = check_messages(messages)
     views = message_views(msgs)
     counts = count_all(views, count_tokens)
@@ -638,5 +639,4 @@ def clear_thinking(
     budget = None if max_tokens is None else check_max_tokens(max_tokens)
     check_callable(count_tokens, "count_tokens")
     options = ThinkingClearing.checked(keep_turns=keep_turns)
-    check_callable(pin, "pin")
     return apply_options(options, messages, count_tokens, pin, max_tokens=budget)

@@ -471,5 +471,4 @@ def truncate_tool_results(
         marker=marker,
         offload=offload,
     )
-    check_callable(pin, "pin")
     return apply_options(options, messages, count_tokens, pin)
