@@ -437,13 +437,11 @@ def breakdown(
     if clear_tool_results:
         given = clear_tool_results if isinstance(clear_tool_results, Mapping) else {}
         clearing = ToolResultClearing.checked(**given, exclude_tools=exclude_tools)
-    truncation = (
-        None
-        if max_result_tokens is None
-        else ToolResultTruncation.checked(
+    truncation = None
+    if max_result_tokens is not None:
+        truncation = ToolResultTruncation.checked(
             max_result_tokens=max_result_tokens, exclude_tools=exclude_tools
         )
-    )
     msgs = list(check_messages(messages))
     views = message_views(msgs)
     counts, media = _counted(views, count_tokens)

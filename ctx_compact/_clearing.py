@@ -230,9 +230,13 @@ class Editor:
         """The message's ``key`` list (content or tool_calls), copied once."""
         return self._copy((i, key), self.message(i), key, list)  # type: ignore[no-any-return]
 
-    def block(self, i: int, k: int, key: str = "content") -> Dict[str, Any]:
-        """A copy of block ``k`` of message ``i``'s ``key`` list; an SDK block, part or call
-        as its JSON (as the message's view holds it, or as the SDK sends it)."""
+    def held(self, i: int, key: str, k: Optional[int], inner: Optional[str]) -> Dict[str, Any]:
+        """A copy of what holds a call or a result: message ``i`` itself (``k`` is ``None``),
+        its block ``k`` in its ``key`` list (an SDK block, part or call as its JSON, as the
+        message's view holds it or as the SDK sends it), or the object under ``inner`` in that
+        block (a Converse ``toolResult``, a Gemini ``function_response``)."""
+        if k is None:
+            return self.message(i)
 
         def copied(view: Any) -> Dict[str, Any]:
             if not isinstance(view, Mapping):
@@ -240,15 +244,7 @@ class Editor:
                 view = view if isinstance(view, Mapping) else sdk_dump(view)
             return dict(view)
 
-        return self._copy((i, key, k), self.items(i, key), k, copied)  # type: ignore[no-any-return]
-
-    def held(self, i: int, key: str, k: Optional[int], inner: Optional[str]) -> Dict[str, Any]:
-        """A copy of what holds a call or a result: message ``i`` itself (``k`` is ``None``),
-        its block ``k`` in its ``key`` list, or the object under ``inner`` in that block (a
-        Converse ``toolResult``, a Gemini ``function_response``)."""
-        if k is None:
-            return self.message(i)
-        block = self.block(i, k, key)
+        block: Dict[str, Any] = self._copy((i, key, k), self.items(i, key), k, copied)
         if inner is None:
             return block
         return self._copy((i, key, k, inner), block, inner, dict)  # type: ignore[no-any-return]
