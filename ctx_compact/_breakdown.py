@@ -117,8 +117,21 @@ class Breakdown:
     views: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)
 
     def preview(self, index: int) -> str:
-        """The start of message ``index``'s text (at most ``PREVIEW`` characters)."""
-        return _preview(self.views[index])
+        """The start of message ``index``'s text: its strings in order (not its ids, types and
+        payloads), at most ``PREVIEW`` characters."""
+        found: List[str] = []
+        size = 0
+        stack = [self.views[index]]
+        while stack and size < PREVIEW:
+            held = stack.pop()
+            if isinstance(held, str):
+                found.append(held)
+                size += len(held) + 1
+            elif isinstance(held, Mapping):
+                stack.extend(v for k, v in reversed(list(held.items())) if k not in _NOT_TEXT)
+            elif isinstance(held, (list, tuple)):
+                stack.extend(reversed(held))
+        return " ".join(found)[:PREVIEW]
 
     def largest(self, count: int = 10) -> List[BreakdownRow]:
         """The ``count`` messages with the most tokens, largest first (earliest on ties)."""
@@ -138,25 +151,6 @@ class Breakdown:
 
 
 PREVIEW = 300  # characters of a message's text kept on its row
-
-
-def _preview(value: Any) -> str:
-    """The start of the text a message holds: its strings in order, up to ``PREVIEW``."""
-    found: List[str] = []
-    size = 0
-    stack = [value]
-    while stack and size < PREVIEW:
-        held = stack.pop()
-        if isinstance(held, str):
-            found.append(held)
-            size += len(held) + 1
-        elif isinstance(held, Mapping):
-            stack.extend(v for k, v in reversed(list(held.items())) if k not in _NOT_TEXT)
-        elif isinstance(held, (list, tuple)):
-            stack.extend(reversed(held))
-    return " ".join(found)[:PREVIEW]
-
-
 # Keys whose strings are no text a reader wants to see: ids, types, roles, payloads.
 _NOT_TEXT = frozenset(
     {
