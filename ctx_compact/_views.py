@@ -167,8 +167,6 @@ class _Trailing(Sequence):  # type: ignore[type-arg]
         return len(self._messages)
 
     def __getitem__(self, index: Any) -> Any:
-        if not isinstance(index, int):
-            raise TypeError("trailing views are read one index at a time")
         if index < 0:
             index += len(self._messages)
         return message_view(self._messages[index], index)
