@@ -101,12 +101,9 @@ def openai_chat_counter(
         count = openai_chat_counter("o200k_base")
         result = compact(messages, max_tokens=8000, count_tokens=count)
     """
-    for name, value in (
-        ("tokens_per_message", tokens_per_message),
-        ("tokens_per_name", tokens_per_name),
-        ("tokens_per_tool_call", tokens_per_tool_call),
-    ):
-        check_tokens(value, name)
+    check_tokens(tokens_per_message, "tokens_per_message")
+    check_tokens(tokens_per_name, "tokens_per_name")
+    check_tokens(tokens_per_tool_call, "tokens_per_tool_call")
     image_tokens = _image_pricer(tokens_per_image)
     if isinstance(encoding, str):
         encoding = _resolve(encoding)
