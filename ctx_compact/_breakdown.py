@@ -10,9 +10,11 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import getitem
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
-from ._checks import check_callable, check_max_tokens, check_messages, check_options
+from ._checks import check_callable, check_messages, check_options
 from ._clearing import ToolResultClearing
 from ._compact import Compaction, Pin
 from ._defaults import KEEP_HEAD, KEEP_TAIL
@@ -115,8 +117,21 @@ class Breakdown:
     views: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)
 
     def preview(self, index: int) -> str:
-        """The start of message ``index``'s text (at most ``PREVIEW`` characters)."""
-        return _preview(self.views[index])
+        """The start of message ``index``'s text: its strings in order (not its ids, types and
+        payloads), at most ``PREVIEW`` characters."""
+        found: List[str] = []
+        size = 0
+        stack = [self.views[index]]
+        while stack and size < PREVIEW:
+            held = stack.pop()
+            if isinstance(held, str):
+                found.append(held)
+                size += len(held) + 1
+            elif isinstance(held, Mapping):
+                stack.extend(v for k, v in reversed(list(held.items())) if k not in _NOT_TEXT)
+            elif isinstance(held, (list, tuple)):
+                stack.extend(reversed(held))
+        return " ".join(found)[:PREVIEW]
 
     def largest(self, count: int = 10) -> List[BreakdownRow]:
         """The ``count`` messages with the most tokens, largest first (earliest on ties)."""
@@ -136,25 +151,6 @@ class Breakdown:
 
 
 PREVIEW = 300  # characters of a message's text kept on its row
-
-
-def _preview(value: Any) -> str:
-    """The start of the text a message holds: its strings in order, up to ``PREVIEW``."""
-    found: List[str] = []
-    size = 0
-    stack = [value]
-    while stack and size < PREVIEW:
-        held = stack.pop()
-        if isinstance(held, str):
-            found.append(held)
-            size += len(held) + 1
-        elif isinstance(held, Mapping):
-            stack.extend(v for k, v in reversed(list(held.items())) if k not in _NOT_TEXT)
-        elif isinstance(held, (list, tuple)):
-            stack.extend(reversed(held))
-    return " ".join(found)[:PREVIEW]
-
-
 # Keys whose strings are no text a reader wants to see: ids, types, roles, payloads.
 _NOT_TEXT = frozenset(
     {
@@ -181,13 +177,6 @@ _NOT_TEXT = frozenset(
 
 
 # --- splitting one message ------------------------------------------------------------
-
-
-def _at(view: Mapping[str, Any], path: Sequence[Any]) -> Any:
-    held: Any = view
-    for key in path:
-        held = held[key]
-    return held
 
 
 def _own(view: Mapping[str, Any]) -> str:
@@ -268,7 +257,7 @@ class _Reader:
         parts: List[Tuple[str, int]] = []
         inside: Dict[Tuple[Any, Any], int] = {}
         for media in found:
-            part = _at(view, media.path)
+            part = reduce(getitem, media.path, view)
             field = media.path[0] if len(media.path) == 2 else "content"
             figure = self.figure(field, part, True)
             parts.append((_MEDIA.get(media.kind, "images"), figure))
@@ -442,13 +431,11 @@ def breakdown(
     if clear_tool_results:
         given = clear_tool_results if isinstance(clear_tool_results, Mapping) else {}
         clearing = ToolResultClearing.checked(**given, exclude_tools=exclude_tools)
-    truncation = (
-        None
-        if max_result_tokens is None
-        else ToolResultTruncation.checked(
+    truncation = None
+    if max_result_tokens is not None:
+        truncation = ToolResultTruncation.checked(
             max_result_tokens=max_result_tokens, exclude_tools=exclude_tools
         )
-    )
     msgs = list(check_messages(messages))
     views = message_views(msgs)
     counts, media = _counted(views, count_tokens)
@@ -462,15 +449,16 @@ def breakdown(
     }
     fixed = sum(beside.values())
     statuses: Optional[List[Tuple[str, str]]] = None
+    budget: Optional[float] = None
     after: Optional[int] = None
     if options is not None:
+        budget = options["max_tokens"]
         # What is sent beside the messages counts against the budget, as in the middleware.
-        options["max_tokens"] = max(options["max_tokens"] - fixed, 1)
+        options["max_tokens"] = max(budget - fixed, 1)
         statuses, after = _statuses(
             msgs, views, counts, bounds, options, clearing, truncation, restarts, per_message
         )
         after += fixed
-    budget = None if max_tokens is None else check_max_tokens(max_tokens)
     return tally(
         views,
         counts,

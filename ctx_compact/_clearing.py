@@ -3,7 +3,7 @@
 Both keep every call with its result (ids, roles and block or item types stay), so the list's
 groups and pairing are what they were. An edited message is a new object made of shallow copies
 along the edited path; everything else is the caller's own (docs/clearing.md). The editor,
-the result finder and the writer serve ``_truncating`` too.
+the result finder, the writer and ``apply_options`` serve ``_truncating`` too.
 """
 
 from __future__ import annotations
@@ -134,6 +134,14 @@ class FoundResult:
     clearable: bool  # has content, other than the placeholder, that may be replaced
     written: Any  # what the content becomes: a format's own shape, or the placeholder text
 
+    @property
+    def tool(self) -> Optional[str]:
+        return None if self.call is None else self.call.name
+
+    @property
+    def call_index(self) -> Optional[int]:
+        return None if self.call is None else self.call.index
+
 
 def _written(result: ToolResult, placeholder: str) -> Tuple[Any, bool]:
     """What clearing ``result`` writes, and whether that takes anything off.
@@ -222,9 +230,13 @@ class Editor:
         """The message's ``key`` list (content or tool_calls), copied once."""
         return self._copy((i, key), self.message(i), key, list)  # type: ignore[no-any-return]
 
-    def block(self, i: int, k: int, key: str = "content") -> Dict[str, Any]:
-        """A copy of block ``k`` of message ``i``'s ``key`` list; an SDK block, part or call
-        as its JSON (as the message's view holds it, or as the SDK sends it)."""
+    def held(self, i: int, key: str, k: Optional[int], inner: Optional[str]) -> Dict[str, Any]:
+        """A copy of what holds a call or a result: message ``i`` itself (``k`` is ``None``),
+        its block ``k`` in its ``key`` list (an SDK block, part or call as its JSON, as the
+        message's view holds it or as the SDK sends it), or the object under ``inner`` in that
+        block (a Converse ``toolResult``, a Gemini ``function_response``)."""
+        if k is None:
+            return self.message(i)
 
         def copied(view: Any) -> Dict[str, Any]:
             if not isinstance(view, Mapping):
@@ -232,20 +244,10 @@ class Editor:
                 view = view if isinstance(view, Mapping) else sdk_dump(view)
             return dict(view)
 
-        return self._copy((i, key, k), self.items(i, key), k, copied)  # type: ignore[no-any-return]
-
-    def inner(self, i: int, key: str, k: int, inner: str) -> Dict[str, Any]:
-        """A copy of the object under ``inner`` in block ``k`` of message ``i``'s ``key`` list
-        (a Converse ``toolResult``, a Gemini ``function_response``)."""
-        block = self.block(i, k, key)
+        block: Dict[str, Any] = self._copy((i, key, k), self.items(i, key), k, copied)
+        if inner is None:
+            return block
         return self._copy((i, key, k, inner), block, inner, dict)  # type: ignore[no-any-return]
-
-    def held(self, i: int, key: str, k: Optional[int], inner: Optional[str]) -> Dict[str, Any]:
-        """A copy of what holds a call or a result: message ``i`` itself (``k`` is ``None``),
-        its block ``k`` in its ``key`` list, or the object under ``inner`` in that block."""
-        if k is None:
-            return self.message(i)
-        return self.block(i, k, key) if inner is None else self.inner(i, key, k, inner)
 
 
 def write_result(editor: Editor, result: FoundResult) -> None:
@@ -366,10 +368,10 @@ class ToolResultClearing:
             input_cleared = _clear_input(editor, call, self.placeholder)
             if input_cleared:
                 touched.append(call.index)
-        found, name, at = result.found, None, None
-        if call is not None:
-            name, at = call.name, call.index
-        cleared = ClearedToolResult(found.index, found.call_id, name, at, input_cleared)
+        found = result.found
+        cleared = ClearedToolResult(
+            found.index, found.call_id, result.tool, result.call_index, input_cleared
+        )
         return cleared, sum(_recount(editor, i, counts, count_tokens) for i in touched)
 
     def _clearable(
@@ -389,12 +391,7 @@ class ToolResultClearing:
             goal = sum(counts) - taken
             results = [r for r in results if r.found.index < began]
         older = results[: max(len(results) - self.keep, 0)]
-        excluded = self.exclude_tools
-        return [
-            r
-            for r in older
-            if r.clearable and not (excluded and r.call is not None and r.call.name in excluded)
-        ], goal
+        return [r for r in older if r.clearable and r.tool not in self.exclude_tools], goal
 
 
 def _recount(editor: Editor, i: int, counts: List[int], count_tokens: Optional[CountTokens]) -> int:
@@ -463,15 +460,18 @@ def clear_tool_results(
     options = ToolResultClearing.checked(
         keep=keep, exclude_tools=exclude_tools, placeholder=placeholder, clear_inputs=clear_inputs
     )
-    check_callable(pin, "pin")
-    return _cleared(options, messages, count_tokens, pin, max_tokens=budget, target_tokens=target)
+    return apply_options(
+        options, messages, count_tokens, pin, max_tokens=budget, target_tokens=target
+    )
 
 
-def _cleared(
-    options: Any, messages: object, count_tokens: Any, pin: Optional[Pin] = None, **limits: Any
+def apply_options(
+    options: Any, messages: object, count_tokens: Any, pin: Optional[Pin], **limits: Any
 ) -> ClearResult[Any]:
-    """``options.apply`` to the checked messages, counted once: a ``clear_*`` function's result
-    (the results and thinking in a group ``pin`` holds are protected)."""
+    """``options.apply`` to the checked messages, counted once: a ``clear_*`` or ``truncate_*``
+    function's result (the results and thinking in a group ``pin`` holds are protected), ``pin``
+    checked first."""
+    check_callable(pin, "pin")
     msgs = check_messages(messages)
     views = message_views(msgs)
     counts = count_all(views, count_tokens)
@@ -635,5 +635,4 @@ def clear_thinking(
     budget = None if max_tokens is None else check_max_tokens(max_tokens)
     check_callable(count_tokens, "count_tokens")
     options = ThinkingClearing.checked(keep_turns=keep_turns)
-    check_callable(pin, "pin")
-    return _cleared(options, messages, count_tokens, pin, max_tokens=budget)
+    return apply_options(options, messages, count_tokens, pin, max_tokens=budget)

@@ -1,21 +1,11 @@
-"""Which messages must stay together: one unit per tool exchange, in every wire format.
+"""Which messages must stay together: one group per tool exchange, in every wire format.
 
-A group is the smallest contiguous run of messages that closes every call
-opened in it and every answer given in it, whatever the format, so dropping
-whole groups can never separate a call from its answer. One list may mix
-formats. What links two messages is each format's own rule (``formats``:
-``chat``, ``anthropic``, ``responses``); the rule here is generic: each message
-is read by the format that recognises it, which says the earliest message it
-must stay with, and the message joins that message's group.
-
-Broken input stays droppable in small pieces: a call that is never answered and
-an answer whose call is absent (or not where the provider wants it) link to
-nothing, so each is a group of its own unless something else links it.
-
-Groups are described by their boundaries: the start index of each group,
-followed by ``len(messages)``. SDK objects (pydantic models) are seen as the
-JSON the SDK would send (``model_dump(mode="json", exclude_unset=True)``), so
-"the messages" below are their mapping views.
+A group is the smallest contiguous run of messages that closes every call opened in it and every
+answer given in it, so dropping whole groups never separates a call from its answer; one list may
+mix formats. Each message is read by the format that recognises it, which says the earliest message
+it must stay with (``Format.link``). A call never answered, or an answer whose call is absent (or
+not where the provider wants it), links to nothing: broken input stays droppable in small pieces.
+Groups are given by their boundaries: the start of each group, then ``len(messages)``.
 """
 
 from __future__ import annotations

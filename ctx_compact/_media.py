@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, List, Optional
 
 from . import _media_rates as rates
 from ._checks import check_tokens
@@ -17,6 +17,7 @@ from ._tokens import SpecCounter, default_count_tokens, tokens_of_units, utf16_l
 from ._views import message_view
 from .formats import FORMATS
 from .formats._base import Media
+from .formats._shapes import LEFT_OUT, replace_paths
 
 __all__ = ["MediaAwareCounter", "media_aware_counter", "media_tokens"]
 
@@ -45,25 +46,6 @@ def part_media(part: Any) -> Optional[Media]:
     return None
 
 
-def _without(value: Any, paths: Iterable[Tuple[Any, ...]]) -> Any:
-    """``value`` with the parts at ``paths`` left out; copies only along the paths."""
-    heads: Dict[Any, List[Tuple[Any, ...]]] = {}
-    for path in paths:
-        heads.setdefault(path[0], []).append(path[1:])
-    if isinstance(value, Mapping):
-        out = dict(value)
-        for name, rest in heads.items():
-            out[name] = _without(out[name], rest)
-        return out
-    kept = []
-    for k, item in enumerate(value):
-        if k not in heads:
-            kept.append(item)
-        elif () not in heads[k]:
-            kept.append(_without(item, heads[k]))
-    return kept
-
-
 @dataclass(frozen=True, repr=False)
 class MediaAwareCounter(SpecCounter):
     """The media-aware estimate, a ``count_tokens`` (built by ``media_aware_counter``, whose
@@ -88,7 +70,7 @@ class MediaAwareCounter(SpecCounter):
         reader that needs them too: the message is scanned for media once."""
         if not found:
             return default_count_tokens(view)
-        rest = _without(view, [media.path for media in found])
+        rest = replace_paths(view, dict.fromkeys((media.path for media in found), LEFT_OUT))
         return default_count_tokens(rest) + sum(media_tokens(m, self) for m in found)
 
 
@@ -145,9 +127,7 @@ def _seconds_tokens(media: Media, payload: Optional[Payload], counter: MediaAwar
         if kind == "audio" and counter.unsized_audio_tokens is not None:
             return counter.unsized_audio_tokens
         seconds = rates.UNSIZED_SECONDS
-    found = rates.seconds_tokens(table, media.provider, seconds)
-    # A provider publishing no rate of its own: Gemini's, the one published.
-    return found if found is not None else rates.seconds_tokens(table, rates.GEMINI, seconds) or 0
+    return rates.seconds_tokens(table, media.provider, seconds)
 
 
 def media_aware_counter(

@@ -11,7 +11,7 @@ import binascii
 import re
 import struct
 import zlib
-from itertools import tee
+from itertools import tee, zip_longest
 from typing import Iterator, Optional, Set, Tuple, Union
 
 Data = Union[str, bytes, bytearray, memoryview]
@@ -261,13 +261,11 @@ def pdf_pages(data: bytes) -> Optional[int]:
     if not data.startswith(b"%PDF-") and b"%PDF-" not in data[:1024]:
         return None
     found = _Pages(data)
-    objects = _OBJECT.finditer(data)
-    header = next(objects, None)
-    while header is not None:
-        following = next(objects, None)
-        if not found.plain(header, len(data) if following is None else following.start()):
+    headers, following = tee(_OBJECT.finditer(data))
+    next(following, None)
+    for header, after in zip_longest(headers, following):
+        if not found.plain(header, len(data) if after is None else after.start()):
             break
-        header = following
     if found.pages:
         return len(found.pages)
     return 1 if found.count is None else found.count

@@ -114,7 +114,7 @@ def unsized_image_tokens(provider: str, detail: Optional[str] = None) -> int:
     return UNSIZED_IMAGE[provider]
 
 
-def seconds_tokens(rates: Dict[str, float], provider: str, seconds: float) -> Optional[int]:
-    """``seconds`` of audio or video at ``provider``'s rate (rounded up), ``None`` without one."""
-    rate = rates.get(provider)
-    return None if rate is None else math.ceil(seconds * rate)
+def seconds_tokens(rates: Dict[str, float], provider: str, seconds: float) -> int:
+    """``seconds`` of audio or video at ``provider``'s rate (rounded up); a provider publishing
+    no rate of its own: Gemini's, the one published."""
+    return math.ceil(seconds * rates.get(provider, rates[GEMINI]))

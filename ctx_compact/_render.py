@@ -7,8 +7,9 @@ figures); the command line and ``Breakdown``'s own methods call them (docs/break
 from __future__ import annotations
 
 import html
+from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
     from ._breakdown import Breakdown
@@ -65,10 +66,8 @@ def chart(result: Breakdown, *, width: int = 80, color: bool = False, largest: i
         *_largest(result, largest, width),
     ]
     if result.max_tokens is not None:
-        counts: Dict[str, int] = {}
-        for row in result.rows:
-            counts[row.status or "kept"] = counts.get(row.status or "kept", 0) + 1
-        said = [f"{counts[s]} {s}" for s in _STATUS_ORDER if counts.get(s)]
+        counts = Counter(row.status or "kept" for row in result.rows)
+        said = [f"{counts[s]} {s}" for s in _STATUS_ORDER if counts[s]]
         lines.extend(_wrapped(f"at {result.max_tokens:,.0f}:", said, width))
     return "\n".join(lines) + "\n"
 
@@ -86,21 +85,19 @@ def _bar(result: Breakdown, used: List[Tuple[str, int]], width: int, color: bool
     ]
     filled = sum(shares)
     free = "." * (cells - filled)
-    if budget is None:
-        return ["[" + "".join(bar) + free + "]"]
-    # The budget's cell: the last one it reaches (the bar's last when the history fits).
-    at = min(max(round(budget * cells / scale) - 1, 0), cells - 1)
-    if at >= filled:
+    # The budget's cell: the last one it reaches (the bar's last when the history fits; past
+    # the bar, so no mark, without a budget).
+    at = cells if budget is None else min(max(round(budget * cells / scale) - 1, 0), cells - 1)
+    if filled <= at < cells:
         free = free[: at - filled] + "|" + free[at - filled + 1 :]
-        return ["[" + "".join(bar) + free + "]"]
+    line = "[" + "".join(bar) + free + "]"
+    if at >= filled:
+        return [line]
     label = f"^ budget {budget:,.0f}"
-    if at + 1 + len(label) > width:  # the mark near the end: the label to its left
-        label = f"budget {budget:,.0f} ^"
-        return [
-            "[" + "".join(bar) + free + "]",
-            _fit(" " * max(at + 2 - len(label), 0) + label, width),
-        ]
-    return ["[" + "".join(bar) + free + "]", " " * (at + 1) + label]
+    if at + 1 + len(label) <= width:
+        return [line, " " * (at + 1) + label]
+    label = f"budget {budget:,.0f} ^"  # the mark near the end: the label to its left
+    return [line, _fit(" " * max(at + 2 - len(label), 0) + label, width)]
 
 
 def _categories(

@@ -25,15 +25,23 @@ from typing import (
     Union,
 )
 
-from ._checks import check_callable, check_keep, check_messages, check_tool_names, must
-from ._clearing import ClearResult, Editor, FoundResult, edited_list, find_results, write_result
-from ._compact import Pin, pinned_groups
+from ._checks import check_callable, check_keep, check_tool_names, must
+from ._clearing import (
+    ClearResult,
+    Editor,
+    FoundResult,
+    apply_options,
+    edited_list,
+    find_results,
+    write_result,
+)
+from ._compact import Pin
 from ._defaults import KEEP_RATIO, TRUNCATION_MARKER
-from ._grouping import group_bounds
 from ._media import part_media
 from ._option_docs import with_option_docs
-from ._tokens import CountTokens, count_all, count_one
+from ._tokens import CountTokens, count_one
 from ._views import message_views
+from .formats._shapes import replace_paths
 
 Offload = Callable[[str, Optional[str], Any], str]
 Path = Tuple[Any, ...]
@@ -101,12 +109,12 @@ def _check_marker(value: object) -> str:
     if not isinstance(value, str):
         raise must("marker", "a string", value)
     try:
-        value.format(chars=0, tokens=0, where="")
+        written = value.format(chars=0, tokens=0, where="")
     except (KeyError, IndexError, ValueError) as exc:
         raise must(
             "marker", "a template using only {chars}, {tokens} and {where}", value, ValueError
         ) from exc
-    if not value.format(chars=0, tokens=0, where="").strip():
+    if not written.strip():
         raise must("marker", "a template that writes some text", value, ValueError)
     return value
 
@@ -133,20 +141,7 @@ def _strings(value: Any, shortest: int) -> List[Tuple[Path, str]]:
     return found
 
 
-def _replaced(value: Any, new: Mapping[Path, str]) -> Any:
-    """``value`` with the strings at ``new``'s paths replaced; copies only along them."""
-    if () in new:
-        return new[()]
-    heads: Dict[Any, Dict[Path, str]] = {}
-    for path, text in new.items():
-        heads.setdefault(path[0], {})[path[1:]] = text
-    copy: Any = dict(value) if isinstance(value, Mapping) else list(value)
-    for key, below in heads.items():
-        copy[key] = _replaced(value[key], below)
-    return copy
-
-
-def _level(lengths: Sequence[int], keep: int) -> int:
+def _level(lengths: Sequence[int], keep: float) -> int:
     """The longest length every string may keep so that together they keep at most ``keep``
     characters, the shorter ones whole (cutting the longest first)."""
     remaining, left = keep, len(lengths)
@@ -155,7 +150,7 @@ def _level(lengths: Sequence[int], keep: int) -> int:
             remaining -= length
             left -= 1
         else:
-            return remaining // left
+            return int(remaining // left)
     return max(lengths, default=0)
 
 
@@ -186,7 +181,7 @@ class _Cut:
                 mark = self.marker.format(chars=gone, tokens=tokens, where=self.where)
                 new[path] = text[:head] + mark + text[len(text) - (level - head) :]
                 cut += gone
-        return (_replaced(self.value, new) if new else self.value), cut
+        return (replace_paths(self.value, new) if new else self.value), cut
 
 
 def _full_text(value: Any) -> str:
@@ -271,31 +266,34 @@ class ToolResultTruncation:
         editor = Editor(messages, views)
         done: List[TruncatedToolResult] = []
         fits = True
-        shielded = set(protected)
-        for result in find_results(views, None):
-            tool = result.call.name if result.call is not None else None
-            kept = tool in self.exclude_tools or result.found.index in shielded
-            cap = None if kept else self.cap(tool)
-            if cap is None or not result.found.value:
+        for result in self._cuttable(views, protected):
+            cap = self.cap(result.tool)
+            if cap is None:
                 continue
-            cut, tokens = self._truncate(editor, result, tool, cap, counts, count_tokens)
+            cut, tokens = self._truncate(editor, result, cap, counts, count_tokens)
             if cut is not None:
                 done.append(cut)
             fits = fits and tokens <= cap
-        outcome = ClearResult(
-            messages=edited_list(messages, editor.edited),
-            cleared=done,
-            tokens_before=before,
-            tokens_after=sum(counts),
-            fits=fits,
-        )
+        outcome = ClearResult(edited_list(messages, editor.edited), done, before, sum(counts), fits)
         return outcome, counts
+
+    def _cuttable(
+        self, views: Sequence[Mapping[str, Any]], protected: Iterable[int]
+    ) -> List[FoundResult]:
+        """The results with content, but those of ``exclude_tools`` and of ``protected``."""
+        shielded = set(protected)
+        return [
+            result
+            for result in find_results(views, None)
+            if result.found.value
+            and result.found.index not in shielded
+            and result.tool not in self.exclude_tools
+        ]
 
     def _truncate(
         self,
         editor: Editor,
         result: FoundResult,
-        tool: Optional[str],
         cap: int,
         counts: List[int],
         count_tokens: Optional[CountTokens],
@@ -307,15 +305,7 @@ class ToolResultTruncation:
         it is cut again to a lower cap (from its whole content, offloaded once)."""
         found = result.found
         i = found.index
-
-        def counted(value: Any) -> int:
-            """The message's count with ``value`` as the result's content."""
-            own = editor.edited.get(i, editor.messages[i])
-            trial = Editor({i: own}, {i: editor.views[i]})  # type: ignore[arg-type]
-            write_result(trial, replace(result, written=value))
-            return count_one(trial.edited[i], count_tokens, i)
-
-        base = counted(_empty(found.value))
+        base = _counted_as(editor, result, _empty(found.value), count_tokens)
         now = counts[i] - base
         own = now if earlier is None else earlier.tokens_before
         strings = _strings(found.value, SHORT + len(self.marker)) if now > cap else []
@@ -324,7 +314,7 @@ class ToolResultTruncation:
             return None, now  # within its cap, or nothing a cut may shorten (media alone)
         offloaded = None if earlier is None else earlier.offloaded
         if earlier is None and self.offload is not None:
-            offloaded = self.offload(_full_text(found.value), tool, found.call_id)
+            offloaded = self.offload(_full_text(found.value), result.tool, found.call_id)
             if not isinstance(offloaded, str):
                 raise must(
                     "offload", "a callable returning a string (a path, a URL, a key)", offloaded
@@ -334,19 +324,18 @@ class ToolResultTruncation:
         keep = chars * cap // own
         for _ in range(ROUNDS):
             value, cut = cutter.at(keep)
-            total = counted(value)
+            total = _counted_as(editor, result, value, count_tokens)
             over = total - base - cap
             if over <= 0 or keep == 0:
                 break
             keep = max(0, keep - max(1, math.ceil(over / cutter.per_char)))
         write_result(editor, replace(result, written=value))
         counts[i] = total
-        call = result.call
         truncated = TruncatedToolResult(
             index=i,
             call_id=found.call_id,
-            tool=tool,
-            call_index=call.index if call is not None else None,
+            tool=result.tool,
+            call_index=result.call_index,
             tokens_before=own,
             tokens_after=total - base,
             chars_cut=cut,
@@ -373,26 +362,24 @@ class ToolResultTruncation:
         counts = list(counts)
         before = sum(counts)
         editor = Editor(messages, views)
-        shielded = set(protected)
-        results = []
-        for result in find_results(views, None):
-            tool = result.call.name if result.call is not None else None
-            kept = result.found.index in shielded or tool in self.exclude_tools
-            if result.found.value and not kept:
-                results.append((result, tool))
+        results = self._cuttable(views, protected)
         done: Dict[int, TruncatedToolResult] = {}
-        sizes = [self._size(editor, r, counts, count_tokens) for r, _ in results]
+        sizes = [
+            counts[r.found.index] - _counted_as(editor, r, _empty(r.found.value), count_tokens)
+            for r in results
+        ]
         for _ in range(ROUNDS):
             excess = sum(counts) - max_tokens
             if excess <= 0:
                 break
-            level = _level_down(sizes, excess)
+            # The common size the larger ones come down to for ``excess`` to go (1 at least).
+            level = max(1, _level(sizes, sum(sizes) - excess))
             moved = False
-            for k, (result, tool) in enumerate(results):
+            for k, result in enumerate(results):
                 if sizes[k] <= level:
                     continue
                 cut, sizes[k] = self._truncate(
-                    editor, result, tool, level, counts, count_tokens, done.get(k)
+                    editor, result, level, counts, count_tokens, done.get(k)
                 )
                 if cut is not None:
                     done[k] = cut
@@ -400,38 +387,22 @@ class ToolResultTruncation:
             if not moved:
                 break
         total = sum(counts)
+        cuts = [done[k] for k in sorted(done)]
         outcome = ClearResult(
-            messages=edited_list(messages, editor.edited),
-            cleared=[done[k] for k in sorted(done)],
-            tokens_before=before,
-            tokens_after=total,
-            fits=total <= max_tokens,
+            edited_list(messages, editor.edited), cuts, before, total, total <= max_tokens
         )
         return outcome, counts
 
-    @staticmethod
-    def _size(
-        editor: Editor, result: FoundResult, counts: List[int], count_tokens: Optional[CountTokens]
-    ) -> int:
-        """What the result's content adds to its message's count."""
-        i = result.found.index
-        trial = Editor({i: editor.messages[i]}, {i: editor.views[i]})  # type: ignore[arg-type]
-        write_result(trial, replace(result, written=_empty(result.found.value)))
-        return counts[i] - count_one(trial.edited[i], count_tokens, i)
 
-
-def _level_down(sizes: Sequence[int], excess: float) -> int:
-    """The size to bring every larger one down to so that ``excess`` tokens go, the largest
-    first (1 when even that cannot take off enough)."""
-    ordered = sorted(sizes, reverse=True)
-    taken = 0
-    for k, size in enumerate(ordered):
-        below = ordered[k + 1] if k + 1 < len(ordered) else 0
-        step = (k + 1) * (size - below)
-        if taken + step >= excess:
-            return max(1, size - math.ceil((excess - taken) / (k + 1)))
-        taken += step
-    return 1
+def _counted_as(
+    editor: Editor, result: FoundResult, value: Any, count_tokens: Optional[CountTokens]
+) -> int:
+    """The count of the result's message as edited so far, with ``value`` as its content."""
+    i = result.found.index
+    own = editor.edited.get(i, editor.messages[i])
+    trial = Editor({i: own}, {i: editor.views[i]})  # type: ignore[arg-type]
+    write_result(trial, replace(result, written=value))
+    return count_one(trial.edited[i], count_tokens, i)
 
 
 @with_option_docs(
@@ -500,10 +471,4 @@ def truncate_tool_results(
         marker=marker,
         offload=offload,
     )
-    check_callable(pin, "pin")
-    msgs = check_messages(messages)
-    views = message_views(msgs)
-    counts = count_all(views, count_tokens)
-    protected = pinned_groups(msgs, group_bounds(views), pin)
-    result, _ = options.apply(msgs, views, counts, count_tokens=count_tokens, protected=protected)
-    return result
+    return apply_options(options, messages, count_tokens, pin)

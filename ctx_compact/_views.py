@@ -96,6 +96,8 @@ def plain(value: Any, index: Optional[int] = None) -> Any:
 
 
 def _plain_view(message: Mapping[str, Any], index: Optional[int]) -> Mapping[str, Any]:
+    if not holds_objects(message):
+        return message
     try:
         return plain(message, index)  # type: ignore[no-any-return]
     except RecursionError:
@@ -108,7 +110,7 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
     (``framework_view``); an SDK object as its JSON (``sdk_dump``). ``InvalidMessageError``
     for anything else, or a ``model_dump`` that fails or gives no message."""
     if isinstance(message, Mapping):
-        return _plain_view(message, index) if holds_objects(message) else message
+        return _plain_view(message, index)
     try:
         framework = framework_view(message)
     except InvalidMessageError:
@@ -121,7 +123,7 @@ def message_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
         ) from exc
     if framework is not None:
         # Its tool calls may hold an SDK's objects (LlamaIndex keeps OpenAI's).
-        return _plain_view(framework, index) if holds_objects(framework) else framework
+        return _plain_view(framework, index)
     return _dumped_view(message, index)
 
 
@@ -132,8 +134,7 @@ def _dumped_view(message: object, index: Optional[int]) -> Mapping[str, Any]:
     except Exception as exc:
         raise InvalidMessageError(dump_failed(message, exc), index) from exc
     if isinstance(view, Mapping):
-        if holds_objects(view):  # a custom model_dump
-            view = _plain_view(view, index)
+        view = _plain_view(view, index)  # a custom model_dump may hold objects
         # A Gemini content needs no role (the API's default is the user's).
         if view.get("role") is None and view.get("type") is None and "parts" not in view:
             # Neither a wire message nor a known framework's: grouping it alone
@@ -166,8 +167,6 @@ class _Trailing(Sequence):  # type: ignore[type-arg]
         return len(self._messages)
 
     def __getitem__(self, index: Any) -> Any:
-        if not isinstance(index, int):
-            raise TypeError("trailing views are read one index at a time")
         if index < 0:
             index += len(self._messages)
         return message_view(self._messages[index], index)

@@ -101,12 +101,9 @@ def openai_chat_counter(
         count = openai_chat_counter("o200k_base")
         result = compact(messages, max_tokens=8000, count_tokens=count)
     """
-    for name, value in (
-        ("tokens_per_message", tokens_per_message),
-        ("tokens_per_name", tokens_per_name),
-        ("tokens_per_tool_call", tokens_per_tool_call),
-    ):
-        check_tokens(value, name)
+    check_tokens(tokens_per_message, "tokens_per_message")
+    check_tokens(tokens_per_name, "tokens_per_name")
+    check_tokens(tokens_per_tool_call, "tokens_per_tool_call")
     image_tokens = _image_pricer(tokens_per_image)
     if isinstance(encoding, str):
         encoding = _resolve(encoding)
@@ -143,13 +140,11 @@ def openai_chat_counter(
         return _count_value(part, length) if media is None else media_tokens(media)
 
     def count_call(call: Any) -> int:
-        if not isinstance(call, Mapping):
+        kind = call.get("type", "function") if isinstance(call, Mapping) else None
+        fields = _CALL_FIELDS.get(kind) if isinstance(kind, str) else None
+        body = call.get(kind) if fields is not None else None
+        if fields is None or not isinstance(body, Mapping):
             return tokens_per_tool_call + _count_value(call, length)
-        kind = call.get("type", "function")
-        body = call.get(kind) if isinstance(kind, str) else None
-        if not isinstance(body, Mapping) or kind not in _CALL_FIELDS:
-            return tokens_per_tool_call + _count_value(call, length)
-        fields = _CALL_FIELDS[kind]
         return tokens_per_tool_call + sum(_count_value(body.get(f), length) for f in fields)
 
     def count_tokens(message: Mapping[str, Any]) -> int:

@@ -1,13 +1,10 @@
 """What a format's repair changes in a message list: recorded by the formats, applied by
 ``_repair``.
 
-A format's ``repair`` reads the views of one pass and says, per message, what
-becomes of it: dropped, moved after another message, rebuilt with some of its
-parts (content blocks, tool calls) kept, reordered or added, or followed by new
-messages (placeholder answers). ``Edits`` records that and the change each step
-makes; the generic rule in ``_repair`` builds the new list from it, so no format
-copies a message itself and the caller's objects are kept the same way in
-every format.
+A format's ``repair`` says per message what becomes of it (dropped, moved after another, rebuilt
+from some of its parts, followed by new messages such as placeholder answers); ``Edits`` records
+that and each step's change. ``_repair`` builds the new list from it, so no format copies a
+message itself and the caller's objects are kept the same way in every format.
 """
 
 from __future__ import annotations
@@ -87,19 +84,14 @@ class Edits:
         self.dropped[index] = None
         self.rebuilt.pop(index, None)
 
-    def move(self, index: int, target: int) -> None:
-        """The message at ``index`` goes after the message at ``target``, as it is."""
-        self.drop(index)
-        self.after.setdefault(target, []).append((index, None))
-
     def place(self, index: int, target: Optional[int], problem: PairingProblem) -> None:
-        """The result at ``index`` moved after ``target``, or dropped for ``None``."""
+        """The result at ``index`` moved after ``target`` as it is, or dropped for ``None``."""
         why = (problem.ids, problem.provider, problem.code)
+        self.drop(index)
         if target is None:
-            self.drop(index)
             self.note(index, "dropped_result", *why)
         else:
-            self.move(index, target)
+            self.after.setdefault(target, []).append((index, None))
             self.note(index, "moved_result", *why, target)
 
     def insert(self, target: int, message: Dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, FrozenSet, Iterable, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Optional, Tuple
 
 from .._errors import InvalidMessageError
 
@@ -57,6 +57,24 @@ def is_list(value: object) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray))
 
 
+# What ``replace_paths`` puts at a path to leave the list item there out.
+LEFT_OUT: Any = object()
+
+
+def replace_paths(value: Any, new: Mapping[Tuple[Any, ...], Any]) -> Any:
+    """``value`` with what is at each path of ``new`` (keys and indices) replaced by its value
+    there, or left out of its list for ``LEFT_OUT``; copies only along the paths."""
+    if () in new:
+        return new[()]
+    heads: Dict[Any, Dict[Tuple[Any, ...], Any]] = {}
+    for path, put in new.items():
+        heads.setdefault(path[0], {})[path[1:]] = put
+    if isinstance(value, Mapping):
+        return {**value, **{key: replace_paths(value[key], below) for key, below in heads.items()}}
+    items = [replace_paths(item, heads[k]) if k in heads else item for k, item in enumerate(value)]
+    return [item for item in items if item is not LEFT_OUT]
+
+
 def is_block(block: Any, kind: str) -> bool:
     """Whether ``block`` is a content block of type ``kind``."""
     return isinstance(block, Mapping) and block.get("type") == kind
@@ -88,12 +106,8 @@ def _block_view(block: Any, index: Optional[int]) -> Any:
 
 def key(value: Any, index: int, where: str) -> Any:
     """``value``, checked to be usable as an id (hashable); an error naming ``where`` if not."""
-    try:
-        hash(value)
-    except TypeError:
-        raise InvalidMessageError(
-            f"{where} must be a string, not {type(value).__name__}", index
-        ) from None
+    if value is not None and hashable(value) is None:
+        raise InvalidMessageError(f"{where} must be a string, not {type(value).__name__}", index)
     return value
 
 
