@@ -331,25 +331,18 @@ def _compaction_ending(
     return status.REJECTED if totals.rejected else code
 
 
-def _repair_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
-    found = (
-        f"repaired {totals.broken} of {plural(totals.conversations, 'conversation')}"
-        f" ({plural(totals.changes, 'change')} for {plural(totals.problems, 'problem')})"
-        if totals.broken
-        else f"no pairing problems in {plural(totals.conversations, 'conversation')}"
-    )
-    if not totals.skipped:
-        say(f"{PROG}: {found}\n")
-        return status.OK
-    say(f"{PROG}: {found}; {_skipped(args, totals)}\n")
-    return status.SKIPPED
-
-
-def _check_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
-    if not totals.problems:
-        found = f"no pairing problems in {plural(totals.conversations, 'conversation')}"
-        code = status.OK
-    else:
+def _pairing_ending(
+    args: argparse.Namespace, totals: _Totals, say: Callable[[str], None], mode: str
+) -> int:
+    """``check``'s and ``repair``'s last line: what was found, and the skipped lines."""
+    found = f"no pairing problems in {plural(totals.conversations, 'conversation')}"
+    code = status.OK
+    if totals.broken and mode == REPAIR:
+        found = (
+            f"repaired {totals.broken} of {plural(totals.conversations, 'conversation')}"
+            f" ({plural(totals.changes, 'change')} for {plural(totals.problems, 'problem')})"
+        )
+    elif totals.broken:
         found = (
             f"{plural(totals.problems, 'problem')} in {totals.broken} of "
             f"{totals.conversations} conversations"
@@ -384,13 +377,14 @@ def _run(args: argparse.Namespace, mode: str) -> int:
     """Run any mode, turning every way the run can end into its exit status."""
     runner = _Runner(args, mode)
     say = runner.say
-    endings = {COMPACT: _compaction_ending, CHECK: _check_ending, REPAIR: _repair_ending}
     # SIGTERM raises for the whole run, the removal of its temporary files included.
     with sigterm_raises():
         try:
             _announce_terminal_input(args, say)
             totals = runner.run()
-            return endings[mode](args, totals, say)
+            if mode == COMPACT:
+                return _compaction_ending(args, totals, say)
+            return _pairing_ending(args, totals, say, mode)
         except Failure as exc:
             runner.stdout = None  # a failing output cannot be flushed before the message
             if isinstance(exc, UnwritableStdout):
