@@ -89,15 +89,12 @@ def _breakdown(
         return breakdown(
             messages,
             count_tokens=settings.counter,
-            max_tokens=settings.max_tokens,
-            keep_head=settings.keep_head,
-            keep_tail=settings.keep_tail,
-            target_tokens=settings.target_tokens,
             pin=settings.pin(messages),
             clear_tool_results=clearing,
             max_result_tokens=settings.caps,
             exclude_tools=settings.exclude_tools,
             per_message=per_message,
+            **settings.limits(),
         )
     except (TypeError, ValueError) as exc:  # InvalidMessageError is a ValueError
         raise Failure(f"{where}: {exc}") from None
