@@ -359,25 +359,27 @@ class _TextStdout:
         self._stream.flush()
 
 
+@contextlib.contextmanager
+def _writing(name: str, failure: Type[Failure] = Failure) -> Iterator[None]:
+    """Write errors as a ``Failure`` naming the output; a closed pipe keeps its own status."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise failure(f"{name}: cannot write: {exc.strerror or exc}") from None
+
+
 class _Guarded:
-    """An output whose write errors are a ``Failure`` naming it (a closed pipe: its own status)."""
+    """An output whose write errors are a ``Failure`` naming it."""
 
     def __init__(self, stream: IO[bytes], name: str, failure: Type[Failure] = Failure) -> None:
         self._stream = stream
         self._name = name
         self._failure = failure
 
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
-        try:
-            yield
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise _unwritable(self._name, exc, self._failure) from None
-
     def write(self, data: bytes) -> int:
-        with self._guard():
+        with _writing(self._name, self._failure):
             done = self._stream.write(data)
             # Unbuffered (python -u, PYTHONUNBUFFERED), standard output is the raw file,
             # which may take only part of the data: up to a file-size limit, onto a disk
@@ -390,7 +392,7 @@ class _Guarded:
         return len(data)
 
     def flush(self) -> None:
-        with self._guard():
+        with _writing(self._name, self._failure):
             self._stream.flush()
 
 
@@ -466,14 +468,18 @@ class Temporaries:
         """``handle``'s file was put in place or removed."""
         self._files.pop(handle.name, None)
 
+    def discard(self, handle: IO[bytes]) -> None:
+        """Close and remove ``handle``'s file."""
+        with contextlib.suppress(OSError, ValueError):
+            handle.close()
+        with contextlib.suppress(OSError):
+            os.unlink(handle.name)
+        self.done(handle)
+
     def remove(self) -> None:
         """Close and remove every temporary file still here."""
-        for name, handle in sorted(self._files.items()):
-            with contextlib.suppress(OSError, ValueError):
-                handle.close()
-            with contextlib.suppress(OSError):
-                os.unlink(name)
-        self._files.clear()
+        for name in sorted(self._files):
+            self.discard(self._files[name])
 
 
 @contextlib.contextmanager
@@ -498,31 +504,18 @@ def _replacing(path: str, target: str, temporaries: Temporaries) -> Iterator[IO[
         # the temporary file never outlives the run.
         if handle is not None:
             # Closed here too: interrupted before the ``with handle`` took it, it is open.
-            with contextlib.suppress(OSError):
-                handle.close()
-            with contextlib.suppress(OSError):
-                os.unlink(handle.name)
-            temporaries.done(handle)
+            temporaries.discard(handle)
         if isinstance(exc, OSError):
-            raise _unwritable(path, exc) from None
+            raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
 
 
 @contextlib.contextmanager
 def _direct(path: str) -> Iterator[IO[bytes]]:
-    try:
-        # Appending: a FIFO or a device does not care, and a descriptor link to a file
-        # the shell opened with >> must not be truncated.
-        with open(path, "ab") as handle:
-            yield handle
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise _unwritable(path, exc) from None
-
-
-def _unwritable(path: str, exc: OSError, failure: Type[Failure] = Failure) -> Failure:
-    return failure(f"{path}: cannot write: {exc.strerror or exc}")
+    # Appending: a FIFO or a device does not care, and a descriptor link to a file
+    # the shell opened with >> must not be truncated.
+    with _writing(path), open(path, "ab") as handle:
+        yield handle
 
 
 def reasons_path(rejects: Optional[str]) -> Optional[str]:
