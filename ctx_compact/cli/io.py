@@ -485,29 +485,29 @@ class Temporaries:
 @contextlib.contextmanager
 def _replacing(path: str, target: str, temporaries: Temporaries) -> Iterator[IO[bytes]]:
     directory = os.path.dirname(os.path.abspath(target))
+    prefix = f".{os.path.basename(target)}."
     handle: Optional[IO[bytes]] = None
-    try:
-        # Ctrl-C or SIGTERM landing after the file exists but before it is known
-        # (inside tempfile, or on the assignment) would leave it behind: they wait.
-        with held():
-            handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
-                dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp", delete=False
-            )
-            temporaries.add(handle)
-        with handle:
-            yield handle
-        os.chmod(handle.name, new_file_mode(target))
-        os.replace(handle.name, target)
-        temporaries.done(handle)
-    except BaseException as exc:
-        # Also on Ctrl-C and SIGTERM (which the command turns into an exception):
-        # the temporary file never outlives the run.
-        if handle is not None:
-            # Closed here too: interrupted before the ``with handle`` took it, it is open.
-            temporaries.discard(handle)
-        if isinstance(exc, OSError):
-            raise Failure(f"{path}: cannot write: {exc.strerror or exc}") from None
-        raise
+    with _writing(path):
+        try:
+            # Ctrl-C or SIGTERM landing after the file exists but before it is known
+            # (inside tempfile, or on the assignment) would leave it behind: they wait.
+            with held():
+                handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
+                    dir=directory, prefix=prefix, suffix=".tmp", delete=False
+                )
+                temporaries.add(handle)
+            with handle:
+                yield handle
+            os.chmod(handle.name, new_file_mode(target))
+            os.replace(handle.name, target)
+            temporaries.done(handle)
+        except BaseException:
+            # Also on Ctrl-C and SIGTERM (which the command turns into an exception):
+            # the temporary file never outlives the run; closed here too, as interrupted
+            # before the ``with handle`` took it, it is open.
+            if handle is not None:
+                temporaries.discard(handle)
+            raise
 
 
 @contextlib.contextmanager
