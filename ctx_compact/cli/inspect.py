@@ -47,8 +47,6 @@ def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
             return status.USAGE if exc.status is None else exc.status
         except BrokenPipeError:
             return status.CLOSED_OR_PROBLEMS
-        except KeyboardInterrupt:
-            return status.INTERRUPTED
         finally:
             temporaries.remove()
 

@@ -399,14 +399,10 @@ def _run(args: argparse.Namespace, mode: str) -> int:
             # In check mode only problem lines are ever written, so this is still status 1.
             _discard_stdout()
             return status.CLOSED_OR_PROBLEMS
-        except KeyboardInterrupt:
-            return status.INTERRUPTED
-        except Terminated:
-            return status.TERMINATED
         finally:
             runner.progress.clear()
-            # Whatever ended the run; a Ctrl-C or SIGTERM landing now waits until the
-            # files are gone, then reaches main().
+            # Whatever ended the run (a Ctrl-C or SIGTERM goes on to main()); one landing
+            # now waits until the files are gone.
             with held():
                 runner.temporaries.remove()
 
@@ -434,7 +430,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if mode == INSPECT:
             return run_inspect(args, _settings(args, mode))
         return _run(args, mode)
-    except KeyboardInterrupt:  # before the run started or as it ended: still no traceback
+    except KeyboardInterrupt:  # no traceback, whenever it lands
         return status.INTERRUPTED
-    except Terminated:  # as the run ended
+    except Terminated:
         return status.TERMINATED
