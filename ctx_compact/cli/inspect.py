@@ -44,7 +44,7 @@ def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
             return status.OK
         except Failure as exc:
             sys.stderr.write(f"{PROG}: {exc}\n")
-            return status.USAGE if exc.status is None else exc.status
+            return exc.status
         except BrokenPipeError:
             return status.CLOSED_OR_PROBLEMS
         finally:

@@ -20,6 +20,7 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Typ
 
 from .interrupts import held
 from .json import loads_fast, utf8_line
+from .status import USAGE
 
 STDIN_NAME = "<stdin>"
 STDOUT_NAME = "<stdout>"
@@ -27,14 +28,14 @@ _READ_BUFFER = 1 << 20
 
 
 class Failure(Exception):
-    """An error to report as ``ctx-compact: <message>``, with exit status 2 unless ``status``.
+    """An error to report as ``ctx-compact: <message>``, ending the run with ``status``.
 
     Args:
         message: What went wrong, naming where.
-        status: Another exit status (a ``--jobs`` worker killed by a signal).
+        status: The exit status: 2, or another (a ``--jobs`` worker killed by a signal).
     """
 
-    def __init__(self, message: str, status: Optional[int] = None) -> None:
+    def __init__(self, message: str, status: int = USAGE) -> None:
         super().__init__(message)
         self.status = status
 

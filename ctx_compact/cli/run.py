@@ -390,7 +390,7 @@ def _run(args: argparse.Namespace, mode: str) -> int:
             if isinstance(exc, UnwritableStdout):
                 _discard_stdout()  # what it still buffers would fail again at exit (status 120)
             say(f"{PROG}: {exc}\n")
-            return status.USAGE if exc.status is None else exc.status
+            return exc.status
         except MemoryError:
             # A value past the memory limit where no line could be named (in array mode).
             say(f"{PROG}: out of memory: the input holds a value too large to compact\n")
