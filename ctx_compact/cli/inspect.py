@@ -18,8 +18,7 @@ from .interrupts import sigterm_raises
 from .io import (
     Failure,
     Temporaries,
-    conversation,
-    jsonl_value,
+    jsonl_conversation,
     open_input,
     output,
     read_array,
@@ -61,22 +60,11 @@ def _one(args: argparse.Namespace) -> Tuple[str, List[Any]]:
         for lineno, raw in read_jsonl(source.stream, source.name):
             lines = lineno
             if lineno == args.line:
-                found = _conversation(source.name, lineno, raw)
+                found = jsonl_conversation(raw, source.name, lineno)
                 if found is None:
                     raise Failure(f"{source.name}:{lineno}: the line is blank")
-                return found
+                return f"{source.name}:{lineno}", found[0]
         raise Failure(f"{source.name}: there is no line {args.line} (it has {lines})")
-
-
-def _conversation(name: str, lineno: int, raw: bytes) -> Optional[Tuple[str, List[Any]]]:
-    """``FILE:LINE`` and the messages of a JSONL line; ``None`` for a blank line. The line is
-    parsed as compaction parses it: by orjson when installed, else the standard library."""
-    read = jsonl_value(raw, name, lineno)
-    if read is None:
-        return None
-    where = f"{name}:{lineno}"
-    messages, _ = conversation(read[0], where)
-    return where, messages
 
 
 def _breakdown(
@@ -104,10 +92,10 @@ def _dataset(args: argparse.Namespace, settings: Settings, temporaries: Temporar
     totals: Dict[str, int] = {}
     with open_input(args.input) as source:
         for lineno, raw in read_jsonl(source.stream, source.name):
-            found = _conversation(source.name, lineno, raw)
+            found = jsonl_conversation(raw, source.name, lineno)
             if found is None:
                 continue
-            result = _breakdown(settings, found[1], found[0], per_message=False)
+            result = _breakdown(settings, found[0], f"{source.name}:{lineno}", per_message=False)
             for category, tokens in result.categories.items():
                 totals[category] = totals.get(category, 0) + tokens
             figures.append(lineno, result.tokens, result.tokens_after, result.fits)

@@ -114,20 +114,24 @@ def decode(data: Union[bytes, str], name: str, line: Optional[int], first: bool)
         raise Failure(f"{name}:{line}:{column}: not valid UTF-8 (byte 0x{bad}){cut}") from None
 
 
-def jsonl_value(raw: bytes, name: str, lineno: int) -> Optional[Tuple[Any, bool]]:
-    """A JSONL line's value, and whether orjson parsed it (else the standard library did);
-    ``None`` for a blank line.
+def jsonl_conversation(
+    raw: bytes, name: str, lineno: int
+) -> Optional[Tuple[List[Any], Optional[Dict[str, Any]], bool]]:
+    """A JSONL line's messages and holding object (as ``conversation`` gives them), and whether
+    orjson parsed it (else the standard library did); ``None`` for a blank line.
 
     Raises:
-        Failure: The line is not UTF-8 or not JSON; the message names it.
+        Failure: The line is not UTF-8, not JSON or not a conversation; the message names it.
     """
     value = loads_fast(raw)
-    if value is not None:
-        return value, True
-    text = decode(raw, name, lineno, lineno == 1)
-    if not text.strip(" \t\r\n"):
-        return None
-    return parse(text, name, lineno), False
+    fast = value is not None
+    if not fast:
+        text = decode(raw, name, lineno, lineno == 1)
+        if not text.strip(" \t\r\n"):
+            return None
+        value = parse(text, name, lineno)
+    messages, holder = conversation(value, f"{name}:{lineno}")
+    return messages, holder, fast
 
 
 def conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, Any]]]:
