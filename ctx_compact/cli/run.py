@@ -70,11 +70,6 @@ class _Totals:
         self.rejected += outcome.rejected
         self.changes += len(outcome.changes)
 
-    def figures(self) -> str:
-        return figures(
-            self.messages_before, self.messages_after, self.tokens_before, self.tokens_after
-        )
-
 
 def _settings(args: argparse.Namespace, mode: str) -> Settings:
     """The mode and the parsed options that are ``Settings`` fields, under their names."""
@@ -279,15 +274,15 @@ def _pairing_warning(args: argparse.Namespace, totals: _Totals) -> str:
 
 
 def _stats(args: argparse.Namespace, totals: _Totals, budget: str) -> str:
+    summary = figures(
+        totals.messages_before, totals.messages_after, totals.tokens_before, totals.tokens_after
+    )
     misfits = totals.not_fitting
     if not args.jsonl:
         fits = "does not fit" if misfits else "fits"
-        return f"{PROG}: {totals.figures()}, {fits} within {budget}\n"
+        return f"{PROG}: {summary}, {fits} within {budget}\n"
     fits = f"{misfits} did not fit" if misfits else "all fit"
-    return (
-        f"{PROG}: conversations {totals.conversations}, {totals.figures()}, "
-        f"{fits} within {budget}\n"
-    )
+    return f"{PROG}: conversations {totals.conversations}, {summary}, {fits} within {budget}\n"
 
 
 def _misfits(args: argparse.Namespace, totals: _Totals, budget: str) -> str:
