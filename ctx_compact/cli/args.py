@@ -578,13 +578,14 @@ def _mode_conflict(args: argparse.Namespace, mode: str) -> Optional[str]:
     indent = _INDENT_WITH_JSONL if args.jsonl and args.indent is not None else None
     if mode == REPAIR:
         return _repair_conflict(args, indent)
-    target = args.target_tokens
-    if target is not None and target > args.max_tokens:
-        return (
-            f"--target-tokens ({number(target)}) must not exceed --max-tokens"
-            f" ({number(args.max_tokens)})"
-        )
-    return indent
+    return _target_conflict(args) or indent
+
+
+def _target_conflict(args: argparse.Namespace) -> Optional[str]:
+    target, budget = args.target_tokens, args.max_tokens
+    if target is None or target <= budget:
+        return None
+    return f"--target-tokens ({number(target)}) must not exceed --max-tokens ({number(budget)})"
 
 
 def _inspect_conflict(args: argparse.Namespace) -> Optional[str]:
@@ -592,11 +593,9 @@ def _inspect_conflict(args: argparse.Namespace) -> Optional[str]:
         return "--line needs --jsonl"
     if args.target_tokens is not None and args.max_tokens is None:
         return "--target-tokens needs --max-tokens"
-    if args.target_tokens is not None and args.target_tokens > args.max_tokens:
-        return (
-            f"--target-tokens ({number(args.target_tokens)}) must not exceed --max-tokens"
-            f" ({number(args.max_tokens)})"
-        )
+    exceeds = _target_conflict(args)
+    if exceeds:
+        return exceeds
     if args.html is not None and file_identity(args.html, sys.stdout) == file_identity(
         args.input, sys.stdin
     ):

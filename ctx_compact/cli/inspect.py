@@ -18,8 +18,7 @@ from .interrupts import sigterm_raises
 from .io import (
     Failure,
     Temporaries,
-    conversation,
-    jsonl_value,
+    jsonl_conversation,
     open_input,
     output,
     read_array,
@@ -44,11 +43,9 @@ def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
             return status.OK
         except Failure as exc:
             sys.stderr.write(f"{PROG}: {exc}\n")
-            return status.USAGE if exc.status is None else exc.status
+            return exc.status
         except BrokenPipeError:
             return status.CLOSED_OR_PROBLEMS
-        except KeyboardInterrupt:
-            return status.INTERRUPTED
         finally:
             temporaries.remove()
 
@@ -63,22 +60,11 @@ def _one(args: argparse.Namespace) -> Tuple[str, List[Any]]:
         for lineno, raw in read_jsonl(source.stream, source.name):
             lines = lineno
             if lineno == args.line:
-                found = _conversation(source.name, lineno, raw)
+                found = jsonl_conversation(raw, source.name, lineno)
                 if found is None:
                     raise Failure(f"{source.name}:{lineno}: the line is blank")
-                return found
+                return f"{source.name}:{lineno}", found[0]
         raise Failure(f"{source.name}: there is no line {args.line} (it has {lines})")
-
-
-def _conversation(name: str, lineno: int, raw: bytes) -> Optional[Tuple[str, List[Any]]]:
-    """``FILE:LINE`` and the messages of a JSONL line; ``None`` for a blank line. The line is
-    parsed as compaction parses it: by orjson when installed, else the standard library."""
-    read = jsonl_value(raw, name, lineno)
-    if read is None:
-        return None
-    where = f"{name}:{lineno}"
-    messages, _ = conversation(read[0], where)
-    return where, messages
 
 
 def _breakdown(
@@ -89,15 +75,12 @@ def _breakdown(
         return breakdown(
             messages,
             count_tokens=settings.counter,
-            max_tokens=settings.max_tokens,
-            keep_head=settings.keep_head,
-            keep_tail=settings.keep_tail,
-            target_tokens=settings.target_tokens,
             pin=settings.pin(messages),
             clear_tool_results=clearing,
             max_result_tokens=settings.caps,
             exclude_tools=settings.exclude_tools,
             per_message=per_message,
+            **settings.limits(),
         )
     except (TypeError, ValueError) as exc:  # InvalidMessageError is a ValueError
         raise Failure(f"{where}: {exc}") from None
@@ -109,10 +92,10 @@ def _dataset(args: argparse.Namespace, settings: Settings, temporaries: Temporar
     totals: Dict[str, int] = {}
     with open_input(args.input) as source:
         for lineno, raw in read_jsonl(source.stream, source.name):
-            found = _conversation(source.name, lineno, raw)
+            found = jsonl_conversation(raw, source.name, lineno)
             if found is None:
                 continue
-            result = _breakdown(settings, found[1], found[0], per_message=False)
+            result = _breakdown(settings, found[0], f"{source.name}:{lineno}", per_message=False)
             for category, tokens in result.categories.items():
                 totals[category] = totals.get(category, 0) + tokens
             figures.append(lineno, result.tokens, result.tokens_after, result.fits)

@@ -20,6 +20,7 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Tuple, Typ
 
 from .interrupts import held
 from .json import loads_fast, utf8_line
+from .status import USAGE
 
 STDIN_NAME = "<stdin>"
 STDOUT_NAME = "<stdout>"
@@ -27,14 +28,14 @@ _READ_BUFFER = 1 << 20
 
 
 class Failure(Exception):
-    """An error to report as ``ctx-compact: <message>``, with exit status 2 unless ``status``.
+    """An error to report as ``ctx-compact: <message>``, ending the run with ``status``.
 
     Args:
         message: What went wrong, naming where.
-        status: Another exit status (a ``--jobs`` worker killed by a signal).
+        status: The exit status: 2, or another (a ``--jobs`` worker killed by a signal).
     """
 
-    def __init__(self, message: str, status: Optional[int] = None) -> None:
+    def __init__(self, message: str, status: int = USAGE) -> None:
         super().__init__(message)
         self.status = status
 
@@ -113,20 +114,24 @@ def decode(data: Union[bytes, str], name: str, line: Optional[int], first: bool)
         raise Failure(f"{name}:{line}:{column}: not valid UTF-8 (byte 0x{bad}){cut}") from None
 
 
-def jsonl_value(raw: bytes, name: str, lineno: int) -> Optional[Tuple[Any, bool]]:
-    """A JSONL line's value, and whether orjson parsed it (else the standard library did);
-    ``None`` for a blank line.
+def jsonl_conversation(
+    raw: bytes, name: str, lineno: int
+) -> Optional[Tuple[List[Any], Optional[Dict[str, Any]], bool]]:
+    """A JSONL line's messages and holding object (as ``conversation`` gives them), and whether
+    orjson parsed it (else the standard library did); ``None`` for a blank line.
 
     Raises:
-        Failure: The line is not UTF-8 or not JSON; the message names it.
+        Failure: The line is not UTF-8, not JSON or not a conversation; the message names it.
     """
     value = loads_fast(raw)
-    if value is not None:
-        return value, True
-    text = decode(raw, name, lineno, lineno == 1)
-    if not text.strip(" \t\r\n"):
-        return None
-    return parse(text, name, lineno), False
+    fast = value is not None
+    if not fast:
+        text = decode(raw, name, lineno, lineno == 1)
+        if not text.strip(" \t\r\n"):
+            return None
+        value = parse(text, name, lineno)
+    messages, holder = conversation(value, f"{name}:{lineno}")
+    return messages, holder, fast
 
 
 def conversation(value: Any, where: str) -> Tuple[List[Any], Optional[Dict[str, Any]]]:
@@ -359,25 +364,27 @@ class _TextStdout:
         self._stream.flush()
 
 
+@contextlib.contextmanager
+def _writing(name: str, failure: Type[Failure] = Failure) -> Iterator[None]:
+    """Write errors as a ``Failure`` naming the output; a closed pipe keeps its own status."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise failure(f"{name}: cannot write: {exc.strerror or exc}") from None
+
+
 class _Guarded:
-    """An output whose write errors are a ``Failure`` naming it (a closed pipe: its own status)."""
+    """An output whose write errors are a ``Failure`` naming it."""
 
     def __init__(self, stream: IO[bytes], name: str, failure: Type[Failure] = Failure) -> None:
         self._stream = stream
         self._name = name
         self._failure = failure
 
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
-        try:
-            yield
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise _unwritable(self._name, exc, self._failure) from None
-
     def write(self, data: bytes) -> int:
-        with self._guard():
+        with _writing(self._name, self._failure):
             done = self._stream.write(data)
             # Unbuffered (python -u, PYTHONUNBUFFERED), standard output is the raw file,
             # which may take only part of the data: up to a file-size limit, onto a disk
@@ -390,7 +397,7 @@ class _Guarded:
         return len(data)
 
     def flush(self) -> None:
-        with self._guard():
+        with _writing(self._name, self._failure):
             self._stream.flush()
 
 
@@ -466,63 +473,54 @@ class Temporaries:
         """``handle``'s file was put in place or removed."""
         self._files.pop(handle.name, None)
 
+    def discard(self, handle: IO[bytes]) -> None:
+        """Close and remove ``handle``'s file."""
+        with contextlib.suppress(OSError, ValueError):
+            handle.close()
+        with contextlib.suppress(OSError):
+            os.unlink(handle.name)
+        self.done(handle)
+
     def remove(self) -> None:
         """Close and remove every temporary file still here."""
-        for name, handle in sorted(self._files.items()):
-            with contextlib.suppress(OSError, ValueError):
-                handle.close()
-            with contextlib.suppress(OSError):
-                os.unlink(name)
-        self._files.clear()
+        for name in sorted(self._files):
+            self.discard(self._files[name])
 
 
 @contextlib.contextmanager
 def _replacing(path: str, target: str, temporaries: Temporaries) -> Iterator[IO[bytes]]:
     directory = os.path.dirname(os.path.abspath(target))
+    prefix = f".{os.path.basename(target)}."
     handle: Optional[IO[bytes]] = None
-    try:
-        # Ctrl-C or SIGTERM landing after the file exists but before it is known
-        # (inside tempfile, or on the assignment) would leave it behind: they wait.
-        with held():
-            handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
-                dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp", delete=False
-            )
-            temporaries.add(handle)
-        with handle:
-            yield handle
-        os.chmod(handle.name, new_file_mode(target))
-        os.replace(handle.name, target)
-        temporaries.done(handle)
-    except BaseException as exc:
-        # Also on Ctrl-C and SIGTERM (which the command turns into an exception):
-        # the temporary file never outlives the run.
-        if handle is not None:
-            # Closed here too: interrupted before the ``with handle`` took it, it is open.
-            with contextlib.suppress(OSError):
-                handle.close()
-            with contextlib.suppress(OSError):
-                os.unlink(handle.name)
+    with _writing(path):
+        try:
+            # Ctrl-C or SIGTERM landing after the file exists but before it is known
+            # (inside tempfile, or on the assignment) would leave it behind: they wait.
+            with held():
+                handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  # closed below
+                    dir=directory, prefix=prefix, suffix=".tmp", delete=False
+                )
+                temporaries.add(handle)
+            with handle:
+                yield handle
+            os.chmod(handle.name, new_file_mode(target))
+            os.replace(handle.name, target)
             temporaries.done(handle)
-        if isinstance(exc, OSError):
-            raise _unwritable(path, exc) from None
-        raise
+        except BaseException:
+            # Also on Ctrl-C and SIGTERM (which the command turns into an exception):
+            # the temporary file never outlives the run; closed here too, as interrupted
+            # before the ``with handle`` took it, it is open.
+            if handle is not None:
+                temporaries.discard(handle)
+            raise
 
 
 @contextlib.contextmanager
 def _direct(path: str) -> Iterator[IO[bytes]]:
-    try:
-        # Appending: a FIFO or a device does not care, and a descriptor link to a file
-        # the shell opened with >> must not be truncated.
-        with open(path, "ab") as handle:
-            yield handle
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise _unwritable(path, exc) from None
-
-
-def _unwritable(path: str, exc: OSError, failure: Type[Failure] = Failure) -> Failure:
-    return failure(f"{path}: cannot write: {exc.strerror or exc}")
+    # Appending: a FIFO or a device does not care, and a descriptor link to a file
+    # the shell opened with >> must not be truncated.
+    with _writing(path), open(path, "ab") as handle:
+        yield handle
 
 
 def reasons_path(rejects: Optional[str]) -> Optional[str]:

@@ -174,12 +174,14 @@ class Workers:
     """``jobs`` worker processes for one run; a context manager that stops them.
 
     Not ``concurrent.futures.ProcessPoolExecutor`` nor ``multiprocessing.Pool``,
-    for two behaviours the tests hold (tests/test_cli_failures.py). A worker killed
-    by a signal (the out-of-memory killer) ends the run naming the worker and the
-    signal, with the status 128 + N: the executor reports only ``BrokenProcessPool``,
-    with neither, and ``Pool`` starts another worker and waits for the lost chunk
-    forever. And the workers end when the main process is killed outright: forked
-    pool workers hold copies of their task queue's writing end, so they wait on it
+    for three behaviours the tests hold (tests/test_cli_failures.py, test_cli_jobs.py).
+    A worker killed by a signal (the out-of-memory killer) ends the run naming the
+    worker and the signal, with the status 128 + N: the executor reports only
+    ``BrokenProcessPool``, with neither, and ``Pool`` starts another worker and waits
+    for the lost chunk forever. Memory stays bounded: ``Executor.map`` takes its whole
+    input at once, and ``Pool.imap`` reads all of it ahead of the answers handed back.
+    And the workers end when the main process is killed outright: the executor's
+    forked workers hold copies of their task queue's writing end, so they wait on it
     forever. Here each worker has a pipe of its own, whose end tells which worker
     ended, and no lock is shared that a killed worker could leave held.
 

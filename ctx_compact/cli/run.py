@@ -70,11 +70,6 @@ class _Totals:
         self.rejected += outcome.rejected
         self.changes += len(outcome.changes)
 
-    def figures(self) -> str:
-        return figures(
-            self.messages_before, self.messages_after, self.tokens_before, self.tokens_after
-        )
-
 
 def _settings(args: argparse.Namespace, mode: str) -> Settings:
     """The mode and the parsed options that are ``Settings`` fields, under their names."""
@@ -279,15 +274,15 @@ def _pairing_warning(args: argparse.Namespace, totals: _Totals) -> str:
 
 
 def _stats(args: argparse.Namespace, totals: _Totals, budget: str) -> str:
+    summary = figures(
+        totals.messages_before, totals.messages_after, totals.tokens_before, totals.tokens_after
+    )
     misfits = totals.not_fitting
     if not args.jsonl:
         fits = "does not fit" if misfits else "fits"
-        return f"{PROG}: {totals.figures()}, {fits} within {budget}\n"
+        return f"{PROG}: {summary}, {fits} within {budget}\n"
     fits = f"{misfits} did not fit" if misfits else "all fit"
-    return (
-        f"{PROG}: conversations {totals.conversations}, {totals.figures()}, "
-        f"{fits} within {budget}\n"
-    )
+    return f"{PROG}: conversations {totals.conversations}, {summary}, {fits} within {budget}\n"
 
 
 def _misfits(args: argparse.Namespace, totals: _Totals, budget: str) -> str:
@@ -331,25 +326,18 @@ def _compaction_ending(
     return status.REJECTED if totals.rejected else code
 
 
-def _repair_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
-    found = (
-        f"repaired {totals.broken} of {plural(totals.conversations, 'conversation')}"
-        f" ({plural(totals.changes, 'change')} for {plural(totals.problems, 'problem')})"
-        if totals.broken
-        else f"no pairing problems in {plural(totals.conversations, 'conversation')}"
-    )
-    if not totals.skipped:
-        say(f"{PROG}: {found}\n")
-        return status.OK
-    say(f"{PROG}: {found}; {_skipped(args, totals)}\n")
-    return status.SKIPPED
-
-
-def _check_ending(args: argparse.Namespace, totals: _Totals, say: Callable[[str], None]) -> int:
-    if not totals.problems:
-        found = f"no pairing problems in {plural(totals.conversations, 'conversation')}"
-        code = status.OK
-    else:
+def _pairing_ending(
+    args: argparse.Namespace, totals: _Totals, say: Callable[[str], None], mode: str
+) -> int:
+    """``check``'s and ``repair``'s last line: what was found, and the skipped lines."""
+    found = f"no pairing problems in {plural(totals.conversations, 'conversation')}"
+    code = status.OK
+    if totals.broken and mode == REPAIR:
+        found = (
+            f"repaired {totals.broken} of {plural(totals.conversations, 'conversation')}"
+            f" ({plural(totals.changes, 'change')} for {plural(totals.problems, 'problem')})"
+        )
+    elif totals.broken:
         found = (
             f"{plural(totals.problems, 'problem')} in {totals.broken} of "
             f"{totals.conversations} conversations"
@@ -384,19 +372,20 @@ def _run(args: argparse.Namespace, mode: str) -> int:
     """Run any mode, turning every way the run can end into its exit status."""
     runner = _Runner(args, mode)
     say = runner.say
-    endings = {COMPACT: _compaction_ending, CHECK: _check_ending, REPAIR: _repair_ending}
     # SIGTERM raises for the whole run, the removal of its temporary files included.
     with sigterm_raises():
         try:
             _announce_terminal_input(args, say)
             totals = runner.run()
-            return endings[mode](args, totals, say)
+            if mode == COMPACT:
+                return _compaction_ending(args, totals, say)
+            return _pairing_ending(args, totals, say, mode)
         except Failure as exc:
             runner.stdout = None  # a failing output cannot be flushed before the message
             if isinstance(exc, UnwritableStdout):
                 _discard_stdout()  # what it still buffers would fail again at exit (status 120)
             say(f"{PROG}: {exc}\n")
-            return status.USAGE if exc.status is None else exc.status
+            return exc.status
         except MemoryError:
             # A value past the memory limit where no line could be named (in array mode).
             say(f"{PROG}: out of memory: the input holds a value too large to compact\n")
@@ -405,14 +394,10 @@ def _run(args: argparse.Namespace, mode: str) -> int:
             # In check mode only problem lines are ever written, so this is still status 1.
             _discard_stdout()
             return status.CLOSED_OR_PROBLEMS
-        except KeyboardInterrupt:
-            return status.INTERRUPTED
-        except Terminated:
-            return status.TERMINATED
         finally:
             runner.progress.clear()
-            # Whatever ended the run; a Ctrl-C or SIGTERM landing now waits until the
-            # files are gone, then reaches main().
+            # Whatever ended the run (a Ctrl-C or SIGTERM goes on to main()); one landing
+            # now waits until the files are gone.
             with held():
                 runner.temporaries.remove()
 
@@ -440,7 +425,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if mode == INSPECT:
             return run_inspect(args, _settings(args, mode))
         return _run(args, mode)
-    except KeyboardInterrupt:  # before the run started or as it ended: still no traceback
+    except KeyboardInterrupt:  # no traceback, whenever it lands
         return status.INTERRUPTED
-    except Terminated:  # as the run ended
+    except Terminated:
         return status.TERMINATED

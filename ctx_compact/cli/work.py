@@ -37,7 +37,7 @@ from .._contract import (
     prepare,
     step,
 )
-from .io import Failure, conversation, dump, jsonl_value, with_messages
+from .io import Failure, dump, jsonl_conversation, with_messages
 from .json import Pieces, Unencodable
 from .words import Budget, change_text, explain_table, figures, number, plural, problem_text
 
@@ -341,11 +341,11 @@ def do_line(
     """One JSONL line done, ``None`` for a blank line, or ``Rejected`` naming why it cannot be."""
     where = f"{name}:{lineno}"
     try:
-        read = jsonl_value(raw, name, lineno)
+        read = jsonl_conversation(raw, name, lineno)
         if read is None:
             return None
-        messages, holder = conversation(read[0], where)
-        return run_one(settings, messages, holder, where, read[1])
+        messages, holder, fast = read
+        return run_one(settings, messages, holder, where, fast)
     except Failure as exc:
         return Rejected(lineno, str(exc), raw)
     except MemoryError:  # what it took is freed on the way here: the next line can go on
