@@ -701,11 +701,14 @@ def test_module_help_describes_the_options():
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="relies on POSIX pipe semantics")
-def test_closed_output_pipe_exits_quietly(tmp_path: Path):
+@pytest.mark.parametrize("report", [False, True], ids=["alone", "with --report"])
+def test_closed_output_pipe_exits_quietly(tmp_path: Path, report: bool):
     big = tmp_path / "big.jsonl"
     big.write_bytes(jsonl(MESSAGES) * 3000)  # about 2 MB out: far more than a pipe holds
+    # A report file being written does not turn the closed pipe into its own failure.
+    extra = ["--report", str(tmp_path / "report.jsonl")] if report else []
     process = subprocess.Popen(
-        [sys.executable, "-m", "ctx_compact", "--jsonl", *EXAMPLE, str(big)],
+        [sys.executable, "-m", "ctx_compact", "--jsonl", *EXAMPLE, *extra, str(big)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=ROOT,
@@ -718,6 +721,7 @@ def test_closed_output_pipe_exits_quietly(tmp_path: Path):
     process.stderr.close()
     assert process.wait(timeout=60) == 1
     assert err == b""
+    assert os.listdir(tmp_path) == ["big.jsonl"]  # no report, no temporary file left
 
 
 # --- check ----------------------------------------------------------------------------------
