@@ -17,6 +17,7 @@ from typing import Any, Iterator, List, Tuple
 import pytest
 
 from ctx_compact.cli import jobs as cli_jobs
+from ctx_compact.cli import main
 from ctx_compact.cli.io import Failure, open_input, read_spans
 from ctx_compact.cli.work import Settings
 
@@ -170,17 +171,20 @@ def test_interrupted_parallel_run_is_quiet_and_leaves_nothing(
 
 
 # Run in a process of its own (fork needs one thread): main() once per step, with the
-# signal sent at the step-th line run in Workers.__init__ or in a block it holds.
+# signal sent at the step-th line run in Workers.__init__ or in a block it holds. Each
+# step runs in a child forked from a process that never ran main(): a signal landing
+# as the feeders start leaves them behind, and a later step would spawn its workers
+# instead (a fresh interpreter each) rather than fork them.
 _WORKER_START_STEPS = """
-import json, os, signal, sys
+import json, multiprocessing, os, signal, sys
 from ctx_compact.cli import interrupts, jobs, main
 
 signum, status, data, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 whole = open(out, "rb").read()
 start, hold = jobs.Workers.__init__.__code__, interrupts.held.__wrapped__.__code__
-step = 0
-while True:
-    step += 1
+
+
+def walk(step):
     state = {"lines": 0, "sent": False, "starting": 0}
 
     def tracer(frame, event, arg):
@@ -204,14 +208,34 @@ while True:
                      "-o", out, data])
     finally:
         sys.settrace(None)
-    print(json.dumps({
+    return {
         "step": step,
         "sent": state["sent"],
         "status": code,
         "files": sorted(os.listdir(os.path.dirname(out))),
         "output": open(out, "rb").read() in (b"precious\\n", whole),
-    }), flush=True)
-    if not state["sent"]:
+    }
+
+
+step = 0
+while True:
+    step += 1
+    reading, writing = os.pipe()
+    child = os.fork()
+    if not child:
+        os.close(reading)
+        with os.fdopen(writing, "w") as report:
+            report.write(json.dumps(walk(step)))
+        for worker in multiprocessing.active_children():  # left by a signal as they started
+            worker.terminate()
+            worker.join()
+        os._exit(0)
+    os.close(writing)
+    with os.fdopen(reading) as report:
+        run = json.loads(report.read())
+    assert os.waitpid(child, 0)[1] == 0
+    print(json.dumps(run), flush=True)
+    if not run["sent"]:
         break
 """
 
@@ -229,8 +253,9 @@ def test_a_signal_at_any_step_of_starting_the_workers_ends_the_run(
     data = tmp_path / "data.jsonl"
     data.write_bytes(json.dumps(MESSAGES).encode() + b"\n")
     out = tmp_path / "out.jsonl"
-    first = subprocess.run([*COMMAND, "--keep-tail", "2", "-o", str(out), str(data)], cwd=ROOT)
-    assert first.returncode == 0
+    assert (
+        main(["--jsonl", "--max-tokens", "150", "--keep-tail", "2", "-o", str(out), str(data)]) == 0
+    )
     done = subprocess.run(
         [
             sys.executable,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -204,21 +205,27 @@ def moves(cuts: List[Any]) -> int:
     return sum(1 for before, now in zip(cuts, cuts[1:]) if before != now)
 
 
+@functools.cache
+def spec_cuts(budget: int) -> Tuple[int, ...]:
+    """How many messages the specification's cut drops from each call of ``agent_turns(200)``
+    (the same for every target: computed once)."""
+    return tuple(len(compact(h, max_tokens=budget, keep_tail=2).dropped) for h in agent_turns(200))
+
+
 @pytest.mark.parametrize("share", [0.5, 0.6, 0.8])
 def test_over_200_turns_the_cut_moves_once_per_step_of_growth(share: float) -> None:
     budget = 6000
     target = budget * share
     calls = agent_turns(200)
-    cuts, spec_cuts = [], []
+    cuts = []
     for history in calls:
         result = compact(history, max_tokens=budget, keep_tail=2, target_tokens=target)
         assert result.fits
         assert check_pairing(result.messages) == []
         cuts.append(len(result.dropped))
-        spec_cuts.append(len(compact(history, max_tokens=budget, keep_tail=2).dropped))
     grown = sum(estimate_tokens(m) for m in calls[-1]) - budget
     assert moves(cuts) <= grown / (budget - target) + 1
-    assert moves(cuts) < moves(spec_cuts) / 4
+    assert moves(cuts) < moves(list(spec_cuts(budget))) / 4
     # The cut only ever moves forward: a message once dropped is never sent again.
     assert cuts == sorted(cuts)
 
@@ -347,7 +354,14 @@ def test_clearing_in_steps_clears_down_to_about_the_target() -> None:
     assert cleared_ids(again) == cleared_ids(result)
 
 
-def replay(**options: Any) -> Tuple[List[List[Any]], List[CompactionEvent]]:
+@pytest.fixture(scope="module")
+def requests() -> List[str]:
+    """Each call of ``agent_turns(200)`` as the JSON a stateless worker receives (encoded once
+    for the module's replays)."""
+    return [json.dumps(history) for history in agent_turns(200)]
+
+
+def replay(requests: List[str], **options: Any) -> Tuple[List[List[Any]], List[CompactionEvent]]:
     sent: List[List[Any]] = []
     events: List[CompactionEvent] = []
 
@@ -355,8 +369,8 @@ def replay(**options: Any) -> Tuple[List[List[Any]], List[CompactionEvent]]:
     def call(messages: List[Any]) -> None:
         sent.append(messages)
 
-    for history in agent_turns(200):
-        call(json.loads(json.dumps(history)))  # rebuilt per request, as a stateless worker does
+    for request in requests:
+        call(json.loads(request))  # rebuilt per request, as a stateless worker does
     return sent, events
 
 
@@ -365,18 +379,20 @@ def prefix_changes(sent: List[List[Any]]) -> int:
 
 
 @pytest.mark.parametrize("clearing", [False, True])
-def test_over_200_turns_the_middleware_prompt_changes_once_per_step(clearing: bool) -> None:
+def test_over_200_turns_the_middleware_prompt_changes_once_per_step(
+    clearing: bool, requests: List[str]
+) -> None:
     budget, target = 8000, 4800
     options = {"max_tokens": budget, "target_tokens": target, "keep_tail": 2}
     if clearing:
         options["clear_tool_results"] = {"keep": 2}
-    sent, events = replay(**options)
+    sent, events = replay(requests, **options)
     assert all(e.fits for e in events)
     assert all(check_pairing(prompt) == [] for prompt in sent)
     grown = sum(estimate_tokens(m) for m in agent_turns(200)[-1]) - budget
     changes = prefix_changes(sent)
     assert changes <= grown / (budget - target) + 2
-    plain, _ = replay(**{k: v for k, v in options.items() if k != "target_tokens"})
+    plain, _ = replay(requests, **{k: v for k, v in options.items() if k != "target_tokens"})
     assert changes < prefix_changes(plain) / 4
     # cut_reused: the prompt kept the previous one as its prefix.
     for before, now, event in zip(sent, sent[1:], events[1:]):
@@ -384,18 +400,18 @@ def test_over_200_turns_the_middleware_prompt_changes_once_per_step(clearing: bo
             assert now[: len(before)] == before
 
 
-def test_two_workers_send_the_same_prompts_as_one() -> None:
+def test_two_workers_send_the_same_prompts_as_one(requests: List[str]) -> None:
     options: dict = {
         "max_tokens": 8000,
         "target_tokens": 4800,
         "keep_tail": 2,
         "clear_tool_results": True,
     }
-    one, _ = replay(**options)
+    one, _ = replay(requests, **options)
     workers: List[List[List[Any]]] = [[], []]
     fns = [budgeted(**options)(recording(sent)) for sent in workers]
-    for i, history in enumerate(agent_turns(200)):
-        fns[i % 2](json.loads(json.dumps(history)))
+    for i, request in enumerate(requests):
+        fns[i % 2](json.loads(request))
     merged = [workers[i % 2][i // 2] for i in range(len(one))]
     assert merged == one
 
