@@ -171,17 +171,17 @@ def test_interrupted_parallel_run_is_quiet_and_leaves_nothing(
 
 
 # Run in a process of its own (fork needs one thread): main() once per step, with the
-# signal sent at the step-th line run in Workers.__init__ or in a block it holds. Each
-# step runs in a child forked from a process that never ran main(): a signal landing
-# as the feeders start leaves them behind, and a later step would spawn its workers
-# instead (a fresh interpreter each) rather than fork them.
+# signal sent at the step-th line run in Workers.__init__, its _start or a block they
+# hold. Each step runs in a child forked from a process that never ran main(), and
+# reports what the run left running.
 _WORKER_START_STEPS = """
-import json, multiprocessing, os, signal, sys
+import json, multiprocessing, os, signal, sys, threading
 from ctx_compact.cli import interrupts, jobs, main
 
 signum, status, data, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 whole = open(out, "rb").read()
-start, hold = jobs.Workers.__init__.__code__, interrupts.held.__wrapped__.__code__
+starts = (jobs.Workers.__init__.__code__, jobs.Workers._start.__code__)
+hold = interrupts.held.__wrapped__.__code__
 
 
 def walk(step):
@@ -189,7 +189,7 @@ def walk(step):
 
     def tracer(frame, event, arg):
         code = frame.f_code
-        if code is start:
+        if code in starts:
             state["starting"] += {"call": 1, "return": -1}.get(event, 0)
         elif code is not hold or not state["starting"]:
             return None
@@ -214,6 +214,8 @@ def walk(step):
         "status": code,
         "files": sorted(os.listdir(os.path.dirname(out))),
         "output": open(out, "rb").read() in (b"precious\\n", whole),
+        # Nothing the run started outlives it: no feeder thread, no worker.
+        "left": threading.active_count() - 1 + len(multiprocessing.active_children()),
     }
 
 
@@ -226,9 +228,6 @@ while True:
         os.close(reading)
         with os.fdopen(writing, "w") as report:
             report.write(json.dumps(walk(step)))
-        for worker in multiprocessing.active_children():  # left by a signal as they started
-            worker.terminate()
-            worker.join()
         os._exit(0)
     os.close(writing)
     with os.fdopen(reading) as report:
@@ -281,8 +280,10 @@ def test_a_signal_at_any_step_of_starting_the_workers_ends_the_run(
             "status": status,
             "files": ["data.jsonl", "out.jsonl"],
             "output": True,
+            "left": 0,
         }
     assert runs[-1]["status"] == 0
+    assert runs[-1]["left"] == 0
 
 
 def test_workers_beside_another_thread_are_spawned_and_agree(tmp_path: Path):

@@ -207,6 +207,19 @@ class Workers:
         self._forked = method == "fork"
         self._pipes: List[Connection] = []
         self._processes: List[Any] = []
+        # Each worker's chunks: being sent by its feeder, and numbered, not yet answered.
+        self._queues: List[queue.SimpleQueue[Optional[Chunk]]] = []
+        self._feeders: List[threading.Thread] = []
+        self._waiting: List[Deque[int]] = []
+        try:
+            self._start(context, settings, name, jobs)
+        except BaseException:
+            # A Ctrl-C or SIGTERM delivered as the workers have started (or a failed start)
+            # stops what had started: no worker or feeder outlives the call.
+            self.__exit__(*sys.exc_info())
+            raise
+
+    def _start(self, context: Any, settings: Settings, name: str, jobs: int) -> None:
         # Held while workers start: the main process gets a Ctrl-C or SIGTERM once they
         # all have, and each worker starts with both blocked until it ignores Ctrl-C.
         with held():
@@ -222,17 +235,13 @@ class Workers:
                 theirs.close()
                 self._pipes.append(mine)
                 self._processes.append(process)
-        # Each worker's chunks: being sent by its feeder, and numbered, not yet answered.
-        self._queues: List[queue.SimpleQueue[Optional[Chunk]]] = []
-        self._feeders: List[threading.Thread] = []
-        self._waiting: List[Deque[int]] = []
         for pipe in self._pipes:
             chunks: queue.SimpleQueue[Optional[Chunk]] = queue.SimpleQueue()
+            self._queues.append(chunks)  # its None, put by __exit__, ends the feeder
+            self._waiting.append(collections.deque())
             feeder = threading.Thread(target=_feed, args=(pipe, chunks), daemon=True)
             feeder.start()
-            self._queues.append(chunks)
             self._feeders.append(feeder)
-            self._waiting.append(collections.deque())
 
     def __enter__(self) -> Workers:
         return self
