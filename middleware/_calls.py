@@ -156,7 +156,7 @@ class Interceptor:
         site: Optional[Site] = None,
         stream: bool = False,
     ) -> None:
-        check_awaitables(kind.is_async, kind.value, name, options.summarize, hooks)
+        check_awaitables(kind, name, options.summarize, hooks)
         self.options = options
         self.hooks = tuple(hooks)
         self.is_async = kind.is_async
@@ -341,10 +341,7 @@ class Interceptor:
                     else:
                         steps.reply = self._invoke(wrapped, step.arguments)
                 elif isinstance(step, Report):
-                    if step.shield:
-                        with anyio.CancelScope(shield=True):
-                            await self._areport(step.event, step.states)
-                    else:
+                    with anyio.CancelScope(shield=step.shield):
                         await self._areport(step.event, step.states)
                 else:
                     # A store that may block or a sync summarizer (often an LLM call)

@@ -236,7 +236,7 @@ class CompactingSession:
         wrapped = wrap_callable(fn, self._wrap_options(fn, max_tokens, options), ())
         # The session's hooks are not the wrapper's, so check them against fn here.
         kind = kind_of(fn)
-        check_awaitables(kind.is_async, kind.value, qualified_name(fn), None, self._state.hooks)
+        check_awaitables(kind, qualified_name(fn), None, self._state.hooks)
         return wrapped
 
     def intercept(self, target: Target) -> None:
