@@ -12,7 +12,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from typing import Any, List, NamedTuple, Optional, Tuple
 
-from ctx_compact import ClearedToolResult, check_pairing, repair_pairing
+from ctx_compact import check_pairing, repair_pairing
 from ctx_compact._contract import (
     CALL_OUTPUTS,
     Compaction,
@@ -80,9 +80,17 @@ def _in_caller(index: int, origin: Optional[List[int]]) -> int:
     return index if origin is None else origin[index]
 
 
-def _caller(item: Any, origin: Optional[List[int]]) -> Any:
-    """A cleared or cut result with its indices in the caller's list."""
-    return item if origin is None else _moved(item, origin)
+def _caller(cleared: Any, origin: Optional[List[int]]) -> Any:
+    """A cleared or cut result with its indices in the caller's list rather than the
+    shortened one."""
+    if origin is None:
+        return cleared
+    call = cleared.call_index
+    return dataclasses.replace(
+        cleared,
+        index=origin[cleared.index],
+        call_index=origin[call] if call is not None else None,
+    )
 
 
 def _cleared(
@@ -211,16 +219,6 @@ def _listed(value: Any) -> List[Any]:
     ):
         check_messages(value)
     return list(value)
-
-
-def _moved(cleared: ClearedToolResult, origin: List[int]) -> ClearedToolResult:
-    """``cleared`` with its indices in the caller's list rather than the shortened one."""
-    call = cleared.call_index
-    return dataclasses.replace(
-        cleared,
-        index=origin[cleared.index],
-        call_index=origin[call] if call is not None else None,
-    )
 
 
 def _cut_stood(plan: Compaction) -> bool:

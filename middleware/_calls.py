@@ -1,14 +1,8 @@
 """Running intercepted calls: compaction options bound to one callable, in its own shape.
 
-``Interceptor`` decides the wrapper's shape once (plain, coroutine, generator,
-async generator). A call's sequence is written once, in ``Interceptor.sequence``:
-compact (a ``CallRun``), the summary's steps (``_summaries``), the call, the
-report to the hooks and every active session (or a proxy that reports once an
-SDK stream's usage is known), and one retry after a refusal for length. It is a
-generator of the steps that may wait; the sync shell (``call``) and the async
-one (``acall``, also before an async generator's body) carry them out and
-differ only in how they wait, as tenacity's ``iter()`` and httpx's
-``auth_flow`` do.
+A call's sequence (compact, summarise, call, report, one retry after a refusal for
+length) is written once, in ``Interceptor.sequence``, as a generator of the steps that
+may wait; the sync and async shells carry them out and differ only in how they wait.
 """
 
 from __future__ import annotations
@@ -76,12 +70,8 @@ CallFlow = Generator[CallStep, Any, Any]
 
 
 class _Steps:
-    """A flow's steps, each answered with ``reply`` or with what carrying it out raised.
-
-    ``for step in steps: with steps: steps.reply = ...``: the ``with`` block hands
-    what it raised to the flow (which re-raises it, or not); ``result`` is what
-    the flow returned.
-    """
+    """``for step in steps: with steps: steps.reply = ...``: each step is answered with
+    ``reply`` or with what its ``with`` block raised; ``result`` is what the flow returned."""
 
     __slots__ = ("failure", "flow", "reply", "result")
 
@@ -156,7 +146,7 @@ class Interceptor:
         site: Optional[Site] = None,
         stream: bool = False,
     ) -> None:
-        check_awaitables(kind.is_async, kind.value, name, options.summarize, hooks)
+        check_awaitables(kind, name, options.summarize, hooks)
         self.options = options
         self.hooks = tuple(hooks)
         self.is_async = kind.is_async
@@ -341,10 +331,7 @@ class Interceptor:
                     else:
                         steps.reply = self._invoke(wrapped, step.arguments)
                 elif isinstance(step, Report):
-                    if step.shield:
-                        with anyio.CancelScope(shield=True):
-                            await self._areport(step.event, step.states)
-                    else:
+                    with anyio.CancelScope(shield=step.shield):
                         await self._areport(step.event, step.states)
                 else:
                     # A store that may block or a sync summarizer (often an LLM call)

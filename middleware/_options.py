@@ -44,7 +44,7 @@ from ctx_compact._contract import (
     must,
 )
 
-from ._callables import is_async_callable
+from ._callables import Kind, is_async_callable
 from ._store import SummaryStore, check_store
 
 OVERFLOW_CHOICES = ("call", "raise", "retry")
@@ -340,30 +340,26 @@ def _truncating(value: Any) -> Any:
 def _choice(name: str, value: Any, choices: Sequence[Any]) -> None:
     """Refuse ``value`` unless it is one of ``choices`` (``ValueError``, or ``TypeError`` for
     a value no choice could equal, such as a list)."""
-    try:
-        if value in choices:
-            return
-    except TypeError:  # unhashable: compared against a set of choices
-        pass
+    if value in choices:
+        return
     expected = ", ".join(map(repr, choices[:-1])) + f" or {choices[-1]!r}"
     right_type = any(type(value) is type(choice) for choice in choices)
     raise must(name, expected, value, ValueError if right_type else TypeError)
 
 
 def check_awaitables(
-    is_async: bool,
-    kind_name: str,
+    kind: Kind,
     function_name: str,
     summarize: Optional[Callable[..., Any]],
     hooks: Sequence[Callable[..., Any]],
 ) -> None:
     """Refuse, at wrapping time, async helpers that a sync callable could not await."""
-    if is_async:
+    if kind.is_async:
         return
     awaited = [("summarize", summarize)] if summarize is not None else []
     for what, helper in [*awaited, *(("on_compact hook", hook) for hook in hooks)]:
         if is_async_callable(helper):
             raise TypeError(
-                f"{function_name} is a {kind_name} function, so it cannot await the async "
+                f"{function_name} is a {kind.value} function, so it cannot await the async "
                 f"{what} {helper!r}; pass a plain function, or wrap an async function"
             )

@@ -153,7 +153,7 @@ def intercept(
         try:
             if state in patch.interceptors:
                 return
-            check_awaitables(patch.kind.is_async, patch.kind.value, patch.name, None, state.hooks)
+            check_awaitables(patch.kind, patch.name, None, state.hooks)
             site, options = _site(point, patch.descriptor, options)
             patch.interceptors[state] = Interceptor(
                 options,

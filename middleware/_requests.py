@@ -49,10 +49,7 @@ class RequestSite:
     def route(self, url: str) -> Optional[Route]:
         """The route of ``url`` (a path, or a full URL; a query is ignored)."""
         path = url.split("?", 1)[0].rstrip("/")
-        for route in self.routes:
-            if path.endswith(route.path):
-                return route
-        return None
+        return next((route for route in self.routes if path.endswith(route.path)), None)
 
     def locate(
         self, instance: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]

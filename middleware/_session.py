@@ -7,7 +7,6 @@ activation.
 
 from __future__ import annotations
 
-import dataclasses
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Type, TypeVar, Union
 
@@ -236,7 +235,7 @@ class CompactingSession:
         wrapped = wrap_callable(fn, self._wrap_options(fn, max_tokens, options), ())
         # The session's hooks are not the wrapper's, so check them against fn here.
         kind = kind_of(fn)
-        check_awaitables(kind.is_async, kind.value, qualified_name(fn), None, self._state.hooks)
+        check_awaitables(kind, qualified_name(fn), None, self._state.hooks)
         return wrapped
 
     def intercept(self, target: Target) -> None:
@@ -255,8 +254,7 @@ class CompactingSession:
         if max_tokens is INHERIT and (self._options is None or not overrides):
             return self._required_options(fn)
         # The session's checked options, with the given ones checked again on top.
-        fields = dataclasses.fields(self._options) if self._options is not None else ()
-        own = {f.name: getattr(self._options, f.name) for f in fields}
+        own = dict(vars(self._options)) if self._options is not None else {}
         inherited = own.pop("max_tokens", INHERIT)
         budget = inherited if max_tokens is INHERIT else max_tokens
         return CompactionOptions.build("wrap", budget, {**own, **overrides})

@@ -1,13 +1,8 @@
 """What a session owns while it lives, and which sessions are active in this context.
 
-``SessionState`` is the one owner of a ``CompactingSession``'s state: its
-activation, the events and figures it records, its calibration and the
-interceptions it holds. The call path reaches the active
-states through ``active_states()``, a context variable, so that tasks started
-inside a session and worker threads started through anyio (which copy the
-context) see it, and other tasks and threads do not. Two more context variables
-say whether an intercepted callee is running (``inside_exclusive_call``) and
-whether a summarizer is (``inside_summarizer``).
+``SessionState`` owns a ``CompactingSession``'s activation, events, figures, calibration
+and interceptions. The active states are a context variable (``active_states()``), so
+tasks and anyio worker threads started inside a session see them, and others do not.
 """
 
 from __future__ import annotations

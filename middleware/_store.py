@@ -73,7 +73,7 @@ def store_timeout(store: object) -> Optional[float]:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         return DEFAULT_TIMEOUT
-    return float(timeout) if timeout > 0 and not math.isnan(timeout) else DEFAULT_TIMEOUT
+    return float(timeout) if timeout > 0 else DEFAULT_TIMEOUT  # NaN > 0 is false
 
 
 def _positive(name: str, value: object, kinds: Any, optional: bool = True) -> None:
