@@ -176,15 +176,6 @@ class AnthropicFormat(WireFormat):
             gone = [k for k, b in enumerate(content) if _stray(b, allowed)]
             _rebuild_next(edits, i, content, gone, [], code)
 
-    def awaiting(self, views: Views) -> int:
-        """Where calls still awaiting their results end ``views``: a last assistant
-        message with ``tool_use`` blocks; ``len(views)`` when there is none."""
-        n = len(views)
-        last = views[-1] if n else None
-        if last is not None and last.get("role") == "assistant":
-            return n - 1 if any(is_block(b, "tool_use") for b in blocks(last, n - 1)) else n
-        return n
-
     def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's ``tool_use`` blocks, with the tool each names."""
         if view.get("role") == "assistant":

@@ -15,7 +15,7 @@ from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
 from ._base import ASIDE, CALLS, EMPTY_ARGUMENTS, Links, Media, ToolCall, ToolResult, WireFormat
 from ._edits import Edits, Problems, Why
-from ._shapes import View, Views, blocks, data_url, hashable, id_set, is_list, key, text_name
+from ._shapes import View, Views, blocks, data_url, id_set, is_list, key, text_name
 
 PROVIDER = "openai"
 # Tool calls without ids, answered in order: Ollama's native API.
@@ -406,20 +406,6 @@ def _tool_link(view: View, index: int, links: Links) -> int:
     return -1
 
 
-def _left_open(views: Views, at: int) -> bool:
-    """Whether the ``tool`` messages after the call at ``at`` leave a call unanswered."""
-    ids, idless_names = _calls_of(views[at], at)
-    owed = set(ids)
-    idless = _IdlessCalls(idless_names)
-    for k in range(at + 1, len(views)):
-        call_id = hashable(views[k].get("tool_call_id"))
-        if call_id is None:
-            idless.answer(views[k].get("tool_name"))
-        else:
-            owed.discard(call_id)
-    return bool(owed or idless)
-
-
 class ChatFormat(WireFormat):
     """OpenAI Chat Completions, legacy ``function_call`` included."""
 
@@ -514,10 +500,10 @@ class ChatFormat(WireFormat):
             at -= 1
         if at < 0 or views[at].get("role") != "assistant":
             return n
-        calling = views[at]
-        if calling.get("function_call") and at == n - 1:
+        if views[at].get("function_call") and at == n - 1:
             return at
-        return at if _left_open(views, at) else n
+        ids, idless = _unanswered(views, at, n - 1)
+        return at if ids or idless else n
 
     def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's calls, with the tool each names."""

@@ -287,12 +287,6 @@ class GeminiFormat(WireFormat):
         for turn in repair.turns:
             turn.finish(views, edits)
 
-    def awaiting(self, views: Views) -> int:
-        """Where calls still awaiting their results end ``views``: a last model turn of
-        ``functionCall`` parts; ``len(views)`` when there is none."""
-        n = len(views)
-        return n - 1 if n and is_call_turn(views[-1]) else n
-
     def step(self, view: View) -> Optional[str]:
         """A user turn opens a turn unless it holds function responses; a model turn calls
         tools when it holds function calls, else replies; ``None`` for no Gemini content."""
