@@ -4,6 +4,7 @@ the next message. A ``compaction`` block restarts the conversation (``Links.rest
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import takewhile
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
@@ -55,12 +56,7 @@ def result_ids(content: Sequence[Any], index: int) -> List[Any]:
 
 def leading_results(content: Sequence[Any]) -> List[View]:
     """The ``tool_result`` blocks ``content`` starts with."""
-    results = []
-    for block in content:
-        if not is_block(block, "tool_result"):
-            break
-        results.append(block)
-    return results
+    return list(takewhile(lambda block: is_block(block, "tool_result"), content))
 
 
 class _Uses(NamedTuple):
@@ -259,11 +255,6 @@ def _unanswered(
     return _missing(at, unanswered, at, "missing_tool_result_blocks")
 
 
-def _stray(block: Any, allowed: FrozenSet[Any]) -> bool:
-    """Whether ``block`` is a ``tool_result`` answering none of ``allowed``."""
-    return is_block(block, "tool_result") and block.get("tool_use_id") not in allowed
-
-
 def _placeholder(use_id: Any, answer: str) -> Dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": use_id, "content": answer, "is_error": True}
 
@@ -359,6 +350,11 @@ def _text_first(
         edits.note(at, "dropped_empty", ids, PROVIDER, code)
     elif parts != list(range(len(content))):
         edits.rebuild(at, "content", parts)
+
+
+def _stray(block: Any, allowed: FrozenSet[Any]) -> bool:
+    """Whether ``block`` is a ``tool_result`` answering none of ``allowed``."""
+    return is_block(block, "tool_result") and block.get("tool_use_id") not in allowed
 
 
 def _use_of(block: Any, ids: FrozenSet[Any]) -> bool:

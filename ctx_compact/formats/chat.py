@@ -509,17 +509,14 @@ class ChatFormat(WireFormat):
         """An assistant message's calls, with the tool each names."""
         if view.get("role") == "assistant" and call_ids(view, index):  # validates tool_calls
             for j, call in enumerate(view["tool_calls"]):
-                function = call.get("function")
-                arguments: Tuple[str, ...]
-                if isinstance(function, Mapping):
-                    name, arguments = function.get("name"), ("function", "arguments")
-                else:
-                    name, arguments = None, ()
+                arguments = (
+                    ("function", "arguments") if isinstance(call.get("function"), Mapping) else ()
+                )
                 yield ToolCall(
                     index,
                     "tool_calls",
                     j,
-                    text_name(name),
+                    _function_name(call),
                     (call.get("id"),),
                     arguments=arguments,
                     no_arguments=EMPTY_ARGUMENTS,
