@@ -203,6 +203,10 @@ class Resuming(Protocol):
     # Whether ``view`` may come right after ``before`` (``None``: at the start).
     def resumes(self, before: Optional[View], view: View) -> bool: ...
 
+
+class Shaping(Resuming, Protocol):
+    """A format whose messages the summary takes the shape of, beside them."""
+
     # Whether ``view`` is this format's message, and the summary shaped as one: a
     # message of its own, or one more text part of ``view``.
     def shaped(self, view: Optional[View]) -> bool: ...

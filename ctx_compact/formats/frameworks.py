@@ -113,18 +113,6 @@ class _LangChainTurns:
             return role in ("user", "tool")  # a user turn, or function responses
         return role in ("user", "tool", "assistant")  # LangChain merges two AI messages
 
-    def shaped(self, view: Optional[View]) -> bool:
-        """Never: a summary beside a LangChain message is a plain message."""
-        return False
-
-    def note(self, text: str, summary_role: str) -> Dict[str, Any]:
-        """The summary as the specification's message (``shaped`` is never true)."""
-        return {"role": summary_role, "content": text}
-
-    def joined(self, view: View, text: str) -> Dict[str, Any]:
-        """A copy of ``view`` (``shaped`` is never true, so this is never asked)."""
-        return dict(view)
-
 
 LANGCHAIN_TURNS = _LangChainTurns()
 
