@@ -52,6 +52,11 @@ _OLLAMA_MISSING = (
 )
 
 
+def calls_tools(view: View) -> bool:
+    """Whether ``view`` holds ``tool_calls`` or a ``function_call``."""
+    return any(map(view.get, KEYS))
+
+
 def call_ids(message: View, index: int) -> Optional[FrozenSet[Any]]:
     """The ids of an assistant message's tool calls, or ``None`` if none.
 
@@ -416,9 +421,7 @@ class ChatFormat(WireFormat):
 
     def carries(self, view: View) -> bool:
         """Whether ``view`` holds ``tool_calls`` or ``function_call``, or has this format's role."""
-        return bool(view.get("tool_calls") or view.get("function_call")) or (
-            view.get("role") in ROLES
-        )
+        return calls_tools(view) or view.get("role") in ROLES
 
     def structure(self, view: View) -> Tuple[str, ...]:
         """The tool structure of this format in ``view``, as an error names it."""
@@ -428,9 +431,7 @@ class ChatFormat(WireFormat):
 
     def check(self, view: View, index: int) -> None:
         """Refuse calls anywhere but on an assistant message."""
-        if view.get("role") != "assistant" and (
-            view.get("tool_calls") or view.get("function_call")
-        ):
+        if view.get("role") != "assistant" and calls_tools(view):
             raise self.refuse(
                 view, index, "only an assistant message calls tools in Chat Completions"
             )
@@ -525,7 +526,7 @@ class ChatFormat(WireFormat):
     def step(self, view: View) -> Optional[str]:
         """A message with ``tool_calls`` or ``function_call`` calls tools, a ``tool`` or
         ``function`` message is none of a turn's steps; ``None`` for any other."""
-        if view.get("tool_calls") or view.get("function_call"):
+        if calls_tools(view):
             return CALLS
         return ASIDE if view.get("role") in ROLES else None
 

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._shapes import View
+from .chat import calls_tools
 
 Json = Dict[str, Any]
 
@@ -106,7 +107,7 @@ class _LangChainTurns:
 
     def resumes(self, before: Optional[View], view: View) -> bool:
         """Whether the conversation may go on at ``view`` right after ``before``."""
-        if not isinstance(view, _ModelTurn) or (view.rule == "calls" and not _calls(view)):
+        if not isinstance(view, _ModelTurn) or (view.rule == "calls" and not calls_tools(view)):
             return True
         role = None if before is None else before.get("role")
         if view.rule == "calls":
@@ -115,10 +116,6 @@ class _LangChainTurns:
 
 
 LANGCHAIN_TURNS = _LangChainTurns()
-
-
-def _calls(view: View) -> bool:
-    return bool(view.get("tool_calls") or view.get("function_call"))
 
 
 def _langchain_view(message: Any, role: Optional[str]) -> Json:
@@ -447,7 +444,7 @@ def _llama_index_view(message: Any) -> Json:
         view["tool_calls"] = calls
     extra = message.additional_kwargs or {}
     view.update({k: v for k, v in extra.items() if not (k == "tool_calls" and calls)})
-    if _calls(view):
+    if calls_tools(view):
         view["content"] = view["content"] or None
     return view
 
