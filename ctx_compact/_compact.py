@@ -477,10 +477,8 @@ class Compaction:
         views = message_views(self.messages)
         bounds, pre = self.bounds, self.pre
         rows: List[MessageRow] = []
-        group = 0
         for i in range(len(self.messages)):
-            while bounds[group + 1] <= i:
-                group += 1
+            group = bisect_right(bounds, i) - 1
             status, reason = self._reason(i, keep_head, keep_tail)
             rows.append(
                 MessageRow(

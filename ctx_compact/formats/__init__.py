@@ -20,6 +20,7 @@ from ._base import (
     Format,
     Links,
     Resuming,
+    Shaping,
     Thinking,
     ToolCall,
     ToolResult,
@@ -35,7 +36,9 @@ from .gemini import GEMINI
 from .responses import RESPONSES
 
 FORMATS: Tuple[Format, ...] = (CHAT, ANTHROPIC, RESPONSES, GEMINI, BEDROCK)
-RESUMING: Tuple[Resuming, ...] = (GEMINI, BEDROCK, LANGCHAIN_TURNS)
+# The formats a summary beside their messages is shaped as (``summary_note``, ``joined``).
+_SHAPING: Tuple[Shaping, ...] = (GEMINI, BEDROCK)
+RESUMING: Tuple[Resuming, ...] = (*_SHAPING, LANGCHAIN_TURNS)
 WAITING: Tuple[Waiting, ...] = (CHAT, ANTHROPIC, RESPONSES, GEMINI, BEDROCK)
 
 # The format reading a message that carries no tool structure, by role.
@@ -135,7 +138,7 @@ def thinking(views: Views, index: int) -> Optional[Thinking]:
 def summary_note(text: str, summary_role: str, beside: Optional[View]) -> Dict[str, Any]:
     """The summary message, shaped as the message ``beside`` it is (the specification's
     ``{"role": ..., "content": ...}`` unless that is a Gemini content or a Converse message)."""
-    for fmt in RESUMING:
+    for fmt in _SHAPING:
         if fmt.shaped(beside):
             return fmt.note(text, summary_role)
     return {"role": summary_role, "content": text}
@@ -143,8 +146,8 @@ def summary_note(text: str, summary_role: str, beside: Optional[View]) -> Dict[s
 
 def joined(view: View, text: str) -> Optional[Dict[str, Any]]:
     """A copy of ``view`` with ``text`` as one more text part or block, for a format in
-    ``RESUMING`` whose message it is; ``None`` for any other message."""
-    for fmt in RESUMING:
+    ``_SHAPING`` whose message it is; ``None`` for any other message."""
+    for fmt in _SHAPING:
         if fmt.shaped(view):
             return fmt.joined(view, text)
     return None
@@ -171,6 +174,7 @@ __all__ = [
     "Format",
     "Links",
     "Resuming",
+    "Shaping",
     "Thinking",
     "ToolCall",
     "ToolResult",

@@ -203,6 +203,10 @@ class Resuming(Protocol):
     # Whether ``view`` may come right after ``before`` (``None``: at the start).
     def resumes(self, before: Optional[View], view: View) -> bool: ...
 
+
+class Shaping(Resuming, Protocol):
+    """A format whose messages the summary takes the shape of, beside them."""
+
     # Whether ``view`` is this format's message, and the summary shaped as one: a
     # message of its own, or one more text part of ``view``.
     def shaped(self, view: Optional[View]) -> bool: ...
@@ -234,9 +238,18 @@ class WireFormat:
         provider does not take it."""
         return unrecognised(view, index, (*self.structure(view), *more), why)
 
+    def step(self, view: View) -> Optional[str]:
+        raise NotImplementedError
+
     def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """None: unless the format says otherwise, its messages carry no thinking."""
         return None
+
+    def awaiting(self, views: Views) -> int:
+        """Where calls still awaiting their results end ``views``: a last message that
+        calls tools (``step``); ``len(views)`` when there is none."""
+        n = len(views)
+        return n - 1 if n and self.step(views[-1]) == CALLS else n
 
     @staticmethod
     def object_call(

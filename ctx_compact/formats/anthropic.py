@@ -4,6 +4,7 @@ the next message. A ``compaction`` block restarts the conversation (``Links.rest
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import takewhile
 from typing import Any, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .._problems import PairingProblem, names
@@ -55,12 +56,7 @@ def result_ids(content: Sequence[Any], index: int) -> List[Any]:
 
 def leading_results(content: Sequence[Any]) -> List[View]:
     """The ``tool_result`` blocks ``content`` starts with."""
-    results = []
-    for block in content:
-        if not is_block(block, "tool_result"):
-            break
-        results.append(block)
-    return results
+    return list(takewhile(lambda block: is_block(block, "tool_result"), content))
 
 
 class _Uses(NamedTuple):
@@ -98,9 +94,6 @@ class AnthropicFormat(WireFormat):
     def carries(self, view: View) -> bool:
         """Whether ``view``'s content holds ``tool_use``, ``tool_result`` or ``compaction``
         blocks."""
-        content = view.get("content")
-        if type(content) is str or not is_list(content):
-            return False
         return any(isinstance(b, Mapping) and b.get("type") in BLOCKS for b in blocks(view))
 
     def structure(self, view: View) -> Tuple[str, ...]:
@@ -176,15 +169,6 @@ class AnthropicFormat(WireFormat):
             gone = [k for k, b in enumerate(content) if _stray(b, allowed)]
             _rebuild_next(edits, i, content, gone, [], code)
 
-    def awaiting(self, views: Views) -> int:
-        """Where calls still awaiting their results end ``views``: a last assistant
-        message with ``tool_use`` blocks; ``len(views)`` when there is none."""
-        n = len(views)
-        last = views[-1] if n else None
-        if last is not None and last.get("role") == "assistant":
-            return n - 1 if any(is_block(b, "tool_use") for b in blocks(last, n - 1)) else n
-        return n
-
     def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's ``tool_use`` blocks, with the tool each names."""
         if view.get("role") == "assistant":
@@ -205,23 +189,16 @@ class AnthropicFormat(WireFormat):
         """A user message carrying ``tool_result`` blocks is no user's own message, and an
         assistant message with ``tool_use`` blocks calls tools; ``None`` for any other."""
         role = view.get("role")
-        content = view.get("content")
-        if type(content) is str or content is None or type(role) is not str:
-            return None
-        if role not in _STEPS:
+        if type(role) is not str or role not in _STEPS:
             return None
         wanted, step = _STEPS[role]
-        for block in blocks(view):
-            if isinstance(block, Mapping) and block.get("type") == wanted:
-                return step
-        return None
+        return step if any(is_block(b, wanted) for b in blocks(view)) else None
 
     def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """An assistant message's ``thinking`` and ``redacted_thinking`` blocks; none may go
         from a message of thinking alone (Anthropic rejects an empty content)."""
         view = views[index]
-        content = view.get("content")
-        if type(content) is str or content is None or view.get("role") != "assistant":
+        if view.get("role") != "assistant":
             return None
         content = blocks(view, index)
         found = []
@@ -276,11 +253,6 @@ def _unanswered(
     if any(u in late for u in unanswered):
         return _missing(at, unanswered, index, "tool_result_not_at_start")
     return _missing(at, unanswered, at, "missing_tool_result_blocks")
-
-
-def _stray(block: Any, allowed: FrozenSet[Any]) -> bool:
-    """Whether ``block`` is a ``tool_result`` answering none of ``allowed``."""
-    return is_block(block, "tool_result") and block.get("tool_use_id") not in allowed
 
 
 def _placeholder(use_id: Any, answer: str) -> Dict[str, Any]:
@@ -378,6 +350,11 @@ def _text_first(
         edits.note(at, "dropped_empty", ids, PROVIDER, code)
     elif parts != list(range(len(content))):
         edits.rebuild(at, "content", parts)
+
+
+def _stray(block: Any, allowed: FrozenSet[Any]) -> bool:
+    """Whether ``block`` is a ``tool_result`` answering none of ``allowed``."""
+    return is_block(block, "tool_result") and block.get("tool_use_id") not in allowed
 
 
 def _use_of(block: Any, ids: FrozenSet[Any]) -> bool:

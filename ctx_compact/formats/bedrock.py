@@ -225,15 +225,6 @@ class BedrockFormat(WireFormat):
             elif code == "missing_tool_results":
                 _answer(views, i, edits, answer, code)
 
-    def awaiting(self, views: Views) -> int:
-        """Where calls still awaiting their results end ``views``: a last assistant
-        message with ``toolUse`` blocks; ``len(views)`` when there is none."""
-        n = len(views)
-        last = views[-1] if n else None
-        if last is not None and last.get("role") == "assistant" and is_message(last):
-            return n - 1 if uses(last) else n
-        return n
-
     def step(self, view: View) -> Optional[str]:
         """A user message opens a turn unless it holds ``toolResult`` blocks; an assistant
         message calls tools when it holds ``toolUse`` blocks, else replies; ``None`` for

@@ -15,7 +15,7 @@ from .._errors import InvalidMessageError
 from .._problems import PairingProblem, names
 from ._base import ASIDE, CALLS, EMPTY_ARGUMENTS, Links, Media, ToolCall, ToolResult, WireFormat
 from ._edits import Edits, Problems, Why
-from ._shapes import View, Views, blocks, data_url, hashable, id_set, is_list, key, text_name
+from ._shapes import View, Views, blocks, data_url, id_set, is_list, key, text_name
 
 PROVIDER = "openai"
 # Tool calls without ids, answered in order: Ollama's native API.
@@ -50,6 +50,11 @@ _OLLAMA_MISSING = (
     "An assistant message's 'tool_calls' without an 'id' must be answered in order by the "
     "'tool' messages right after it; Ollama would show the model calls without results: {names}"
 )
+
+
+def calls_tools(view: View) -> bool:
+    """Whether ``view`` holds ``tool_calls`` or a ``function_call``."""
+    return any(map(view.get, KEYS))
 
 
 def call_ids(message: View, index: int) -> Optional[FrozenSet[Any]]:
@@ -406,20 +411,6 @@ def _tool_link(view: View, index: int, links: Links) -> int:
     return -1
 
 
-def _left_open(views: Views, at: int) -> bool:
-    """Whether the ``tool`` messages after the call at ``at`` leave a call unanswered."""
-    ids, idless_names = _calls_of(views[at], at)
-    owed = set(ids)
-    idless = _IdlessCalls(idless_names)
-    for k in range(at + 1, len(views)):
-        call_id = hashable(views[k].get("tool_call_id"))
-        if call_id is None:
-            idless.answer(views[k].get("tool_name"))
-        else:
-            owed.discard(call_id)
-    return bool(owed or idless)
-
-
 class ChatFormat(WireFormat):
     """OpenAI Chat Completions, legacy ``function_call`` included."""
 
@@ -430,9 +421,7 @@ class ChatFormat(WireFormat):
 
     def carries(self, view: View) -> bool:
         """Whether ``view`` holds ``tool_calls`` or ``function_call``, or has this format's role."""
-        return bool(view.get("tool_calls") or view.get("function_call")) or (
-            view.get("role") in ROLES
-        )
+        return calls_tools(view) or view.get("role") in ROLES
 
     def structure(self, view: View) -> Tuple[str, ...]:
         """The tool structure of this format in ``view``, as an error names it."""
@@ -442,9 +431,7 @@ class ChatFormat(WireFormat):
 
     def check(self, view: View, index: int) -> None:
         """Refuse calls anywhere but on an assistant message."""
-        if view.get("role") != "assistant" and (
-            view.get("tool_calls") or view.get("function_call")
-        ):
+        if view.get("role") != "assistant" and calls_tools(view):
             raise self.refuse(
                 view, index, "only an assistant message calls tools in Chat Completions"
             )
@@ -514,26 +501,23 @@ class ChatFormat(WireFormat):
             at -= 1
         if at < 0 or views[at].get("role") != "assistant":
             return n
-        calling = views[at]
-        if calling.get("function_call") and at == n - 1:
+        if views[at].get("function_call") and at == n - 1:
             return at
-        return at if _left_open(views, at) else n
+        ids, idless = _unanswered(views, at, n - 1)
+        return at if ids or idless else n
 
     def tool_calls(self, view: View, index: int) -> Iterator[ToolCall]:
         """An assistant message's calls, with the tool each names."""
         if view.get("role") == "assistant" and call_ids(view, index):  # validates tool_calls
             for j, call in enumerate(view["tool_calls"]):
-                function = call.get("function")
-                arguments: Tuple[str, ...]
-                if isinstance(function, Mapping):
-                    name, arguments = function.get("name"), ("function", "arguments")
-                else:
-                    name, arguments = None, ()
+                arguments = (
+                    ("function", "arguments") if isinstance(call.get("function"), Mapping) else ()
+                )
                 yield ToolCall(
                     index,
                     "tool_calls",
                     j,
-                    text_name(name),
+                    _function_name(call),
                     (call.get("id"),),
                     arguments=arguments,
                     no_arguments=EMPTY_ARGUMENTS,
@@ -542,7 +526,7 @@ class ChatFormat(WireFormat):
     def step(self, view: View) -> Optional[str]:
         """A message with ``tool_calls`` or ``function_call`` calls tools, a ``tool`` or
         ``function`` message is none of a turn's steps; ``None`` for any other."""
-        if view.get("tool_calls") or view.get("function_call"):
+        if calls_tools(view):
             return CALLS
         return ASIDE if view.get("role") in ROLES else None
 

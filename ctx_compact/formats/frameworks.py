@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._shapes import View
+from .chat import calls_tools
 
 Json = Dict[str, Any]
 
@@ -106,31 +107,15 @@ class _LangChainTurns:
 
     def resumes(self, before: Optional[View], view: View) -> bool:
         """Whether the conversation may go on at ``view`` right after ``before``."""
-        if not isinstance(view, _ModelTurn) or (view.rule == "calls" and not _calls(view)):
+        if not isinstance(view, _ModelTurn) or (view.rule == "calls" and not calls_tools(view)):
             return True
         role = None if before is None else before.get("role")
         if view.rule == "calls":
             return role in ("user", "tool")  # a user turn, or function responses
         return role in ("user", "tool", "assistant")  # LangChain merges two AI messages
 
-    def shaped(self, view: Optional[View]) -> bool:
-        """Never: a summary beside a LangChain message is a plain message."""
-        return False
-
-    def note(self, text: str, summary_role: str) -> Dict[str, Any]:
-        """The summary as the specification's message (``shaped`` is never true)."""
-        return {"role": summary_role, "content": text}
-
-    def joined(self, view: View, text: str) -> Dict[str, Any]:
-        """A copy of ``view`` (``shaped`` is never true, so this is never asked)."""
-        return dict(view)
-
 
 LANGCHAIN_TURNS = _LangChainTurns()
-
-
-def _calls(view: View) -> bool:
-    return bool(view.get("tool_calls") or view.get("function_call"))
 
 
 def _langchain_view(message: Any, role: Optional[str]) -> Json:
@@ -459,7 +444,7 @@ def _llama_index_view(message: Any) -> Json:
         view["tool_calls"] = calls
     extra = message.additional_kwargs or {}
     view.update({k: v for k, v in extra.items() if not (k == "tool_calls" and calls)})
-    if _calls(view):
+    if calls_tools(view):
         view["content"] = view["content"] or None
     return view
 

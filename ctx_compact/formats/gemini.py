@@ -183,10 +183,7 @@ class GeminiFormat(WireFormat):
 
     def carries(self, view: View) -> bool:
         """Whether ``view``'s parts hold a function call or response."""
-        return "parts" in view and any(
-            _field(p, CALL_KEYS)[1] is not None or _field(p, RESPONSE_KEYS)[1] is not None
-            for p in parts(view)
-        )
+        return _has(view, CALL_KEYS) or _has(view, RESPONSE_KEYS)
 
     def structure(self, view: View) -> Tuple[str, ...]:
         """The function part kinds in ``view``, as an error names them."""
@@ -286,12 +283,6 @@ class GeminiFormat(WireFormat):
                 repair.response_turn(i, view)
         for turn in repair.turns:
             turn.finish(views, edits)
-
-    def awaiting(self, views: Views) -> int:
-        """Where calls still awaiting their results end ``views``: a last model turn of
-        ``functionCall`` parts; ``len(views)`` when there is none."""
-        n = len(views)
-        return n - 1 if n and is_call_turn(views[-1]) else n
 
     def step(self, view: View) -> Optional[str]:
         """A user turn opens a turn unless it holds function responses; a model turn calls

@@ -236,6 +236,7 @@ class ResponsesFormat(WireFormat):
     def link(self, view: View, index: int, links: Links) -> int:
         """The earliest item ``view`` must stay with, or ``-1``; sets what it leaves open."""
         links.left = None
+        found: Optional[int] = None
         kind = view.get("type")
         if type(kind) is not str:
             kind = item_type(view, index)
@@ -243,8 +244,6 @@ class ResponsesFormat(WireFormat):
             _matchers(links)[0].open(call_keys(view, index), index)
         elif kind in OUTPUT_TYPES:
             found = _matchers(links)[0].answer(output_key(view, index))
-            if found is not None:
-                return found
         elif kind == "reasoning":
             links.left = FOLLOWED
         elif kind == "compaction":
@@ -255,9 +254,7 @@ class ResponsesFormat(WireFormat):
         elif kind == "mcp_approval_response":
             request = key(view.get("approval_request_id"), index, "approval_request_id")
             found = _matchers(links)[1].answer(request)
-            if found is not None:
-                return found
-        return -1
+        return -1 if found is None else found
 
     def problems(self, views: Views) -> Iterator[PairingProblem]:
         """What OpenAI rejects: a call without its output, an output without its call,
