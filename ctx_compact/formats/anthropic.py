@@ -94,6 +94,9 @@ class AnthropicFormat(WireFormat):
     def carries(self, view: View) -> bool:
         """Whether ``view``'s content holds ``tool_use``, ``tool_result`` or ``compaction``
         blocks."""
+        content = view.get("content")
+        if type(content) is str or not is_list(content):
+            return False
         return any(isinstance(b, Mapping) and b.get("type") in BLOCKS for b in blocks(view))
 
     def structure(self, view: View) -> Tuple[str, ...]:
@@ -189,16 +192,23 @@ class AnthropicFormat(WireFormat):
         """A user message carrying ``tool_result`` blocks is no user's own message, and an
         assistant message with ``tool_use`` blocks calls tools; ``None`` for any other."""
         role = view.get("role")
-        if type(role) is not str or role not in _STEPS:
+        content = view.get("content")
+        if type(content) is str or content is None or type(role) is not str:
+            return None
+        if role not in _STEPS:
             return None
         wanted, step = _STEPS[role]
-        return step if any(is_block(b, wanted) for b in blocks(view)) else None
+        for block in blocks(view):
+            if isinstance(block, Mapping) and block.get("type") == wanted:
+                return step
+        return None
 
     def thinking(self, views: Views, index: int) -> Optional[Thinking]:
         """An assistant message's ``thinking`` and ``redacted_thinking`` blocks; none may go
         from a message of thinking alone (Anthropic rejects an empty content)."""
         view = views[index]
-        if view.get("role") != "assistant":
+        content = view.get("content")
+        if type(content) is str or content is None or view.get("role") != "assistant":
             return None
         content = blocks(view, index)
         found = []

@@ -183,7 +183,10 @@ class GeminiFormat(WireFormat):
 
     def carries(self, view: View) -> bool:
         """Whether ``view``'s parts hold a function call or response."""
-        return _has(view, CALL_KEYS) or _has(view, RESPONSE_KEYS)
+        return "parts" in view and any(
+            _field(p, CALL_KEYS)[1] is not None or _field(p, RESPONSE_KEYS)[1] is not None
+            for p in parts(view)
+        )
 
     def structure(self, view: View) -> Tuple[str, ...]:
         """The function part kinds in ``view``, as an error names them."""
