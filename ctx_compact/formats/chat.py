@@ -54,7 +54,7 @@ _OLLAMA_MISSING = (
 
 def calls_tools(view: View) -> bool:
     """Whether ``view`` holds ``tool_calls`` or a ``function_call``."""
-    return any(map(view.get, KEYS))
+    return bool(view.get("tool_calls") or view.get("function_call"))
 
 
 def call_ids(message: View, index: int) -> Optional[FrozenSet[Any]]:
