@@ -220,8 +220,9 @@ class Workers:
             raise
 
     def _start(self, context: Any, settings: Settings, name: str, jobs: int) -> None:
-        # Held while workers start: the main process gets a Ctrl-C or SIGTERM once they
-        # all have, and each worker starts with both blocked until it ignores Ctrl-C.
+        # Held while workers and feeders start: the main process gets a Ctrl-C or SIGTERM
+        # once they all have (none lands inside a start, where what started is not yet
+        # known), and each worker and feeder starts with both blocked.
         with held():
             for _ in range(jobs):
                 mine, theirs = context.Pipe()
@@ -235,13 +236,13 @@ class Workers:
                 theirs.close()
                 self._pipes.append(mine)
                 self._processes.append(process)
-        for pipe in self._pipes:
-            chunks: queue.SimpleQueue[Optional[Chunk]] = queue.SimpleQueue()
-            self._queues.append(chunks)  # its None, put by __exit__, ends the feeder
-            self._waiting.append(collections.deque())
-            feeder = threading.Thread(target=_feed, args=(pipe, chunks), daemon=True)
-            feeder.start()
-            self._feeders.append(feeder)
+            for pipe in self._pipes:
+                chunks: queue.SimpleQueue[Optional[Chunk]] = queue.SimpleQueue()
+                feeder = threading.Thread(target=_feed, args=(pipe, chunks), daemon=True)
+                feeder.start()
+                self._queues.append(chunks)
+                self._feeders.append(feeder)
+                self._waiting.append(collections.deque())
 
     def __enter__(self) -> Workers:
         return self
