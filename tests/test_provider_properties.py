@@ -225,6 +225,35 @@ def anthropic_pairing(error: str) -> bool:
     return "`tool_use`" in error or "`tool_use_id`" in error
 
 
+def test_anthropic_pairs_calls_and_results_message_by_message() -> None:
+    # Anthropic checks tool pairing per message, not per turn of consecutive messages:
+    # the results of parallel calls sent as two user messages get its 400 (as clients
+    # that sent them so have reported), and so do calls spread over two assistant
+    # messages. The validator refuses both and check_pairing flags both.
+    def use(call_id: str) -> Message:
+        return {"type": "tool_use", "id": call_id, "name": "f", "input": {}}
+
+    def result(call_id: str) -> Message:
+        return {"type": "tool_result", "tool_use_id": call_id, "content": "r"}
+
+    split_results = [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": [use("a"), use("b")]},
+        {"role": "user", "content": [result("a")]},
+        {"role": "user", "content": [result("b")]},
+    ]
+    split_calls = [
+        {"role": "user", "content": "Go."},
+        {"role": "assistant", "content": [use("a")]},
+        {"role": "assistant", "content": [use("b")]},
+        {"role": "user", "content": [result("a"), result("b")]},
+    ]
+    for messages in (split_results, split_calls):
+        error = anthropic_rejection(messages)
+        assert error is not None and anthropic_pairing(error)
+        assert [p.index for p in check_pairing(messages)][:1] == [1]
+
+
 # --- OpenAI Responses -------------------------------------------------------------------
 
 

@@ -1,11 +1,13 @@
 """Anthropic Messages in the kit: ``POST /v1/messages`` (``?beta=true`` too), plain and streamed.
 
 The validator checks a request as Anthropic does and answers a broken one with
-Anthropic's own 400 wording. Consecutive messages of one role are combined into
-one turn, as Anthropic does: the ``tool_result`` blocks that open a user turn
-must answer ``tool_use`` blocks of the assistant turn just before, and each
-``tool_use`` that ends an assistant turn must be answered at the start of the
-next. ``input_tokens`` is the sum of ``count_tokens`` over ``messages`` plus
+Anthropic's own 400 wording. Tool pairing is checked message by message, as
+Anthropic's errors say ("in the next message"), even where consecutive messages
+of one role form one turn: the ``tool_result`` blocks of a user message must
+answer ``tool_use`` blocks of the assistant message just before, and each
+``tool_use`` that ends an assistant message must be answered at the start of the
+next message (results split over two user messages are refused).
+``input_tokens`` is the sum of ``count_tokens`` over ``messages`` plus
 ``count_tokens(system)`` when a top-level ``system`` is given; over
 ``context_limit`` the request gets Anthropic's "prompt is too long".
 
@@ -165,22 +167,19 @@ def _check_message(messages: Sequence[Any], index: int, message: Any) -> None:
 
 @dataclass
 class _Turn:
-    """Consecutive messages of one role, which Anthropic combines into one turn."""
+    """One message's role and blocks, as tool pairing reads them."""
 
     role: str
     blocks: List[Tuple[int, int, Json]]  # (message index, block index, block)
 
 
 def _turns(messages: Sequence[Json]) -> List[_Turn]:
-    turns: List[_Turn] = []
-    for index, message in enumerate(messages):
-        role = message["role"]
-        found = [(index, k, block) for k, block in enumerate(blocks(message["content"]))]
-        if turns and turns[-1].role == role and role != "system":
-            turns[-1].blocks.extend(found)
-        else:
-            turns.append(_Turn(role, found))
-    return turns
+    return [
+        _Turn(
+            message["role"], [(i, k, block) for k, block in enumerate(blocks(message["content"]))]
+        )
+        for i, message in enumerate(messages)
+    ]
 
 
 def _check_tool_pairing(messages: Sequence[Json]) -> None:
