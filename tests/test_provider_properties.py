@@ -250,7 +250,8 @@ def test_anthropic_pairs_calls_and_results_message_by_message() -> None:
     ]
     for messages in (split_results, split_calls):
         error = anthropic_rejection(messages)
-        assert error is not None and anthropic_pairing(error)
+        assert error is not None
+        assert anthropic_pairing(error)
         assert [p.index for p in check_pairing(messages)][:1] == [1]
 
 
