@@ -7,6 +7,7 @@ activation.
 
 from __future__ import annotations
 
+import dataclasses
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Type, TypeVar, Union
 
@@ -254,7 +255,8 @@ class CompactingSession:
         if max_tokens is INHERIT and (self._options is None or not overrides):
             return self._required_options(fn)
         # The session's checked options, with the given ones checked again on top.
-        own = dict(vars(self._options)) if self._options is not None else {}
+        fields = dataclasses.fields(self._options) if self._options is not None else ()
+        own = {f.name: getattr(self._options, f.name) for f in fields}
         inherited = own.pop("max_tokens", INHERIT)
         budget = inherited if max_tokens is INHERIT else max_tokens
         return CompactionOptions.build("wrap", budget, {**own, **overrides})
