@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import math
 import re
 import sys
@@ -237,6 +238,9 @@ _REPORT = {
 }
 
 
+# Built once per mode: parsing leaves a parser as it was, and main() called from a program
+# would otherwise spend most of a small run adding options.
+@functools.cache
 def _parser(mode: str) -> _Parser:
     """The parser of ``mode``: the options it shares with the other modes are said once."""
     parser = _Parser(mode, _DESCRIPTIONS[mode], _EPILOGS[mode])
