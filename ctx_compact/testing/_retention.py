@@ -404,6 +404,35 @@ def _sentences(texts: Sequence[str], pattern: re.Pattern[str]) -> List[str]:
     return found
 
 
+# The task ending a cache-aligned request of llm_summarizer: its last message, or that
+# message's last text block, holds the instructions and then this.
+_ALIGNED_TASK = re.compile(
+    r"(?:(Summarize)|update it with) the last (\d+) messages of the conversation(?: above)?\."
+    r" Keep the summary under \d+ tokens\. Call no tool\.\Z"
+)
+
+
+def _asked(messages: List[Json]) -> List[Json]:
+    """The messages a request asks to have summarized: all of them, or, when it ends with a
+    cache-aligned task, the last N before the task (and, rolling, the summary so far, the
+    message before them), the task's own text left out."""
+    if not messages or not isinstance(messages[-1], dict):
+        return messages
+    *above, last = messages
+    for key in ("content", "parts"):  # where each format keeps a message's text
+        text: Any = last.get(key)
+        others: List[Any] = []
+        if isinstance(text, list) and text and isinstance(text[-1], dict):
+            text, others = text[-1].get("text"), text[:-1]  # the task as the last block
+        task = _ALIGNED_TASK.search(text) if isinstance(text, str) else None
+        if task is not None:
+            if others:  # the task joined the last message asked about
+                above.append({**last, key: others})
+            rolling = task.group(1) is None
+            return above[-(int(task.group(2)) + rolling) :]
+    return messages
+
+
 def _decoded(value: Any) -> Any:
     """``value`` with each line of its strings that is a JSON object read as that object."""
     if isinstance(value, str):
@@ -425,14 +454,18 @@ def literal_summary(messages: List[Json]) -> str:
     """The summary a model that follows a summarizing prompt literally would write of
     ``messages`` (a request in any format the kit serves): its standing rules, decisions,
     errors and open tasks as stated, and every identifier, path, URL, version and number
-    verbatim, in sections. Give it as ``FakeProvider(reply=literal_summary)``.
+    verbatim, in sections. Give it as ``FakeProvider(reply=literal_summary)``. A request
+    ending with ``llm_summarizer``'s cache-aligned task is summarized as that task asks:
+    the last messages it names (and the summary so far, the message before them, when it
+    rolls), the instructions left out.
 
     It is a stand-in, to test a summarizer's plumbing and the retention check offline;
     what a real model keeps must be measured with that model.
     """
     # What it summarizes: the messages, not the instructions it was given as a system prompt;
     # messages a summarizer wrote into its prompt as JSON lines are read as messages.
-    said = [m for m in messages if not (isinstance(m, dict) and m.get("role") in _INSTRUCTING)]
+    asked = _asked(messages)
+    said = [m for m in asked if not (isinstance(m, dict) and m.get("role") in _INSTRUCTING)]
     texts = [text for text in _strings(_decoded(said)) if text.strip()]
     every: List[str] = []
     for text in texts:

@@ -14,14 +14,20 @@ Async tests run on asyncio and trio through the ``anyio_backend`` fixture.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterator, List, Tuple
+import re
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
 
-from ctx_compact.testing import FakeProvider, RecordedRequest, count_tokens  # noqa: E402
+from ctx_compact.testing import (  # noqa: E402
+    FakeProvider,
+    RecordedRequest,
+    count_tokens,
+    literal_summary,
+)
 from middleware import CompactingSession, CompactionEvent, budgeted, llm_summarizer  # noqa: E402
 from middleware.sdks import Alignment, summary_client  # noqa: E402
 
@@ -123,6 +129,16 @@ def split(sdk: Sdk, request: RecordedRequest) -> Tuple[List[Message], str]:
     return end, str(instruction["text"])
 
 
+TASK = re.compile(r"(Summarize|update it with) the last (\d+) messages of the conversation")
+
+
+def task_of(sdk: Sdk, request: RecordedRequest) -> Optional[re.Match[str]]:
+    """The task ending a summarizing request, if it is one."""
+    content = request.body["messages"][-1]["content"]
+    text = content if isinstance(content, str) else content[-1].get("text", "")
+    return TASK.search(text)
+
+
 def sent(sdk: Sdk, messages: List[Any]) -> List[Message]:
     """``messages`` as a request carries them (as JSON; for Anthropic, content as blocks)."""
     plain = json.loads(json.dumps(messages))
@@ -197,6 +213,46 @@ def test_a_sessions_summary_repeats_the_previous_requests_prefix(
         sdk.create(client, history[:SHORTER], **extra(sdk))
         sdk.create(client, history, **extra(sdk))
     assert_aligned(sdk, list(server.requests), events, history)
+
+
+def test_the_kits_literal_model_summarizes_what_an_aligned_request_asks_for(sdk: Sdk) -> None:
+    # The request repeats the whole prefix and ends with the instructions and the task: a
+    # model following it literally summarizes the messages dropped (and, rolling, the
+    # summary so far), never the instructions nor the head.
+    events: List[CompactionEvent] = []
+    history = [  # a standing rule in each of the user's own words, for the summaries to keep
+        {**m, "content": f"{m['content']} Always answer within {i} words."}
+        if m["role"] == "user" and isinstance(m["content"], str)
+        else m
+        for i, m in enumerate(sdk.history())
+    ]
+    with (
+        FakeProvider(reply=literal_summary) as server,
+        sdk.sync(server.base_url) as client,
+        CompactingSession(
+            max_tokens=sdk.budget,
+            intercept=sdk.name,
+            summarize=llm_summarizer(client),
+            on_compact=events.append,
+        ),
+    ):
+        sdk.create(client, history[:SHORTER], **extra(sdk))
+        sdk.create(client, history, **extra(sdk))
+    asked = []  # each summarizing request, and the messages its task names
+    for request in server.requests:
+        summary = literal_summary(request.body["messages"])  # before split() takes a mark off
+        task = task_of(sdk, request)
+        if task is not None:
+            rolling = task.group(1) != "Summarize"  # the summary so far comes before them
+            count = int(task.group(2)) + rolling
+            asked.append((summary, split(sdk, request)[0][-count:], rolling))
+    assert any(rolling for _, _, rolling in asked)
+    assert any(not rolling for _, _, rolling in asked)
+    for summary, messages, _ in asked:
+        assert summary == literal_summary(messages)
+        assert summary
+        assert "never paraphrase" not in summary  # nothing of the instructions
+    assert {e.summary for e in events} <= {summary for summary, _, _ in asked}
 
 
 @pytest.mark.anyio
