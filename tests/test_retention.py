@@ -94,6 +94,43 @@ def test_ask_checks_the_facts_a_paraphrase_may_keep() -> None:
     assert len(asked) == 5  # the rule, the decision, the error and its fix, the task
 
 
+# The task ending llm_summarizer's cache-aligned requests, first and rolling.
+KEEP = " Keep the summary under 900 tokens. Call no tool."
+TASK = "\n\nSummarize the last 2 messages of the conversation above." + KEEP
+ROLLING = (
+    "\n\nThe summary so far is the summary message above, after the opening messages:"
+    " update it with the last 1 messages of the conversation." + KEEP
+)
+
+
+@pytest.mark.parametrize("shape", ["gemini", "bedrock"])
+def test_literal_summary_reads_the_task_of_an_aligned_request_in_each_shape(shape: str) -> None:
+    # The instructions (with a rule of their own) and the task end the request, as a content
+    # of their own (Gemini) or as the last block of the last user message (Bedrock).
+    def says(role: str, text: str) -> Dict[str, Any]:
+        key = "parts" if shape == "gemini" else "content"
+        return {"role": role, key: [{"text": text}]}
+
+    instructions = "Never round a number."
+    head = says("user", "Always answer in French.")
+    asked = [
+        says("model" if shape == "gemini" else "assistant", "We chose v2.1 because it is stable.")
+    ]
+    asked.append(says("user", "Open task: deploy https://example.com/app after the review."))
+    if shape == "gemini":
+        request = [head, *asked, says("user", instructions + TASK)]
+    else:
+        last = {**asked[-1], "content": [*asked[-1]["content"], {"text": instructions + TASK}]}
+        request = [head, asked[0], last]
+    assert literal_summary(request) == literal_summary(asked)
+    assert "Never round" not in literal_summary(request)
+    assert "French" not in literal_summary(request)
+    # Rolling: the summary so far, just before the messages named, is summarized too.
+    rolling = [head, says("user", "- Always use UTC."), asked[-1], says("user", ROLLING)]
+    assert literal_summary(rolling) == literal_summary(rolling[1:3])
+    assert "UTC" in literal_summary(rolling)
+
+
 def test_through_the_kits_scripted_model_offline() -> None:
     with FakeProvider(reply=literal_summary) as provider:
         client = openai.OpenAI(base_url=provider.openai_url, api_key="test", max_retries=0)
