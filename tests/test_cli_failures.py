@@ -395,6 +395,20 @@ def test_a_gzip_bomb_past_the_memory_limit_is_one_line_and_status_2(mode: str, t
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.jsonl.gz", "kept.jsonl"]
 
 
+@linux
+@pytest.mark.parametrize("mode", ["compact", "inspect"])
+def test_a_value_past_the_memory_limit_is_one_line_and_status_2(mode: str, tmp_path: Path):
+    # Read whole, then found too large to work on: no line to name, and no traceback.
+    data = tmp_path / "big.json"
+    data.write_text(json.dumps([{"role": "user", "content": "x" * (100 << 20)}]))
+    args = ["inspect", str(data)] if mode == "inspect" else [*EXAMPLE, str(data)]
+    done = limited("RLIMIT_AS", 256 << 20, *args, stdout=subprocess.DEVNULL)
+    assert (done.returncode, done.stderr.decode()) == (
+        2,
+        f"ctx-compact: out of memory: the input holds a value too large to {mode}\n",
+    )
+
+
 def test_a_line_too_large_to_compact_in_memory_can_be_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):

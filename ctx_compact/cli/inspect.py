@@ -24,7 +24,7 @@ from .io import (
     read_array,
     read_jsonl,
 )
-from .words import PROG
+from .words import PROG, out_of_memory
 from .work import Settings
 
 
@@ -44,6 +44,9 @@ def run_inspect(args: argparse.Namespace, settings: Settings) -> int:
         except Failure as exc:
             sys.stderr.write(f"{PROG}: {exc}\n")
             return exc.status
+        except MemoryError:  # a value past the memory limit, in a file or one line of it
+            sys.stderr.write(out_of_memory("inspect"))
+            return status.USAGE
         except BrokenPipeError:
             return status.CLOSED_OR_PROBLEMS
         finally:

@@ -28,7 +28,7 @@ from .io import (
     reasons_path,
 )
 from .progress import Progress
-from .words import PROG, SHOWN_SKIPPED, figures, number, plural
+from .words import PROG, SHOWN_SKIPPED, figures, number, out_of_memory, plural
 from .work import Done, Outcome, Rejected, Settings, run_one, serial
 
 # Conversations named in the closing "do not fit" note; the count covers the rest.
@@ -388,7 +388,7 @@ def _run(args: argparse.Namespace, mode: str) -> int:
             return exc.status
         except MemoryError:
             # A value past the memory limit where no line could be named (in array mode).
-            say(f"{PROG}: out of memory: the input holds a value too large to compact\n")
+            say(out_of_memory("compact"))
             return status.USAGE
         except BrokenPipeError:
             # In check mode only problem lines are ever written, so this is still status 1.

@@ -11,6 +11,12 @@ from .._contract import MessageRow
 
 PROG = "ctx-compact"
 
+
+def out_of_memory(doing: str) -> str:
+    """What a run says when a value past the memory limit could not be tied to a line."""
+    return f"{PROG}: out of memory: the input holds a value too large to {doing}\n"
+
+
 # Skipped lines reported one by one on standard error; the closing line counts them all.
 SHOWN_SKIPPED = 20
 
