@@ -196,11 +196,10 @@ def assert_aligned(
 # --- the aligned requests ------------------------------------------------------------------
 
 
-def test_a_sessions_summary_repeats_the_previous_requests_prefix(
-    sdk: Sdk, server: FakeProvider
-) -> None:
+def two_calls(sdk: Sdk, server: FakeProvider, history: List[Message]) -> List[CompactionEvent]:
+    """An earlier state of ``history`` sent, then all of it, through a session whose
+    summarizer is ``llm_summarizer`` on the same client: the session's events."""
     events: List[CompactionEvent] = []
-    history = sdk.history()
     with (
         sdk.sync(server.base_url) as client,
         CompactingSession(
@@ -212,6 +211,14 @@ def test_a_sessions_summary_repeats_the_previous_requests_prefix(
     ):
         sdk.create(client, history[:SHORTER], **extra(sdk))
         sdk.create(client, history, **extra(sdk))
+    return events
+
+
+def test_a_sessions_summary_repeats_the_previous_requests_prefix(
+    sdk: Sdk, server: FakeProvider
+) -> None:
+    history = sdk.history()
+    events = two_calls(sdk, server, history)
     assert_aligned(sdk, list(server.requests), events, history)
 
 
@@ -219,25 +226,14 @@ def test_the_kits_literal_model_summarizes_what_an_aligned_request_asks_for(sdk:
     # The request repeats the whole prefix and ends with the instructions and the task: a
     # model following it literally summarizes the messages dropped (and, rolling, the
     # summary so far), never the instructions nor the head.
-    events: List[CompactionEvent] = []
     history = [  # a standing rule in each of the user's own words, for the summaries to keep
         {**m, "content": f"{m['content']} Always answer within {i} words."}
         if m["role"] == "user" and isinstance(m["content"], str)
         else m
         for i, m in enumerate(sdk.history())
     ]
-    with (
-        FakeProvider(reply=literal_summary) as server,
-        sdk.sync(server.base_url) as client,
-        CompactingSession(
-            max_tokens=sdk.budget,
-            intercept=sdk.name,
-            summarize=llm_summarizer(client),
-            on_compact=events.append,
-        ),
-    ):
-        sdk.create(client, history[:SHORTER], **extra(sdk))
-        sdk.create(client, history, **extra(sdk))
+    with FakeProvider(reply=literal_summary) as server:
+        events = two_calls(sdk, server, history)
     asked = []  # each summarizing request, and the messages its task names
     for request in server.requests:
         summary = literal_summary(request.body["messages"])  # before split() takes a mark off
