@@ -64,6 +64,18 @@ def test_keep_results_and_exclude_tool(tmp_path: Path, capsys: pytest.CaptureFix
     assert status == (0 if expected.fits else 3)
 
 
+def test_a_repeated_option_does_not_carry_over_to_the_next_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # main() from a program: each call parses afresh, with no --exclude-tool of an earlier one.
+    messages = loop(8, tools=("read", "secret"))
+    args = ["--max-tokens", "50", "--keep-head", "0", "--keep-tail", "0", "--clear-tool-results"]
+    run([*args, "--exclude-tool", "secret", "--exclude-tool", "read"], messages, tmp_path, capsys)
+    _, out, _ = run([*args, "--keep-results", "0"], messages, tmp_path, capsys)
+    cleared = clear_tool_results(messages, max_tokens=50, keep=0)
+    assert out == compact(cleared.messages, max_tokens=50, keep_head=0, keep_tail=0).messages
+
+
 def test_without_the_flag_results_are_the_specifications(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

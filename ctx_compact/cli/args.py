@@ -238,8 +238,9 @@ _REPORT = {
 }
 
 
-# Built once per mode: parsing leaves a parser as it was, and main() called from a program
-# would otherwise spend most of a small run adding options.
+# Built once per mode: parsing leaves a parser as it was (argparse copies a repeatable
+# option's default list before appending; the run turns them into tuples), and main() called
+# from a program would otherwise spend most of a small run adding options.
 @functools.cache
 def _parser(mode: str) -> _Parser:
     """The parser of ``mode``: the options it shares with the other modes are said once."""
