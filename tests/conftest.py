@@ -5,8 +5,8 @@ Factories and strategies live in ``helpers.py``.
 Hypothesis runs its default profile; ``HYPOTHESIS_PROFILE=quick`` runs each
 property on fewer examples for a fast local loop. Tests that start subprocesses,
 engines, frameworks or servers in bulk are marked ``slow``, so ``-m "not slow"``
-selects the quick subset: ``HYPOTHESIS_PROFILE=quick python -m pytest -m "not slow"``.
-CI always runs everything with the default profile.
+selects the quick subset: ``HYPOTHESIS_PROFILE=quick python -m pytest -n auto -m "not slow"``.
+CI always runs everything with the default profile, on every core (``-n auto``).
 
 The tests of an optional extra (frameworks, SDKs, engines) skip where it is not
 installed, and CI runs them again in that extra's venv with
@@ -32,7 +32,10 @@ from ctx_compact.testing import FakeProvider
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-settings.register_profile("quick", max_examples=10)
+# No deadline: the tests assert no wall-clock time, and on a loaded machine (the suite runs
+# on every core) an example slower than hypothesis's 200 ms would fail its test.
+settings.register_profile("default", deadline=None)
+settings.register_profile("quick", max_examples=10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 # Modules whose tests spawn interpreters, worker pools, engines or frameworks.

@@ -52,7 +52,7 @@ def test_the_pages_and_sources_are_read() -> None:
     "text",
     [
         "python -m pip install .",
-        'python -m pip install -e ".[test]" && python -m pytest',
+        'python -m pip install -e ".[test]" && python -m pytest -n auto --dist worksteal',
         'python -m pip install ".[tiktoken,otel]"      # with exact counts',
         'pip install "/path/to/checkout[langchain]" langchain-openai',
         "pip install 'langchain>=1.5' langchain-openai",
