@@ -132,7 +132,7 @@ def split(sdk: Sdk, request: RecordedRequest) -> Tuple[List[Message], str]:
 TASK = re.compile(r"(Summarize|update it with) the last (\d+) messages of the conversation")
 
 
-def task_of(sdk: Sdk, request: RecordedRequest) -> Optional[re.Match[str]]:
+def task_of(request: RecordedRequest) -> Optional[re.Match[str]]:
     """The task ending a summarizing request, if it is one."""
     content = request.body["messages"][-1]["content"]
     text = content if isinstance(content, str) else content[-1].get("text", "")
@@ -237,7 +237,7 @@ def test_the_kits_literal_model_summarizes_what_an_aligned_request_asks_for(sdk:
     asked = []  # each summarizing request, and the messages its task names
     for request in server.requests:
         summary = literal_summary(request.body["messages"])  # before split() takes a mark off
-        task = task_of(sdk, request)
+        task = task_of(request)
         if task is not None:
             rolling = task.group(1) != "Summarize"  # the summary so far comes before them
             count = int(task.group(2)) + rolling
