@@ -7,6 +7,8 @@ on the import path); ``conftest.py`` holds only fixtures and the run's settings.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -250,3 +252,21 @@ def run_cli(
     out = tmp_path / "out.json"
     status = main([*args, "-o", str(out), str(source)])
     return status, json.loads(out.read_text()), capsys.readouterr().err
+
+
+def closed_early(*args: str) -> Tuple[int, bytes]:
+    """``python -m ctx_compact ARGS`` whose standard output is closed after 10 bytes: its
+    exit status and what it wrote on standard error."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctx_compact", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert process.stdout is not None
+    assert process.stderr is not None
+    process.stdout.read(10)
+    process.stdout.close()
+    err = process.stderr.read()
+    process.stderr.close()
+    return process.wait(timeout=60), err

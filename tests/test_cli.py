@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
+from helpers import closed_early
 
 from ctx_compact import __version__
 from ctx_compact.cli import main
@@ -707,20 +708,7 @@ def test_closed_output_pipe_exits_quietly(tmp_path: Path, report: bool):
     big.write_bytes(jsonl(MESSAGES) * 3000)  # about 2 MB out: far more than a pipe holds
     # A report file being written does not turn the closed pipe into its own failure.
     extra = ["--report", str(tmp_path / "report.jsonl")] if report else []
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ctx_compact", "--jsonl", *EXAMPLE, *extra, str(big)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=ROOT,
-    )
-    assert process.stdout is not None
-    assert process.stderr is not None
-    process.stdout.read(10)
-    process.stdout.close()
-    err = process.stderr.read()
-    process.stderr.close()
-    assert process.wait(timeout=60) == 1
-    assert err == b""
+    assert closed_early("--jsonl", *EXAMPLE, *extra, str(big)) == (1, b"")
     assert os.listdir(tmp_path) == ["big.jsonl"]  # no report, no temporary file left
 
 
@@ -1048,17 +1036,4 @@ def test_check_version_prints_the_package_version(capsys: pytest.CaptureFixture[
 def test_check_closed_output_pipe_is_still_status_1(tmp_path: Path):
     big = tmp_path / "big.jsonl"
     big.write_bytes(jsonl(json.loads(BROKEN.read_text(encoding="utf-8"))) * 20000)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ctx_compact", "check", "--jsonl", str(big)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=ROOT,
-    )
-    assert process.stdout is not None
-    assert process.stderr is not None
-    process.stdout.read(10)
-    process.stdout.close()
-    err = process.stderr.read()
-    process.stderr.close()
-    assert process.wait(timeout=60) == 1
-    assert err == b""
+    assert closed_early("check", "--jsonl", str(big)) == (1, b"")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from helpers import assistant, tool, tool_call, user, weather_messages
+from helpers import assistant, closed_early, tool, tool_call, user, weather_messages
 
 from ctx_compact import breakdown, media_aware_counter
 from ctx_compact.cli import main
@@ -158,16 +157,4 @@ def test_a_malformed_message_is_named(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_a_closed_output_pipe_ends_inspect_quietly_with_status_1(tmp_path: Path) -> None:
     # Far more JSON than a pipe holds (one record per message), closed after a few bytes.
     source = write(tmp_path, "long.json", [user(f"Message {n}.") for n in range(5000)])
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ctx_compact", "inspect", "--json", str(source)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    assert process.stderr is not None
-    process.stdout.read(10)
-    process.stdout.close()
-    err = process.stderr.read()
-    process.stderr.close()
-    assert process.wait(timeout=60) == 1
-    assert err == b""
+    assert closed_early("inspect", "--json", str(source)) == (1, b"")
